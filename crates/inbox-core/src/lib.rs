@@ -1,0 +1,25 @@
+//! The pure domain of agent-inbox: the vocabulary every other crate speaks, and the event
+//! state machine that decides what each operation may do to an inbox row.
+//!
+//! Nothing here reads a clock, a random source, a socket or a database: time arrives as
+//! [`UnixMillis`] arguments and randomness as byte arrays, so every rule can be tested
+//! exhaustively and replayed exactly.
+
+mod backoff;
+mod ids;
+mod lease;
+mod lifecycle;
+mod payload;
+mod time;
+
+pub use backoff::BackoffPolicy;
+pub use ids::{
+    DeduplicationKey, EventId, EventType, IdError, InboxSeq, Recipient, RecipientId,
+    RecipientKind, RecipientKey, SessionId, TenantId,
+};
+pub use lease::{LeaseToken, LeaseTokenHash};
+pub use lifecycle::{
+    AckResult, AckState, Applied, DeadLetterReason, EventLifecycle, Lease, RefusalReason, Transition,
+};
+pub use payload::{Correlation, EventBody, PayloadRef, Priority};
+pub use time::{Clock, ManualClock, UnixMillis};
