@@ -1,1 +1,37 @@
-//! placeholder
+//! The durable inbox of agent-inbox: publishing into a recipient's inbox in the caller's
+//! transaction, reading after a cursor, visibility leases, the scavenger, retention and the
+//! operator's tools, on MySQL/MariaDB or SQLite with one implementation and one conformance
+//! suite.
+//!
+//! All SQL lives in this crate. Decisions about what an event may do come from
+//! [`inbox_core`]'s state machine; this crate makes them durable and concurrent.
+
+mod admin;
+mod clock;
+mod config;
+pub mod conformance;
+mod db;
+mod dialect;
+mod entropy;
+mod error;
+mod leases;
+mod migrate;
+mod model;
+mod publish;
+mod read;
+mod record;
+mod scavenge;
+mod store;
+
+pub use clock::{DatabaseClock, system_now};
+pub use config::StoreConfig;
+pub use db::{ConnectOptions, DbConnection};
+pub use dialect::Dialect;
+pub use error::{ItemOutcome, ItemRefusal, Refusal, StoreError};
+pub use leases::{REASON_BYTES_MAX, RETRY_AFTER_MS_MAX};
+pub use model::{
+    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Delivery, EventRecord,
+    Heartbeat, HeartbeatItem, HeartbeatReceipt, InboxHead, InboxStats, ParkedQuery, PollPage,
+    PollQuery, Publish, PublishReceipt, Release, ReleaseReceipt, ScavengeReport,
+};
+pub use store::SqlStore;

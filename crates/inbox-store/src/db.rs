@@ -1,0 +1,360 @@
+//! The thin layer between store logic and sqlx: one connection, row and transaction type
+//! that is either MySQL/MariaDB or SQLite, so every store operation is written once and the
+//! backends differ only in the SQL text of [`crate::dialect`].
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions, MySqlRow};
+use sqlx::pool::PoolConnection;
+use sqlx::sqlite::{
+    Sqlite, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteRow, SqliteSynchronous,
+};
+use sqlx::{Executor as _, Row as _};
+
+use crate::{Dialect, StoreError};
+
+/// A value bound to a `?` placeholder.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Arg<'a> {
+    I64(i64),
+    OptI64(Option<i64>),
+    Str(&'a str),
+    OptStr(Option<&'a str>),
+    Bytes(&'a [u8]),
+    OptBytes(Option<&'a [u8]>),
+}
+
+/// A borrowed connection of either backend: a pooled one, or a host application's own
+/// connection inside its open transaction (see [`crate::SqlStore::publish_in`]).
+#[derive(Debug)]
+pub enum DbConnection<'a> {
+    MySql(&'a mut MySqlConnection),
+    Sqlite(&'a mut SqliteConnection),
+}
+
+impl<'a> From<&'a mut MySqlConnection> for DbConnection<'a> {
+    fn from(conn: &'a mut MySqlConnection) -> Self {
+        DbConnection::MySql(conn)
+    }
+}
+
+impl<'a> From<&'a mut SqliteConnection> for DbConnection<'a> {
+    fn from(conn: &'a mut SqliteConnection) -> Self {
+        DbConnection::Sqlite(conn)
+    }
+}
+
+/// A result row of either backend, read by column name.
+pub(crate) enum DbRow {
+    MySql(MySqlRow),
+    Sqlite(SqliteRow),
+}
+
+/// What a statement changed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Executed {
+    pub rows_affected: u64,
+    pub last_insert_id: i64,
+}
+
+macro_rules! bind_all {
+    ($query:expr, $args:expr) => {{
+        let mut query = $query;
+        for arg in $args {
+            query = match *arg {
+                Arg::I64(v) => query.bind(v),
+                Arg::OptI64(v) => query.bind(v),
+                Arg::Str(v) => query.bind(v),
+                Arg::OptStr(v) => query.bind(v),
+                Arg::Bytes(v) => query.bind(v),
+                Arg::OptBytes(v) => query.bind(v),
+            };
+        }
+        query
+    }};
+}
+
+impl DbConnection<'_> {
+    pub(crate) fn dialect(&self) -> Dialect {
+        match self {
+            DbConnection::MySql(_) => Dialect::MySql,
+            DbConnection::Sqlite(_) => Dialect::Sqlite,
+        }
+    }
+
+    pub(crate) async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Executed, StoreError> {
+        Ok(match self {
+            DbConnection::MySql(conn) => {
+                let done = bind_all!(sqlx::query::<MySql>(sql), args).execute(&mut **conn).await?;
+                Executed { rows_affected: done.rows_affected(), last_insert_id: done.last_insert_id() as i64 }
+            }
+            DbConnection::Sqlite(conn) => {
+                let done = bind_all!(sqlx::query::<Sqlite>(sql), args).execute(&mut **conn).await?;
+                Executed { rows_affected: done.rows_affected(), last_insert_id: done.last_insert_rowid() }
+            }
+        })
+    }
+
+    pub(crate) async fn fetch_all(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<DbRow>, StoreError> {
+        Ok(match self {
+            DbConnection::MySql(conn) => bind_all!(sqlx::query::<MySql>(sql), args)
+                .fetch_all(&mut **conn)
+                .await?
+                .into_iter()
+                .map(DbRow::MySql)
+                .collect(),
+            DbConnection::Sqlite(conn) => bind_all!(sqlx::query::<Sqlite>(sql), args)
+                .fetch_all(&mut **conn)
+                .await?
+                .into_iter()
+                .map(DbRow::Sqlite)
+                .collect(),
+        })
+    }
+
+    pub(crate) async fn fetch_optional(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Option<DbRow>, StoreError> {
+        Ok(match self {
+            DbConnection::MySql(conn) => {
+                bind_all!(sqlx::query::<MySql>(sql), args).fetch_optional(&mut **conn).await?.map(DbRow::MySql)
+            }
+            DbConnection::Sqlite(conn) => {
+                bind_all!(sqlx::query::<Sqlite>(sql), args).fetch_optional(&mut **conn).await?.map(DbRow::Sqlite)
+            }
+        })
+    }
+
+    /// Runs text-protocol SQL (DDL, routines) that cannot be prepared.
+    pub(crate) async fn execute_raw(&mut self, sql: &str) -> Result<(), StoreError> {
+        match self {
+            DbConnection::MySql(conn) => conn.execute(sqlx::raw_sql(sql)).await.map(drop)?,
+            DbConnection::Sqlite(conn) => conn.execute(sqlx::raw_sql(sql)).await.map(drop)?,
+        }
+        Ok(())
+    }
+}
+
+macro_rules! get_column {
+    ($row:expr, $col:expr, $ty:ty) => {
+        match $row {
+            DbRow::MySql(row) => row.try_get::<$ty, _>($col),
+            DbRow::Sqlite(row) => row.try_get::<$ty, _>($col),
+        }
+        .map_err(|err| StoreError::Corrupt(format!("column {}: {err}", $col)))
+    };
+}
+
+impl DbRow {
+    pub(crate) fn i64(&self, col: &str) -> Result<i64, StoreError> {
+        get_column!(self, col, i64)
+    }
+
+    pub(crate) fn opt_i64(&self, col: &str) -> Result<Option<i64>, StoreError> {
+        get_column!(self, col, Option<i64>)
+    }
+
+    pub(crate) fn string(&self, col: &str) -> Result<String, StoreError> {
+        get_column!(self, col, String)
+    }
+
+    pub(crate) fn opt_string(&self, col: &str) -> Result<Option<String>, StoreError> {
+        get_column!(self, col, Option<String>)
+    }
+
+    pub(crate) fn bytes(&self, col: &str) -> Result<Vec<u8>, StoreError> {
+        get_column!(self, col, Vec<u8>)
+    }
+
+    pub(crate) fn opt_bytes(&self, col: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        get_column!(self, col, Option<Vec<u8>>)
+    }
+}
+
+/// An open transaction on a store-owned connection.
+#[derive(Debug)]
+pub(crate) enum Tx {
+    MySql(sqlx::Transaction<'static, MySql>),
+    Sqlite(sqlx::Transaction<'static, Sqlite>),
+}
+
+impl Tx {
+    pub(crate) fn conn(&mut self) -> DbConnection<'_> {
+        match self {
+            Tx::MySql(tx) => DbConnection::MySql(&mut **tx),
+            Tx::Sqlite(tx) => DbConnection::Sqlite(&mut **tx),
+        }
+    }
+
+    pub(crate) async fn commit(self) -> Result<(), StoreError> {
+        match self {
+            Tx::MySql(tx) => tx.commit().await?,
+            Tx::Sqlite(tx) => tx.commit().await?,
+        }
+        Ok(())
+    }
+}
+
+/// A connection checked out of a store pool, outside any explicit transaction.
+#[derive(Debug)]
+pub(crate) enum Pooled {
+    MySql(PoolConnection<MySql>),
+    Sqlite(PoolConnection<Sqlite>),
+}
+
+impl Pooled {
+    pub(crate) fn conn(&mut self) -> DbConnection<'_> {
+        match self {
+            Pooled::MySql(conn) => DbConnection::MySql(&mut **conn),
+            Pooled::Sqlite(conn) => DbConnection::Sqlite(&mut **conn),
+        }
+    }
+}
+
+/// The store's connection pools. SQLite allows one writer at a time, so writes go through a
+/// single-connection pool (no `SQLITE_BUSY` between our own tasks) and reads through a
+/// separate pool that WAL lets run beside the writer.
+#[derive(Debug, Clone)]
+pub(crate) enum Pools {
+    MySql(MySqlPool),
+    Sqlite { writer: SqlitePool, reader: SqlitePool },
+}
+
+/// How the store reaches its database.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    /// `mysql://user:password@host:port/database` (also `mariadb://`), or `sqlite://path`.
+    pub url: String,
+    /// Connections in the MySQL pool (or SQLite reader pool).
+    pub connections_max: u32,
+    /// How long a caller waits for a free connection before the store answers "unavailable".
+    pub acquire_timeout: Duration,
+}
+
+impl ConnectOptions {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self { url: url.into(), connections_max: 16, acquire_timeout: Duration::from_secs(10) }
+    }
+}
+
+impl Pools {
+    pub(crate) async fn connect(options: &ConnectOptions) -> Result<Pools, StoreError> {
+        let url = options.url.trim();
+        if let Some(rest) = url.strip_prefix("mysql://").or_else(|| url.strip_prefix("mariadb://")) {
+            let connect = MySqlConnectOptions::from_str(&format!("mysql://{rest}"))
+                .map_err(|err| StoreError::invalid("database_url", err.to_string()))?;
+            let pool = MySqlPoolOptions::new()
+                .max_connections(options.connections_max.max(1))
+                .acquire_timeout(options.acquire_timeout)
+                .after_connect(|conn, _meta| {
+                    Box::pin(async move {
+                        // Claims use SKIP LOCKED; READ COMMITTED takes record locks only, so
+                        // claimers never gap-lock the inserts of concurrent publishers.
+                        conn.execute(
+                            "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED, \
+                             SESSION innodb_lock_wait_timeout = 10, SESSION time_zone = '+00:00'",
+                        )
+                        .await?;
+                        Ok(())
+                    })
+                })
+                .connect_with(connect)
+                .await
+                .map_err(StoreError::Unavailable)?;
+            return Ok(Pools::MySql(pool));
+        }
+        if url.starts_with("sqlite:") {
+            let connect = SqliteConnectOptions::from_str(url)
+                .map_err(|err| StoreError::invalid("database_url", err.to_string()))?
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                // FULL: a commit survives power loss, not only a process crash.
+                .synchronous(SqliteSynchronous::Full)
+                .busy_timeout(Duration::from_secs(10));
+            let writer = SqlitePoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(options.acquire_timeout)
+                .connect_with(connect.clone())
+                .await
+                .map_err(StoreError::Unavailable)?;
+            let reader = SqlitePoolOptions::new()
+                .max_connections(options.connections_max.clamp(1, 8))
+                .acquire_timeout(options.acquire_timeout)
+                .connect_with(connect.read_only(true))
+                .await
+                .map_err(StoreError::Unavailable)?;
+            return Ok(Pools::Sqlite { writer, reader });
+        }
+        Err(StoreError::invalid(
+            "database_url",
+            format!("{url:?} is not a mysql://, mariadb:// or sqlite:// URL"),
+        ))
+    }
+
+    pub(crate) fn dialect(&self) -> Dialect {
+        match self {
+            Pools::MySql(_) => Dialect::MySql,
+            Pools::Sqlite { .. } => Dialect::Sqlite,
+        }
+    }
+
+    /// A transaction that may write. On SQLite it takes the write lock at once
+    /// (`BEGIN IMMEDIATE`), so a read-then-write transaction never fails to upgrade.
+    pub(crate) async fn begin(&self) -> Result<Tx, StoreError> {
+        Ok(match self {
+            Pools::MySql(pool) => Tx::MySql(pool.begin().await?),
+            Pools::Sqlite { writer, .. } => Tx::Sqlite(writer.begin_with("BEGIN IMMEDIATE").await?),
+        })
+    }
+
+    /// A connection for single autocommit writes.
+    pub(crate) async fn writer(&self) -> Result<Pooled, StoreError> {
+        Ok(match self {
+            Pools::MySql(pool) => Pooled::MySql(pool.acquire().await?),
+            Pools::Sqlite { writer, .. } => Pooled::Sqlite(writer.acquire().await?),
+        })
+    }
+
+    /// A connection for reads that never block writers.
+    pub(crate) async fn reader(&self) -> Result<Pooled, StoreError> {
+        Ok(match self {
+            Pools::MySql(pool) => Pooled::MySql(pool.acquire().await?),
+            Pools::Sqlite { reader, .. } => Pooled::Sqlite(reader.acquire().await?),
+        })
+    }
+
+    pub(crate) async fn close(&self) {
+        match self {
+            Pools::MySql(pool) => pool.close().await,
+            Pools::Sqlite { writer, reader } => {
+                writer.close().await;
+                reader.close().await;
+            }
+        }
+    }
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(err: sqlx::Error) -> Self {
+        match &err {
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::WorkerCrashed => StoreError::Unavailable(err),
+            sqlx::Error::Database(db) if is_contention(db.as_ref()) => StoreError::Contention { attempts: 1 },
+            _ => StoreError::Database(err),
+        }
+    }
+}
+
+/// Deadlock victims, lock-wait timeouts and a busy SQLite file: retrying the whole
+/// transaction is the documented remedy for each.
+fn is_contention(db: &dyn sqlx::error::DatabaseError) -> bool {
+    if let Some(mysql) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+        // 1213 ER_LOCK_DEADLOCK, 1205 ER_LOCK_WAIT_TIMEOUT
+        return matches!(mysql.number(), 1213 | 1205);
+    }
+    // SQLITE_BUSY (5) and SQLITE_LOCKED (6), with their extended codes.
+    db.code().and_then(|code| code.parse::<i64>().ok()).is_some_and(|code| matches!(code & 0xff, 5 | 6))
+}

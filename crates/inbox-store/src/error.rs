@@ -1,0 +1,72 @@
+//! What can go wrong in the store, in domain terms. Database constraint, deadlock and timeout
+//! errors are translated here, at the store boundary, so no caller ever matches on SQL codes.
+
+use inbox_core::{EventId, IdError, InboxSeq, RefusalReason};
+
+/// Why one event in a batch was not acted on. The other events in the batch are unaffected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("no such event in this inbox")]
+    NotFound,
+    #[error(transparent)]
+    Refused(#[from] RefusalReason),
+}
+
+/// A refusal tied to the event it concerns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("event {event_id}: {reason}")]
+pub struct ItemRefusal {
+    pub event_id: EventId,
+    pub reason: Refusal,
+}
+
+/// One outcome per item of a batch request, in request order.
+pub type ItemOutcome<T> = Result<T, ItemRefusal>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The request itself is malformed or out of range; nothing was changed.
+    #[error("{field} {problem}")]
+    Invalid { field: &'static str, problem: String },
+
+    #[error("payload is {bytes} bytes; the limit is {limit} bytes (store large data elsewhere and send a payload_ref)")]
+    PayloadTooLarge { bytes: usize, limit: usize },
+
+    /// The cursor points before data that retention has already archived.
+    #[error("cursor {after_seq} is older than retained data; resync, then continue after {}", oldest_available_seq.get().saturating_sub(1))]
+    CursorResetRequired { after_seq: InboxSeq, oldest_available_seq: InboxSeq, head_seq: InboxSeq },
+
+    /// A single-event operation was refused.
+    #[error(transparent)]
+    Event(#[from] ItemRefusal),
+
+    /// Deadlocks, lock-wait timeouts or a busy database persisted through every retry.
+    #[error("the database stayed too busy through {attempts} attempts; retry shortly")]
+    Contention { attempts: u32 },
+
+    /// The database could not be reached or the connection broke.
+    #[error("the database is unreachable: {0}")]
+    Unavailable(#[source] sqlx::Error),
+
+    #[error("schema migration failed: {0}")]
+    Migration(String),
+
+    #[error("unexpected database error: {0}")]
+    Database(#[source] sqlx::Error),
+
+    /// A stored row that does not decode: a bug or manual tampering, never bad input.
+    #[error("stored row is corrupt: {0}")]
+    Corrupt(String),
+}
+
+impl From<IdError> for StoreError {
+    fn from(err: IdError) -> Self {
+        StoreError::Invalid { field: err.field, problem: err.problem }
+    }
+}
+
+impl StoreError {
+    pub(crate) fn invalid(field: &'static str, problem: impl Into<String>) -> Self {
+        StoreError::Invalid { field, problem: problem.into() }
+    }
+}

@@ -1,0 +1,104 @@
+//! Versioned schema migrations, applied by `serve` at start and by the `migrate` command,
+//! never by hand. Each backend has its own numbered SQL files; a table records what ran.
+
+use crate::db::{Arg, DbConnection};
+use crate::{Dialect, SqlStore, StoreError};
+
+struct Migration {
+    version: i64,
+    name: &'static str,
+    sql: &'static str,
+}
+
+/// Files whose first line carries this marker hold one statement (a stored routine whose body
+/// contains semicolons); other files are split at semicolons that end a line.
+const SINGLE_STATEMENT: &str = "-- agent-inbox: single statement";
+
+const MYSQL: &[Migration] = &[
+    Migration { version: 1, name: "core tables", sql: include_str!("migrations/mysql/0001_core.sql") },
+];
+
+const SQLITE: &[Migration] = &[
+    Migration { version: 1, name: "core tables", sql: include_str!("migrations/sqlite/0001_core.sql") },
+];
+
+const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS agent_inbox_migrations (\
+    version BIGINT NOT NULL PRIMARY KEY, name VARCHAR(128) NOT NULL, applied_at_utc BIGINT NOT NULL)";
+
+impl SqlStore {
+    /// Applies every migration not yet recorded; returns how many ran. Several nodes may start
+    /// at once: MySQL serializes them with a named lock, SQLite with its write lock.
+    pub async fn migrate(&self) -> Result<usize, StoreError> {
+        let mut pooled = self.pools().writer().await?;
+        let mut conn = pooled.conn();
+        let (migrations, lock, unlock) = match self.dialect() {
+            Dialect::MySql => (MYSQL, "SELECT GET_LOCK('agent_inbox_migrate', 60) AS locked", "SELECT RELEASE_LOCK('agent_inbox_migrate') AS released"),
+            Dialect::Sqlite => (SQLITE, "BEGIN IMMEDIATE", "COMMIT"),
+        };
+        match self.dialect() {
+            Dialect::MySql => {
+                let locked = conn.fetch_optional(lock, &[]).await?.map(|r| r.opt_i64("locked")).transpose()?.flatten();
+                if locked != Some(1) {
+                    return Err(StoreError::Migration("another node held the migration lock for 60 s".into()));
+                }
+            }
+            Dialect::Sqlite => conn.execute_raw(lock).await?,
+        }
+        let result = self.apply_pending(&mut conn, migrations).await;
+        match (self.dialect(), &result) {
+            (Dialect::Sqlite, Err(_)) => conn.execute_raw("ROLLBACK").await?,
+            (Dialect::Sqlite, Ok(_)) => conn.execute_raw(unlock).await?,
+            (Dialect::MySql, _) => drop(conn.fetch_optional(unlock, &[]).await?),
+        }
+        result
+    }
+
+    async fn apply_pending(&self, conn: &mut DbConnection<'_>, migrations: &[Migration]) -> Result<usize, StoreError> {
+        conn.execute_raw(CREATE_LEDGER).await?;
+        let applied: Vec<i64> = conn
+            .fetch_all("SELECT version FROM agent_inbox_migrations", &[])
+            .await?
+            .iter()
+            .map(|row| row.i64("version"))
+            .collect::<Result<_, _>>()?;
+        let mut ran = 0;
+        for migration in migrations.iter().filter(|m| !applied.contains(&m.version)) {
+            for statement in statements(migration.sql) {
+                conn.execute_raw(statement).await.map_err(|err| {
+                    StoreError::Migration(format!("{} (version {}): {err}", migration.name, migration.version))
+                })?;
+            }
+            conn.execute(
+                "INSERT INTO agent_inbox_migrations (version, name, applied_at_utc) VALUES (?, ?, ?)",
+                &[Arg::I64(migration.version), Arg::Str(migration.name), Arg::I64(self.now().get())],
+            )
+            .await?;
+            ran += 1;
+        }
+        Ok(ran)
+    }
+}
+
+fn statements(sql: &'static str) -> Vec<&'static str> {
+    if sql.starts_with(SINGLE_STATEMENT) {
+        return vec![sql];
+    }
+    sql.split(";\n").map(str::trim).filter(|s| !s.is_empty() && !is_comment_only(s)).collect()
+}
+
+fn is_comment_only(statement: &str) -> bool {
+    statement.lines().all(|line| line.trim().is_empty() || line.trim_start().starts_with("--"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_split_into_statements_without_comment_fragments() {
+        let parts = statements("-- header\nCREATE TABLE a (x INT);\n\n-- note\nCREATE TABLE b (y INT);\n");
+        assert_eq!(parts.len(), 2);
+        assert!(parts[0].ends_with("CREATE TABLE a (x INT)"));
+        assert_eq!(statements("-- agent-inbox: single statement\nCREATE PROCEDURE p() BEGIN SELECT 1; END").len(), 1);
+    }
+}

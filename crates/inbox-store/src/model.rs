@@ -1,0 +1,275 @@
+//! The store's requests, records and receipts: plain data, checked on the way in.
+
+use inbox_core::{
+    AckResult, AckState, Correlation, DeduplicationKey, EventBody, EventId, EventLifecycle,
+    EventType, InboxSeq, LeaseToken, Priority, Recipient, RecipientKey, SessionId, TenantId,
+    UnixMillis,
+};
+
+use crate::{StoreConfig, StoreError};
+
+/// One event for one or more recipients, published atomically: every recipient gets its own
+/// inbox row and sequence number, or none does.
+#[derive(Debug, Clone)]
+pub struct Publish {
+    pub tenant_id: TenantId,
+    pub recipients: Vec<Recipient>,
+    pub event_type: EventType,
+    pub priority: Priority,
+    /// Delayed delivery: not claimable before this time. Defaults to now.
+    pub available_at: Option<UnixMillis>,
+    /// Past this time an unclaimed event becomes `expired`.
+    pub expires_at: Option<UnixMillis>,
+    /// Publishing the same key to the same recipient again returns the existing event.
+    pub deduplication_key: Option<DeduplicationKey>,
+    pub correlation: Correlation,
+    pub body: EventBody,
+    /// Delivery attempts before dead-lettering; defaults to the store's setting.
+    pub max_attempts: Option<u32>,
+}
+
+impl Publish {
+    /// A publish with default options, for tests and simple callers.
+    pub fn new(tenant_id: TenantId, recipients: Vec<Recipient>, event_type: EventType, body: EventBody) -> Self {
+        Self {
+            tenant_id,
+            recipients,
+            event_type,
+            priority: Priority::Normal,
+            available_at: None,
+            expires_at: None,
+            deduplication_key: None,
+            correlation: Correlation::default(),
+            body,
+            max_attempts: None,
+        }
+    }
+
+    /// Checks every limit and returns the recipients in canonical (lock) order, deduplicated.
+    pub(crate) fn checked_recipients(&self, config: &StoreConfig) -> Result<Vec<Recipient>, StoreError> {
+        if self.recipients.is_empty() {
+            return Err(StoreError::invalid("recipients", "must name at least one recipient"));
+        }
+        if self.recipients.len() > config.fanout_recipients_max {
+            return Err(StoreError::invalid(
+                "recipients",
+                format!("names {} recipients; the limit is {}", self.recipients.len(), config.fanout_recipients_max),
+            ));
+        }
+        let bytes = self.body.json_bytes();
+        if bytes > config.payload_bytes_limit {
+            return Err(StoreError::PayloadTooLarge { bytes, limit: config.payload_bytes_limit });
+        }
+        if let EventBody::Reference(reference) = &self.body {
+            reference.validate()?;
+        }
+        self.correlation.validate()?;
+        if let (Some(available), Some(expires)) = (self.available_at, self.expires_at) {
+            if expires <= available {
+                return Err(StoreError::invalid("expires_at", "must be later than available_at"));
+            }
+        }
+        if self.max_attempts == Some(0) || self.max_attempts.is_some_and(|n| n > 1_000) {
+            return Err(StoreError::invalid("max_attempts", "must be between 1 and 1000"));
+        }
+        let mut recipients = self.recipients.clone();
+        recipients.sort();
+        recipients.dedup();
+        Ok(recipients)
+    }
+}
+
+/// Where one recipient's copy of a published event landed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub recipient: Recipient,
+    pub event_id: EventId,
+    pub inbox_seq: InboxSeq,
+    /// The deduplication key matched an existing event, which is returned instead.
+    pub deduplicated: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishReceipt {
+    /// One per distinct recipient, in canonical order.
+    pub deliveries: Vec<Delivery>,
+    /// The `outbox_signal` row written with the publish; none when every recipient deduplicated.
+    pub outbox_id: Option<i64>,
+}
+
+/// A stored event: the envelope of seed 001, its lifecycle, and its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRecord {
+    pub inbox: RecipientKey,
+    pub inbox_seq: InboxSeq,
+    pub event_id: EventId,
+    pub event_type: EventType,
+    pub priority: Priority,
+    pub deduplication_key: Option<DeduplicationKey>,
+    pub lifecycle: EventLifecycle,
+    pub lease_owner_session_id: Option<SessionId>,
+    pub correlation: Correlation,
+    /// Inline JSON is cleared when the event is acknowledged; the metadata stays.
+    pub body: EventBody,
+    pub created_at: UnixMillis,
+    pub acked_at: Option<UnixMillis>,
+    pub updated_at: UnixMillis,
+    /// When the event entered a terminal state; retention counts from here.
+    pub terminal_at: Option<UnixMillis>,
+    pub last_error: Option<String>,
+}
+
+impl EventRecord {
+    pub fn state(&self) -> AckState {
+        self.lifecycle.state
+    }
+}
+
+/// Read the inbox after a cursor without changing anything.
+#[derive(Debug, Clone)]
+pub struct PollQuery {
+    pub inbox: RecipientKey,
+    pub after_seq: InboxSeq,
+    pub limit: u32,
+    /// Only events a claim could take right now.
+    pub claimable_only: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PollPage {
+    pub head_seq: InboxSeq,
+    pub events: Vec<EventRecord>,
+    /// Pass as `after_seq` next time: the last event returned, or the same cursor if none.
+    pub next_cursor: InboxSeq,
+    pub more_available: bool,
+}
+
+/// A recipient's newest sequence number and the oldest one still retained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InboxHead {
+    pub head_seq: InboxSeq,
+    pub oldest_available_seq: InboxSeq,
+}
+
+impl InboxHead {
+    pub const EMPTY: InboxHead = InboxHead { head_seq: InboxSeq(0), oldest_available_seq: InboxSeq(1) };
+}
+
+/// Claim the next claimable events: most urgent first, then oldest.
+#[derive(Debug, Clone)]
+pub struct ClaimNext {
+    pub inbox: RecipientKey,
+    pub session_id: Option<SessionId>,
+    pub limit: u32,
+    pub lease_ms: Option<u64>,
+}
+
+/// Claim these events, each with its own outcome.
+#[derive(Debug, Clone)]
+pub struct ClaimByIds {
+    pub inbox: RecipientKey,
+    pub session_id: Option<SessionId>,
+    pub event_ids: Vec<EventId>,
+    pub lease_ms: Option<u64>,
+}
+
+/// A successful claim. The token is shown here once; the store keeps only its hash.
+#[derive(Debug, Clone)]
+pub struct ClaimedEvent {
+    pub event: EventRecord,
+    pub lease_token: LeaseToken,
+    pub lease_until: UnixMillis,
+}
+
+#[derive(Debug, Clone)]
+pub struct AckItem {
+    pub event_id: EventId,
+    pub lease_token: LeaseToken,
+    pub result: AckResult,
+}
+
+#[derive(Debug, Clone)]
+pub struct Acknowledge {
+    pub inbox: RecipientKey,
+    pub items: Vec<AckItem>,
+}
+
+/// The state an acknowledged event is in now (`acked`, or `dead_letter` for a failed result).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckReceipt {
+    pub event_id: EventId,
+    pub state: AckState,
+}
+
+#[derive(Debug, Clone)]
+pub struct Release {
+    pub inbox: RecipientKey,
+    pub event_id: EventId,
+    pub lease_token: LeaseToken,
+    /// Not claimable again before this long from now.
+    pub retry_after_ms: u64,
+    /// Why the agent gave the event back, kept in `last_error` (at most 200 bytes).
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReleaseReceipt {
+    pub event_id: EventId,
+    pub state: AckState,
+    pub next_retry_at: Option<UnixMillis>,
+}
+
+#[derive(Debug, Clone)]
+pub struct HeartbeatItem {
+    pub event_id: EventId,
+    pub lease_token: LeaseToken,
+    pub extend_ms: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Heartbeat {
+    pub inbox: RecipientKey,
+    pub items: Vec<HeartbeatItem>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeartbeatReceipt {
+    pub event_id: EventId,
+    pub lease_until: UnixMillis,
+}
+
+/// What one scavenger pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScavengeReport {
+    /// Leases past their end, returned to the inbox for a retry.
+    pub leases_returned: u64,
+    /// Leases past their end whose event had no attempts left.
+    pub dead_lettered: u64,
+    /// Events past `expires_at`.
+    pub expired: u64,
+    /// Terminal events moved to `agent_inbox_archive`.
+    pub archived: u64,
+}
+
+/// Dead-lettered and quarantined events waiting for an operator.
+#[derive(Debug, Clone)]
+pub struct ParkedQuery {
+    pub tenant_id: TenantId,
+    pub recipient: Option<Recipient>,
+    /// `dead_letter` or `quarantined`; both when absent.
+    pub state: Option<AckState>,
+    pub limit: u32,
+}
+
+/// Backlog of one inbox, for operators and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxStats {
+    pub recipient: Recipient,
+    /// Events not yet acknowledged or parked: available, scheduled or claimed.
+    pub depth: u64,
+    pub claimed: u64,
+    pub parked: u64,
+    /// Creation time of the oldest unacknowledged event.
+    pub oldest_unacked_at: Option<UnixMillis>,
+    pub head_seq: InboxSeq,
+}

@@ -1,0 +1,211 @@
+//! Publishing: one event to one or many recipients, atomically, inside a transaction the
+//! store opens or one the host application already holds.
+//!
+//! Per recipient, `inbox_head` hands out the next sequence number. Its row stays locked until
+//! the publishing transaction commits, so a recipient's sequence order is its commit order
+//! and a reader paging by `inbox_seq` can never skip a row that commits late. Head rows are
+//! locked in canonical (sorted) order, so two fan-outs can never deadlock on each other.
+
+use std::collections::HashMap;
+
+use inbox_core::{EventId, EventLifecycle, InboxSeq, Recipient, RecipientKey, UnixMillis};
+
+use crate::db::{Arg, DbConnection};
+use crate::dialect::{EVENT_COLUMNS, EVENT_COLUMN_COUNT, push_repeated, recipients_predicate};
+use crate::entropy::random_bytes;
+use crate::record::{push_event_values, recipient_from_row, seq};
+use crate::store::with_retries;
+use crate::{Delivery, EventRecord, Publish, PublishReceipt, SqlStore, StoreError};
+
+/// Inbox rows per INSERT statement, well under every backend's placeholder limit.
+const ROWS_PER_INSERT: usize = 200;
+
+impl SqlStore {
+    /// Publishes in a transaction of the store's own, retried if chosen as a deadlock victim.
+    pub async fn publish(&self, publish: &Publish) -> Result<PublishReceipt, StoreError> {
+        let recipients = publish.checked_recipients(self.config())?;
+        with_retries!(self, async {
+            let mut tx = self.pools().begin().await?;
+            let receipt = self.publish_rows(&mut tx.conn(), publish, &recipients).await?;
+            tx.commit().await?;
+            Ok::<_, StoreError>(receipt)
+        })
+    }
+
+    /// Publishes inside the caller's open transaction, so the host application's domain rows
+    /// and the inbox rows commit (or roll back) together:
+    ///
+    /// ```ignore
+    /// let mut tx = pool.begin().await?;            // the host app's sqlx transaction
+    /// sqlx::query("INSERT INTO room_message ...").execute(&mut *tx).await?;
+    /// store.publish_in(&mut *tx, &publish).await?;
+    /// tx.commit().await?;
+    /// ```
+    ///
+    /// On SQLite open the transaction with `BEGIN IMMEDIATE`. A deadlock here rolls back the
+    /// caller's whole transaction, so it is reported as [`StoreError::Contention`] for the
+    /// caller to retry rather than retried inside.
+    pub async fn publish_in<'c>(
+        &self,
+        conn: impl Into<DbConnection<'c>>,
+        publish: &Publish,
+    ) -> Result<PublishReceipt, StoreError> {
+        let mut conn = conn.into();
+        if conn.dialect() != self.dialect() {
+            return Err(StoreError::invalid(
+                "connection",
+                format!("is {:?} but this store is {:?}", conn.dialect(), self.dialect()),
+            ));
+        }
+        let recipients = publish.checked_recipients(self.config())?;
+        self.publish_rows(&mut conn, publish, &recipients).await
+    }
+
+    async fn publish_rows(
+        &self,
+        conn: &mut DbConnection<'_>,
+        publish: &Publish,
+        recipients: &[Recipient],
+    ) -> Result<PublishReceipt, StoreError> {
+        let now = self.now();
+        if publish.expires_at.is_some_and(|at| at <= now) {
+            return Err(StoreError::invalid("expires_at", "is already in the past"));
+        }
+        let tenant = publish.tenant_id.as_str();
+        let dialect = self.dialect();
+
+        // Lock every head in canonical order; without a deduplication key, advance them too.
+        let mut args = Vec::with_capacity(recipients.len() * 4);
+        for recipient in recipients {
+            args.extend([
+                Arg::Str(tenant),
+                Arg::Str(recipient.kind.as_str()),
+                Arg::Str(recipient.id.as_str()),
+                Arg::I64(now.get()),
+            ]);
+        }
+        let dedup_key = publish.deduplication_key.as_ref();
+        conn.execute(&dialect.upsert_heads(recipients.len(), dedup_key.is_none()), &args).await?;
+
+        // With the heads locked, a concurrent publish of the same key waits for us, so this
+        // check cannot race.
+        let mut existing = HashMap::new();
+        if let Some(key) = dedup_key {
+            let mut args = vec![Arg::Str(tenant), Arg::Str(key.as_str())];
+            let predicate = recipients_predicate(recipients, &mut args);
+            let sql = format!(
+                "SELECT recipient_kind, recipient_id, event_id, inbox_seq FROM agent_inbox \
+                 WHERE tenant_id = ? AND deduplication_key = ? AND {predicate}"
+            );
+            for row in conn.fetch_all(&sql, &args).await? {
+                let event_id = EventId::from_slice(&row.bytes("event_id")?)
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                existing.insert(recipient_from_row(&row)?, (event_id, seq(row.i64("inbox_seq")?)?));
+            }
+        }
+        let fresh: Vec<Recipient> = recipients.iter().filter(|r| !existing.contains_key(*r)).cloned().collect();
+
+        let mut heads = HashMap::new();
+        if !fresh.is_empty() {
+            if dedup_key.is_some() {
+                let mut args = vec![Arg::I64(now.get()), Arg::Str(tenant)];
+                let predicate = recipients_predicate(&fresh, &mut args);
+                let sql = format!(
+                    "UPDATE inbox_head SET head_seq = head_seq + 1, updated_at_utc = ? WHERE tenant_id = ? AND {predicate}"
+                );
+                conn.execute(&sql, &args).await?;
+            }
+            let mut args = vec![Arg::Str(tenant)];
+            let predicate = recipients_predicate(&fresh, &mut args);
+            let sql = format!(
+                "SELECT recipient_kind, recipient_id, head_seq FROM inbox_head WHERE tenant_id = ? AND {predicate}"
+            );
+            for row in conn.fetch_all(&sql, &args).await? {
+                heads.insert(recipient_from_row(&row)?, seq(row.i64("head_seq")?)?);
+            }
+        }
+
+        let records = fresh
+            .iter()
+            .map(|recipient| {
+                let inbox_seq = *heads
+                    .get(recipient)
+                    .ok_or_else(|| StoreError::Corrupt(format!("no inbox_head row for {recipient:?}")))?;
+                Ok(self.new_record(publish, recipient, inbox_seq, now))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        for chunk in records.chunks(ROWS_PER_INSERT) {
+            let mut sql = format!("INSERT INTO agent_inbox ({EVENT_COLUMNS}) VALUES ");
+            let row = format!("({})", crate::dialect::placeholders(EVENT_COLUMN_COUNT));
+            push_repeated(&mut sql, chunk.len(), &row);
+            let mut args = Vec::with_capacity(chunk.len() * EVENT_COLUMN_COUNT);
+            for record in chunk {
+                push_event_values(record, &mut args);
+            }
+            conn.execute(&sql, &args).await?;
+        }
+
+        let outbox_id = if records.is_empty() {
+            None
+        } else {
+            let heads: Vec<(&str, &str, u64)> = records
+                .iter()
+                .map(|r| (r.inbox.recipient.kind.as_str(), r.inbox.recipient.id.as_str(), r.inbox_seq.get()))
+                .collect();
+            let heads_json = serde_json::to_string(&heads).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let done = conn
+                .execute(
+                    "INSERT INTO outbox_signal (tenant_id, signal_type, recipient_heads, n_recipients, status, \
+                     attempt_count, created_at_utc) VALUES (?, 'inbox.updated', ?, ?, 'pending', 0, ?)",
+                    &[Arg::Str(tenant), Arg::Str(&heads_json), Arg::I64(records.len() as i64), Arg::I64(now.get())],
+                )
+                .await?;
+            Some(done.last_insert_id)
+        };
+
+        let mut fresh_deliveries = records.iter().map(|r| Delivery {
+            recipient: r.inbox.recipient.clone(),
+            event_id: r.event_id,
+            inbox_seq: r.inbox_seq,
+            deduplicated: false,
+        });
+        let deliveries = recipients
+            .iter()
+            .map(|recipient| match existing.get(recipient) {
+                Some((event_id, inbox_seq)) => Delivery {
+                    recipient: recipient.clone(),
+                    event_id: *event_id,
+                    inbox_seq: *inbox_seq,
+                    deduplicated: true,
+                },
+                // `records` follows `fresh`, which follows `recipients` minus the duplicates.
+                None => fresh_deliveries.next().expect("one fresh record per new recipient"),
+            })
+            .collect();
+        Ok(PublishReceipt { deliveries, outbox_id })
+    }
+
+    fn new_record(&self, publish: &Publish, recipient: &Recipient, inbox_seq: InboxSeq, now: UnixMillis) -> EventRecord {
+        EventRecord {
+            inbox: RecipientKey { tenant_id: publish.tenant_id.clone(), recipient: recipient.clone() },
+            inbox_seq,
+            event_id: EventId::new_v7(now, random_bytes()),
+            event_type: publish.event_type.clone(),
+            priority: publish.priority,
+            deduplication_key: publish.deduplication_key.clone(),
+            lifecycle: EventLifecycle::published(
+                publish.available_at.unwrap_or(now),
+                publish.expires_at,
+                publish.max_attempts.unwrap_or(self.config().max_attempts_default),
+            ),
+            lease_owner_session_id: None,
+            correlation: publish.correlation.clone(),
+            body: publish.body.clone(),
+            created_at: now,
+            acked_at: None,
+            updated_at: now,
+            terminal_at: None,
+            last_error: None,
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! The read side: poll after a cursor, head lookup, single events. Nothing here writes or
+//! locks, so readers never slow down publishers or claimers.
+
+use inbox_core::{EventId, InboxSeq, RecipientKey};
+
+use crate::db::{Arg, DbConnection};
+use crate::dialect::{CLAIMABLE, EVENT_COLUMNS, INBOX};
+use crate::record::{event_from_row, seq, seq_arg};
+use crate::{EventRecord, InboxHead, PollPage, PollQuery, SqlStore, StoreError};
+
+impl SqlStore {
+    /// Events after `after_seq` in sequence order, with the head and whether more remain.
+    /// Refuses a cursor that points before retained data with
+    /// [`StoreError::CursorResetRequired`], so a client never silently skips archived events.
+    pub async fn poll_after_cursor(&self, query: &PollQuery) -> Result<PollPage, StoreError> {
+        self.batch_len("limit", query.limit as usize)?;
+        let now = self.now();
+        let mut pooled = self.pools().reader().await?;
+        let mut conn = pooled.conn();
+        let head = read_head(&mut conn, &query.inbox, "").await?;
+        if query.after_seq.next() < head.oldest_available_seq {
+            return Err(StoreError::CursorResetRequired {
+                after_seq: query.after_seq,
+                oldest_available_seq: head.oldest_available_seq,
+                head_seq: head.head_seq,
+            });
+        }
+        let mut args = inbox_args(&query.inbox);
+        args.push(seq_arg(query.after_seq));
+        let filter = if query.claimable_only {
+            args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get())]);
+            format!(" AND {CLAIMABLE}")
+        } else {
+            String::new()
+        };
+        args.push(Arg::I64(i64::from(query.limit) + 1));
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE {INBOX} AND inbox_seq > ?{filter} ORDER BY inbox_seq LIMIT ?"
+        );
+        let mut events = conn.fetch_all(&sql, &args).await?.iter().map(event_from_row).collect::<Result<Vec<_>, _>>()?;
+        let more_available = events.len() > query.limit as usize;
+        events.truncate(query.limit as usize);
+        let next_cursor = events.last().map_or(query.after_seq, |e| e.inbox_seq);
+        // Rows may have committed after the head was read; the head is never behind them.
+        let head_seq = head.head_seq.max(next_cursor);
+        Ok(PollPage { head_seq, events, next_cursor, more_available })
+    }
+
+    /// The recipient's newest sequence number and oldest retained one.
+    pub async fn head(&self, inbox: &RecipientKey) -> Result<InboxHead, StoreError> {
+        let mut pooled = self.pools().reader().await?;
+        read_head(&mut pooled.conn(), inbox, "").await
+    }
+
+    /// One event of an inbox, in whatever state it is in.
+    pub async fn event(&self, inbox: &RecipientKey, event_id: EventId) -> Result<Option<EventRecord>, StoreError> {
+        let mut pooled = self.pools().reader().await?;
+        let events = load_events(&mut pooled.conn(), inbox, &[event_id], "").await?;
+        Ok(events.into_iter().next())
+    }
+}
+
+pub(crate) fn inbox_args(inbox: &RecipientKey) -> Vec<Arg<'_>> {
+    vec![
+        Arg::Str(inbox.tenant_id.as_str()),
+        Arg::Str(inbox.recipient.kind.as_str()),
+        Arg::Str(inbox.recipient.id.as_str()),
+    ]
+}
+
+/// Reads a head row, optionally locking it (`lock` is a dialect's FOR UPDATE clause).
+pub(crate) async fn read_head(conn: &mut DbConnection<'_>, inbox: &RecipientKey, lock: &str) -> Result<InboxHead, StoreError> {
+    let sql = format!("SELECT head_seq, oldest_available_seq FROM inbox_head WHERE {INBOX}{lock}");
+    match conn.fetch_optional(&sql, &inbox_args(inbox)).await? {
+        None => Ok(InboxHead::EMPTY),
+        Some(row) => Ok(InboxHead {
+            head_seq: seq(row.i64("head_seq")?)?,
+            oldest_available_seq: seq(row.i64("oldest_available_seq")?)?.max(InboxSeq(1)),
+        }),
+    }
+}
+
+/// Loads the named events of one inbox (missing ones are simply absent).
+pub(crate) async fn load_events(
+    conn: &mut DbConnection<'_>,
+    inbox: &RecipientKey,
+    event_ids: &[EventId],
+    lock: &str,
+) -> Result<Vec<EventRecord>, StoreError> {
+    let mut args = inbox_args(inbox);
+    args.extend(event_ids.iter().map(|id| Arg::Bytes(id.as_bytes())));
+    let sql = format!(
+        "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE {INBOX} AND event_id IN ({}){lock}",
+        crate::dialect::placeholders(event_ids.len())
+    );
+    conn.fetch_all(&sql, &args).await?.iter().map(event_from_row).collect()
+}

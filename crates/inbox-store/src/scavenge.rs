@@ -1,0 +1,165 @@
+//! The scavenger: leases past their end go back to the inbox (with backoff) or to
+//! dead-letter, events past `expires_at` expire, and terminal events older than the retention
+//! window move to `agent_inbox_archive`.
+//!
+//! Safe on several nodes at once: lease and expiry work takes rows with SKIP LOCKED and
+//! re-checks each through the state machine; archiving locks the recipient's head row first,
+//! so two nodes never archive the same rows.
+
+use inbox_core::{AckState, InboxSeq, RecipientKey, TenantId, Transition};
+
+use crate::db::Arg;
+use crate::dialect::{EVENT_COLUMNS, INBOX};
+use crate::entropy::unit_interval;
+use crate::leases::save;
+use crate::read::{inbox_args, read_head};
+use crate::record::{event_from_row, recipient_from_row, seq_arg, settle};
+use crate::store::with_retries;
+use crate::{ScavengeReport, SqlStore, StoreError};
+
+impl SqlStore {
+    /// One pass over at most `batch_limit` rows of each kind of work. Call it periodically;
+    /// it also re-measures the clock offset to the database.
+    pub async fn scavenge(&self, batch_limit: u32) -> Result<ScavengeReport, StoreError> {
+        self.batch_len("batch_limit", batch_limit as usize)?;
+        self.sync_clock().await?;
+        let (leases_returned, dead_lettered) = with_retries!(self, self.return_expired_leases(batch_limit))?;
+        let expired = with_retries!(self, self.expire_events(batch_limit))?;
+        let archived = self.archive_retained(batch_limit).await?;
+        Ok(ScavengeReport { leases_returned, dead_lettered, expired, archived })
+    }
+
+    async fn return_expired_leases(&self, limit: u32) -> Result<(u64, u64), StoreError> {
+        let now = self.now();
+        let mut tx = self.pools().begin().await?;
+        let mut conn = tx.conn();
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE ack_state = 'claimed' AND visibility_lease_until_utc <= ? \
+             ORDER BY visibility_lease_until_utc LIMIT ?{}",
+            self.dialect().for_update_skip_locked()
+        );
+        let rows = conn.fetch_all(&sql, &[Arg::I64(now.get()), Arg::I64(i64::from(limit))]).await?;
+        let (mut returned, mut dead) = (0, 0);
+        for row in &rows {
+            let mut record = event_from_row(row)?;
+            let backoff_ms = self.config().backoff.delay_ms(record.lifecycle.delivery_attempts, unit_interval());
+            let Ok(applied) = record.lifecycle.apply(Transition::LeaseExpired { now, backoff_ms }) else { continue };
+            settle(&mut record, applied.next, now);
+            match record.state() {
+                AckState::DeadLetter => dead += 1,
+                AckState::Available => returned += 1,
+                _ => {}
+            }
+            save(&mut conn, &record).await?;
+        }
+        drop(conn);
+        tx.commit().await?;
+        Ok((returned, dead))
+    }
+
+    async fn expire_events(&self, limit: u32) -> Result<u64, StoreError> {
+        let now = self.now();
+        let mut tx = self.pools().begin().await?;
+        let mut conn = tx.conn();
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE ack_state = 'available' AND expires_at_utc <= ? LIMIT ?{}",
+            self.dialect().for_update_skip_locked()
+        );
+        let rows = conn.fetch_all(&sql, &[Arg::I64(now.get()), Arg::I64(i64::from(limit))]).await?;
+        let mut expired = 0;
+        for row in &rows {
+            let mut record = event_from_row(row)?;
+            let Ok(applied) = record.lifecycle.apply(Transition::Expire { now }) else { continue };
+            settle(&mut record, applied.next, now);
+            save(&mut conn, &record).await?;
+            expired += 1;
+        }
+        drop(conn);
+        tx.commit().await?;
+        Ok(expired)
+    }
+
+    /// Moves terminal events older than the retention window to the archive, per recipient
+    /// and only as a prefix of its sequence, then advances `oldest_available_seq` so a cursor
+    /// pointing into the archived range is told to resync instead of skipping silently.
+    async fn archive_retained(&self, limit: u32) -> Result<u64, StoreError> {
+        let cutoff = self.now().minus_ms(self.config().retention_ms);
+        let inboxes = {
+            let mut pooled = self.pools().reader().await?;
+            let rows = pooled
+                .conn()
+                .fetch_all(
+                    "SELECT DISTINCT tenant_id, recipient_kind, recipient_id FROM agent_inbox \
+                     WHERE terminal_at_utc < ? LIMIT ?",
+                    &[Arg::I64(cutoff.get()), Arg::I64(i64::from(limit))],
+                )
+                .await?;
+            rows.iter()
+                .map(|row| {
+                    Ok(RecipientKey {
+                        tenant_id: TenantId::new(row.string("tenant_id")?).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                        recipient: recipient_from_row(row)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?
+        };
+        let mut archived = 0;
+        for inbox in &inboxes {
+            archived += with_retries!(self, self.archive_inbox(inbox, cutoff, limit))?;
+        }
+        Ok(archived)
+    }
+
+    async fn archive_inbox(&self, inbox: &RecipientKey, cutoff: inbox_core::UnixMillis, limit: u32) -> Result<u64, StoreError> {
+        let now = self.now();
+        let mut tx = self.pools().begin().await?;
+        let mut conn = tx.conn();
+        let head = read_head(&mut conn, inbox, self.dialect().for_update()).await?;
+        let mut args = inbox_args(inbox);
+        args.push(Arg::I64(cutoff.get()));
+        let boundary = conn
+            .fetch_optional(
+                &format!(
+                    "SELECT MIN(inbox_seq) AS boundary FROM agent_inbox WHERE {INBOX} \
+                     AND (terminal_at_utc IS NULL OR terminal_at_utc >= ?)"
+                ),
+                &args,
+            )
+            .await?
+            .map(|row| row.opt_i64("boundary"))
+            .transpose()?
+            .flatten();
+        let boundary = match boundary {
+            Some(seq) => crate::record::seq(seq)?,
+            None => head.head_seq.next(),
+        };
+        let upper = boundary.min(InboxSeq(head.oldest_available_seq.get() + u64::from(limit)));
+        if upper <= head.oldest_available_seq {
+            return Ok(0);
+        }
+        let mut args = vec![Arg::I64(now.get())];
+        args.extend(inbox_args(inbox));
+        args.push(seq_arg(upper));
+        conn.execute(
+            &format!(
+                "INSERT INTO agent_inbox_archive ({EVENT_COLUMNS}, archived_at_utc) \
+                 SELECT {EVENT_COLUMNS}, ? FROM agent_inbox WHERE {INBOX} AND inbox_seq < ?"
+            ),
+            &args,
+        )
+        .await?;
+        let mut args = inbox_args(inbox);
+        args.push(seq_arg(upper));
+        let moved = conn.execute(&format!("DELETE FROM agent_inbox WHERE {INBOX} AND inbox_seq < ?"), &args).await?;
+        let mut args = vec![seq_arg(upper), Arg::I64(now.get())];
+        args.extend(inbox_args(inbox));
+        conn.execute(
+            &format!("UPDATE inbox_head SET oldest_available_seq = ?, updated_at_utc = ? WHERE {INBOX}"),
+            &args,
+        )
+        .await?;
+        drop(conn);
+        tx.commit().await?;
+        Ok(moved.rows_affected)
+    }
+}
