@@ -14,12 +14,13 @@ mod time;
 
 pub use backoff::BackoffPolicy;
 pub use ids::{
-    DeduplicationKey, EventId, EventType, IdError, InboxSeq, Recipient, RecipientId,
-    RecipientKind, RecipientKey, SessionId, TenantId,
+    DeduplicationKey, EventId, EventType, IdError, InboxSeq, Recipient, RecipientId, RecipientKey,
+    RecipientKind, SessionId, TenantId,
 };
 pub use lease::{LeaseToken, LeaseTokenHash};
 pub use lifecycle::{
-    AckResult, AckState, Applied, DeadLetterReason, EventLifecycle, Lease, RefusalReason, Transition,
+    AckResult, AckState, Applied, DeadLetterReason, EventLifecycle, Lease, RefusalReason,
+    Transition,
 };
 pub use payload::{Correlation, EventBody, PayloadRef, Priority};
 pub use time::{Clock, ManualClock, UnixMillis};

@@ -108,7 +108,9 @@ impl DeadLetterReason {
     }
 
     pub fn parse(text: &str) -> Option<DeadLetterReason> {
-        DeadLetterReason::ALL.into_iter().find(|s| s.as_str() == text)
+        DeadLetterReason::ALL
+            .into_iter()
+            .find(|s| s.as_str() == text)
     }
 }
 
@@ -137,17 +139,42 @@ pub struct EventLifecycle {
 /// Everything that can happen to an event.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Transition {
-    Claim { token_hash: LeaseTokenHash, now: UnixMillis, lease_ms: u64 },
-    Acknowledge { token_hash: LeaseTokenHash, now: UnixMillis, result: AckResult },
-    Release { token_hash: LeaseTokenHash, now: UnixMillis, retry_after_ms: u64 },
-    Heartbeat { token_hash: LeaseTokenHash, now: UnixMillis, extend_ms: u64, lease_ms_max: u64 },
+    Claim {
+        token_hash: LeaseTokenHash,
+        now: UnixMillis,
+        lease_ms: u64,
+    },
+    Acknowledge {
+        token_hash: LeaseTokenHash,
+        now: UnixMillis,
+        result: AckResult,
+    },
+    Release {
+        token_hash: LeaseTokenHash,
+        now: UnixMillis,
+        retry_after_ms: u64,
+    },
+    Heartbeat {
+        token_hash: LeaseTokenHash,
+        now: UnixMillis,
+        extend_ms: u64,
+        lease_ms_max: u64,
+    },
     /// The scavenger found the lease past its end; `backoff_ms` delays the next claim.
-    LeaseExpired { now: UnixMillis, backoff_ms: u64 },
+    LeaseExpired {
+        now: UnixMillis,
+        backoff_ms: u64,
+    },
     /// The scavenger found an unclaimed event past `expires_at`.
-    Expire { now: UnixMillis },
+    Expire {
+        now: UnixMillis,
+    },
     Quarantine,
     /// An operator sends a parked event back, with a fresh budget of `max_attempts` attempts.
-    Requeue { now: UnixMillis, max_attempts: u32 },
+    Requeue {
+        now: UnixMillis,
+        max_attempts: u32,
+    },
 }
 
 /// Why a transition was refused. Each maps to one stable error code at the API.
@@ -187,7 +214,11 @@ pub struct Applied {
 
 impl EventLifecycle {
     /// A freshly published event.
-    pub fn published(available_at: UnixMillis, expires_at: Option<UnixMillis>, max_attempts: u32) -> Self {
+    pub fn published(
+        available_at: UnixMillis,
+        expires_at: Option<UnixMillis>,
+        max_attempts: u32,
+    ) -> Self {
         Self {
             state: AckState::Available,
             delivery_attempts: 0,
@@ -223,35 +254,49 @@ impl EventLifecycle {
     /// The state shown to clients: `retry_scheduled` is `available` waiting for its retry time.
     pub fn display_state(&self, now: UnixMillis) -> &'static str {
         match self.state {
-            AckState::Available if self.next_retry_at.is_some_and(|at| at > now) => "retry_scheduled",
+            AckState::Available if self.next_retry_at.is_some_and(|at| at > now) => {
+                "retry_scheduled"
+            }
             state => state.as_str(),
         }
     }
 
     pub fn apply(&self, transition: Transition) -> Result<Applied, RefusalReason> {
         match transition {
-            Transition::Claim { token_hash, now, lease_ms } => {
+            Transition::Claim {
+                token_hash,
+                now,
+                lease_ms,
+            } => {
                 self.claimable_at(now)?;
                 Ok(self.changed(|next| {
                     next.state = AckState::Claimed;
                     next.delivery_attempts += 1;
                     next.next_retry_at = None;
-                    next.lease = Some(Lease { token_hash, until: now.plus_ms(lease_ms) });
+                    next.lease = Some(Lease {
+                        token_hash,
+                        until: now.plus_ms(lease_ms),
+                    });
                 }))
             }
-            Transition::Acknowledge { token_hash, result, .. } => {
+            Transition::Acknowledge {
+                token_hash, result, ..
+            } => {
                 let holds_last_lease = self.holds_last_lease(token_hash);
                 match self.state {
-                    AckState::Claimed if holds_last_lease => Ok(self.changed(|next| match result {
-                        AckResult::Completed => next.state = AckState::Acked,
-                        AckResult::Failed => {
-                            next.state = AckState::DeadLetter;
-                            next.dead_letter_reason = DeadLetterReason::HandlerFailed;
-                        }
-                    })),
+                    AckState::Claimed if holds_last_lease => {
+                        Ok(self.changed(|next| match result {
+                            AckResult::Completed => next.state = AckState::Acked,
+                            AckResult::Failed => {
+                                next.state = AckState::DeadLetter;
+                                next.dead_letter_reason = DeadLetterReason::HandlerFailed;
+                            }
+                        }))
+                    }
                     AckState::Acked if holds_last_lease => Ok(self.unchanged()),
                     AckState::DeadLetter
-                        if holds_last_lease && self.dead_letter_reason == DeadLetterReason::HandlerFailed =>
+                        if holds_last_lease
+                            && self.dead_letter_reason == DeadLetterReason::HandlerFailed =>
                     {
                         Ok(self.unchanged())
                     }
@@ -259,20 +304,31 @@ impl EventLifecycle {
                     _ => Err(self.refuse_lease(token_hash)),
                 }
             }
-            Transition::Release { token_hash, now, retry_after_ms } => match self.state {
-                AckState::Claimed if self.holds_last_lease(token_hash) => Ok(self.changed(|next| {
-                    next.end_lease(now);
-                    if next.delivery_attempts >= next.max_attempts {
-                        next.park(DeadLetterReason::MaxAttemptsExceeded);
-                    } else if retry_after_ms > 0 {
-                        next.next_retry_at = Some(now.plus_ms(retry_after_ms));
-                    }
-                })),
+            Transition::Release {
+                token_hash,
+                now,
+                retry_after_ms,
+            } => match self.state {
+                AckState::Claimed if self.holds_last_lease(token_hash) => {
+                    Ok(self.changed(|next| {
+                        next.end_lease(now);
+                        if next.delivery_attempts >= next.max_attempts {
+                            next.park(DeadLetterReason::MaxAttemptsExceeded);
+                        } else if retry_after_ms > 0 {
+                            next.next_retry_at = Some(now.plus_ms(retry_after_ms));
+                        }
+                    }))
+                }
                 // A retried release whose first answer was lost: nothing more to do.
                 AckState::Available if self.holds_last_lease(token_hash) => Ok(self.unchanged()),
                 _ => Err(self.refuse_lease(token_hash)),
             },
-            Transition::Heartbeat { token_hash, now, extend_ms, lease_ms_max } => match self.state {
+            Transition::Heartbeat {
+                token_hash,
+                now,
+                extend_ms,
+                lease_ms_max,
+            } => match self.state {
                 AckState::Claimed if self.holds_last_lease(token_hash) => {
                     let lease = self.lease.expect("a claimed event has a lease");
                     if lease.until <= now {
@@ -333,15 +389,22 @@ impl EventLifecycle {
     fn changed(&self, edit: impl FnOnce(&mut EventLifecycle)) -> Applied {
         let mut next = self.clone();
         edit(&mut next);
-        Applied { next, changed: true }
+        Applied {
+            next,
+            changed: true,
+        }
     }
 
     fn unchanged(&self) -> Applied {
-        Applied { next: self.clone(), changed: false }
+        Applied {
+            next: self.clone(),
+            changed: false,
+        }
     }
 
     fn holds_last_lease(&self, token_hash: LeaseTokenHash) -> bool {
-        self.lease.is_some_and(|lease| lease.token_hash == token_hash)
+        self.lease
+            .is_some_and(|lease| lease.token_hash == token_hash)
     }
 
     /// Explains why `token_hash` may not act on this event.
@@ -351,7 +414,9 @@ impl EventLifecycle {
                 RefusalReason::Terminal(self.state.as_str())
             }
             _ if self.holds_last_lease(token_hash) => RefusalReason::LeaseExpired,
-            AckState::Quarantined | AckState::Expired => RefusalReason::Terminal(self.state.as_str()),
+            AckState::Quarantined | AckState::Expired => {
+                RefusalReason::Terminal(self.state.as_str())
+            }
             _ => RefusalReason::LeaseMismatch,
         }
     }

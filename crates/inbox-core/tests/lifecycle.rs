@@ -1,8 +1,8 @@
 //! The event state machine: worked examples, then properties over random operation sequences.
 
 use inbox_core::{
-    AckResult, AckState, DeadLetterReason, EventLifecycle, LeaseToken, LeaseTokenHash, RefusalReason,
-    Transition, UnixMillis,
+    AckResult, AckState, DeadLetterReason, EventLifecycle, LeaseToken, LeaseTokenHash,
+    RefusalReason, Transition, UnixMillis,
 };
 use proptest::prelude::*;
 
@@ -15,7 +15,13 @@ fn fresh(max_attempts: u32) -> EventLifecycle {
 }
 
 fn claim(e: &EventLifecycle, t: u8, now: i64) -> EventLifecycle {
-    e.apply(Transition::Claim { token_hash: token(t), now: UnixMillis(now), lease_ms: 100 }).unwrap().next
+    e.apply(Transition::Claim {
+        token_hash: token(t),
+        now: UnixMillis(now),
+        lease_ms: 100,
+    })
+    .unwrap()
+    .next
 }
 
 #[test]
@@ -24,7 +30,11 @@ fn claim_then_ack_is_idempotent_for_the_same_token_only() {
     assert_eq!(claimed.state, AckState::Claimed);
     assert_eq!(claimed.delivery_attempts, 1);
     let ack = |e: &EventLifecycle, t| {
-        e.apply(Transition::Acknowledge { token_hash: token(t), now: UnixMillis(1_050), result: AckResult::Completed })
+        e.apply(Transition::Acknowledge {
+            token_hash: token(t),
+            now: UnixMillis(1_050),
+            result: AckResult::Completed,
+        })
     };
     assert_eq!(ack(&claimed, 2).unwrap_err(), RefusalReason::LeaseMismatch);
     let acked = ack(&claimed, 1).unwrap();
@@ -32,48 +42,111 @@ fn claim_then_ack_is_idempotent_for_the_same_token_only() {
     assert_eq!(acked.next.state, AckState::Acked);
     let again = ack(&acked.next, 1).unwrap();
     assert!(!again.changed, "a repeated ack changes nothing");
-    assert_eq!(ack(&acked.next, 2).unwrap_err(), RefusalReason::AlreadyAcked);
+    assert_eq!(
+        ack(&acked.next, 2).unwrap_err(),
+        RefusalReason::AlreadyAcked
+    );
 }
 
 #[test]
 fn a_failed_result_parks_the_event() {
     let claimed = claim(&fresh(3), 1, 1_000);
     let failed = claimed
-        .apply(Transition::Acknowledge { token_hash: token(1), now: UnixMillis(1_001), result: AckResult::Failed })
+        .apply(Transition::Acknowledge {
+            token_hash: token(1),
+            now: UnixMillis(1_001),
+            result: AckResult::Failed,
+        })
         .unwrap()
         .next;
-    assert_eq!((failed.state, failed.dead_letter_reason), (AckState::DeadLetter, DeadLetterReason::HandlerFailed));
+    assert_eq!(
+        (failed.state, failed.dead_letter_reason),
+        (AckState::DeadLetter, DeadLetterReason::HandlerFailed)
+    );
 }
 
 #[test]
 fn release_schedules_a_retry_and_spent_attempts_park_the_event() {
     let claimed = claim(&fresh(2), 1, 1_000);
     let released = claimed
-        .apply(Transition::Release { token_hash: token(1), now: UnixMillis(1_010), retry_after_ms: 60_000 })
+        .apply(Transition::Release {
+            token_hash: token(1),
+            now: UnixMillis(1_010),
+            retry_after_ms: 60_000,
+        })
         .unwrap()
         .next;
     assert_eq!(released.state, AckState::Available);
     assert_eq!(released.display_state(UnixMillis(1_010)), "retry_scheduled");
-    assert_eq!(released.claimable_at(UnixMillis(2_000)), Err(RefusalReason::RetryScheduled(UnixMillis(61_010))));
+    assert_eq!(
+        released.claimable_at(UnixMillis(2_000)),
+        Err(RefusalReason::RetryScheduled(UnixMillis(61_010)))
+    );
     let second = claim(&released, 2, 61_010);
-    let expired = second.apply(Transition::LeaseExpired { now: UnixMillis(61_110), backoff_ms: 5 }).unwrap().next;
-    assert_eq!((expired.state, expired.dead_letter_reason), (AckState::DeadLetter, DeadLetterReason::MaxAttemptsExceeded));
-    let requeued = expired.apply(Transition::Requeue { now: UnixMillis(61_200), max_attempts: 2 }).unwrap().next;
-    assert_eq!((requeued.state, requeued.delivery_attempts, requeued.max_attempts), (AckState::Available, 2, 4));
+    let expired = second
+        .apply(Transition::LeaseExpired {
+            now: UnixMillis(61_110),
+            backoff_ms: 5,
+        })
+        .unwrap()
+        .next;
+    assert_eq!(
+        (expired.state, expired.dead_letter_reason),
+        (AckState::DeadLetter, DeadLetterReason::MaxAttemptsExceeded)
+    );
+    let requeued = expired
+        .apply(Transition::Requeue {
+            now: UnixMillis(61_200),
+            max_attempts: 2,
+        })
+        .unwrap()
+        .next;
+    assert_eq!(
+        (
+            requeued.state,
+            requeued.delivery_attempts,
+            requeued.max_attempts
+        ),
+        (AckState::Available, 2, 4)
+    );
 }
 
 #[test]
 fn late_calls_after_lease_expiry_get_lease_expired() {
     let claimed = claim(&fresh(5), 1, 1_000);
     assert_eq!(
-        claimed.apply(Transition::LeaseExpired { now: UnixMillis(1_050), backoff_ms: 0 }).unwrap_err(),
+        claimed
+            .apply(Transition::LeaseExpired {
+                now: UnixMillis(1_050),
+                backoff_ms: 0
+            })
+            .unwrap_err(),
         RefusalReason::LeaseStillLive
     );
-    let heartbeat = Transition::Heartbeat { token_hash: token(1), now: UnixMillis(1_100), extend_ms: 100, lease_ms_max: 1_000 };
-    assert_eq!(claimed.apply(heartbeat).unwrap_err(), RefusalReason::LeaseExpired, "a dead lease is not revived");
-    let back = claimed.apply(Transition::LeaseExpired { now: UnixMillis(1_100), backoff_ms: 500 }).unwrap().next;
+    let heartbeat = Transition::Heartbeat {
+        token_hash: token(1),
+        now: UnixMillis(1_100),
+        extend_ms: 100,
+        lease_ms_max: 1_000,
+    };
+    assert_eq!(
+        claimed.apply(heartbeat).unwrap_err(),
+        RefusalReason::LeaseExpired,
+        "a dead lease is not revived"
+    );
+    let back = claimed
+        .apply(Transition::LeaseExpired {
+            now: UnixMillis(1_100),
+            backoff_ms: 500,
+        })
+        .unwrap()
+        .next;
     assert_eq!(back.next_retry_at, Some(UnixMillis(1_600)));
-    let ack = Transition::Acknowledge { token_hash: token(1), now: UnixMillis(1_200), result: AckResult::Completed };
+    let ack = Transition::Acknowledge {
+        token_hash: token(1),
+        now: UnixMillis(1_200),
+        result: AckResult::Completed,
+    };
     assert_eq!(back.apply(ack).unwrap_err(), RefusalReason::LeaseExpired);
     let taken = claim(&back, 2, 1_600);
     assert_eq!(taken.apply(ack).unwrap_err(), RefusalReason::LeaseMismatch);
@@ -83,7 +156,12 @@ fn late_calls_after_lease_expiry_get_lease_expired() {
 fn heartbeat_extends_up_to_the_maximum_lease() {
     let claimed = claim(&fresh(5), 1, 1_000);
     let beat = claimed
-        .apply(Transition::Heartbeat { token_hash: token(1), now: UnixMillis(1_050), extend_ms: 10_000, lease_ms_max: 500 })
+        .apply(Transition::Heartbeat {
+            token_hash: token(1),
+            now: UnixMillis(1_050),
+            extend_ms: 10_000,
+            lease_ms_max: 500,
+        })
         .unwrap()
         .next;
     assert_eq!(beat.lease.unwrap().until, UnixMillis(1_550));
@@ -92,10 +170,27 @@ fn heartbeat_extends_up_to_the_maximum_lease() {
 #[test]
 fn expiry_applies_to_unclaimed_events_and_to_leases_that_end_past_it() {
     let e = EventLifecycle::published(UnixMillis(0), Some(UnixMillis(100)), 5);
-    assert_eq!(e.claimable_at(UnixMillis(100)), Err(RefusalReason::PastExpiry));
-    assert_eq!(e.apply(Transition::Expire { now: UnixMillis(100) }).unwrap().next.state, AckState::Expired);
+    assert_eq!(
+        e.claimable_at(UnixMillis(100)),
+        Err(RefusalReason::PastExpiry)
+    );
+    assert_eq!(
+        e.apply(Transition::Expire {
+            now: UnixMillis(100)
+        })
+        .unwrap()
+        .next
+        .state,
+        AckState::Expired
+    );
     let claimed = claim(&e, 1, 50);
-    let ended = claimed.apply(Transition::LeaseExpired { now: UnixMillis(150), backoff_ms: 0 }).unwrap().next;
+    let ended = claimed
+        .apply(Transition::LeaseExpired {
+            now: UnixMillis(150),
+            backoff_ms: 0,
+        })
+        .unwrap()
+        .next;
     assert_eq!(ended.state, AckState::Expired);
 }
 
@@ -187,5 +282,7 @@ proptest! {
 }
 
 fn holder_after(e: &EventLifecycle) -> Option<LeaseTokenHash> {
-    (e.state == AckState::Claimed).then(|| e.lease.map(|l| l.token_hash)).flatten()
+    (e.state == AckState::Claimed)
+        .then(|| e.lease.map(|l| l.token_hash))
+        .flatten()
 }

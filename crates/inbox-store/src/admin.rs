@@ -9,7 +9,9 @@ use crate::leases::{Change, REASON_BYTES_MAX};
 use crate::read::{inbox_args, load_events};
 use crate::record::{event_from_row, recipient_from_row, seq, seq_arg};
 use crate::store::with_retries;
-use crate::{EventRecord, InboxStats, ItemOutcome, ItemRefusal, ParkedQuery, Refusal, SqlStore, StoreError};
+use crate::{
+    EventRecord, InboxStats, ItemOutcome, ItemRefusal, ParkedQuery, Refusal, SqlStore, StoreError,
+};
 
 impl SqlStore {
     /// Parked events of a tenant, oldest first.
@@ -21,7 +23,10 @@ impl SqlStore {
         );
         if let Some(recipient) = &query.recipient {
             sql.push_str(" AND recipient_kind = ? AND recipient_id = ?");
-            args.extend([Arg::Str(recipient.kind.as_str()), Arg::Str(recipient.id.as_str())]);
+            args.extend([
+                Arg::Str(recipient.kind.as_str()),
+                Arg::Str(recipient.id.as_str()),
+            ]);
         }
         match query.state {
             None => {}
@@ -32,73 +37,125 @@ impl SqlStore {
             Some(state) => {
                 return Err(StoreError::invalid(
                     "state",
-                    format!("is {}; list dead_letter or quarantined events", state.as_str()),
+                    format!(
+                        "is {}; list dead_letter or quarantined events",
+                        state.as_str()
+                    ),
                 ));
             }
         }
         sql.push_str(" ORDER BY terminal_at_utc, inbox_seq LIMIT ?");
         args.push(Arg::I64(i64::from(query.limit)));
         let mut pooled = self.pools().reader().await?;
-        pooled.conn().fetch_all(&sql, &args).await?.iter().map(event_from_row).collect()
+        pooled
+            .conn()
+            .fetch_all(&sql, &args)
+            .await?
+            .iter()
+            .map(event_from_row)
+            .collect()
     }
 
     /// Sends parked events back to the inbox with a fresh budget of delivery attempts.
-    pub async fn requeue(&self, inbox: &RecipientKey, event_ids: &[EventId]) -> Result<Vec<ItemOutcome<EventRecord>>, StoreError> {
+    pub async fn requeue(
+        &self,
+        inbox: &RecipientKey,
+        event_ids: &[EventId],
+    ) -> Result<Vec<ItemOutcome<EventRecord>>, StoreError> {
         self.batch_len("event_ids", event_ids.len())?;
         let now = self.now();
         let max_attempts = self.config().max_attempts_default;
         let changes: Vec<Change> = event_ids
             .iter()
-            .map(|id| Change { event_id: *id, transition: Transition::Requeue { now, max_attempts }, note: None })
+            .map(|id| Change {
+                event_id: *id,
+                transition: Transition::Requeue { now, max_attempts },
+                note: None,
+            })
             .collect();
         with_retries!(self, self.apply_changes(inbox, &changes, now))
     }
 
     /// Parks an event whose payload or signature is anomalous, so no agent processes it.
-    pub async fn quarantine(&self, inbox: &RecipientKey, event_id: EventId, reason: &str) -> Result<EventRecord, StoreError> {
+    pub async fn quarantine(
+        &self,
+        inbox: &RecipientKey,
+        event_id: EventId,
+        reason: &str,
+    ) -> Result<EventRecord, StoreError> {
         if reason.is_empty() || reason.len() > REASON_BYTES_MAX {
-            return Err(StoreError::invalid("reason", format!("must be 1 to {REASON_BYTES_MAX} bytes")));
+            return Err(StoreError::invalid(
+                "reason",
+                format!("must be 1 to {REASON_BYTES_MAX} bytes"),
+            ));
         }
         let now = self.now();
-        let change = Change { event_id, transition: Transition::Quarantine, note: Some(reason) };
-        let mut outcomes = with_retries!(self, self.apply_changes(inbox, std::slice::from_ref(&change), now))?;
+        let change = Change {
+            event_id,
+            transition: Transition::Quarantine,
+            note: Some(reason),
+        };
+        let mut outcomes = with_retries!(
+            self,
+            self.apply_changes(inbox, std::slice::from_ref(&change), now)
+        )?;
         Ok(outcomes.pop().expect("one outcome per change")?)
     }
 
     /// Deletes parked events for good. Other events are refused, untouched.
-    pub async fn purge(&self, inbox: &RecipientKey, event_ids: &[EventId]) -> Result<Vec<ItemOutcome<EventId>>, StoreError> {
+    pub async fn purge(
+        &self,
+        inbox: &RecipientKey,
+        event_ids: &[EventId],
+    ) -> Result<Vec<ItemOutcome<EventId>>, StoreError> {
         self.batch_len("event_ids", event_ids.len())?;
         with_retries!(self, self.purge_once(inbox, event_ids))
     }
 
-    async fn purge_once(&self, inbox: &RecipientKey, event_ids: &[EventId]) -> Result<Vec<ItemOutcome<EventId>>, StoreError> {
+    async fn purge_once(
+        &self,
+        inbox: &RecipientKey,
+        event_ids: &[EventId],
+    ) -> Result<Vec<ItemOutcome<EventId>>, StoreError> {
         let mut tx = self.pools().begin().await?;
         let mut conn = tx.conn();
         let records = load_events(&mut conn, inbox, event_ids, self.dialect().for_update()).await?;
         let mut outcomes = Vec::with_capacity(event_ids.len());
         for event_id in event_ids {
             let outcome = match records.iter().find(|r| r.event_id == *event_id) {
-                None => Err(ItemRefusal { event_id: *event_id, reason: Refusal::NotFound }),
+                None => Err(ItemRefusal {
+                    event_id: *event_id,
+                    reason: Refusal::NotFound,
+                }),
                 Some(record) if !record.state().is_parked() => Err(ItemRefusal {
                     event_id: *event_id,
-                    reason: Refusal::Refused(inbox_core::RefusalReason::NotParked(record.state().as_str())),
+                    reason: Refusal::Refused(inbox_core::RefusalReason::NotParked(
+                        record.state().as_str(),
+                    )),
                 }),
                 Some(record) => {
                     let mut args = inbox_args(inbox);
                     args.push(seq_arg(record.inbox_seq));
-                    conn.execute(&format!("DELETE FROM agent_inbox WHERE {INBOX} AND inbox_seq = ?"), &args).await?;
+                    conn.execute(
+                        &format!("DELETE FROM agent_inbox WHERE {INBOX} AND inbox_seq = ?"),
+                        &args,
+                    )
+                    .await?;
                     Ok(*event_id)
                 }
             };
             outcomes.push(outcome);
         }
-        drop(conn);
         tx.commit().await?;
         Ok(outcomes)
     }
 
     /// Backlog per inbox of a tenant: unacknowledged depth, claimed, parked, oldest unacked.
-    pub async fn inbox_stats(&self, tenant_id: &TenantId, limit: u32) -> Result<Vec<InboxStats>, StoreError> {
+    pub async fn inbox_stats(
+        &self,
+        tenant_id: &TenantId,
+        limit: u32,
+    ) -> Result<Vec<InboxStats>, StoreError> {
         self.batch_len("limit", limit as usize)?;
         let sql = "SELECT h.recipient_kind, h.recipient_id, h.head_seq, \
              CAST(COALESCE(SUM(CASE WHEN i.ack_state IN ('available', 'claimed') THEN 1 ELSE 0 END), 0) AS SIGNED) AS depth, \
@@ -110,7 +167,13 @@ impl SqlStore {
              WHERE h.tenant_id = ? GROUP BY h.recipient_kind, h.recipient_id, h.head_seq \
              ORDER BY h.recipient_kind, h.recipient_id LIMIT ?";
         let mut pooled = self.pools().reader().await?;
-        let rows = pooled.conn().fetch_all(sql, &[Arg::Str(tenant_id.as_str()), Arg::I64(i64::from(limit))]).await?;
+        let rows = pooled
+            .conn()
+            .fetch_all(
+                sql,
+                &[Arg::Str(tenant_id.as_str()), Arg::I64(i64::from(limit))],
+            )
+            .await?;
         let count = |v: i64| u64::try_from(v).unwrap_or(0);
         rows.iter()
             .map(|row| {
@@ -119,11 +182,12 @@ impl SqlStore {
                     depth: count(row.i64("depth")?),
                     claimed: count(row.i64("claimed")?),
                     parked: count(row.i64("parked")?),
-                    oldest_unacked_at: row.opt_i64("oldest_unacked_at")?.map(inbox_core::UnixMillis),
+                    oldest_unacked_at: row
+                        .opt_i64("oldest_unacked_at")?
+                        .map(inbox_core::UnixMillis),
                     head_seq: seq(row.i64("head_seq")?)?,
                 })
             })
             .collect()
     }
 }
-

@@ -5,11 +5,13 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions, MySqlRow};
+use sqlx::mysql::{
+    MySql, MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions, MySqlRow,
+};
 use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{
-    Sqlite, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteRow, SqliteSynchronous,
+    Sqlite, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool,
+    SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
 use sqlx::{Executor as _, Row as _};
 
@@ -84,20 +86,38 @@ impl DbConnection<'_> {
         }
     }
 
-    pub(crate) async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Executed, StoreError> {
+    pub(crate) async fn execute(
+        &mut self,
+        sql: &str,
+        args: &[Arg<'_>],
+    ) -> Result<Executed, StoreError> {
         Ok(match self {
             DbConnection::MySql(conn) => {
-                let done = bind_all!(sqlx::query::<MySql>(sql), args).execute(&mut **conn).await?;
-                Executed { rows_affected: done.rows_affected(), last_insert_id: done.last_insert_id() as i64 }
+                let done = bind_all!(sqlx::query::<MySql>(sql), args)
+                    .execute(&mut **conn)
+                    .await?;
+                Executed {
+                    rows_affected: done.rows_affected(),
+                    last_insert_id: done.last_insert_id() as i64,
+                }
             }
             DbConnection::Sqlite(conn) => {
-                let done = bind_all!(sqlx::query::<Sqlite>(sql), args).execute(&mut **conn).await?;
-                Executed { rows_affected: done.rows_affected(), last_insert_id: done.last_insert_rowid() }
+                let done = bind_all!(sqlx::query::<Sqlite>(sql), args)
+                    .execute(&mut **conn)
+                    .await?;
+                Executed {
+                    rows_affected: done.rows_affected(),
+                    last_insert_id: done.last_insert_rowid(),
+                }
             }
         })
     }
 
-    pub(crate) async fn fetch_all(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<DbRow>, StoreError> {
+    pub(crate) async fn fetch_all(
+        &mut self,
+        sql: &str,
+        args: &[Arg<'_>],
+    ) -> Result<Vec<DbRow>, StoreError> {
         Ok(match self {
             DbConnection::MySql(conn) => bind_all!(sqlx::query::<MySql>(sql), args)
                 .fetch_all(&mut **conn)
@@ -114,14 +134,20 @@ impl DbConnection<'_> {
         })
     }
 
-    pub(crate) async fn fetch_optional(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Option<DbRow>, StoreError> {
+    pub(crate) async fn fetch_optional(
+        &mut self,
+        sql: &str,
+        args: &[Arg<'_>],
+    ) -> Result<Option<DbRow>, StoreError> {
         Ok(match self {
-            DbConnection::MySql(conn) => {
-                bind_all!(sqlx::query::<MySql>(sql), args).fetch_optional(&mut **conn).await?.map(DbRow::MySql)
-            }
-            DbConnection::Sqlite(conn) => {
-                bind_all!(sqlx::query::<Sqlite>(sql), args).fetch_optional(&mut **conn).await?.map(DbRow::Sqlite)
-            }
+            DbConnection::MySql(conn) => bind_all!(sqlx::query::<MySql>(sql), args)
+                .fetch_optional(&mut **conn)
+                .await?
+                .map(DbRow::MySql),
+            DbConnection::Sqlite(conn) => bind_all!(sqlx::query::<Sqlite>(sql), args)
+                .fetch_optional(&mut **conn)
+                .await?
+                .map(DbRow::Sqlite),
         })
     }
 
@@ -155,11 +181,22 @@ impl DbRow {
     }
 
     pub(crate) fn string(&self, col: &str) -> Result<String, StoreError> {
-        get_column!(self, col, String)
+        self.opt_string(col)?
+            .ok_or_else(|| StoreError::Corrupt(format!("column {col} is NULL")))
     }
 
+    /// MySQL reports columns with a binary collation (`ascii_bin`, `utf8mb4_bin`, chosen so
+    /// ids compare byte for byte) as VARBINARY, so text is read as bytes and checked as UTF-8.
     pub(crate) fn opt_string(&self, col: &str) -> Result<Option<String>, StoreError> {
-        get_column!(self, col, Option<String>)
+        match self {
+            DbRow::MySql(_) => get_column!(self, col, Option<Vec<u8>>)?
+                .map(|bytes| {
+                    String::from_utf8(bytes)
+                        .map_err(|_| StoreError::Corrupt(format!("column {col} is not UTF-8")))
+                })
+                .transpose(),
+            DbRow::Sqlite(_) => get_column!(self, col, Option<String>),
+        }
     }
 
     pub(crate) fn bytes(&self, col: &str) -> Result<Vec<u8>, StoreError> {
@@ -181,8 +218,8 @@ pub(crate) enum Tx {
 impl Tx {
     pub(crate) fn conn(&mut self) -> DbConnection<'_> {
         match self {
-            Tx::MySql(tx) => DbConnection::MySql(&mut **tx),
-            Tx::Sqlite(tx) => DbConnection::Sqlite(&mut **tx),
+            Tx::MySql(tx) => DbConnection::MySql(tx),
+            Tx::Sqlite(tx) => DbConnection::Sqlite(tx),
         }
     }
 
@@ -205,8 +242,8 @@ pub(crate) enum Pooled {
 impl Pooled {
     pub(crate) fn conn(&mut self) -> DbConnection<'_> {
         match self {
-            Pooled::MySql(conn) => DbConnection::MySql(&mut **conn),
-            Pooled::Sqlite(conn) => DbConnection::Sqlite(&mut **conn),
+            Pooled::MySql(conn) => DbConnection::MySql(conn),
+            Pooled::Sqlite(conn) => DbConnection::Sqlite(conn),
         }
     }
 }
@@ -217,7 +254,10 @@ impl Pooled {
 #[derive(Debug, Clone)]
 pub(crate) enum Pools {
     MySql(MySqlPool),
-    Sqlite { writer: SqlitePool, reader: SqlitePool },
+    Sqlite {
+        writer: SqlitePool,
+        reader: SqlitePool,
+    },
 }
 
 /// How the store reaches its database.
@@ -233,14 +273,21 @@ pub struct ConnectOptions {
 
 impl ConnectOptions {
     pub fn new(url: impl Into<String>) -> Self {
-        Self { url: url.into(), connections_max: 16, acquire_timeout: Duration::from_secs(10) }
+        Self {
+            url: url.into(),
+            connections_max: 16,
+            acquire_timeout: Duration::from_secs(10),
+        }
     }
 }
 
 impl Pools {
     pub(crate) async fn connect(options: &ConnectOptions) -> Result<Pools, StoreError> {
         let url = options.url.trim();
-        if let Some(rest) = url.strip_prefix("mysql://").or_else(|| url.strip_prefix("mariadb://")) {
+        if let Some(rest) = url
+            .strip_prefix("mysql://")
+            .or_else(|| url.strip_prefix("mariadb://"))
+        {
             let connect = MySqlConnectOptions::from_str(&format!("mysql://{rest}"))
                 .map_err(|err| StoreError::invalid("database_url", err.to_string()))?;
             let pool = MySqlPoolOptions::new()
@@ -250,11 +297,8 @@ impl Pools {
                     Box::pin(async move {
                         // Claims use SKIP LOCKED; READ COMMITTED takes record locks only, so
                         // claimers never gap-lock the inserts of concurrent publishers.
-                        conn.execute(
-                            "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED, \
-                             SESSION innodb_lock_wait_timeout = 10, SESSION time_zone = '+00:00'",
-                        )
-                        .await?;
+                        conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED").await?;
+                        conn.execute("SET SESSION innodb_lock_wait_timeout = 10, SESSION time_zone = '+00:00'").await?;
                         Ok(())
                     })
                 })
@@ -342,7 +386,9 @@ impl From<sqlx::Error> for StoreError {
             | sqlx::Error::Io(_)
             | sqlx::Error::Tls(_)
             | sqlx::Error::WorkerCrashed => StoreError::Unavailable(err),
-            sqlx::Error::Database(db) if is_contention(db.as_ref()) => StoreError::Contention { attempts: 1 },
+            sqlx::Error::Database(db) if is_contention(db.as_ref()) => {
+                StoreError::Contention { attempts: 1 }
+            }
             _ => StoreError::Database(err),
         }
     }
@@ -356,5 +402,7 @@ fn is_contention(db: &dyn sqlx::error::DatabaseError) -> bool {
         return matches!(mysql.number(), 1213 | 1205);
     }
     // SQLITE_BUSY (5) and SQLITE_LOCKED (6), with their extended codes.
-    db.code().and_then(|code| code.parse::<i64>().ok()).is_some_and(|code| matches!(code & 0xff, 5 | 6))
+    db.code()
+        .and_then(|code| code.parse::<i64>().ok())
+        .is_some_and(|code| matches!(code & 0xff, 5 | 6))
 }

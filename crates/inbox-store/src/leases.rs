@@ -46,24 +46,50 @@ impl SqlStore {
         with_retries!(self, self.claim_next_once(claim, lease_ms))
     }
 
-    async fn claim_next_once(&self, claim: &ClaimNext, lease_ms: u64) -> Result<Vec<ClaimedEvent>, StoreError> {
+    async fn claim_next_once(
+        &self,
+        claim: &ClaimNext,
+        lease_ms: u64,
+    ) -> Result<Vec<ClaimedEvent>, StoreError> {
         let now = self.now();
         let mut tx = self.pools().begin().await?;
         let mut args = inbox_args(&claim.inbox);
-        args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(i64::from(claim.limit))]);
+        args.extend([
+            Arg::I64(now.get()),
+            Arg::I64(now.get()),
+            Arg::I64(now.get()),
+            Arg::I64(i64::from(claim.limit)),
+        ]);
         let sql = format!(
             "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE {INBOX} AND {CLAIMABLE} \
              ORDER BY priority, inbox_seq LIMIT ?{}",
             self.dialect().for_update_skip_locked()
         );
-        let records = tx.conn().fetch_all(&sql, &args).await?.iter().map(event_from_row).collect::<Result<Vec<_>, _>>()?;
-        let claimed = lease_records(&mut tx.conn(), &claim.inbox, records, claim.session_id.as_ref(), now, lease_ms).await?;
+        let records = tx
+            .conn()
+            .fetch_all(&sql, &args)
+            .await?
+            .iter()
+            .map(event_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        let claimed = lease_records(
+            &mut tx.conn(),
+            &claim.inbox,
+            records,
+            claim.session_id.as_ref(),
+            now,
+            lease_ms,
+        )
+        .await?;
         tx.commit().await?;
         Ok(claimed)
     }
 
     /// Claims the named events, each with its own outcome, in request order.
-    pub async fn claim_by_ids(&self, claim: &ClaimByIds) -> Result<Vec<ItemOutcome<ClaimedEvent>>, StoreError> {
+    pub async fn claim_by_ids(
+        &self,
+        claim: &ClaimByIds,
+    ) -> Result<Vec<ItemOutcome<ClaimedEvent>>, StoreError> {
         self.batch_len("event_ids", claim.event_ids.len())?;
         distinct("event_ids", claim.event_ids.iter())?;
         let lease_ms = self.lease_ms(claim.lease_ms)?;
@@ -78,7 +104,13 @@ impl SqlStore {
         let now = self.now();
         let mut tx = self.pools().begin().await?;
         let mut conn = tx.conn();
-        let locked = load_events(&mut conn, &claim.inbox, &claim.event_ids, self.dialect().for_update_skip_locked()).await?;
+        let locked = load_events(
+            &mut conn,
+            &claim.inbox,
+            &claim.event_ids,
+            self.dialect().for_update_skip_locked(),
+        )
+        .await?;
         let mut refusals: HashMap<EventId, Refusal> = HashMap::new();
         let mut claimable = Vec::new();
         for record in locked {
@@ -89,8 +121,17 @@ impl SqlStore {
                 }
             }
         }
-        let claimed = lease_records(&mut conn, &claim.inbox, claimable, claim.session_id.as_ref(), now, lease_ms).await?;
-        let mut claimed: HashMap<EventId, ClaimedEvent> = claimed.into_iter().map(|c| (c.event.event_id, c)).collect();
+        let claimed = lease_records(
+            &mut conn,
+            &claim.inbox,
+            claimable,
+            claim.session_id.as_ref(),
+            now,
+            lease_ms,
+        )
+        .await?;
+        let mut claimed: HashMap<EventId, ClaimedEvent> =
+            claimed.into_iter().map(|c| (c.event.event_id, c)).collect();
 
         // Rows skipped as locked exist but are being claimed or changed by someone else.
         let missing: Vec<EventId> = claim
@@ -101,34 +142,54 @@ impl SqlStore {
             .collect();
         if !missing.is_empty() {
             for record in load_events(&mut conn, &claim.inbox, &missing, "").await? {
-                refusals.insert(record.event_id, Refusal::Refused(inbox_core::RefusalReason::NotClaimable("claimed")));
+                refusals.insert(
+                    record.event_id,
+                    Refusal::Refused(inbox_core::RefusalReason::NotClaimable("claimed")),
+                );
             }
         }
-        drop(conn);
         tx.commit().await?;
         Ok(claim
             .event_ids
             .iter()
             .map(|id| match claimed.remove(id) {
                 Some(c) => Ok(c),
-                None => Err(ItemRefusal { event_id: *id, reason: refusals.get(id).copied().unwrap_or(Refusal::NotFound) }),
+                None => Err(ItemRefusal {
+                    event_id: *id,
+                    reason: refusals.get(id).copied().unwrap_or(Refusal::NotFound),
+                }),
             })
             .collect())
     }
 
     /// Acknowledges events. Repeating an ack with the same token succeeds and changes
     /// nothing; a `failed` result parks the event as dead-lettered.
-    pub async fn acknowledge(&self, ack: &Acknowledge) -> Result<Vec<ItemOutcome<AckReceipt>>, StoreError> {
+    pub async fn acknowledge(
+        &self,
+        ack: &Acknowledge,
+    ) -> Result<Vec<ItemOutcome<AckReceipt>>, StoreError> {
         self.batch_len("acks", ack.items.len())?;
         distinct("acks", ack.items.iter().map(|i| &i.event_id))?;
         with_retries!(self, self.acknowledge_once(ack))
     }
 
-    async fn acknowledge_once(&self, ack: &Acknowledge) -> Result<Vec<ItemOutcome<AckReceipt>>, StoreError> {
+    async fn acknowledge_once(
+        &self,
+        ack: &Acknowledge,
+    ) -> Result<Vec<ItemOutcome<AckReceipt>>, StoreError> {
         let now = self.now();
-        if ack.items.iter().all(|item| item.result == AckResult::Completed) {
-            let hashes: Vec<LeaseTokenHash> = ack.items.iter().map(|i| i.lease_token.hash()).collect();
-            let mut args = vec![Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get())];
+        if ack
+            .items
+            .iter()
+            .all(|item| item.result == AckResult::Completed)
+        {
+            let hashes: Vec<LeaseTokenHash> =
+                ack.items.iter().map(|i| i.lease_token.hash()).collect();
+            let mut args = vec![
+                Arg::I64(now.get()),
+                Arg::I64(now.get()),
+                Arg::I64(now.get()),
+            ];
             args.extend(inbox_args(&ack.inbox));
             args.extend(ack.items.iter().map(|i| Arg::Bytes(i.event_id.as_bytes())));
             args.extend(hashes.iter().map(|h| Arg::Bytes(h.0.as_slice())));
@@ -138,9 +199,24 @@ impl SqlStore {
                  terminal_at_utc = ?, updated_at_utc = ?, lease_owner_session_id = NULL \
                  WHERE {INBOX} AND ack_state = 'claimed' AND event_id IN ({n}) AND lease_token_hash IN ({n})"
             );
-            let done = self.pools().writer().await?.conn().execute(&sql, &args).await?;
+            let done = self
+                .pools()
+                .writer()
+                .await?
+                .conn()
+                .execute(&sql, &args)
+                .await?;
             if done.rows_affected == ack.items.len() as u64 {
-                return Ok(ack.items.iter().map(|i| Ok(AckReceipt { event_id: i.event_id, state: AckState::Acked })).collect());
+                return Ok(ack
+                    .items
+                    .iter()
+                    .map(|i| {
+                        Ok(AckReceipt {
+                            event_id: i.event_id,
+                            state: AckState::Acked,
+                        })
+                    })
+                    .collect());
             }
         }
         let changes: Vec<Change> = ack
@@ -148,12 +224,24 @@ impl SqlStore {
             .iter()
             .map(|item| Change {
                 event_id: item.event_id,
-                transition: Transition::Acknowledge { token_hash: item.lease_token.hash(), now, result: item.result },
+                transition: Transition::Acknowledge {
+                    token_hash: item.lease_token.hash(),
+                    now,
+                    result: item.result,
+                },
                 note: None,
             })
             .collect();
         let outcomes = self.apply_changes(&ack.inbox, &changes, now).await?;
-        Ok(outcomes.into_iter().map(|o| o.map(|r| AckReceipt { event_id: r.event_id, state: r.state() })).collect())
+        Ok(outcomes
+            .into_iter()
+            .map(|o| {
+                o.map(|r| AckReceipt {
+                    event_id: r.event_id,
+                    state: r.state(),
+                })
+            })
+            .collect())
     }
 
     /// Gives a claimed event back: claimable again after `retry_after_ms`, or dead-lettered if
@@ -165,7 +253,11 @@ impl SqlStore {
                 format!("must be at most {} (one week)", RETRY_AFTER_MS_MAX / 1_000),
             ));
         }
-        if release.reason.as_ref().is_some_and(|r| r.len() > REASON_BYTES_MAX || r.chars().any(char::is_control)) {
+        if release
+            .reason
+            .as_ref()
+            .is_some_and(|r| r.len() > REASON_BYTES_MAX || r.chars().any(char::is_control))
+        {
             return Err(StoreError::invalid(
                 "reason",
                 format!("must be at most {REASON_BYTES_MAX} bytes without control characters"),
@@ -176,7 +268,8 @@ impl SqlStore {
 
     async fn release_once(&self, release: &Release) -> Result<ReleaseReceipt, StoreError> {
         let now = self.now();
-        let next_retry_at = (release.retry_after_ms > 0).then(|| now.plus_ms(release.retry_after_ms));
+        let next_retry_at =
+            (release.retry_after_ms > 0).then(|| now.plus_ms(release.retry_after_ms));
         let hash = release.lease_token.hash();
         let mut args = vec![
             Arg::I64(now.get()),
@@ -185,42 +278,83 @@ impl SqlStore {
             Arg::I64(now.get()),
         ];
         args.extend(inbox_args(&release.inbox));
-        args.extend([Arg::Bytes(release.event_id.as_bytes()), Arg::Bytes(hash.0.as_slice()), Arg::I64(now.get())]);
+        args.extend([
+            Arg::Bytes(release.event_id.as_bytes()),
+            Arg::Bytes(hash.0.as_slice()),
+            Arg::I64(now.get()),
+        ]);
         let sql = format!(
             "UPDATE agent_inbox SET ack_state = 'available', visibility_lease_until_utc = ?, next_retry_at_utc = ?, \
              last_error = ?, updated_at_utc = ?, lease_owner_session_id = NULL \
              WHERE {INBOX} AND event_id = ? AND lease_token_hash = ? AND ack_state = 'claimed' \
              AND visibility_lease_until_utc > ? AND delivery_attempts < max_attempts"
         );
-        let done = self.pools().writer().await?.conn().execute(&sql, &args).await?;
+        let done = self
+            .pools()
+            .writer()
+            .await?
+            .conn()
+            .execute(&sql, &args)
+            .await?;
         if done.rows_affected == 1 {
-            return Ok(ReleaseReceipt { event_id: release.event_id, state: AckState::Available, next_retry_at });
+            return Ok(ReleaseReceipt {
+                event_id: release.event_id,
+                state: AckState::Available,
+                next_retry_at,
+            });
         }
         let change = Change {
             event_id: release.event_id,
-            transition: Transition::Release { token_hash: hash, now, retry_after_ms: release.retry_after_ms },
+            transition: Transition::Release {
+                token_hash: hash,
+                now,
+                retry_after_ms: release.retry_after_ms,
+            },
             note: release.reason.as_deref(),
         };
-        let outcome = self.apply_changes(&release.inbox, &[change], now).await?.pop().expect("one outcome per change");
+        let outcome = self
+            .apply_changes(&release.inbox, &[change], now)
+            .await?
+            .pop()
+            .expect("one outcome per change");
         let record = outcome?;
-        Ok(ReleaseReceipt { event_id: record.event_id, state: record.state(), next_retry_at: record.lifecycle.next_retry_at })
+        Ok(ReleaseReceipt {
+            event_id: record.event_id,
+            state: record.state(),
+            next_retry_at: record.lifecycle.next_retry_at,
+        })
     }
 
     /// Extends live leases. A lease that has already ended is not revived.
-    pub async fn heartbeat(&self, heartbeat: &Heartbeat) -> Result<Vec<ItemOutcome<HeartbeatReceipt>>, StoreError> {
+    pub async fn heartbeat(
+        &self,
+        heartbeat: &Heartbeat,
+    ) -> Result<Vec<ItemOutcome<HeartbeatReceipt>>, StoreError> {
         self.batch_len("leases", heartbeat.items.len())?;
         distinct("leases", heartbeat.items.iter().map(|i| &i.event_id))?;
         let lease_ms_max = self.config().lease_ms_max;
-        if let Some(item) = heartbeat.items.iter().find(|i| i.extend_ms < 1_000 || i.extend_ms > lease_ms_max) {
+        if let Some(item) = heartbeat
+            .items
+            .iter()
+            .find(|i| i.extend_ms < 1_000 || i.extend_ms > lease_ms_max)
+        {
             return Err(StoreError::invalid(
                 "extend_by_seconds",
-                format!("is {} s for event {}; it must be between 1 and {} s", item.extend_ms / 1_000, item.event_id, lease_ms_max / 1_000),
+                format!(
+                    "is {} s for event {}; it must be between 1 and {} s",
+                    item.extend_ms / 1_000,
+                    item.event_id,
+                    lease_ms_max / 1_000
+                ),
             ));
         }
         with_retries!(self, self.heartbeat_once(heartbeat))
     }
 
-    async fn heartbeat_once(&self, heartbeat: &Heartbeat) -> Result<Vec<ItemOutcome<HeartbeatReceipt>>, StoreError> {
+    async fn heartbeat_once(
+        &self,
+        heartbeat: &Heartbeat,
+    ) -> Result<Vec<ItemOutcome<HeartbeatReceipt>>, StoreError> {
         let now = self.now();
         let items = &heartbeat.items;
         let extend_ms = items[0].extend_ms;
@@ -238,9 +372,23 @@ impl SqlStore {
                  WHERE {INBOX} AND ack_state = 'claimed' AND visibility_lease_until_utc > ? \
                  AND visibility_lease_until_utc <= ? AND event_id IN ({n}) AND lease_token_hash IN ({n})"
             );
-            let done = self.pools().writer().await?.conn().execute(&sql, &args).await?;
+            let done = self
+                .pools()
+                .writer()
+                .await?
+                .conn()
+                .execute(&sql, &args)
+                .await?;
             if done.rows_affected == items.len() as u64 {
-                return Ok(items.iter().map(|i| Ok(HeartbeatReceipt { event_id: i.event_id, lease_until: until })).collect());
+                return Ok(items
+                    .iter()
+                    .map(|i| {
+                        Ok(HeartbeatReceipt {
+                            event_id: i.event_id,
+                            lease_until: until,
+                        })
+                    })
+                    .collect());
             }
         }
         let lease_ms_max = self.config().lease_ms_max;
@@ -248,7 +396,12 @@ impl SqlStore {
             .iter()
             .map(|item| Change {
                 event_id: item.event_id,
-                transition: Transition::Heartbeat { token_hash: item.lease_token.hash(), now, extend_ms: item.extend_ms, lease_ms_max },
+                transition: Transition::Heartbeat {
+                    token_hash: item.lease_token.hash(),
+                    now,
+                    extend_ms: item.extend_ms,
+                    lease_ms_max,
+                },
                 note: None,
             })
             .collect();
@@ -275,14 +428,18 @@ impl SqlStore {
         let ids: Vec<EventId> = changes.iter().map(|c| c.event_id).collect();
         let mut tx = self.pools().begin().await?;
         let mut conn = tx.conn();
-        let mut records: HashMap<EventId, EventRecord> = load_events(&mut conn, inbox, &ids, self.dialect().for_update())
-            .await?
-            .into_iter()
-            .map(|r| (r.event_id, r))
-            .collect();
+        let mut records: HashMap<EventId, EventRecord> =
+            load_events(&mut conn, inbox, &ids, self.dialect().for_update())
+                .await?
+                .into_iter()
+                .map(|r| (r.event_id, r))
+                .collect();
         let mut outcomes = Vec::with_capacity(changes.len());
         for change in changes {
-            let refuse = |reason| ItemRefusal { event_id: change.event_id, reason };
+            let refuse = |reason| ItemRefusal {
+                event_id: change.event_id,
+                reason,
+            };
             let Some(record) = records.get_mut(&change.event_id) else {
                 outcomes.push(Err(refuse(Refusal::NotFound)));
                 continue;
@@ -301,17 +458,24 @@ impl SqlStore {
                 }
             }
         }
-        drop(conn);
         tx.commit().await?;
         Ok(outcomes)
     }
 }
 
 /// Writes a record's lifecycle columns back to its row.
-pub(crate) async fn save(conn: &mut DbConnection<'_>, record: &EventRecord) -> Result<(), StoreError> {
-    let done = conn.execute(SAVE_LIFECYCLE, &save_lifecycle_args(record)).await?;
+pub(crate) async fn save(
+    conn: &mut DbConnection<'_>,
+    record: &EventRecord,
+) -> Result<(), StoreError> {
+    let done = conn
+        .execute(SAVE_LIFECYCLE, &save_lifecycle_args(record))
+        .await?;
     if done.rows_affected != 1 {
-        return Err(StoreError::Corrupt(format!("event {} vanished while locked", record.event_id)));
+        return Err(StoreError::Corrupt(format!(
+            "event {} vanished while locked",
+            record.event_id
+        )));
     }
     Ok(())
 }
@@ -332,13 +496,24 @@ async fn lease_records(
     let mut claimed = Vec::with_capacity(records.len());
     for mut record in records {
         let lease_token = LeaseToken::from_random(random_bytes());
-        let transition = Transition::Claim { token_hash: lease_token.hash(), now, lease_ms };
+        let transition = Transition::Claim {
+            token_hash: lease_token.hash(),
+            now,
+            lease_ms,
+        };
         let applied = record.lifecycle.apply(transition).map_err(|reason| {
-            StoreError::Corrupt(format!("event {} was selected as claimable but {reason}", record.event_id))
+            StoreError::Corrupt(format!(
+                "event {} was selected as claimable but {reason}",
+                record.event_id
+            ))
         })?;
         settle(&mut record, applied.next, now);
         record.lease_owner_session_id = session_id.cloned();
-        claimed.push(ClaimedEvent { event: record, lease_token, lease_until });
+        claimed.push(ClaimedEvent {
+            event: record,
+            lease_token,
+            lease_until,
+        });
     }
     let hashes: Vec<LeaseTokenHash> = claimed.iter().map(|c| c.lease_token.hash()).collect();
     let mut args = vec![
@@ -356,22 +531,33 @@ async fn lease_records(
     let sql = format!(
         "UPDATE agent_inbox SET ack_state = 'claimed', delivery_attempts = delivery_attempts + 1, \
          next_retry_at_utc = NULL, visibility_lease_until_utc = ?, lease_owner_session_id = ?, updated_at_utc = ?, \
-         lease_token_hash = CASE inbox_seq{cases} END WHERE {INBOX} AND inbox_seq IN ({})",
+         lease_token_hash = CASE inbox_seq{cases} END \
+         WHERE {INBOX} AND ack_state = 'available' AND inbox_seq IN ({})",
         placeholders(claimed.len())
     );
     let done = conn.execute(&sql, &args).await?;
     if done.rows_affected != claimed.len() as u64 {
-        return Err(StoreError::Corrupt(format!("claimed {} of {} locked events", done.rows_affected, claimed.len())));
+        return Err(StoreError::Corrupt(format!(
+            "claimed {} of {} locked events",
+            done.rows_affected,
+            claimed.len()
+        )));
     }
     Ok(claimed)
 }
 
 /// Refuses a batch that names the same event twice: its outcomes would be ambiguous.
-fn distinct<'a>(field: &'static str, ids: impl Iterator<Item = &'a EventId>) -> Result<(), StoreError> {
+fn distinct<'a>(
+    field: &'static str,
+    ids: impl Iterator<Item = &'a EventId>,
+) -> Result<(), StoreError> {
     let mut seen = HashSet::new();
     for id in ids {
         if !seen.insert(*id) {
-            return Err(StoreError::invalid(field, format!("names event {id} twice")));
+            return Err(StoreError::invalid(
+                field,
+                format!("names event {id} twice"),
+            ));
         }
     }
     Ok(())

@@ -14,13 +14,17 @@ struct Migration {
 /// contains semicolons); other files are split at semicolons that end a line.
 const SINGLE_STATEMENT: &str = "-- agent-inbox: single statement";
 
-const MYSQL: &[Migration] = &[
-    Migration { version: 1, name: "core tables", sql: include_str!("migrations/mysql/0001_core.sql") },
-];
+const MYSQL: &[Migration] = &[Migration {
+    version: 1,
+    name: "core tables",
+    sql: include_str!("migrations/mysql/0001_core.sql"),
+}];
 
-const SQLITE: &[Migration] = &[
-    Migration { version: 1, name: "core tables", sql: include_str!("migrations/sqlite/0001_core.sql") },
-];
+const SQLITE: &[Migration] = &[Migration {
+    version: 1,
+    name: "core tables",
+    sql: include_str!("migrations/sqlite/0001_core.sql"),
+}];
 
 const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS agent_inbox_migrations (\
     version BIGINT NOT NULL PRIMARY KEY, name VARCHAR(128) NOT NULL, applied_at_utc BIGINT NOT NULL)";
@@ -32,14 +36,25 @@ impl SqlStore {
         let mut pooled = self.pools().writer().await?;
         let mut conn = pooled.conn();
         let (migrations, lock, unlock) = match self.dialect() {
-            Dialect::MySql => (MYSQL, "SELECT GET_LOCK('agent_inbox_migrate', 60) AS locked", "SELECT RELEASE_LOCK('agent_inbox_migrate') AS released"),
+            Dialect::MySql => (
+                MYSQL,
+                "SELECT GET_LOCK('agent_inbox_migrate', 60) AS locked",
+                "SELECT RELEASE_LOCK('agent_inbox_migrate') AS released",
+            ),
             Dialect::Sqlite => (SQLITE, "BEGIN IMMEDIATE", "COMMIT"),
         };
         match self.dialect() {
             Dialect::MySql => {
-                let locked = conn.fetch_optional(lock, &[]).await?.map(|r| r.opt_i64("locked")).transpose()?.flatten();
+                let locked = conn
+                    .fetch_optional(lock, &[])
+                    .await?
+                    .map(|r| r.opt_i64("locked"))
+                    .transpose()?
+                    .flatten();
                 if locked != Some(1) {
-                    return Err(StoreError::Migration("another node held the migration lock for 60 s".into()));
+                    return Err(StoreError::Migration(
+                        "another node held the migration lock for 60 s".into(),
+                    ));
                 }
             }
             Dialect::Sqlite => conn.execute_raw(lock).await?,
@@ -53,7 +68,11 @@ impl SqlStore {
         result
     }
 
-    async fn apply_pending(&self, conn: &mut DbConnection<'_>, migrations: &[Migration]) -> Result<usize, StoreError> {
+    async fn apply_pending(
+        &self,
+        conn: &mut DbConnection<'_>,
+        migrations: &[Migration],
+    ) -> Result<usize, StoreError> {
         conn.execute_raw(CREATE_LEDGER).await?;
         let applied: Vec<i64> = conn
             .fetch_all("SELECT version FROM agent_inbox_migrations", &[])
@@ -65,7 +84,10 @@ impl SqlStore {
         for migration in migrations.iter().filter(|m| !applied.contains(&m.version)) {
             for statement in statements(migration.sql) {
                 conn.execute_raw(statement).await.map_err(|err| {
-                    StoreError::Migration(format!("{} (version {}): {err}", migration.name, migration.version))
+                    StoreError::Migration(format!(
+                        "{} (version {}): {err}",
+                        migration.name, migration.version
+                    ))
                 })?;
             }
             conn.execute(
@@ -83,11 +105,16 @@ fn statements(sql: &'static str) -> Vec<&'static str> {
     if sql.starts_with(SINGLE_STATEMENT) {
         return vec![sql];
     }
-    sql.split(";\n").map(str::trim).filter(|s| !s.is_empty() && !is_comment_only(s)).collect()
+    sql.split(";\n")
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && !is_comment_only(s))
+        .collect()
 }
 
 fn is_comment_only(statement: &str) -> bool {
-    statement.lines().all(|line| line.trim().is_empty() || line.trim_start().starts_with("--"))
+    statement
+        .lines()
+        .all(|line| line.trim().is_empty() || line.trim_start().starts_with("--"))
 }
 
 #[cfg(test)]
@@ -96,9 +123,16 @@ mod tests {
 
     #[test]
     fn files_split_into_statements_without_comment_fragments() {
-        let parts = statements("-- header\nCREATE TABLE a (x INT);\n\n-- note\nCREATE TABLE b (y INT);\n");
+        let parts =
+            statements("-- header\nCREATE TABLE a (x INT);\n\n-- note\nCREATE TABLE b (y INT);\n");
         assert_eq!(parts.len(), 2);
         assert!(parts[0].ends_with("CREATE TABLE a (x INT)"));
-        assert_eq!(statements("-- agent-inbox: single statement\nCREATE PROCEDURE p() BEGIN SELECT 1; END").len(), 1);
+        assert_eq!(
+            statements(
+                "-- agent-inbox: single statement\nCREATE PROCEDURE p() BEGIN SELECT 1; END"
+            )
+            .len(),
+            1
+        );
     }
 }

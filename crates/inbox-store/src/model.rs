@@ -30,7 +30,12 @@ pub struct Publish {
 
 impl Publish {
     /// A publish with default options, for tests and simple callers.
-    pub fn new(tenant_id: TenantId, recipients: Vec<Recipient>, event_type: EventType, body: EventBody) -> Self {
+    pub fn new(
+        tenant_id: TenantId,
+        recipients: Vec<Recipient>,
+        event_type: EventType,
+        body: EventBody,
+    ) -> Self {
         Self {
             tenant_id,
             recipients,
@@ -46,19 +51,32 @@ impl Publish {
     }
 
     /// Checks every limit and returns the recipients in canonical (lock) order, deduplicated.
-    pub(crate) fn checked_recipients(&self, config: &StoreConfig) -> Result<Vec<Recipient>, StoreError> {
+    pub(crate) fn checked_recipients(
+        &self,
+        config: &StoreConfig,
+    ) -> Result<Vec<Recipient>, StoreError> {
         if self.recipients.is_empty() {
-            return Err(StoreError::invalid("recipients", "must name at least one recipient"));
+            return Err(StoreError::invalid(
+                "recipients",
+                "must name at least one recipient",
+            ));
         }
         if self.recipients.len() > config.fanout_recipients_max {
             return Err(StoreError::invalid(
                 "recipients",
-                format!("names {} recipients; the limit is {}", self.recipients.len(), config.fanout_recipients_max),
+                format!(
+                    "names {} recipients; the limit is {}",
+                    self.recipients.len(),
+                    config.fanout_recipients_max
+                ),
             ));
         }
         let bytes = self.body.json_bytes();
         if bytes > config.payload_bytes_limit {
-            return Err(StoreError::PayloadTooLarge { bytes, limit: config.payload_bytes_limit });
+            return Err(StoreError::PayloadTooLarge {
+                bytes,
+                limit: config.payload_bytes_limit,
+            });
         }
         if let EventBody::Reference(reference) = &self.body {
             reference.validate()?;
@@ -66,11 +84,17 @@ impl Publish {
         self.correlation.validate()?;
         if let (Some(available), Some(expires)) = (self.available_at, self.expires_at) {
             if expires <= available {
-                return Err(StoreError::invalid("expires_at", "must be later than available_at"));
+                return Err(StoreError::invalid(
+                    "expires_at",
+                    "must be later than available_at",
+                ));
             }
         }
         if self.max_attempts == Some(0) || self.max_attempts.is_some_and(|n| n > 1_000) {
-            return Err(StoreError::invalid("max_attempts", "must be between 1 and 1000"));
+            return Err(StoreError::invalid(
+                "max_attempts",
+                "must be between 1 and 1000",
+            ));
         }
         let mut recipients = self.recipients.clone();
         recipients.sort();
@@ -152,7 +176,10 @@ pub struct InboxHead {
 }
 
 impl InboxHead {
-    pub const EMPTY: InboxHead = InboxHead { head_seq: InboxSeq(0), oldest_available_seq: InboxSeq(1) };
+    pub const EMPTY: InboxHead = InboxHead {
+        head_seq: InboxSeq(0),
+        oldest_available_seq: InboxSeq(1),
+    };
 }
 
 /// Claim the next claimable events: most urgent first, then oldest.

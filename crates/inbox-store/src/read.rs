@@ -28,7 +28,11 @@ impl SqlStore {
         let mut args = inbox_args(&query.inbox);
         args.push(seq_arg(query.after_seq));
         let filter = if query.claimable_only {
-            args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get())]);
+            args.extend([
+                Arg::I64(now.get()),
+                Arg::I64(now.get()),
+                Arg::I64(now.get()),
+            ]);
             format!(" AND {CLAIMABLE}")
         } else {
             String::new()
@@ -37,13 +41,23 @@ impl SqlStore {
         let sql = format!(
             "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE {INBOX} AND inbox_seq > ?{filter} ORDER BY inbox_seq LIMIT ?"
         );
-        let mut events = conn.fetch_all(&sql, &args).await?.iter().map(event_from_row).collect::<Result<Vec<_>, _>>()?;
+        let mut events = conn
+            .fetch_all(&sql, &args)
+            .await?
+            .iter()
+            .map(event_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
         let more_available = events.len() > query.limit as usize;
         events.truncate(query.limit as usize);
         let next_cursor = events.last().map_or(query.after_seq, |e| e.inbox_seq);
         // Rows may have committed after the head was read; the head is never behind them.
         let head_seq = head.head_seq.max(next_cursor);
-        Ok(PollPage { head_seq, events, next_cursor, more_available })
+        Ok(PollPage {
+            head_seq,
+            events,
+            next_cursor,
+            more_available,
+        })
     }
 
     /// The recipient's newest sequence number and oldest retained one.
@@ -53,7 +67,11 @@ impl SqlStore {
     }
 
     /// One event of an inbox, in whatever state it is in.
-    pub async fn event(&self, inbox: &RecipientKey, event_id: EventId) -> Result<Option<EventRecord>, StoreError> {
+    pub async fn event(
+        &self,
+        inbox: &RecipientKey,
+        event_id: EventId,
+    ) -> Result<Option<EventRecord>, StoreError> {
         let mut pooled = self.pools().reader().await?;
         let events = load_events(&mut pooled.conn(), inbox, &[event_id], "").await?;
         Ok(events.into_iter().next())
@@ -69,7 +87,11 @@ pub(crate) fn inbox_args(inbox: &RecipientKey) -> Vec<Arg<'_>> {
 }
 
 /// Reads a head row, optionally locking it (`lock` is a dialect's FOR UPDATE clause).
-pub(crate) async fn read_head(conn: &mut DbConnection<'_>, inbox: &RecipientKey, lock: &str) -> Result<InboxHead, StoreError> {
+pub(crate) async fn read_head(
+    conn: &mut DbConnection<'_>,
+    inbox: &RecipientKey,
+    lock: &str,
+) -> Result<InboxHead, StoreError> {
     let sql = format!("SELECT head_seq, oldest_available_seq FROM inbox_head WHERE {INBOX}{lock}");
     match conn.fetch_optional(&sql, &inbox_args(inbox)).await? {
         None => Ok(InboxHead::EMPTY),
@@ -93,5 +115,9 @@ pub(crate) async fn load_events(
         "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE {INBOX} AND event_id IN ({}){lock}",
         crate::dialect::placeholders(event_ids.len())
     );
-    conn.fetch_all(&sql, &args).await?.iter().map(event_from_row).collect()
+    conn.fetch_all(&sql, &args)
+        .await?
+        .iter()
+        .map(event_from_row)
+        .collect()
 }

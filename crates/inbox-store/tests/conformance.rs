@@ -1,0 +1,51 @@
+//! Runs every case of `inbox_store::conformance` against SQLite and against MariaDB, each in
+//! a fresh database. MariaDB's URL comes from `AGENT_INBOX_TEST_MYSQL_URL`.
+
+use inbox_store::conformance::{self, Backend, Harness};
+
+macro_rules! conformance_suite {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    let harness = Harness::new(Backend::Sqlite).await;
+                    conformance::$case(&harness).await;
+                }
+            )*
+        }
+        mod mysql {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    let harness = Harness::new(Backend::MySql).await;
+                    conformance::$case(&harness).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance_suite!(
+    publish_assigns_per_recipient_sequences,
+    publish_in_host_transaction_is_atomic,
+    deduplication_key_returns_the_existing_event,
+    publish_refusals_change_nothing,
+    envelope_round_trips,
+    poll_after_cursor_pages_in_order,
+    claim_next_orders_by_priority_then_sequence,
+    claim_by_ids_reports_each_event,
+    acknowledge_is_idempotent_and_refuses_strangers,
+    release_schedules_retries_and_dead_letters_at_the_limit,
+    heartbeat_extends_only_live_leases,
+    scavenger_returns_expired_leases_and_expires_events,
+    retention_archives_a_prefix_and_requires_cursor_reset,
+    operators_list_requeue_quarantine_and_purge,
+    tenants_and_recipients_are_isolated,
+    migrations_are_idempotent,
+    sixteen_workers_drain_a_backlog_while_publishers_insert,
+    concurrent_fan_outs_never_deadlock,
+    scavengers_on_two_nodes_do_each_event_once,
+);
