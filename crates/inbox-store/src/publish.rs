@@ -37,11 +37,14 @@ impl SqlStore {
     /// Publishes inside the caller's open transaction, so the host application's domain rows
     /// and the inbox rows commit (or roll back) together:
     ///
-    /// ```ignore
-    /// let mut tx = pool.begin().await?;            // the host app's sqlx transaction
-    /// sqlx::query("INSERT INTO room_message ...").execute(&mut *tx).await?;
+    /// ```no_run
+    /// # async fn example(store: inbox_store::SqlStore, pool: sqlx::MySqlPool, publish: inbox_store::Publish)
+    /// # -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut tx = pool.begin().await?; // the host application's own transaction
+    /// sqlx::query("INSERT INTO room_message (id, body) VALUES (?, ?)").bind(7).bind("hi").execute(&mut *tx).await?;
     /// store.publish_in(&mut *tx, &publish).await?;
-    /// tx.commit().await?;
+    /// tx.commit().await?; // the message and every recipient's inbox row, or neither
+    /// # Ok(()) }
     /// ```
     ///
     /// On SQLite open the transaction with `BEGIN IMMEDIATE`. A deadlock here rolls back the
