@@ -190,4 +190,41 @@ impl SqlStore {
             })
             .collect()
     }
+
+    /// Backlog of every inbox that has unacknowledged or parked events (at most
+    /// [`BACKLOGS_MAX`] inboxes, deepest first), for the per-tenant gauges.
+    pub async fn backlogs(&self) -> Result<Vec<Backlog>, StoreError> {
+        let sql = "SELECT tenant_id, recipient_kind, recipient_id, \
+             CAST(SUM(CASE WHEN ack_state IN ('available', 'claimed') THEN 1 ELSE 0 END) AS SIGNED) AS depth, \
+             CAST(SUM(CASE WHEN ack_state IN ('dead_letter', 'quarantined') THEN 1 ELSE 0 END) AS SIGNED) AS parked, \
+             MIN(CASE WHEN ack_state IN ('available', 'claimed') THEN created_at_utc END) AS oldest_unacked_at \
+             FROM agent_inbox WHERE ack_state IN ('available', 'claimed', 'dead_letter', 'quarantined') \
+             GROUP BY tenant_id, recipient_kind, recipient_id ORDER BY depth DESC LIMIT ?";
+        let mut pooled = self.pools().reader().await?;
+        let rows = pooled.conn().fetch_all(sql, &[Arg::I64(BACKLOGS_MAX)]).await?;
+        rows.iter()
+            .map(|row| {
+                Ok(Backlog {
+                    tenant_id: TenantId::new(row.string("tenant_id")?).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    recipient: recipient_from_row(row)?,
+                    depth: u64::try_from(row.i64("depth")?).unwrap_or(0),
+                    parked: u64::try_from(row.i64("parked")?).unwrap_or(0),
+                    oldest_unacked_at: row.opt_i64("oldest_unacked_at")?.map(inbox_core::UnixMillis),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Inboxes one backlog snapshot reports at most.
+pub const BACKLOGS_MAX: i64 = 10_000;
+
+/// One inbox's unfinished work, across tenants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backlog {
+    pub tenant_id: TenantId,
+    pub recipient: inbox_core::Recipient,
+    pub depth: u64,
+    pub parked: u64,
+    pub oldest_unacked_at: Option<inbox_core::UnixMillis>,
 }

@@ -39,6 +39,13 @@ pub(crate) const CLAIMABLE: &str = "ack_state = 'available' AND availability_at_
 pub(crate) const INBOX: &str = "tenant_id = ? AND recipient_kind = ? AND recipient_id = ?";
 
 impl Dialect {
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::MySql => "mysql",
+            Dialect::Sqlite => "sqlite",
+        }
+    }
+
     /// Appended to a SELECT whose rows the transaction will change: lock them, waiting.
     pub(crate) fn for_update(self) -> &'static str {
         match self {

@@ -7,6 +7,7 @@
 //! [`inbox_core`]'s state machine; this crate makes them durable and concurrent.
 
 mod admin;
+mod auth;
 mod clock;
 mod config;
 pub mod conformance;
@@ -21,8 +22,11 @@ mod publish;
 mod read;
 mod record;
 mod scavenge;
+mod sessions;
 mod store;
 
+pub use admin::{BACKLOGS_MAX, Backlog};
+pub use auth::{RefreshGrant, RefreshRefusal, SigningKey};
 pub use clock::{DatabaseClock, system_now};
 pub use config::StoreConfig;
 pub use db::{ConnectOptions, DbConnection};
@@ -34,4 +38,5 @@ pub use model::{
     Heartbeat, HeartbeatItem, HeartbeatReceipt, InboxHead, InboxStats, ParkedQuery, PollPage,
     PollQuery, Publish, PublishReceipt, Release, ReleaseReceipt, ScavengeReport,
 };
+pub use sessions::SessionRecord;
 pub use store::SqlStore;

@@ -14,17 +14,27 @@ struct Migration {
 /// contains semicolons); other files are split at semicolons that end a line.
 const SINGLE_STATEMENT: &str = "-- agent-inbox: single statement";
 
-const MYSQL: &[Migration] = &[Migration {
-    version: 1,
-    name: "core tables",
-    sql: include_str!("migrations/mysql/0001_core.sql"),
-}];
+const MYSQL: &[Migration] = &[
+    Migration { version: 1, name: "core tables", sql: include_str!("migrations/mysql/0001_core.sql") },
+    // MySQL 8.0 has no CREATE OR REPLACE PROCEDURE and a routine's file holds one statement, so
+    // a routine is dropped in one migration and created in the next.
+    Migration {
+        version: 2,
+        name: "drop publish procedure",
+        sql: include_str!("migrations/mysql/0002_drop_publish_procedure.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "publish procedure",
+        sql: include_str!("migrations/mysql/0003_publish_procedure.sql"),
+    },
+    Migration { version: 4, name: "auth tables", sql: include_str!("migrations/mysql/0004_auth.sql") },
+];
 
-const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    name: "core tables",
-    sql: include_str!("migrations/sqlite/0001_core.sql"),
-}];
+const SQLITE: &[Migration] = &[
+    Migration { version: 1, name: "core tables", sql: include_str!("migrations/sqlite/0001_core.sql") },
+    Migration { version: 4, name: "auth tables", sql: include_str!("migrations/sqlite/0004_auth.sql") },
+];
 
 const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS agent_inbox_migrations (\
     version BIGINT NOT NULL PRIMARY KEY, name VARCHAR(128) NOT NULL, applied_at_utc BIGINT NOT NULL)";

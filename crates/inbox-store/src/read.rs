@@ -66,6 +66,23 @@ impl SqlStore {
         read_head(&mut pooled.conn(), inbox, "").await
     }
 
+    /// Events not yet acknowledged or parked (available, scheduled or claimed), oldest first:
+    /// what an agent must still handle after it rebuilt its state from scratch.
+    pub async fn open_events(&self, inbox: &RecipientKey, limit: u32) -> Result<(Vec<EventRecord>, bool), StoreError> {
+        self.batch_len("limit", limit as usize)?;
+        let mut args = inbox_args(inbox);
+        args.push(Arg::I64(i64::from(limit) + 1));
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE {INBOX} AND ack_state IN ('available', 'claimed') \
+             ORDER BY inbox_seq LIMIT ?"
+        );
+        let mut pooled = self.pools().reader().await?;
+        let mut events = pooled.conn().fetch_all(&sql, &args).await?.iter().map(event_from_row).collect::<Result<Vec<_>, _>>()?;
+        let more = events.len() > limit as usize;
+        events.truncate(limit as usize);
+        Ok((events, more))
+    }
+
     /// One event of an inbox, in whatever state it is in.
     pub async fn event(
         &self,

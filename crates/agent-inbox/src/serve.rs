@@ -1,0 +1,62 @@
+//! `serve` and `migrate`.
+
+use anyhow::Context as _;
+use inbox_server::Config;
+
+use crate::cli::ServeArgs;
+
+pub fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
+    Ok(Config::load(args.config.as_deref(), std::env::vars(), args.overrides())?)
+}
+
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENT_INBOX_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    init_logging(args.log_json);
+    let config = load_config(&args)?;
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    eprintln!(
+        "agent-inbox on http://{} (database {}).\nGet a token: agent-inbox token issue --tenant demo --subject agent_alpha{}",
+        listener.local_addr()?,
+        config.database_url,
+        args.config.as_ref().map(|c| format!(" --config {}", c.display())).unwrap_or_default()
+    );
+    inbox_server::run(config, listener, shutdown_signal()).await?;
+    Ok(())
+}
+
+pub async fn migrate(args: ServeArgs) -> anyhow::Result<()> {
+    init_logging(args.log_json);
+    let config = load_config(&args)?;
+    let store = inbox_server::connect_store(&config).await?;
+    let ran = store.migrate().await?;
+    println!("applied {ran} migration(s)");
+    Ok(())
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("a SIGTERM handler");
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+}

@@ -1,0 +1,45 @@
+//! `token issue`: signs a token with the same keys the service uses (read from its database).
+
+use anyhow::{Context as _, bail};
+use inbox_core::{RecipientId, TenantId};
+use inbox_server::{CallerKind, TokenService};
+
+use crate::cli::IssueArgs;
+use crate::serve::load_config;
+
+pub async fn issue(args: IssueArgs) -> anyhow::Result<()> {
+    let config = load_config(&args.server)?;
+    let tenant = TenantId::new(args.tenant).context("--tenant")?;
+    let subject = RecipientId::new(args.subject).context("--subject")?;
+    let Some(kind) = CallerKind::parse(&args.kind) else {
+        bail!("--kind must be agent, publisher or admin, not {:?}", args.kind);
+    };
+    let scope = args.scope.unwrap_or_else(|| {
+        match kind {
+            CallerKind::Agent => inbox_server::auth::AGENT_SCOPES,
+            CallerKind::Publisher => "events.publish rooms.write",
+            CallerKind::Admin => "admin",
+        }
+        .to_owned()
+    });
+    let ttl = args
+        .ttl
+        .map(|t| {
+            humantime::parse_duration(&t)
+                .with_context(|| format!("--ttl {t:?} is not a duration such as 15m"))
+        })
+        .transpose()?;
+    let store = inbox_server::connect_store(&config).await?;
+    store.migrate().await?;
+    let tokens = TokenService::new(store.clone(), &config).await.map_err(anyhow::Error::msg)?;
+    let issued = tokens
+        .issue(&tenant, &subject, kind, &scope, ttl, args.refresh)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.detail))?;
+    println!("{}", issued.access_token);
+    if let Some(refresh) = issued.refresh_token {
+        println!("{refresh}");
+    }
+    store.close().await;
+    Ok(())
+}

@@ -1,0 +1,49 @@
+//! Publishing: `POST /v1/events`, one event to many recipients, atomically.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{Correlation, PayloadRef};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PublishRequest {
+    /// Must equal the token's tenant when present.
+    pub tenant_id: Option<String>,
+    /// Agent ids; every one gets its own inbox row and sequence number, or none does.
+    pub recipients: Vec<String>,
+    pub event_type: String,
+    /// `urgent`, `high`, `normal` (default) or `low`.
+    pub priority: Option<String>,
+    /// Delayed delivery: not claimable before this time.
+    pub available_at_utc: Option<String>,
+    pub expires_at_utc: Option<String>,
+    /// Publishing the same key again returns the existing event instead of a second one.
+    pub deduplication_key: Option<String>,
+    #[serde(default)]
+    pub correlation: Correlation,
+    /// Inline JSON payload (at most the server's payload limit).
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub payload: Option<Value>,
+    pub payload_ref: Option<PayloadRef>,
+    /// Delivery attempts before dead-lettering (1 to 1000).
+    pub max_attempts: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PublishResponse {
+    pub deliveries: Vec<DeliveryView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DeliveryView {
+    pub recipient_kind: String,
+    pub recipient_id: String,
+    pub event_id: String,
+    pub inbox_seq: u64,
+    /// The deduplication key matched an earlier event, which is returned instead.
+    pub deduplicated: bool,
+}

@@ -1,0 +1,291 @@
+//! The inbox contract of seed 001: poll after cursor, head, claim, acknowledge, release and
+//! heartbeat. `tenant_id` and `recipient_id` in a request are optional: the access token names
+//! both, and a request that names others is refused.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::ItemError;
+
+/// An event as agents see it: seed 001's envelope, with the payload when there is one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct EventEnvelope {
+    pub event_id: String,
+    pub tenant_id: String,
+    pub recipient_kind: String,
+    pub recipient_id: String,
+    pub inbox_seq: u64,
+    pub event_type: String,
+    /// `urgent`, `high`, `normal` or `low`.
+    pub priority: String,
+    pub availability_at_utc: String,
+    pub expires_at_utc: Option<String>,
+    pub deduplication_key: Option<String>,
+    /// `available`, `retry_scheduled`, `claimed`, `acked`, `dead_letter`, `quarantined`, `expired`.
+    pub ack_state: String,
+    pub delivery_attempts: u32,
+    pub visibility_lease_until_utc: Option<String>,
+    pub next_retry_at_utc: Option<String>,
+    /// `none`, `max_attempts_exceeded`, `handler_failed` or `anomaly`.
+    pub dead_letter_state: String,
+    pub correlation: Correlation,
+    /// Inline JSON payload; cleared once the event is acknowledged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub payload: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_ref: Option<PayloadRef>,
+    pub created_at_utc: String,
+}
+
+/// Ids of the domain objects an event concerns.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Correlation {
+    pub company_id: Option<String>,
+    pub workspace_id: Option<String>,
+    pub project_id: Option<String>,
+    pub meeting_room_id: Option<String>,
+    pub message_id: Option<String>,
+    pub routing_decision_id: Option<String>,
+    pub memory_update_id: Option<String>,
+    pub assignment_id: Option<String>,
+}
+
+/// Where the data of an event lives when it is not inline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PayloadRef {
+    pub kind: String,
+    pub id: String,
+}
+
+/// `POST /v1/inbox/poll-after-cursor`
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PollRequest {
+    pub tenant_id: Option<String>,
+    pub recipient_id: Option<String>,
+    /// Events with a larger `inbox_seq` are returned; 0 starts at the beginning.
+    #[serde(default)]
+    pub after_seq: u64,
+    /// 1 to 500; default 100.
+    pub limit: Option<u32>,
+    /// Long poll: wait up to this many seconds for an event past the cursor.
+    pub wait_seconds: Option<u32>,
+    /// Only events a claim could take now.
+    #[serde(default)]
+    pub include_claimable_only: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PollResponse {
+    pub head_seq: u64,
+    pub events: Vec<EventEnvelope>,
+    /// Send as `after_seq` next time.
+    pub next_cursor: u64,
+    pub more_available: bool,
+}
+
+/// `GET /v1/inbox/head`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct HeadResponse {
+    pub tenant_id: String,
+    pub recipient_kind: String,
+    pub recipient_id: String,
+    pub head_seq: u64,
+    /// Cursors below `oldest_available_seq - 1` must resync first.
+    pub oldest_available_seq: u64,
+}
+
+/// `POST /v1/inbox/claim`: name `event_ids` to claim those, or leave them out to claim the
+/// next `limit` claimable events (most urgent first, then oldest).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRequest {
+    pub tenant_id: Option<String>,
+    pub recipient_id: Option<String>,
+    pub session_id: Option<String>,
+    pub event_ids: Option<Vec<String>>,
+    /// Claim-next batch size, 1 to 500; default 10.
+    pub limit: Option<u32>,
+    /// Lease length; default and maximum are the server's settings.
+    pub lease_seconds: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ClaimResponse {
+    pub claims: Vec<Claim>,
+    /// Named events that could not be claimed, each with its reason.
+    #[serde(default)]
+    pub rejected: Vec<RejectedEvent>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Claim {
+    pub event_id: String,
+    /// Shown once: keep it to acknowledge, release or heartbeat this event.
+    pub lease_token: String,
+    pub visibility_lease_until_utc: String,
+    pub ack_state: String,
+    pub event: EventEnvelope,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RejectedEvent {
+    pub event_id: String,
+    pub error: ItemError,
+}
+
+/// `POST /v1/inbox/acknowledge`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AcknowledgeRequest {
+    pub tenant_id: Option<String>,
+    pub recipient_id: Option<String>,
+    pub session_id: Option<String>,
+    pub acks: Vec<AckEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AckEntry {
+    pub event_id: String,
+    pub lease_token: String,
+    /// `completed` (default) or `failed` (park the event for an operator).
+    #[serde(default)]
+    pub result: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AcknowledgeResponse {
+    pub results: Vec<AckOutcome>,
+}
+
+/// One ack's outcome: `ack_state` when it was accepted (repeats included), `error` when not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AckOutcome {
+    pub event_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack_state: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ItemError>,
+}
+
+/// `POST /v1/inbox/release`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseRequest {
+    pub tenant_id: Option<String>,
+    pub recipient_id: Option<String>,
+    pub event_id: String,
+    pub lease_token: String,
+    pub reason: Option<String>,
+    /// Not claimable again before this many seconds (at most 604800).
+    #[serde(default)]
+    pub retry_after_seconds: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ReleaseResponse {
+    pub event_id: String,
+    pub ack_state: String,
+    pub next_retry_at_utc: Option<String>,
+}
+
+/// `POST /v1/inbox/heartbeat`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatRequest {
+    pub tenant_id: Option<String>,
+    pub recipient_id: Option<String>,
+    pub session_id: Option<String>,
+    pub leases: Vec<HeartbeatEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatEntry {
+    pub event_id: String,
+    pub lease_token: String,
+    pub extend_by_seconds: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct HeartbeatResponse {
+    pub leases: Vec<HeartbeatOutcome>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct HeartbeatOutcome {
+    pub event_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visibility_lease_until_utc: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ItemError>,
+}
+
+/// `GET /v1/inbox/resync`: what to rebuild from after `cursor_reset_required`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ResyncResponse {
+    pub head_seq: u64,
+    pub oldest_available_seq: u64,
+    /// Continue polling after this cursor once rebuilt: every older event that still needs
+    /// handling is in `open_events`.
+    pub resume_after_seq: u64,
+    /// Every event not yet acknowledged or parked (available, scheduled or claimed).
+    pub open_events: Vec<EventEnvelope>,
+    pub more_available: bool,
+}
+
+/// Seed 000's `GET /api/v1/agents/{agent_id}/inbox` answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AgentInboxPage {
+    pub events: Vec<EventEnvelope>,
+    pub next_cursor: u64,
+    pub has_more: bool,
+    pub head_seq: u64,
+}
+
+/// Seed 000's single-event release body (`POST .../inbox/{event_id}/release`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseOneRequest {
+    pub lease_token: String,
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub retry_after_seconds: u64,
+}
+
+/// Seed 000's single-event ack body (`POST .../inbox/{event_id}/ack`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AckOneRequest {
+    pub lease_token: String,
+    #[serde(default)]
+    pub result: Option<String>,
+}

@@ -1,0 +1,23 @@
+//! The JSON of agent-inbox's HTTP API, as plain serde types: the contract of seed 001
+//! (subscribe, poll after cursor, head, claim, acknowledge, release, heartbeat), publishing,
+//! rooms, operators' endpoints and RFC 9457 problem details.
+//!
+//! Field names follow the seed exactly. Times are RFC 3339 UTC strings (`..._utc`). Requests
+//! refuse unknown fields, so a typo is an error rather than a silently ignored option.
+
+mod admin;
+mod auth;
+mod events;
+mod inbox;
+mod problem;
+mod rooms;
+mod sessions;
+pub mod time;
+
+pub use admin::*;
+pub use auth::*;
+pub use events::*;
+pub use inbox::*;
+pub use problem::*;
+pub use rooms::*;
+pub use sessions::*;

@@ -1,0 +1,480 @@
+//! Identity: short-lived JWT access tokens the service signs itself (keys kept in the
+//! database, created on first start, shared by every node), tokens of an external identity
+//! provider verified against a JWKS file, rotating refresh tokens, and the scopes a caller has.
+//!
+//! The tenant and agent of every request come from here, never from the request body.
+
+use std::collections::BTreeSet;
+use std::sync::RwLock;
+use std::time::{Duration, Instant};
+
+use inbox_core::{Recipient, RecipientId, RecipientKey, TenantId};
+use inbox_store::{RefreshGrant, RefreshRefusal, SigningKey, SqlStore, StoreError};
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::ApiError;
+
+/// Every scope the service knows. `tenant.read:{tenant_id}` is checked by prefix.
+pub const SCOPES: &[&str] = &[
+    "inbox.poll",
+    "inbox.claim",
+    "inbox.ack",
+    "inbox.release",
+    "inbox.heartbeat",
+    "stream.subscribe",
+    "callback.register",
+    "callback.rotate",
+    "events.publish",
+    "rooms.write",
+    "admin",
+];
+
+/// The scopes an agent token gets when none are named.
+pub const AGENT_SCOPES: &str =
+    "inbox.poll inbox.claim inbox.ack inbox.release inbox.heartbeat stream.subscribe";
+
+/// What kind of party a token speaks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallerKind {
+    Agent,
+    Publisher,
+    Admin,
+}
+
+impl CallerKind {
+    pub fn parse(text: &str) -> Option<CallerKind> {
+        match text {
+            "agent" => Some(CallerKind::Agent),
+            "publisher" => Some(CallerKind::Publisher),
+            "admin" => Some(CallerKind::Admin),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallerKind::Agent => "agent",
+            CallerKind::Publisher => "publisher",
+            CallerKind::Admin => "admin",
+        }
+    }
+}
+
+/// The authenticated party behind a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub tenant_id: TenantId,
+    /// The token's subject: for agents, the agent id whose inbox this is.
+    pub subject: RecipientId,
+    pub kind: CallerKind,
+    pub scopes: BTreeSet<String>,
+}
+
+impl Caller {
+    pub fn has(&self, scope: &str) -> bool {
+        self.scopes.contains(scope)
+    }
+
+    /// Refuses the request unless the token carries `scope`.
+    pub fn require(&self, scope: &str) -> Result<(), ApiError> {
+        if self.has(scope) {
+            return Ok(());
+        }
+        Err(ApiError::forbidden(
+            "scope_missing",
+            format!("this call needs the {scope} scope; ask for a token that has it"),
+        )
+        .with("scope", scope))
+    }
+
+    /// Refuses a request whose body or path names a tenant other than the token's.
+    pub fn check_tenant(&self, named: Option<&str>) -> Result<(), ApiError> {
+        match named {
+            Some(named) if named != self.tenant_id.as_str() => Err(ApiError::forbidden(
+                "tenant_mismatch",
+                format!(
+                    "the request names tenant {named:?} but your token is for tenant {:?}",
+                    self.tenant_id.as_str()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Refuses a request that names an agent other than the token's subject: an agent can only
+    /// touch its own inbox.
+    pub fn check_agent(&self, named: Option<&str>) -> Result<(), ApiError> {
+        match named {
+            Some(named) if named != self.subject.as_str() => Err(ApiError::forbidden(
+                "tenant_mismatch",
+                format!(
+                    "the request names agent {named:?} but your token is for agent {:?}",
+                    self.subject.as_str()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The caller's own inbox.
+    pub fn inbox(&self) -> RecipientKey {
+        RecipientKey { tenant_id: self.tenant_id.clone(), recipient: Recipient::agent(self.subject.clone()) }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct AccessClaims {
+    iss: String,
+    sub: String,
+    /// Tenant id.
+    tid: String,
+    #[serde(default = "default_kind")]
+    kind: String,
+    #[serde(default)]
+    scope: String,
+    iat: i64,
+    exp: i64,
+    #[serde(default)]
+    jti: String,
+}
+
+fn default_kind() -> String {
+    "agent".to_owned()
+}
+
+/// A freshly issued pair.
+#[derive(Debug, Clone)]
+pub struct IssuedTokens {
+    pub access_token: String,
+    pub expires_in: u64,
+    pub scope: String,
+    pub refresh_token: Option<String>,
+}
+
+/// Why a token was refused; each maps to a 401 with its own code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthFailure {
+    Missing,
+    Malformed(String),
+    Expired,
+    Invalid(String),
+}
+
+impl From<AuthFailure> for ApiError {
+    fn from(failure: AuthFailure) -> Self {
+        match failure {
+            AuthFailure::Missing => ApiError::unauthorized(
+                "unauthorized",
+                "send an access token as 'Authorization: Bearer <token>' (agent-inbox token issue prints one)",
+            ),
+            AuthFailure::Malformed(why) => {
+                ApiError::unauthorized("invalid_token", format!("the access token is malformed: {why}"))
+            }
+            AuthFailure::Expired => ApiError::unauthorized(
+                "token_expired",
+                "the access token has expired; get a new one with POST /v1/auth/refresh",
+            ),
+            AuthFailure::Invalid(why) => {
+                ApiError::unauthorized("invalid_token", format!("the access token is not valid: {why}"))
+            }
+        }
+    }
+}
+
+/// Issues and verifies tokens.
+pub struct TokenService {
+    store: SqlStore,
+    issuer: String,
+    access_ttl: Duration,
+    refresh_ttl: Duration,
+    own_keys: RwLock<Vec<SigningKey>>,
+    last_reload: RwLock<Instant>,
+    external: Option<External>,
+}
+
+struct External {
+    keys: JwkSet,
+    issuer: Option<String>,
+    audience: Option<String>,
+}
+
+impl std::fmt::Debug for TokenService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenService").field("issuer", &self.issuer).finish_non_exhaustive()
+    }
+}
+
+/// How long an unknown key id waits before the key list is read from the database again.
+const KEY_RELOAD_MIN_INTERVAL: Duration = Duration::from_secs(5);
+
+impl TokenService {
+    pub async fn new(store: SqlStore, config: &crate::Config) -> Result<TokenService, String> {
+        let own_keys =
+            store.access_signing_keys().await.map_err(|e| format!("cannot load signing keys: {e}"))?;
+        let external = match &config.jwks_file {
+            None => None,
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read JWKS file {}: {e}", path.display()))?;
+                let keys: JwkSet = serde_json::from_str(&text)
+                    .map_err(|e| format!("JWKS file {} is not a JWK set: {e}", path.display()))?;
+                Some(External {
+                    keys,
+                    issuer: config.jwks_issuer.clone(),
+                    audience: config.jwks_audience.clone(),
+                })
+            }
+        };
+        Ok(TokenService {
+            store,
+            issuer: config.token_issuer.clone(),
+            access_ttl: config.access_token_ttl,
+            refresh_ttl: config.refresh_token_ttl,
+            own_keys: RwLock::new(own_keys),
+            last_reload: RwLock::new(Instant::now()),
+            external,
+        })
+    }
+
+    /// Signs an access token (and, with `refresh`, starts a refresh-token family).
+    pub async fn issue(
+        &self,
+        tenant_id: &TenantId,
+        subject: &RecipientId,
+        kind: CallerKind,
+        scope: &str,
+        ttl: Option<Duration>,
+        refresh: bool,
+    ) -> Result<IssuedTokens, ApiError> {
+        let scope = normalize_scope(scope)?;
+        let ttl = ttl.unwrap_or(self.access_ttl);
+        let access_token = self.sign(tenant_id, subject, kind, &scope, ttl)?;
+        let refresh_token = if refresh {
+            let (token, hash) = new_refresh_token();
+            let grant = RefreshGrant {
+                family_id: format!("fam_{}", hex(&random::<12>())),
+                tenant_id: tenant_id.clone(),
+                subject: subject.to_string(),
+                kind: kind.as_str().to_owned(),
+                scope: scope.clone(),
+            };
+            self.store.insert_refresh_token(&hash, &grant, self.refresh_ttl.as_millis() as u64).await?;
+            Some(token)
+        } else {
+            None
+        };
+        Ok(IssuedTokens { access_token, expires_in: ttl.as_secs(), scope, refresh_token })
+    }
+
+    pub fn refresh_ttl(&self) -> Duration {
+        self.refresh_ttl
+    }
+
+    /// Spends a refresh token for a new access token and a new refresh token.
+    pub async fn refresh(&self, presented: &str) -> Result<IssuedTokens, ApiError> {
+        let invalid = || {
+            ApiError::unauthorized(
+                "invalid_refresh_token",
+                "the refresh token is unknown, expired or revoked; log in again",
+            )
+        };
+        if !presented.starts_with("rt_") || presented.len() != 67 {
+            return Err(invalid());
+        }
+        let presented_hash: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        let (token, hash) = new_refresh_token();
+        let grant = match self
+            .store
+            .rotate_refresh_token(&presented_hash, &hash, self.refresh_ttl.as_millis() as u64)
+            .await?
+        {
+            Ok(grant) => grant,
+            Err(RefreshRefusal::Invalid) => return Err(invalid()),
+            Err(RefreshRefusal::Reused) => {
+                tracing::warn!("refresh token reused; its family is revoked");
+                return Err(ApiError::unauthorized(
+                    "refresh_token_reused",
+                    "this refresh token was already used, so every token of its login is now revoked; log in again",
+                ));
+            }
+        };
+        let subject = RecipientId::new(grant.subject).map_err(|e| ApiError::internal(e.to_string()))?;
+        let kind = CallerKind::parse(&grant.kind).ok_or_else(|| ApiError::internal("stored kind"))?;
+        let access_token = self.sign(&grant.tenant_id, &subject, kind, &grant.scope, self.access_ttl)?;
+        Ok(IssuedTokens {
+            access_token,
+            expires_in: self.access_ttl.as_secs(),
+            scope: grant.scope,
+            refresh_token: Some(token),
+        })
+    }
+
+    fn sign(
+        &self,
+        tenant_id: &TenantId,
+        subject: &RecipientId,
+        kind: CallerKind,
+        scope: &str,
+        ttl: Duration,
+    ) -> Result<String, ApiError> {
+        let key = self
+            .own_keys
+            .read()
+            .expect("key lock")
+            .first()
+            .cloned()
+            .ok_or_else(|| ApiError::internal("no signing key"))?;
+        let now = inbox_api::time::now_ms() / 1000;
+        let claims = AccessClaims {
+            iss: self.issuer.clone(),
+            sub: subject.to_string(),
+            tid: tenant_id.to_string(),
+            kind: kind.as_str().to_owned(),
+            scope: scope.to_owned(),
+            iat: now,
+            exp: now + ttl.as_secs() as i64,
+            jti: hex(&random::<12>()),
+        };
+        let header = Header { kid: Some(key.key_id.clone()), ..Header::new(Algorithm::HS256) };
+        jsonwebtoken::encode(&header, &claims, &EncodingKey::from_secret(&key.secret))
+            .map_err(|e| ApiError::internal(format!("signing a token: {e}")))
+    }
+
+    /// Verifies a bearer token and returns who it speaks for.
+    pub async fn verify(&self, token: &str) -> Result<Caller, AuthFailure> {
+        let header = jsonwebtoken::decode_header(token).map_err(|e| AuthFailure::Malformed(e.to_string()))?;
+        let kid = header.kid.clone().unwrap_or_default();
+        if let Some(key) = self.own_key(&kid).await {
+            let mut validation = Validation::new(Algorithm::HS256);
+            validation.set_issuer(&[&self.issuer]);
+            validation.leeway = 30;
+            validation.validate_aud = false;
+            validation.set_required_spec_claims(&["exp", "iss", "sub"]);
+            let data = jsonwebtoken::decode::<AccessClaims>(
+                token,
+                &DecodingKey::from_secret(&key.secret),
+                &validation,
+            )
+            .map_err(jwt_failure)?;
+            return caller_from(data.claims);
+        }
+        let Some(external) = &self.external else {
+            return Err(AuthFailure::Invalid(format!("unknown signing key {kid:?}")));
+        };
+        let jwk = external
+            .keys
+            .find(&kid)
+            .ok_or_else(|| AuthFailure::Invalid(format!("no key {kid:?} in the configured JWKS")))?;
+        let decoding = DecodingKey::from_jwk(jwk).map_err(|e| AuthFailure::Invalid(e.to_string()))?;
+        if !matches!(
+            header.alg,
+            Algorithm::RS256
+                | Algorithm::ES256
+                | Algorithm::EdDSA
+                | Algorithm::PS256
+                | Algorithm::ES384
+                | Algorithm::RS384
+                | Algorithm::RS512
+        ) {
+            return Err(AuthFailure::Invalid(format!(
+                "external tokens must use an asymmetric algorithm, not {:?}",
+                header.alg
+            )));
+        }
+        let mut validation = Validation::new(header.alg);
+        validation.leeway = 30;
+        match &external.issuer {
+            Some(issuer) => validation.set_issuer(&[issuer]),
+            None => validation.iss = None,
+        }
+        match &external.audience {
+            Some(audience) => validation.set_audience(&[audience]),
+            None => validation.validate_aud = false,
+        }
+        validation.set_required_spec_claims(&["exp", "sub"]);
+        let data =
+            jsonwebtoken::decode::<AccessClaims>(token, &decoding, &validation).map_err(jwt_failure)?;
+        caller_from(data.claims)
+    }
+
+    /// A signing key by id, re-reading the database (at most every few seconds) for ids this
+    /// node has not seen, so keys created by another node or a rotation are picked up.
+    async fn own_key(&self, kid: &str) -> Option<SigningKey> {
+        if let Some(key) = self.own_keys.read().expect("key lock").iter().find(|k| k.key_id == kid) {
+            return Some(key.clone());
+        }
+        let due = self.last_reload.read().expect("reload lock").elapsed() >= KEY_RELOAD_MIN_INTERVAL;
+        if !due || kid.is_empty() {
+            return None;
+        }
+        *self.last_reload.write().expect("reload lock") = Instant::now();
+        self.reload_keys().await.ok()?;
+        self.own_keys.read().expect("key lock").iter().find(|k| k.key_id == kid).cloned()
+    }
+
+    /// Reads the signing keys from the database again (after a rotation).
+    pub async fn reload_keys(&self) -> Result<(), StoreError> {
+        let keys = self.store.access_signing_keys().await?;
+        *self.own_keys.write().expect("key lock") = keys;
+        Ok(())
+    }
+}
+
+fn jwt_failure(err: jsonwebtoken::errors::Error) -> AuthFailure {
+    use jsonwebtoken::errors::ErrorKind;
+    match err.kind() {
+        ErrorKind::ExpiredSignature => AuthFailure::Expired,
+        ErrorKind::InvalidToken | ErrorKind::Base64(_) | ErrorKind::Json(_) | ErrorKind::Utf8(_) => {
+            AuthFailure::Malformed(err.to_string())
+        }
+        _ => AuthFailure::Invalid(err.to_string()),
+    }
+}
+
+fn caller_from(claims: AccessClaims) -> Result<Caller, AuthFailure> {
+    let tenant_id = TenantId::new(claims.tid).map_err(|e| AuthFailure::Invalid(format!("tid claim: {e}")))?;
+    let subject =
+        RecipientId::new(claims.sub).map_err(|e| AuthFailure::Invalid(format!("sub claim: {e}")))?;
+    let kind = CallerKind::parse(&claims.kind).ok_or_else(|| {
+        AuthFailure::Invalid(format!("kind claim {:?} is not agent, publisher or admin", claims.kind))
+    })?;
+    let scopes = claims.scope.split_whitespace().map(str::to_owned).collect();
+    Ok(Caller { tenant_id, subject, kind, scopes })
+}
+
+/// Checks every scope is known and returns them space-separated, sorted and deduplicated.
+pub fn normalize_scope(scope: &str) -> Result<String, ApiError> {
+    let mut scopes = BTreeSet::new();
+    for scope in scope.split_whitespace() {
+        let known = SCOPES.contains(&scope)
+            || scope.strip_prefix("tenant.read:").is_some_and(|t| TenantId::new(t).is_ok());
+        if !known {
+            return Err(ApiError::invalid_field(
+                "scope",
+                format!("names unknown scope {scope:?}; known: {}", SCOPES.join(" ")),
+            ));
+        }
+        scopes.insert(scope);
+    }
+    Ok(scopes.into_iter().collect::<Vec<_>>().join(" "))
+}
+
+fn new_refresh_token() -> (String, [u8; 32]) {
+    let token = format!("rt_{}", hex(&random::<32>()));
+    let hash = Sha256::digest(token.as_bytes()).into();
+    (token, hash)
+}
+
+pub(crate) fn random<const N: usize>() -> [u8; N] {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).expect("the operating system's random generator failed");
+    bytes
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,274 @@
+//! Service configuration: built-in defaults, overridden by a TOML file, overridden by
+//! `AGENT_INBOX_*` environment variables, overridden by command-line flags. Durations take
+//! human forms (`90s`, `15m`, `30d`); every limit has a bound.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Prefix of the environment variables that override configuration keys.
+pub const ENV_PREFIX: &str = "AGENT_INBOX_";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address to listen on.
+    pub listen: String,
+    /// `sqlite://path` (the default, created on first start) or `mysql://user:pass@host/db`.
+    pub database_url: String,
+    pub database_connections_max: u32,
+    #[serde(with = "human_duration")]
+    pub lease_default: Duration,
+    #[serde(with = "human_duration")]
+    pub lease_max: Duration,
+    /// Delivery attempts before an event is dead-lettered.
+    pub max_attempts: u32,
+    /// How long acknowledged and other terminal events stay before archiving.
+    #[serde(with = "human_duration")]
+    pub retention: Duration,
+    /// Longest `wait_seconds` a long poll may ask for.
+    #[serde(with = "human_duration")]
+    pub long_poll_wait_max: Duration,
+    /// Largest inline JSON payload of an event, in bytes.
+    pub payload_bytes_limit: usize,
+    #[serde(with = "human_duration")]
+    pub access_token_ttl: Duration,
+    #[serde(with = "human_duration")]
+    pub refresh_token_ttl: Duration,
+    /// Issuer written into, and required of, the service's own tokens.
+    pub token_issuer: String,
+    /// Requests per second each tenant may make (sustained), and its burst.
+    pub tenant_requests_per_second: u32,
+    pub tenant_requests_burst: u32,
+    /// Requests per second each agent (token subject) may make, and its burst.
+    pub agent_requests_per_second: u32,
+    pub agent_requests_burst: u32,
+    /// Failed authentications per client address per minute before it is throttled.
+    pub auth_failures_per_minute: u32,
+    /// Concurrent long polls and streams one agent, and one tenant, may hold open.
+    pub waiters_per_agent: u32,
+    pub waiters_per_tenant: u32,
+    /// How often the scavenger runs, and how many rows one pass handles per kind of work.
+    #[serde(with = "human_duration")]
+    pub scavenge_interval: Duration,
+    pub scavenge_batch: u32,
+    /// Interval between stream heartbeats and the session heartbeat agents are told to use.
+    #[serde(with = "human_duration")]
+    pub heartbeat_interval: Duration,
+    /// External identity provider: a JWKS file of public keys whose tokens are also accepted.
+    pub jwks_file: Option<PathBuf>,
+    /// Issuer and audience required of external tokens (when set).
+    pub jwks_issuer: Option<String>,
+    pub jwks_audience: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            database_url: "sqlite://./data/agent-inbox.db".into(),
+            database_connections_max: 16,
+            lease_default: Duration::from_secs(120),
+            lease_max: Duration::from_secs(3600),
+            max_attempts: 10,
+            retention: Duration::from_secs(30 * 86_400),
+            long_poll_wait_max: Duration::from_secs(25),
+            payload_bytes_limit: 256 * 1024,
+            access_token_ttl: Duration::from_secs(15 * 60),
+            refresh_token_ttl: Duration::from_secs(30 * 86_400),
+            token_issuer: "agent-inbox".into(),
+            tenant_requests_per_second: 2_000,
+            tenant_requests_burst: 4_000,
+            agent_requests_per_second: 200,
+            agent_requests_burst: 400,
+            auth_failures_per_minute: 30,
+            waiters_per_agent: 8,
+            waiters_per_tenant: 2_000,
+            scavenge_interval: Duration::from_secs(1),
+            scavenge_batch: 500,
+            heartbeat_interval: Duration::from_secs(30),
+            jwks_file: None,
+            jwks_issuer: None,
+            jwks_audience: None,
+        }
+    }
+}
+
+/// A configuration that cannot be used, with what to fix.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(String);
+
+impl Config {
+    /// Layers defaults, the TOML file (if any), `AGENT_INBOX_*` variables from `env`, then
+    /// `flags` (key, value) pairs, and checks the result.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+        flags: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let mut table = toml::Table::try_from(Config::default()).map_err(|e| ConfigError(e.to_string()))?;
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
+            let from_file: toml::Table = text
+                .parse()
+                .map_err(|e| ConfigError(format!("config file {} is not valid TOML: {e}", path.display())))?;
+            for (key, value) in from_file {
+                if !table.contains_key(&key) {
+                    return Err(ConfigError(format!(
+                        "config file {}: unknown key {key:?}; known keys: {}",
+                        path.display(),
+                        known_keys(&table)
+                    )));
+                }
+                table.insert(key, value);
+            }
+        }
+        let keys: Vec<String> = table.keys().cloned().collect();
+        let env: BTreeMap<String, String> =
+            env.into_iter().filter(|(k, _)| k.starts_with(ENV_PREFIX)).collect();
+        for key in &keys {
+            if let Some(value) = env.get(&format!("{ENV_PREFIX}{}", key.to_uppercase())) {
+                table.insert(key.clone(), coerce(value));
+            }
+        }
+        for (key, value) in flags {
+            if !table.contains_key(&key) {
+                return Err(ConfigError(format!(
+                    "unknown setting {key:?}; known keys: {}",
+                    known_keys(&table)
+                )));
+            }
+            table.insert(key, coerce(&value));
+        }
+        let config: Config = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError(format!("invalid configuration: {}", e.message())))?;
+        config.check()?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        let bad = |what: String| Err(ConfigError(what));
+        if self.lease_default < Duration::from_secs(1) || self.lease_default > self.lease_max {
+            return bad(format!("lease_default must be between 1s and lease_max ({:?})", self.lease_max));
+        }
+        if self.lease_max > Duration::from_secs(24 * 3600) {
+            return bad("lease_max must be at most 24h".into());
+        }
+        if !(1..=1000).contains(&self.max_attempts) {
+            return bad("max_attempts must be between 1 and 1000".into());
+        }
+        if self.retention < Duration::from_secs(60) {
+            return bad("retention must be at least 60s".into());
+        }
+        if self.long_poll_wait_max > Duration::from_secs(120) {
+            return bad("long_poll_wait_max must be at most 120s (proxies cut longer requests)".into());
+        }
+        if !(1024..=16 * 1024 * 1024).contains(&self.payload_bytes_limit) {
+            return bad("payload_bytes_limit must be between 1024 and 16777216".into());
+        }
+        if self.access_token_ttl < Duration::from_secs(60)
+            || self.access_token_ttl > Duration::from_secs(24 * 3600)
+        {
+            return bad("access_token_ttl must be between 1m and 24h".into());
+        }
+        if self.scavenge_interval < Duration::from_millis(100) || !(1..=500).contains(&self.scavenge_batch) {
+            return bad(
+                "scavenge_interval must be at least 100ms and scavenge_batch between 1 and 500".into()
+            );
+        }
+        if self.tenant_requests_per_second == 0 || self.agent_requests_per_second == 0 {
+            return bad("request rates must be at least 1 per second".into());
+        }
+        Ok(())
+    }
+}
+
+fn known_keys(table: &toml::Table) -> String {
+    table.keys().cloned().collect::<Vec<_>>().join(", ")
+}
+
+/// Environment and flag values arrive as text; numbers and booleans become TOML values so the
+/// typed fields accept them.
+fn coerce(value: &str) -> toml::Value {
+    if let Ok(n) = value.parse::<i64>() {
+        return toml::Value::Integer(n);
+    }
+    match value {
+        "true" => toml::Value::Boolean(true),
+        "false" => toml::Value::Boolean(false),
+        _ => toml::Value::String(value.to_owned()),
+    }
+}
+
+mod human_duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&humantime::format_duration(*value))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Seconds(u64),
+        }
+        match Raw::deserialize(deserializer)? {
+            Raw::Seconds(seconds) => Ok(Duration::from_secs(seconds)),
+            Raw::Text(text) => humantime::parse_duration(&text).map_err(|e| {
+                serde::de::Error::custom(format!("{text:?} is not a duration such as 90s, 15m or 30d ({e})"))
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn file_then_environment_then_flags() {
+        let dir = std::env::temp_dir().join(format!("agent-inbox-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("config.toml");
+        std::fs::write(&file, "listen = \"0.0.0.0:9000\"\nretention = \"7d\"\nlease_default = \"90s\"\n")
+            .unwrap();
+        let config = Config::load(
+            Some(&file),
+            env(&[
+                ("AGENT_INBOX_LISTEN", "127.0.0.1:7000"),
+                ("AGENT_INBOX_MAX_ATTEMPTS", "3"),
+                ("HOME", "/x"),
+            ]),
+            env(&[("lease_default", "15m")]),
+        )
+        .unwrap();
+        assert_eq!(config.listen, "127.0.0.1:7000", "environment beats the file");
+        assert_eq!(config.retention, Duration::from_secs(7 * 86_400), "the file beats defaults");
+        assert_eq!(config.lease_default, Duration::from_secs(900), "flags beat everything");
+        assert_eq!(config.max_attempts, 3);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let err = Config::load(None, env(&[("AGENT_INBOX_RETENTION", "soon")]), []).unwrap_err();
+        assert!(err.to_string().contains("\"soon\" is not a duration"), "{err}");
+        let err = Config::load(None, [], env(&[("lease_defualt", "1m")])).unwrap_err();
+        assert!(err.to_string().contains("unknown setting \"lease_defualt\""), "{err}");
+        let err = Config::load(None, [], env(&[("lease_default", "2h")])).unwrap_err();
+        assert!(err.to_string().contains("lease_default must be"), "{err}");
+    }
+}

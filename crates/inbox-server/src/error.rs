@@ -1,0 +1,191 @@
+//! The one error type of the API. Every failure leaves as RFC 9457 `application/problem+json`
+//! with a stable `code` and a sentence a person can act on. Server-side faults are logged once,
+//! here, with their details; the client sees a short statement and the request id.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use inbox_api::{ItemError, PROBLEM_CONTENT_TYPE, Problem};
+use inbox_core::RefusalReason;
+use inbox_store::{ItemRefusal, Refusal, StoreError};
+use serde_json::{Map, Value};
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub detail: String,
+    pub extensions: Map<String, Value>,
+    /// Seconds, for `Retry-After` on 429 and 503.
+    pub retry_after_seconds: Option<u64>,
+    /// What went wrong inside, for the log only.
+    pub internal: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            detail: detail.into(),
+            extensions: Map::new(),
+            retry_after_seconds: None,
+            internal: None,
+        }
+    }
+
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.extensions.insert(key.to_owned(), value.into());
+        self
+    }
+
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after_seconds = Some(seconds.max(1));
+        self
+    }
+
+    pub fn bad_request(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, detail)
+    }
+
+    pub fn invalid_field(field: &str, problem: impl std::fmt::Display) -> Self {
+        Self::bad_request("invalid_field", format!("{field} {problem}")).with("field", field)
+    }
+
+    pub fn unauthorized(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, code, detail)
+    }
+
+    pub fn forbidden(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, code, detail)
+    }
+
+    pub fn internal(what: impl Into<String>) -> Self {
+        let mut err = Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "the server failed to handle this request; it has been logged, retry later",
+        );
+        err.internal = Some(what.into());
+        err
+    }
+}
+
+/// A short human title per status.
+fn title(status: StatusCode) -> &'static str {
+    status.canonical_reason().unwrap_or("Error")
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let Some(internal) = &self.internal {
+            tracing::error!(code = self.code, status = self.status.as_u16(), error = %internal, "request failed");
+        }
+        let mut problem = Problem::new(self.status.as_u16(), self.code, title(self.status), self.detail);
+        problem.extensions = self.extensions;
+        let body = serde_json::to_vec(&problem).unwrap_or_default();
+        let mut response = (self.status, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_CONTENT_TYPE));
+        if let Some(seconds) = self.retry_after_seconds {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+/// The status and stable code of a refused event operation.
+pub fn refusal_code(refusal: &Refusal) -> (StatusCode, &'static str) {
+    match refusal {
+        Refusal::NotFound => (StatusCode::NOT_FOUND, "event_not_found"),
+        Refusal::Refused(reason) => (
+            StatusCode::CONFLICT,
+            match reason {
+                RefusalReason::LeaseMismatch => "lease_mismatch",
+                RefusalReason::LeaseExpired => "lease_expired",
+                RefusalReason::AlreadyAcked => "already_acked",
+                RefusalReason::Terminal(_) => "event_terminal",
+                RefusalReason::NotParked(_) => "not_parked",
+                RefusalReason::LeaseStillLive => "lease_still_live",
+                RefusalReason::NotClaimable(_)
+                | RefusalReason::NotYetAvailable(_)
+                | RefusalReason::RetryScheduled(_)
+                | RefusalReason::PastExpiry
+                | RefusalReason::AttemptsExhausted(_) => "not_claimable",
+            },
+        ),
+    }
+}
+
+fn refusal_detail(refusal: &Refusal) -> String {
+    match refusal {
+        Refusal::NotFound => "no event with this id is in your inbox; check the event_id".to_owned(),
+        Refusal::Refused(RefusalReason::LeaseMismatch) => {
+            "the lease_token does not hold this event; use the token its claim returned, or claim it again"
+                .to_owned()
+        }
+        Refusal::Refused(RefusalReason::LeaseExpired) => {
+            "your lease on this event ended (it expired or was released); claim the event again to work on it"
+                .to_owned()
+        }
+        Refusal::Refused(reason) => reason.to_string(),
+    }
+}
+
+/// The per-item error of a batch response.
+pub fn item_error(refusal: &ItemRefusal) -> ItemError {
+    ItemError { code: refusal_code(&refusal.reason).1.to_owned(), detail: refusal_detail(&refusal.reason) }
+}
+
+impl From<ItemRefusal> for ApiError {
+    fn from(refusal: ItemRefusal) -> Self {
+        let (status, code) = refusal_code(&refusal.reason);
+        ApiError::new(status, code, refusal_detail(&refusal.reason))
+            .with("event_id", refusal.event_id.to_string())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Invalid { field, problem } => ApiError::invalid_field(field, problem),
+            StoreError::PayloadTooLarge { bytes, limit } => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("the payload is {bytes} bytes; the limit is {limit} bytes; store large data elsewhere and send a payload_ref"),
+            )
+            .with("limit_bytes", limit),
+            StoreError::CursorResetRequired { after_seq, oldest_available_seq, head_seq } => ApiError::new(
+                StatusCode::GONE,
+                "cursor_reset_required",
+                format!(
+                    "cursor {after_seq} points before retained events; rebuild your state from GET /v1/inbox/resync, then poll after {}",
+                    oldest_available_seq.get().saturating_sub(1)
+                ),
+            )
+            .with("oldest_available_seq", oldest_available_seq.get())
+            .with("head_seq", head_seq.get())
+            .with("resync_url", "/v1/inbox/resync"),
+            StoreError::Event(refusal) => refusal.into(),
+            StoreError::Contention { attempts } => {
+                let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "database_busy", "the database is busy; retry in a moment")
+                    .retry_after(1);
+                e.internal = Some(format!("contention through {attempts} attempts"));
+                e
+            }
+            StoreError::Unavailable(source) => {
+                let mut e = ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "database_unavailable",
+                    "the database is unreachable; retry in a moment",
+                )
+                .retry_after(2);
+                e.internal = Some(source.to_string());
+                e
+            }
+            other => ApiError::internal(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! Prometheus metrics: a small registry of counters, gauges and histograms rendered in the text
+//! exposition format. Label values that come from tenants are capped: past
+//! [`TENANT_LABELS_MAX`] distinct tenants, new ones share the label `_other`, so a series per
+//! tenant can be told apart without unbounded cardinality.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::Duration;
+
+pub const TENANT_LABELS_MAX: usize = 1_000;
+
+/// Upper bounds (seconds) of every histogram's buckets.
+const BUCKETS: &[f64] =
+    &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0];
+
+type Labels = Vec<(&'static str, String)>;
+
+#[derive(Debug, Default)]
+struct Histogram {
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+#[derive(Debug, Default)]
+struct Families {
+    counters: BTreeMap<&'static str, BTreeMap<Labels, u64>>,
+    gauges: BTreeMap<&'static str, BTreeMap<Labels, f64>>,
+    histograms: BTreeMap<&'static str, BTreeMap<Labels, Histogram>>,
+}
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    families: Mutex<Families>,
+    tenants: Mutex<BTreeSet<String>>,
+}
+
+/// Help text of every metric, which is also the list of what exists.
+const HELP: &[(&str, &str, &str)] = &[
+    ("agent_inbox_http_requests_total", "counter", "HTTP requests by route template and status"),
+    ("agent_inbox_http_request_duration_seconds", "histogram", "HTTP request latency by route template"),
+    ("agent_inbox_publish_commit_seconds", "histogram", "Publish-to-inbox commit latency"),
+    ("agent_inbox_events_published_total", "counter", "Inbox rows written by publishes, by tenant"),
+    (
+        "agent_inbox_events_deduplicated_total",
+        "counter",
+        "Publishes answered with an existing event, by tenant",
+    ),
+    ("agent_inbox_claims_total", "counter", "Events claimed, by tenant"),
+    (
+        "agent_inbox_duplicate_claims_total",
+        "counter",
+        "Claims of events already claimed or finished, by tenant",
+    ),
+    ("agent_inbox_acks_total", "counter", "Acknowledgements accepted, by tenant and result"),
+    ("agent_inbox_ack_latency_seconds", "histogram", "Acknowledge request latency"),
+    (
+        "agent_inbox_delivery_latency_seconds",
+        "histogram",
+        "Time from an event becoming available to its first claim",
+    ),
+    (
+        "agent_inbox_lease_expirations_total",
+        "counter",
+        "Leases that ran out and returned their event to the inbox",
+    ),
+    ("agent_inbox_dead_lettered_total", "counter", "Events dead-lettered by the scavenger"),
+    ("agent_inbox_expired_total", "counter", "Events that passed expires_at unclaimed"),
+    ("agent_inbox_archived_total", "counter", "Terminal events moved to the archive by retention"),
+    ("agent_inbox_cursor_resets_total", "counter", "Polls answered with cursor_reset_required, by tenant"),
+    ("agent_inbox_rate_limited_total", "counter", "Requests refused by a rate limit or waiter cap, by code"),
+    ("agent_inbox_auth_failures_total", "counter", "Requests refused for authentication, by code"),
+    ("agent_inbox_backlog", "gauge", "Unacknowledged events (available, scheduled, claimed) per tenant"),
+    ("agent_inbox_parked", "gauge", "Dead-lettered and quarantined events per tenant"),
+    ("agent_inbox_oldest_unacked_age_seconds", "gauge", "Age of the oldest unacknowledged event per tenant"),
+    ("agent_inbox_inbox_depth", "gauge", "Unacknowledged events of the deepest inboxes (top 20 per tenant)"),
+];
+
+impl Metrics {
+    /// A tenant id as a label value, or `_other` once the cap is reached.
+    pub fn tenant_label(&self, tenant: &str) -> String {
+        let mut tenants = self.tenants.lock().expect("metrics lock");
+        if tenants.contains(tenant) || tenants.len() < TENANT_LABELS_MAX {
+            tenants.insert(tenant.to_owned());
+            tenant.to_owned()
+        } else {
+            "_other".to_owned()
+        }
+    }
+
+    pub fn count(&self, name: &'static str, labels: Labels, by: u64) {
+        let mut families = self.families.lock().expect("metrics lock");
+        *families.counters.entry(name).or_default().entry(labels).or_default() += by;
+    }
+
+    pub fn observe(&self, name: &'static str, labels: Labels, value: Duration) {
+        let seconds = value.as_secs_f64();
+        let mut families = self.families.lock().expect("metrics lock");
+        let histogram = families.histograms.entry(name).or_default().entry(labels).or_default();
+        if histogram.counts.is_empty() {
+            histogram.counts = vec![0; BUCKETS.len()];
+        }
+        for (count, bound) in histogram.counts.iter_mut().zip(BUCKETS) {
+            if seconds <= *bound {
+                *count += 1;
+            }
+        }
+        histogram.sum += seconds;
+        histogram.count += 1;
+    }
+
+    /// Replaces every series of a gauge at once (a fresh snapshot of backlogs).
+    pub fn set_gauge_family(&self, name: &'static str, series: Vec<(Labels, f64)>) {
+        let mut families = self.families.lock().expect("metrics lock");
+        families.gauges.insert(name, series.into_iter().collect());
+    }
+
+    /// The Prometheus text exposition of everything recorded.
+    pub fn render(&self) -> String {
+        let families = self.families.lock().expect("metrics lock");
+        let mut out = String::new();
+        for (name, kind, help) in HELP {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            match *kind {
+                "counter" => {
+                    for (labels, value) in families.counters.get(name).into_iter().flatten() {
+                        let _ = writeln!(out, "{name}{} {value}", render_labels(labels, None));
+                    }
+                }
+                "gauge" => {
+                    for (labels, value) in families.gauges.get(name).into_iter().flatten() {
+                        let _ = writeln!(out, "{name}{} {value}", render_labels(labels, None));
+                    }
+                }
+                _ => {
+                    for (labels, h) in families.histograms.get(name).into_iter().flatten() {
+                        for (count, bound) in h.counts.iter().zip(BUCKETS) {
+                            let _ = writeln!(
+                                out,
+                                "{name}_bucket{} {count}",
+                                render_labels(labels, Some(&bound.to_string()))
+                            );
+                        }
+                        let _ =
+                            writeln!(out, "{name}_bucket{} {}", render_labels(labels, Some("+Inf")), h.count);
+                        let _ = writeln!(out, "{name}_sum{} {}", render_labels(labels, None), h.sum);
+                        let _ = writeln!(out, "{name}_count{} {}", render_labels(labels, None), h.count);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+fn render_labels(labels: &Labels, le: Option<&str>) -> String {
+    let mut parts: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape(v))).collect();
+    if let Some(le) = le {
+        parts.push(format!("le=\"{le}\""));
+    }
+    if parts.is_empty() { String::new() } else { format!("{{{}}}", parts.join(",")) }
+}
+
+fn escape(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_histograms_and_capped_tenant_labels() {
+        let metrics = Metrics::default();
+        metrics.count("agent_inbox_claims_total", vec![("tenant", "t1".into())], 3);
+        metrics.observe("agent_inbox_ack_latency_seconds", vec![], Duration::from_millis(3));
+        let text = metrics.render();
+        assert!(text.contains("agent_inbox_claims_total{tenant=\"t1\"} 3"));
+        assert!(text.contains("agent_inbox_ack_latency_seconds_bucket{le=\"0.005\"} 1"));
+        assert!(text.contains("agent_inbox_ack_latency_seconds_bucket{le=\"0.0025\"} 0"));
+        assert!(text.contains("agent_inbox_ack_latency_seconds_count 1"));
+        for n in 0..TENANT_LABELS_MAX {
+            metrics.tenant_label(&format!("t{n}"));
+        }
+        assert_eq!(metrics.tenant_label("t5"), "t5");
+        assert_eq!(metrics.tenant_label("newcomer"), "_other");
+    }
+}

@@ -1,0 +1,61 @@
+//! Cross-cutting request handling: a request id on every response and log line, one log line
+//! per request, per-route metrics, and problem documents for unknown routes and methods.
+
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tracing::Instrument;
+
+use crate::AppState;
+use crate::auth::{hex, random};
+use crate::error::ApiError;
+
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+pub async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let request_id = request
+        .headers()
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| {
+            !v.is_empty()
+                && v.len() <= 64
+                && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+        .map_or_else(|| hex(&random::<8>()), str::to_owned);
+    let route = request.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str()).to_owned();
+    let method = request.method().clone();
+    let span = tracing::info_span!("request", id = %request_id, %method, %route);
+    let mut response = next.run(request).instrument(span.clone()).await;
+    let elapsed = started.elapsed();
+    let status = response.status().as_u16();
+    span.in_scope(|| tracing::info!(status, elapsed_ms = elapsed.as_secs_f64() * 1e3, "request done"));
+    state.metrics.count(
+        "agent_inbox_http_requests_total",
+        vec![("route", route.clone()), ("status", status.to_string())],
+        1,
+    );
+    state.metrics.observe("agent_inbox_http_request_duration_seconds", vec![("route", route)], elapsed);
+    if let Ok(value) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert(REQUEST_ID_HEADER, value);
+    }
+    response
+}
+
+pub async fn not_found() -> Response {
+    ApiError::new(StatusCode::NOT_FOUND, "route_not_found", "no such endpoint; see /openapi.json for the API")
+        .into_response()
+}
+
+pub async fn method_not_allowed() -> Response {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this endpoint does not accept that method; see /openapi.json",
+    )
+    .into_response()
+}

@@ -1,0 +1,48 @@
+//! The OpenAPI document, generated from the handlers' annotations and the wire types. A copy
+//! is checked in at `openapi.json` in the repository root; a test fails when the two differ.
+
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use crate::routes::{admin, agents, auth, events, inbox, sessions};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "agent-inbox",
+        description = "Durable per-recipient inboxes for AI agents: publish, poll after cursor, claim with a visibility lease, acknowledge, release, heartbeat. Every error is an RFC 9457 problem with a stable code.",
+        license(name = "Apache-2.0")
+    ),
+    paths(
+        inbox::poll, inbox::head, inbox::claim, inbox::acknowledge, inbox::release, inbox::heartbeat, inbox::resync,
+        agents::inbox, agents::claim, agents::ack, agents::release,
+        events::publish,
+        sessions::subscribe,
+        admin::list_parked, admin::requeue, admin::purge, admin::inboxes,
+        auth::refresh,
+    ),
+    modifiers(&BearerAuth),
+    security(("bearer" = []))
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build(),
+            ),
+        );
+    }
+}
+
+/// The document as pretty JSON, with a trailing newline.
+pub fn document() -> String {
+    let mut json = ApiDoc::openapi().to_pretty_json().expect("the OpenAPI document serializes");
+    json.push('\n');
+    json
+}

@@ -1,0 +1,39 @@
+//! `POST /v1/auth/refresh`: rotating refresh tokens. No access token is needed: the refresh
+//! token is the credential, and each one works exactly once.
+
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, State};
+use axum::routing::post;
+use axum::{Json, Router};
+use inbox_api::{RefreshRequest, TokenResponse};
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/auth/refresh", post(refresh))
+}
+
+#[utoipa::path(post, path = "/v1/auth/refresh", tag = "auth", request_body = RefreshRequest,
+    responses((status = 200, body = TokenResponse), (status = 401, description = "invalid_refresh_token or refresh_token_reused", body = inbox_api::Problem)))]
+pub async fn refresh(
+    State(state): State<AppState>,
+    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    ApiJson(request): ApiJson<RefreshRequest>,
+) -> Result<Json<TokenResponse>, ApiError> {
+    state.limits.auth_throttled(addr.ip())?;
+    let issued = state.tokens.refresh(&request.refresh_token).await.inspect_err(|err| {
+        state.limits.record_auth_failure(addr.ip());
+        state.metrics.count("agent_inbox_auth_failures_total", vec![("code", err.code.to_owned())], 1);
+    })?;
+    Ok(Json(TokenResponse {
+        access_token: issued.access_token,
+        token_type: "Bearer".to_owned(),
+        expires_in: issued.expires_in,
+        scope: issued.scope,
+        refresh_token: issued.refresh_token,
+        refresh_expires_in: Some(state.tokens.refresh_ttl().as_secs()),
+    }))
+}

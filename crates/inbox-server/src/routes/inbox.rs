@@ -1,0 +1,403 @@
+//! Seed 001's inbox contract: poll after cursor (with long polling), head (with ETag), claim,
+//! acknowledge, release, heartbeat, and the resync route that follows a cursor reset.
+//! Seed 000's resource routes (`agents.rs`) call the same functions.
+
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use inbox_api::time::format_utc;
+use inbox_api::{
+    AckOutcome, AcknowledgeRequest, AcknowledgeResponse, Claim, ClaimRequest, ClaimResponse, HeadResponse,
+    HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse, PollRequest, PollResponse, RejectedEvent,
+    ReleaseRequest, ReleaseResponse, ResyncResponse,
+};
+use inbox_core::{InboxSeq, RecipientKey, RefusalReason, SessionId};
+use inbox_store::{
+    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Heartbeat, HeartbeatItem,
+    ItemOutcome, PollQuery, Refusal, Release, StoreError,
+};
+
+use crate::AppState;
+use crate::auth::Caller;
+use crate::convert::{self, envelope};
+use crate::error::{ApiError, item_error};
+use crate::extract::ApiJson;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/inbox/poll-after-cursor", post(poll))
+        .route("/v1/inbox/head", get(head))
+        .route("/v1/inbox/claim", post(claim))
+        .route("/v1/inbox/acknowledge", post(acknowledge))
+        .route("/v1/inbox/release", post(release))
+        .route("/v1/inbox/heartbeat", post(heartbeat))
+        .route("/v1/inbox/resync", get(resync))
+}
+
+/// Default page size of a poll.
+pub const POLL_LIMIT_DEFAULT: u32 = 100;
+/// Default batch of a claim-next.
+pub const CLAIM_LIMIT_DEFAULT: u32 = 10;
+/// How often a waiting long poll re-reads the database when no hint arrives.
+const LONG_POLL_RECHECK: Duration = Duration::from_secs(1);
+
+/// Events after the cursor, in sequence order.
+#[utoipa::path(post, path = "/v1/inbox/poll-after-cursor", tag = "inbox", request_body = PollRequest,
+    responses((status = 200, body = PollResponse), (status = 410, description = "cursor_reset_required", body = inbox_api::Problem)))]
+pub async fn poll(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(request): ApiJson<PollRequest>,
+) -> Result<Json<PollResponse>, ApiError> {
+    caller.require("inbox.poll")?;
+    caller.check_tenant(request.tenant_id.as_deref())?;
+    caller.check_agent(request.recipient_id.as_deref())?;
+    let query = PollQuery {
+        inbox: caller.inbox(),
+        after_seq: InboxSeq::new(request.after_seq)
+            .map_err(|e| ApiError::invalid_field("after_seq", e.problem))?,
+        limit: request.limit.unwrap_or(POLL_LIMIT_DEFAULT),
+        claimable_only: request.include_claimable_only,
+    };
+    let wait = match request.wait_seconds {
+        None | Some(0) => None,
+        Some(seconds) => {
+            let max = state.config.long_poll_wait_max;
+            if u64::from(seconds) > max.as_secs() {
+                return Err(ApiError::invalid_field(
+                    "wait_seconds",
+                    format!("is {seconds}; the longest wait this server allows is {} s", max.as_secs()),
+                ));
+            }
+            Some(Duration::from_secs(u64::from(seconds)))
+        }
+    };
+    let page = poll_page(&state, &caller, &query, wait).await?;
+    let now = state.store.now();
+    Ok(Json(PollResponse {
+        head_seq: page.head_seq.get(),
+        events: page.events.iter().map(|e| envelope(e, now)).collect(),
+        next_cursor: page.next_cursor.get(),
+        more_available: page.more_available,
+    }))
+}
+
+/// One poll, or a long poll that returns as soon as an event past the cursor commits.
+pub(crate) async fn poll_page(
+    state: &AppState,
+    caller: &Caller,
+    query: &PollQuery,
+    wait: Option<Duration>,
+) -> Result<inbox_store::PollPage, ApiError> {
+    let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
+    let counted = |result: Result<inbox_store::PollPage, StoreError>| {
+        if let Err(StoreError::CursorResetRequired { .. }) = &result {
+            state.metrics.count("agent_inbox_cursor_resets_total", vec![("tenant", tenant.clone())], 1);
+        }
+        result.map_err(ApiError::from)
+    };
+    let Some(wait) = wait else {
+        return counted(state.store.poll_after_cursor(query).await);
+    };
+    let _slot = state.limits.hold_waiter(caller.tenant_id.as_str(), caller.subject.as_str())?;
+    let deadline = Instant::now() + wait;
+    let mut hints = state.hints.watch(&query.inbox);
+    loop {
+        hints.mark_unchanged();
+        let page = counted(state.store.poll_after_cursor(query).await)?;
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if !page.events.is_empty() || remaining.is_zero() {
+            return Ok(page);
+        }
+        tokio::select! {
+            _ = hints.changed() => {}
+            _ = tokio::time::sleep(remaining.min(LONG_POLL_RECHECK)) => {}
+            _ = state.shutdown.cancelled() => return Ok(page),
+        }
+    }
+}
+
+/// The recipient's head. Answers `304 Not Modified` while the head matches `If-None-Match`.
+#[utoipa::path(get, path = "/v1/inbox/head", tag = "inbox",
+    responses((status = 200, body = HeadResponse), (status = 304, description = "the head has not moved")))]
+pub async fn head(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    caller.require("inbox.poll")?;
+    let inbox = caller.inbox();
+    let head = state.store.head(&inbox).await?;
+    let etag = format!("\"{}:{}:{}\"", inbox.tenant_id, inbox.recipient.id, head.head_seq);
+    let matches = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|tag| tag.trim() == etag || tag.trim() == "*"));
+    let etag_value = HeaderValue::from_str(&etag).map_err(|e| ApiError::internal(e.to_string()))?;
+    if matches {
+        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag_value)]).into_response());
+    }
+    let body = HeadResponse {
+        tenant_id: inbox.tenant_id.to_string(),
+        recipient_kind: inbox.recipient.kind.to_string(),
+        recipient_id: inbox.recipient.id.to_string(),
+        head_seq: head.head_seq.get(),
+        oldest_available_seq: head.oldest_available_seq.get(),
+    };
+    Ok((
+        [(header::ETAG, etag_value), (header::CACHE_CONTROL, HeaderValue::from_static("no-cache"))],
+        Json(body),
+    )
+        .into_response())
+}
+
+/// Claims the named events, or the next `limit` claimable ones.
+#[utoipa::path(post, path = "/v1/inbox/claim", tag = "inbox", request_body = ClaimRequest, responses((status = 200, body = ClaimResponse)))]
+pub async fn claim(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(request): ApiJson<ClaimRequest>,
+) -> Result<Json<ClaimResponse>, ApiError> {
+    claim_for(&state, &caller, request).await.map(Json)
+}
+
+pub(crate) async fn claim_for(
+    state: &AppState,
+    caller: &Caller,
+    request: ClaimRequest,
+) -> Result<ClaimResponse, ApiError> {
+    caller.require("inbox.claim")?;
+    caller.check_tenant(request.tenant_id.as_deref())?;
+    caller.check_agent(request.recipient_id.as_deref())?;
+    let session_id = request
+        .session_id
+        .as_deref()
+        .map(SessionId::new)
+        .transpose()
+        .map_err(|e| ApiError::invalid_field("session_id", e.problem))?;
+    let lease_ms = request.lease_seconds.map(|s| convert::seconds_to_ms("lease_seconds", s)).transpose()?;
+    let inbox = caller.inbox();
+    let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
+    let (claimed, rejected) = match request.event_ids {
+        None => {
+            let limit = request.limit.unwrap_or(CLAIM_LIMIT_DEFAULT);
+            let claimed = state.store.claim_next(&ClaimNext { inbox, session_id, limit, lease_ms }).await?;
+            (claimed, Vec::new())
+        }
+        Some(ids) => {
+            if request.limit.is_some() {
+                return Err(ApiError::invalid_field(
+                    "limit",
+                    "applies only when event_ids is absent; send one or the other",
+                ));
+            }
+            let event_ids = ids
+                .iter()
+                .enumerate()
+                .map(|(i, id)| convert::event_id(&format!("event_ids[{i}]"), id))
+                .collect::<Result<Vec<_>, _>>()?;
+            let outcomes =
+                state.store.claim_by_ids(&ClaimByIds { inbox, session_id, event_ids, lease_ms }).await?;
+            let mut claimed = Vec::new();
+            let mut rejected = Vec::new();
+            for outcome in outcomes {
+                match outcome {
+                    Ok(c) => claimed.push(c),
+                    Err(refusal) => {
+                        if matches!(
+                            refusal.reason,
+                            Refusal::Refused(RefusalReason::NotClaimable("claimed" | "acked"))
+                        ) {
+                            state.metrics.count(
+                                "agent_inbox_duplicate_claims_total",
+                                vec![("tenant", tenant.clone())],
+                                1,
+                            );
+                        }
+                        rejected.push(RejectedEvent {
+                            event_id: refusal.event_id.to_string(),
+                            error: item_error(&refusal),
+                        });
+                    }
+                }
+            }
+            (claimed, rejected)
+        }
+    };
+    let now = state.store.now();
+    state.metrics.count("agent_inbox_claims_total", vec![("tenant", tenant)], claimed.len() as u64);
+    for c in claimed.iter().filter(|c| c.event.lifecycle.delivery_attempts == 1) {
+        let waited = now.ms_since(c.event.lifecycle.available_at);
+        state.metrics.observe("agent_inbox_delivery_latency_seconds", vec![], Duration::from_millis(waited));
+    }
+    Ok(ClaimResponse { claims: claimed.iter().map(|c| claim_view(c, now)).collect(), rejected })
+}
+
+fn claim_view(c: &ClaimedEvent, now: inbox_core::UnixMillis) -> Claim {
+    Claim {
+        event_id: c.event.event_id.to_string(),
+        lease_token: c.lease_token.as_str().to_owned(),
+        visibility_lease_until_utc: format_utc(c.lease_until.get()),
+        ack_state: c.event.state().as_str().to_owned(),
+        event: envelope(&c.event, now),
+    }
+}
+
+/// Acknowledges events; repeats with the same token succeed.
+#[utoipa::path(post, path = "/v1/inbox/acknowledge", tag = "inbox", request_body = AcknowledgeRequest, responses((status = 200, body = AcknowledgeResponse)))]
+pub async fn acknowledge(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(request): ApiJson<AcknowledgeRequest>,
+) -> Result<Json<AcknowledgeResponse>, ApiError> {
+    caller.check_tenant(request.tenant_id.as_deref())?;
+    caller.check_agent(request.recipient_id.as_deref())?;
+    let items = request
+        .acks
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            Ok(AckItem {
+                event_id: convert::event_id(&format!("acks[{i}].event_id"), &a.event_id)?,
+                lease_token: convert::lease_token(&format!("acks[{i}].lease_token"), &a.lease_token)?,
+                result: convert::ack_result(&format!("acks[{i}].result"), a.result.as_deref())?,
+            })
+        })
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    let outcomes = acknowledge_items(&state, &caller, items).await?;
+    Ok(Json(AcknowledgeResponse { results: outcomes.into_iter().map(ack_outcome).collect() }))
+}
+
+pub(crate) async fn acknowledge_items(
+    state: &AppState,
+    caller: &Caller,
+    items: Vec<AckItem>,
+) -> Result<Vec<ItemOutcome<AckReceipt>>, ApiError> {
+    caller.require("inbox.ack")?;
+    let started = Instant::now();
+    let outcomes = state.store.acknowledge(&Acknowledge { inbox: caller.inbox(), items }).await?;
+    state.metrics.observe("agent_inbox_ack_latency_seconds", vec![], started.elapsed());
+    let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
+    for receipt in outcomes.iter().flatten() {
+        let labels = vec![("tenant", tenant.clone()), ("state", receipt.state.as_str().to_owned())];
+        state.metrics.count("agent_inbox_acks_total", labels, 1);
+    }
+    Ok(outcomes)
+}
+
+pub(crate) fn ack_outcome(outcome: ItemOutcome<AckReceipt>) -> AckOutcome {
+    match outcome {
+        Ok(receipt) => AckOutcome {
+            event_id: receipt.event_id.to_string(),
+            ack_state: Some(receipt.state.as_str().to_owned()),
+            error: None,
+        },
+        Err(refusal) => AckOutcome {
+            event_id: refusal.event_id.to_string(),
+            ack_state: None,
+            error: Some(item_error(&refusal)),
+        },
+    }
+}
+
+/// Gives a claimed event back, to be retried after `retry_after_seconds`.
+#[utoipa::path(post, path = "/v1/inbox/release", tag = "inbox", request_body = ReleaseRequest,
+    responses((status = 200, body = ReleaseResponse), (status = 409, description = "lease_mismatch or lease_expired", body = inbox_api::Problem)))]
+pub async fn release(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(request): ApiJson<ReleaseRequest>,
+) -> Result<Json<ReleaseResponse>, ApiError> {
+    caller.check_tenant(request.tenant_id.as_deref())?;
+    caller.check_agent(request.recipient_id.as_deref())?;
+    let release = Release {
+        inbox: caller.inbox(),
+        event_id: convert::event_id("event_id", &request.event_id)?,
+        lease_token: convert::lease_token("lease_token", &request.lease_token)?,
+        retry_after_ms: convert::seconds_to_ms("retry_after_seconds", request.retry_after_seconds)?,
+        reason: request.reason,
+    };
+    release_event(&state, &caller, release).await.map(Json)
+}
+
+pub(crate) async fn release_event(
+    state: &AppState,
+    caller: &Caller,
+    release: Release,
+) -> Result<ReleaseResponse, ApiError> {
+    caller.require("inbox.release")?;
+    let receipt = state.store.release(&release).await?;
+    Ok(ReleaseResponse {
+        event_id: receipt.event_id.to_string(),
+        ack_state: receipt.state.as_str().to_owned(),
+        next_retry_at_utc: receipt.next_retry_at.map(|t| format_utc(t.get())),
+    })
+}
+
+/// Extends leases of events still being worked on.
+#[utoipa::path(post, path = "/v1/inbox/heartbeat", tag = "inbox", request_body = HeartbeatRequest, responses((status = 200, body = HeartbeatResponse)))]
+pub async fn heartbeat(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(request): ApiJson<HeartbeatRequest>,
+) -> Result<Json<HeartbeatResponse>, ApiError> {
+    caller.require("inbox.heartbeat")?;
+    caller.check_tenant(request.tenant_id.as_deref())?;
+    caller.check_agent(request.recipient_id.as_deref())?;
+    let items = request
+        .leases
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            Ok(HeartbeatItem {
+                event_id: convert::event_id(&format!("leases[{i}].event_id"), &l.event_id)?,
+                lease_token: convert::lease_token(&format!("leases[{i}].lease_token"), &l.lease_token)?,
+                extend_ms: convert::seconds_to_ms(
+                    &format!("leases[{i}].extend_by_seconds"),
+                    l.extend_by_seconds,
+                )?,
+            })
+        })
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    let outcomes = state.store.heartbeat(&Heartbeat { inbox: caller.inbox(), items }).await?;
+    Ok(Json(HeartbeatResponse {
+        leases: outcomes
+            .into_iter()
+            .map(|o| match o {
+                Ok(r) => HeartbeatOutcome {
+                    event_id: r.event_id.to_string(),
+                    visibility_lease_until_utc: Some(format_utc(r.lease_until.get())),
+                    error: None,
+                },
+                Err(refusal) => HeartbeatOutcome {
+                    event_id: refusal.event_id.to_string(),
+                    visibility_lease_until_utc: None,
+                    error: Some(item_error(&refusal)),
+                },
+            })
+            .collect(),
+    }))
+}
+
+/// After `cursor_reset_required`: the head, the oldest retained sequence and every event still
+/// open, so the agent can rebuild from its domain's state and continue polling.
+#[utoipa::path(get, path = "/v1/inbox/resync", tag = "inbox", responses((status = 200, body = ResyncResponse)))]
+pub async fn resync(State(state): State<AppState>, caller: Caller) -> Result<Json<ResyncResponse>, ApiError> {
+    caller.require("inbox.poll")?;
+    let inbox: RecipientKey = caller.inbox();
+    let head = state.store.head(&inbox).await?;
+    let (open, more_available) =
+        state.store.open_events(&inbox, state.store.config().batch_events_max).await?;
+    let now = state.store.now();
+    Ok(Json(ResyncResponse {
+        head_seq: head.head_seq.get(),
+        oldest_available_seq: head.oldest_available_seq.get(),
+        resume_after_seq: head.head_seq.get(),
+        open_events: open.iter().map(|e| envelope(e, now)).collect(),
+        more_available,
+    }))
+}

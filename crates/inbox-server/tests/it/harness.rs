@@ -1,0 +1,192 @@
+//! A server on port 0 over a fresh database, an HTTP client, and tokens for any caller.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use inbox_core::{RecipientId, TenantId};
+use inbox_server::{CallerKind, Config, TokenService};
+use inbox_store::conformance::{Backend, Harness};
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub struct TestServer {
+    pub base: String,
+    pub tokens: Arc<TokenService>,
+    pub client: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+    /// Keeps the database alive; dropped (and the database with it) after the server stops.
+    pub db: Harness,
+}
+
+impl TestServer {
+    pub async fn start(backend: Backend) -> TestServer {
+        Self::start_with(backend, |_| {}).await
+    }
+
+    pub async fn start_with(backend: Backend, tune: impl FnOnce(&mut Config)) -> TestServer {
+        let db = Harness::new(backend).await;
+        let mut config = Config {
+            database_url: db.url.clone(),
+            scavenge_interval: std::time::Duration::from_millis(200),
+            ..Config::default()
+        };
+        tune(&mut config);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server_config = config.clone();
+        let task = tokio::spawn(async move {
+            inbox_server::run(server_config, listener, async move {
+                let _ = stopped.await;
+            })
+            .await
+            .expect("the server runs");
+        });
+        let tokens = Arc::new(TokenService::new(db.store.clone(), &config).await.expect("token service"));
+        let server = TestServer {
+            base: format!("http://{addr}"),
+            tokens,
+            client: reqwest::Client::new(),
+            stop: Some(stop),
+            task: Some(task),
+            db,
+        };
+        server.wait_ready().await;
+        server
+    }
+
+    async fn wait_ready(&self) {
+        for _ in 0..200 {
+            if let Ok(r) = self.client.get(format!("{}/readyz", self.base)).send().await {
+                if r.status().is_success() {
+                    return;
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        panic!("the server did not become ready");
+    }
+
+    /// Stops the server gracefully and waits for it.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("the server stopped cleanly");
+        }
+    }
+
+    pub async fn token(&self, tenant: &str, subject: &str, kind: CallerKind, scope: &str) -> String {
+        self.tokens
+            .issue(
+                &TenantId::new(tenant).unwrap(),
+                &RecipientId::new(subject).unwrap(),
+                kind,
+                scope,
+                None,
+                false,
+            )
+            .await
+            .expect("issue a token")
+            .access_token
+    }
+
+    pub async fn agent(&self, tenant: &str, agent: &str) -> String {
+        self.token(tenant, agent, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES).await
+    }
+
+    pub async fn publisher(&self, tenant: &str) -> String {
+        self.token(tenant, "publisher_app", CallerKind::Publisher, "events.publish rooms.write").await
+    }
+
+    /// Sends a request and returns the status and the JSON body (Null when empty).
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let response =
+            self.request(method, path, token, body).send().await.expect("the request reaches the server");
+        read(response).await
+    }
+
+    pub fn request(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> reqwest::RequestBuilder {
+        let mut request = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        request
+    }
+
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::POST, path, Some(token), Some(body)).await
+    }
+
+    /// Publishes one event to `recipients` and returns the response body.
+    pub async fn publish(&self, publisher: &str, recipients: &[&str], payload: Value) -> Value {
+        let (status, body) = self
+            .post("/v1/events", publisher, serde_json::json!({ "recipients": recipients, "event_type": "task.assigned", "payload": payload }))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        body
+    }
+}
+
+pub async fn read(response: reqwest::Response) -> (StatusCode, Value) {
+    let status = response.status();
+    let text = response.text().await.expect("a body");
+    let body = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    };
+    (status, body)
+}
+
+/// Asserts a problem document with the given status and code, and returns it.
+pub fn assert_problem(result: &(StatusCode, Value), status: StatusCode, code: &str) {
+    let (got, body) = result;
+    assert_eq!(*got, status, "expected {status} {code}, got {got}: {body}");
+    assert_eq!(body["code"], code, "{body}");
+    assert_eq!(body["status"], status.as_u16(), "{body}");
+    assert_eq!(body["type"], format!("urn:agent-inbox:problem:{code}"));
+    assert!(body["detail"].as_str().is_some_and(|d| d.len() > 10), "a sentence a person can act on: {body}");
+}
+
+/// Runs an async test body against both backends, each with a fresh server.
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name(inbox_store::conformance::Backend::Sqlite).await;
+                }
+            )*
+        }
+        mod mysql {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name(inbox_store::conformance::Backend::MySql).await;
+                }
+            )*
+        }
+    };
+}
+pub(crate) use both_backends;

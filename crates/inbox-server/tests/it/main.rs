@@ -1,0 +1,8 @@
+//! End-to-end tests over real HTTP against a real server on port 0, on SQLite and on MariaDB.
+//! One test binary, a module per area.
+
+mod harness;
+
+mod contract;
+mod isolation;
+mod refusals;

@@ -1,0 +1,216 @@
+//! What identity needs from the database: the keys the service signs access tokens with,
+//! shared by every node, and rotating refresh tokens with reuse detection.
+
+use inbox_core::{TenantId, UnixMillis};
+
+use crate::db::Arg;
+use crate::entropy::random_bytes;
+use crate::store::with_retries;
+use crate::{SqlStore, StoreError};
+
+/// A symmetric key for signing the service's own tokens.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SigningKey {
+    pub key_id: String,
+    pub algorithm: String,
+    pub secret: Vec<u8>,
+    pub created_at: UnixMillis,
+    pub retires_at: Option<UnixMillis>,
+}
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SigningKey").field("key_id", &self.key_id).field("algorithm", &self.algorithm).finish()
+    }
+}
+
+/// Who a refresh token was issued to, and what it may ask for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefreshGrant {
+    pub family_id: String,
+    pub tenant_id: TenantId,
+    pub subject: String,
+    pub kind: String,
+    pub scope: String,
+}
+
+/// Why a refresh token was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RefreshRefusal {
+    #[error("the refresh token is unknown, expired or revoked")]
+    Invalid,
+    #[error("the refresh token was already used; its whole family is now revoked")]
+    Reused,
+}
+
+const PURPOSE_ACCESS: &str = "access_token";
+
+impl SqlStore {
+    /// The access-token signing keys not yet retired, newest first. Creates the first key
+    /// when there is none, so a fresh install needs no set-up.
+    pub async fn access_signing_keys(&self) -> Result<Vec<SigningKey>, StoreError> {
+        let keys = self.load_signing_keys().await?;
+        if !keys.is_empty() {
+            return Ok(keys);
+        }
+        self.create_signing_key().await?;
+        self.load_signing_keys().await
+    }
+
+    /// Adds a new signing key; it becomes the one new tokens are signed with.
+    pub async fn create_signing_key(&self) -> Result<SigningKey, StoreError> {
+        let now = self.now();
+        let key = SigningKey {
+            key_id: format!("k{}-{}", now.get(), hex(&random_bytes::<4>())),
+            algorithm: "HS256".to_owned(),
+            secret: random_bytes::<32>().to_vec(),
+            created_at: now,
+            retires_at: None,
+        };
+        let mut pooled = self.pools().writer().await?;
+        pooled
+            .conn()
+            .execute(
+                "INSERT INTO signing_key (key_id, purpose, algorithm, secret, created_at_utc, retires_at_utc) \
+                 VALUES (?, ?, ?, ?, ?, NULL)",
+                &[
+                    Arg::Str(&key.key_id),
+                    Arg::Str(PURPOSE_ACCESS),
+                    Arg::Str(&key.algorithm),
+                    Arg::Bytes(&key.secret),
+                    Arg::I64(now.get()),
+                ],
+            )
+            .await?;
+        Ok(key)
+    }
+
+    async fn load_signing_keys(&self) -> Result<Vec<SigningKey>, StoreError> {
+        let now = self.now();
+        let mut pooled = self.pools().reader().await?;
+        let rows = pooled
+            .conn()
+            .fetch_all(
+                "SELECT key_id, algorithm, secret, created_at_utc, retires_at_utc FROM signing_key \
+                 WHERE purpose = ? AND (retires_at_utc IS NULL OR retires_at_utc > ?) \
+                 ORDER BY created_at_utc DESC, key_id DESC",
+                &[Arg::Str(PURPOSE_ACCESS), Arg::I64(now.get())],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(SigningKey {
+                    key_id: row.string("key_id")?,
+                    algorithm: row.string("algorithm")?,
+                    secret: row.bytes("secret")?,
+                    created_at: UnixMillis(row.i64("created_at_utc")?),
+                    retires_at: row.opt_i64("retires_at_utc")?.map(UnixMillis),
+                })
+            })
+            .collect()
+    }
+
+    /// Stores a new refresh token (by hash) in `family_id`, valid for `ttl_ms`.
+    pub async fn insert_refresh_token(
+        &self,
+        token_hash: &[u8; 32],
+        grant: &RefreshGrant,
+        ttl_ms: u64,
+    ) -> Result<(), StoreError> {
+        let now = self.now();
+        let mut pooled = self.pools().writer().await?;
+        pooled
+            .conn()
+            .execute(
+                "INSERT INTO refresh_token (token_hash, family_id, tenant_id, subject, kind, scope, issued_at_utc, \
+                 expires_at_utc, used_at_utc, revoked_at_utc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
+                &[
+                    Arg::Bytes(token_hash),
+                    Arg::Str(&grant.family_id),
+                    Arg::Str(grant.tenant_id.as_str()),
+                    Arg::Str(&grant.subject),
+                    Arg::Str(&grant.kind),
+                    Arg::Str(&grant.scope),
+                    Arg::I64(now.get()),
+                    Arg::I64(now.plus_ms(ttl_ms).get()),
+                ],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Spends a refresh token and stores its successor in the same family, atomically.
+    /// A token presented a second time revokes every token of its family.
+    pub async fn rotate_refresh_token(
+        &self,
+        presented_hash: &[u8; 32],
+        successor_hash: &[u8; 32],
+        ttl_ms: u64,
+    ) -> Result<Result<RefreshGrant, RefreshRefusal>, StoreError> {
+        with_retries!(self, self.rotate_once(presented_hash, successor_hash, ttl_ms))
+    }
+
+    async fn rotate_once(
+        &self,
+        presented_hash: &[u8; 32],
+        successor_hash: &[u8; 32],
+        ttl_ms: u64,
+    ) -> Result<Result<RefreshGrant, RefreshRefusal>, StoreError> {
+        let now = self.now();
+        let mut tx = self.pools().begin().await?;
+        let mut conn = tx.conn();
+        let sql = format!(
+            "SELECT family_id, tenant_id, subject, kind, scope, expires_at_utc, used_at_utc, revoked_at_utc \
+             FROM refresh_token WHERE token_hash = ?{}",
+            self.dialect().for_update()
+        );
+        let Some(row) = conn.fetch_optional(&sql, &[Arg::Bytes(presented_hash)]).await? else {
+            return Ok(Err(RefreshRefusal::Invalid));
+        };
+        let grant = RefreshGrant {
+            family_id: row.string("family_id")?,
+            tenant_id: TenantId::new(row.string("tenant_id")?).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            subject: row.string("subject")?,
+            kind: row.string("kind")?,
+            scope: row.string("scope")?,
+        };
+        if row.opt_i64("revoked_at_utc")?.is_some() || row.i64("expires_at_utc")? <= now.get() {
+            return Ok(Err(RefreshRefusal::Invalid));
+        }
+        if row.opt_i64("used_at_utc")?.is_some() {
+            conn.execute(
+                "UPDATE refresh_token SET revoked_at_utc = ? WHERE family_id = ? AND revoked_at_utc IS NULL",
+                &[Arg::I64(now.get()), Arg::Str(&grant.family_id)],
+            )
+            .await?;
+            tx.commit().await?;
+            return Ok(Err(RefreshRefusal::Reused));
+        }
+        conn.execute(
+            "UPDATE refresh_token SET used_at_utc = ? WHERE token_hash = ?",
+            &[Arg::I64(now.get()), Arg::Bytes(presented_hash)],
+        )
+        .await?;
+        conn.execute(
+            "INSERT INTO refresh_token (token_hash, family_id, tenant_id, subject, kind, scope, issued_at_utc, \
+             expires_at_utc, used_at_utc, revoked_at_utc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
+            &[
+                Arg::Bytes(successor_hash),
+                Arg::Str(&grant.family_id),
+                Arg::Str(grant.tenant_id.as_str()),
+                Arg::Str(&grant.subject),
+                Arg::Str(&grant.kind),
+                Arg::Str(&grant.scope),
+                Arg::I64(now.get()),
+                Arg::I64(now.plus_ms(ttl_ms).get()),
+            ],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Ok(grant))
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
