@@ -26,11 +26,17 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let same_database = match (&args.config, &args.database_url) {
+        (Some(file), _) => format!(" --config {}", file.display()),
+        (None, Some(url)) => format!(" --database-url {url}"),
+        (None, None) => String::new(),
+    };
     eprintln!(
-        "agent-inbox on http://{} (database {}).\nGet a token: agent-inbox token issue --tenant demo --subject agent_alpha{}",
+        "agent-inbox listening on http://{} (database {})\n\
+         an agent token:     agent-inbox token issue --tenant demo --subject agent_alpha{same_database}\n\
+         a publisher token:  agent-inbox token issue --tenant demo --subject my_app --kind publisher{same_database}",
         listener.local_addr()?,
         config.database_url,
-        args.config.as_ref().map(|c| format!(" --config {}", c.display())).unwrap_or_default()
     );
     inbox_server::run(config, listener, shutdown_signal()).await?;
     Ok(())

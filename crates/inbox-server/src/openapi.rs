@@ -46,3 +46,28 @@ pub fn document() -> String {
     json.push('\n');
     json
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    /// The checked-in copy must match the code. Regenerate it with
+    /// `UPDATE_OPENAPI=1 cargo test -p inbox-server openapi`.
+    #[test]
+    fn checked_in_openapi_matches_the_code() {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../openapi.json");
+        let generated = super::document();
+        if std::env::var_os("UPDATE_OPENAPI").is_some() {
+            std::fs::write(&path, &generated).expect("write openapi.json");
+        }
+        let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            checked_in == generated,
+            "openapi.json differs from the handlers' annotations; run UPDATE_OPENAPI=1 cargo test -p inbox-server openapi"
+        );
+        let parsed: serde_json::Value = serde_json::from_str(&generated).unwrap();
+        for path in ["/v1/inbox/poll-after-cursor", "/v1/inbox/claim", "/v1/events", "/api/v1/agents/{agent_id}/inbox"] {
+            assert!(parsed["paths"].get(path).is_some(), "{path} is documented");
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! The real binary, killed with SIGKILL under publish and claim load, then restarted on the
+//! same database: every publish that was answered 201 is still there, every ack that was
+//! answered 200 is still acked, and after the dead server's leases run out every event is
+//! processed. Runs on SQLite and on MariaDB.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use inbox_core::{RecipientId, TenantId};
+use inbox_server::{CallerKind, Config, TokenService};
+use inbox_store::conformance::{Backend, Harness};
+use serde_json::{Value, json};
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+/// Starts `agent-inbox serve` on port 0 and reads the address it prints.
+fn start(database_url: &str) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", database_url, "--lease-default", "2s"])
+        .env("AGENT_INBOX_SCAVENGE_INTERVAL", "200ms")
+        .env("AGENT_INBOX_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start agent-inbox serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let base = loop {
+        let line = lines.next().expect("the server prints its address").expect("read stderr");
+        if let Some(rest) = line.strip_prefix("agent-inbox listening on ") {
+            break rest.split_whitespace().next().expect("an address").to_owned();
+        }
+    };
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, base }
+}
+
+async fn wait_ready(client: &reqwest::Client, base: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the server at {base} did not become ready");
+}
+
+async fn crash_and_recover(backend: Backend) {
+    let db = Harness::new(backend).await;
+    let config = Config { database_url: db.url.clone(), ..Config::default() };
+    let tokens = TokenService::new(db.store.clone(), &config).await.expect("token service");
+    let tenant = TenantId::new("t1").unwrap();
+    let issue = |subject: &str, kind, scope: &str| {
+        let (tokens, tenant, subject, scope) =
+            (&tokens, tenant.clone(), RecipientId::new(subject).unwrap(), scope.to_owned());
+        async move { tokens.issue(&tenant, &subject, kind, &scope, None, false).await.unwrap().access_token }
+    };
+    let publisher = issue("app", CallerKind::Publisher, "events.publish").await;
+    let agent = issue("agent_alpha", CallerKind::Agent, inbox_server::auth::AGENT_SCOPES).await;
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
+
+    let mut server = start(&db.url);
+    wait_ready(&client, &server.base).await;
+    let committed: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let acked: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let mut load = Vec::new();
+    for p in 0..2 {
+        let (client, base, token, committed) =
+            (client.clone(), server.base.clone(), publisher.clone(), committed.clone());
+        load.push(tokio::spawn(async move {
+            for n in 0.. {
+                let body = json!({"recipients": ["agent_alpha"], "event_type": "task.assigned", "payload": {"p": p, "n": n}});
+                let Ok(response) = client.post(format!("{base}/v1/events")).bearer_auth(&token).json(&body).send().await else { return };
+                if response.status() != 201 {
+                    return;
+                }
+                let Ok(body) = response.json::<Value>().await else { return };
+                committed.lock().unwrap().insert(body["deliveries"][0]["event_id"].as_str().unwrap().to_owned());
+            }
+        }));
+    }
+    for _ in 0..2 {
+        let (client, base, token, acked) =
+            (client.clone(), server.base.clone(), agent.clone(), acked.clone());
+        load.push(tokio::spawn(async move {
+            loop {
+                let Ok(response) = client
+                    .post(format!("{base}/v1/inbox/claim"))
+                    .bearer_auth(&token)
+                    .json(&json!({"limit": 5}))
+                    .send()
+                    .await
+                else {
+                    return;
+                };
+                let Ok(claimed) = response.json::<Value>().await else { return };
+                let Some(claims) = claimed["claims"].as_array() else { return };
+                let acks: Vec<Value> = claims
+                    .iter()
+                    .map(|c| json!({"event_id": c["event_id"], "lease_token": c["lease_token"]}))
+                    .collect();
+                if acks.is_empty() {
+                    continue;
+                }
+                let Ok(response) = client
+                    .post(format!("{base}/v1/inbox/acknowledge"))
+                    .bearer_auth(&token)
+                    .json(&json!({"acks": acks}))
+                    .send()
+                    .await
+                else {
+                    return;
+                };
+                let Ok(results) = response.json::<Value>().await else { return };
+                let mut acked = acked.lock().unwrap();
+                for r in
+                    results["results"].as_array().into_iter().flatten().filter(|r| r["ack_state"] == "acked")
+                {
+                    acked.insert(r["event_id"].as_str().unwrap().to_owned());
+                }
+            }
+        }));
+    }
+    // Let the load build up, then kill the server without warning.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while committed.lock().unwrap().len() < 200 || acked.lock().unwrap().len() < 50 {
+        assert!(Instant::now() < deadline, "the load made no progress");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.child.kill().expect("SIGKILL the server");
+    server.child.wait().unwrap();
+    for task in load {
+        task.await.unwrap();
+    }
+    let committed = committed.lock().unwrap().clone();
+    let acked = acked.lock().unwrap().clone();
+
+    let mut server = start(&db.url);
+    wait_ready(&client, &server.base).await;
+    let all = poll_all(&client, &server.base, &agent).await;
+    let present: HashSet<String> = all.iter().map(|e| e["event_id"].as_str().unwrap().to_owned()).collect();
+    let missing: Vec<&String> = committed.difference(&present).collect();
+    assert!(missing.is_empty(), "{} answered publishes are gone after SIGKILL: {missing:?}", missing.len());
+    for event in &all {
+        if acked.contains(event["event_id"].as_str().unwrap()) {
+            assert_eq!(event["ack_state"], "acked", "an answered ack was lost: {event}");
+        }
+    }
+    // Leases held by the dead server run out (2 s) and the scavenger returns them: drain all.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, claimed) =
+            post(&client, &server.base, &agent, "/v1/inbox/claim", json!({"limit": 100})).await;
+        let acks: Vec<Value> = claimed["claims"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| json!({"event_id": c["event_id"], "lease_token": c["lease_token"]}))
+            .collect();
+        if !acks.is_empty() {
+            post(&client, &server.base, &agent, "/v1/inbox/acknowledge", json!({"acks": acks})).await;
+        }
+        let open = poll_all(&client, &server.base, &agent)
+            .await
+            .iter()
+            .filter(|e| e["ack_state"] != "acked")
+            .count();
+        if open == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{open} events were never processed after the restart");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}
+
+async fn post(client: &reqwest::Client, base: &str, token: &str, path: &str, body: Value) -> (u16, Value) {
+    let response = client
+        .post(format!("{base}{path}"))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .expect("the server answers");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("a JSON body"))
+}
+
+/// Every event of the agent's inbox, paging after the cursor.
+async fn poll_all(client: &reqwest::Client, base: &str, token: &str) -> Vec<Value> {
+    let mut events = Vec::new();
+    let mut after = 0;
+    loop {
+        let (status, page) = post(
+            client,
+            base,
+            token,
+            "/v1/inbox/poll-after-cursor",
+            json!({"after_seq": after, "limit": 500}),
+        )
+        .await;
+        assert_eq!(status, 200, "{page}");
+        events.extend(page["events"].as_array().unwrap().iter().cloned());
+        after = page["next_cursor"].as_u64().unwrap();
+        if page["more_available"] != true {
+            return events;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_sigkill_under_load_loses_nothing() {
+    crash_and_recover(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_sigkill_under_load_loses_nothing() {
+    crash_and_recover(Backend::MySql).await;
+}
