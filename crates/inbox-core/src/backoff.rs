@@ -12,10 +12,7 @@ pub struct BackoffPolicy {
 
 impl Default for BackoffPolicy {
     fn default() -> Self {
-        Self {
-            base_ms: 1_000,
-            ceiling_ms: 5 * 60 * 1_000,
-        }
+        Self { base_ms: 1_000, ceiling_ms: 5 * 60 * 1_000 }
     }
 }
 
@@ -24,10 +21,7 @@ impl BackoffPolicy {
     /// caller's random source. Half the delay is fixed, half is jittered; never above the ceiling.
     pub fn delay_ms(&self, attempts: u32, jitter: f64) -> u64 {
         let exponent = attempts.saturating_sub(1).min(32);
-        let full = self
-            .base_ms
-            .saturating_mul(1u64 << exponent)
-            .min(self.ceiling_ms);
+        let full = self.base_ms.saturating_mul(1u64 << exponent).min(self.ceiling_ms);
         let half = full / 2;
         let jitter = jitter.clamp(0.0, 1.0);
         // `half as f64 * jitter` is at most `half`, so the sum stays within `full`.
@@ -42,10 +36,7 @@ mod tests {
 
     #[test]
     fn delays_double_up_to_the_ceiling() {
-        let policy = BackoffPolicy {
-            base_ms: 1_000,
-            ceiling_ms: 10_000,
-        };
+        let policy = BackoffPolicy { base_ms: 1_000, ceiling_ms: 10_000 };
         assert_eq!(policy.delay_ms(1, 1.0), 1_000);
         assert_eq!(policy.delay_ms(2, 1.0), 2_000);
         assert_eq!(policy.delay_ms(3, 1.0), 4_000);

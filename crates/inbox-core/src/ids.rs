@@ -16,10 +16,7 @@ pub struct IdError {
 
 impl IdError {
     fn new(field: &'static str, problem: impl Into<String>) -> Self {
-        Self {
-            field,
-            problem: problem.into(),
-        }
+        Self { field, problem: problem.into() }
     }
 }
 
@@ -147,10 +144,7 @@ pub struct Recipient {
 
 impl Recipient {
     pub fn agent(id: RecipientId) -> Self {
-        Self {
-            kind: RecipientKind::agent(),
-            id,
-        }
+        Self { kind: RecipientKind::agent(), id }
     }
 }
 
@@ -163,9 +157,7 @@ pub struct RecipientKey {
 
 /// A position in one recipient's inbox. Sequence numbers start at 1; cursor 0 means
 /// "before the first event". Per recipient, sequence order is commit order.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct InboxSeq(pub u64);
 
@@ -176,10 +168,7 @@ impl InboxSeq {
 
     pub fn new(value: u64) -> Result<Self, IdError> {
         if value > Self::MAX.0 {
-            return Err(IdError::new(
-                "inbox_seq",
-                format!("must be at most {}", Self::MAX.0),
-            ));
+            return Err(IdError::new("inbox_seq", format!("must be at most {}", Self::MAX.0)));
         }
         Ok(Self(value))
     }
@@ -215,9 +204,7 @@ impl EventId {
     }
 
     pub fn from_slice(bytes: &[u8]) -> Result<Self, IdError> {
-        Uuid::from_slice(bytes)
-            .map(Self)
-            .map_err(|_| IdError::new("event_id", "must be 16 bytes"))
+        Uuid::from_slice(bytes).map(Self).map_err(|_| IdError::new("event_id", "must be 16 bytes"))
     }
 
     pub fn parse(text: &str) -> Result<Self, IdError> {
@@ -270,17 +257,9 @@ mod tests {
 
     #[test]
     fn ids_refuse_empty_long_and_odd_values_with_the_field_named() {
-        assert_eq!(
-            TenantId::new("").unwrap_err().to_string(),
-            "tenant_id must not be empty"
-        );
+        assert_eq!(TenantId::new("").unwrap_err().to_string(), "tenant_id must not be empty");
         let long = "a".repeat(65);
-        assert!(
-            TenantId::new(long)
-                .unwrap_err()
-                .to_string()
-                .contains("limit is 64")
-        );
+        assert!(TenantId::new(long).unwrap_err().to_string().contains("limit is 64"));
         let err = RecipientId::new("agent alpha").unwrap_err();
         assert_eq!(err.field, "recipient_id");
         assert!(err.problem.contains("' '"));

@@ -33,9 +33,7 @@ impl LeaseToken {
     pub fn parse(text: &str) -> Result<Self, IdError> {
         let valid = text.len() == PREFIX.len() + HEX_LEN
             && text.starts_with(PREFIX)
-            && text[PREFIX.len()..]
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            && text[PREFIX.len()..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         if !valid {
             return Err(IdError {
                 field: "lease_token",
@@ -63,11 +61,7 @@ impl fmt::Debug for LeaseToken {
 
 impl fmt::Debug for LeaseTokenHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "LeaseTokenHash({:02x}{:02x}{:02x}{:02x}..)",
-            self.0[0], self.0[1], self.0[2], self.0[3]
-        )
+        write!(f, "LeaseTokenHash({:02x}{:02x}{:02x}{:02x}..)", self.0[0], self.0[1], self.0[2], self.0[3])
     }
 }
 

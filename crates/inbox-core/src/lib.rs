@@ -19,8 +19,7 @@ pub use ids::{
 };
 pub use lease::{LeaseToken, LeaseTokenHash};
 pub use lifecycle::{
-    AckResult, AckState, Applied, DeadLetterReason, EventLifecycle, Lease, RefusalReason,
-    Transition,
+    AckResult, AckState, Applied, DeadLetterReason, EventLifecycle, Lease, RefusalReason, Transition,
 };
 pub use payload::{Correlation, EventBody, PayloadRef, Priority};
 pub use time::{Clock, ManualClock, UnixMillis};

@@ -108,9 +108,7 @@ impl DeadLetterReason {
     }
 
     pub fn parse(text: &str) -> Option<DeadLetterReason> {
-        DeadLetterReason::ALL
-            .into_iter()
-            .find(|s| s.as_str() == text)
+        DeadLetterReason::ALL.into_iter().find(|s| s.as_str() == text)
     }
 }
 
@@ -214,11 +212,7 @@ pub struct Applied {
 
 impl EventLifecycle {
     /// A freshly published event.
-    pub fn published(
-        available_at: UnixMillis,
-        expires_at: Option<UnixMillis>,
-        max_attempts: u32,
-    ) -> Self {
+    pub fn published(available_at: UnixMillis, expires_at: Option<UnixMillis>, max_attempts: u32) -> Self {
         Self {
             state: AckState::Available,
             delivery_attempts: 0,
@@ -254,49 +248,35 @@ impl EventLifecycle {
     /// The state shown to clients: `retry_scheduled` is `available` waiting for its retry time.
     pub fn display_state(&self, now: UnixMillis) -> &'static str {
         match self.state {
-            AckState::Available if self.next_retry_at.is_some_and(|at| at > now) => {
-                "retry_scheduled"
-            }
+            AckState::Available if self.next_retry_at.is_some_and(|at| at > now) => "retry_scheduled",
             state => state.as_str(),
         }
     }
 
     pub fn apply(&self, transition: Transition) -> Result<Applied, RefusalReason> {
         match transition {
-            Transition::Claim {
-                token_hash,
-                now,
-                lease_ms,
-            } => {
+            Transition::Claim { token_hash, now, lease_ms } => {
                 self.claimable_at(now)?;
                 Ok(self.changed(|next| {
                     next.state = AckState::Claimed;
                     next.delivery_attempts += 1;
                     next.next_retry_at = None;
-                    next.lease = Some(Lease {
-                        token_hash,
-                        until: now.plus_ms(lease_ms),
-                    });
+                    next.lease = Some(Lease { token_hash, until: now.plus_ms(lease_ms) });
                 }))
             }
-            Transition::Acknowledge {
-                token_hash, result, ..
-            } => {
+            Transition::Acknowledge { token_hash, result, .. } => {
                 let holds_last_lease = self.holds_last_lease(token_hash);
                 match self.state {
-                    AckState::Claimed if holds_last_lease => {
-                        Ok(self.changed(|next| match result {
-                            AckResult::Completed => next.state = AckState::Acked,
-                            AckResult::Failed => {
-                                next.state = AckState::DeadLetter;
-                                next.dead_letter_reason = DeadLetterReason::HandlerFailed;
-                            }
-                        }))
-                    }
+                    AckState::Claimed if holds_last_lease => Ok(self.changed(|next| match result {
+                        AckResult::Completed => next.state = AckState::Acked,
+                        AckResult::Failed => {
+                            next.state = AckState::DeadLetter;
+                            next.dead_letter_reason = DeadLetterReason::HandlerFailed;
+                        }
+                    })),
                     AckState::Acked if holds_last_lease => Ok(self.unchanged()),
                     AckState::DeadLetter
-                        if holds_last_lease
-                            && self.dead_letter_reason == DeadLetterReason::HandlerFailed =>
+                        if holds_last_lease && self.dead_letter_reason == DeadLetterReason::HandlerFailed =>
                     {
                         Ok(self.unchanged())
                     }
@@ -304,31 +284,20 @@ impl EventLifecycle {
                     _ => Err(self.refuse_lease(token_hash)),
                 }
             }
-            Transition::Release {
-                token_hash,
-                now,
-                retry_after_ms,
-            } => match self.state {
-                AckState::Claimed if self.holds_last_lease(token_hash) => {
-                    Ok(self.changed(|next| {
-                        next.end_lease(now);
-                        if next.delivery_attempts >= next.max_attempts {
-                            next.park(DeadLetterReason::MaxAttemptsExceeded);
-                        } else if retry_after_ms > 0 {
-                            next.next_retry_at = Some(now.plus_ms(retry_after_ms));
-                        }
-                    }))
-                }
+            Transition::Release { token_hash, now, retry_after_ms } => match self.state {
+                AckState::Claimed if self.holds_last_lease(token_hash) => Ok(self.changed(|next| {
+                    next.end_lease(now);
+                    if next.delivery_attempts >= next.max_attempts {
+                        next.park(DeadLetterReason::MaxAttemptsExceeded);
+                    } else if retry_after_ms > 0 {
+                        next.next_retry_at = Some(now.plus_ms(retry_after_ms));
+                    }
+                })),
                 // A retried release whose first answer was lost: nothing more to do.
                 AckState::Available if self.holds_last_lease(token_hash) => Ok(self.unchanged()),
                 _ => Err(self.refuse_lease(token_hash)),
             },
-            Transition::Heartbeat {
-                token_hash,
-                now,
-                extend_ms,
-                lease_ms_max,
-            } => match self.state {
+            Transition::Heartbeat { token_hash, now, extend_ms, lease_ms_max } => match self.state {
                 AckState::Claimed if self.holds_last_lease(token_hash) => {
                     let lease = self.lease.expect("a claimed event has a lease");
                     if lease.until <= now {
@@ -389,22 +358,15 @@ impl EventLifecycle {
     fn changed(&self, edit: impl FnOnce(&mut EventLifecycle)) -> Applied {
         let mut next = self.clone();
         edit(&mut next);
-        Applied {
-            next,
-            changed: true,
-        }
+        Applied { next, changed: true }
     }
 
     fn unchanged(&self) -> Applied {
-        Applied {
-            next: self.clone(),
-            changed: false,
-        }
+        Applied { next: self.clone(), changed: false }
     }
 
     fn holds_last_lease(&self, token_hash: LeaseTokenHash) -> bool {
-        self.lease
-            .is_some_and(|lease| lease.token_hash == token_hash)
+        self.lease.is_some_and(|lease| lease.token_hash == token_hash)
     }
 
     /// Explains why `token_hash` may not act on this event.
@@ -414,9 +376,7 @@ impl EventLifecycle {
                 RefusalReason::Terminal(self.state.as_str())
             }
             _ if self.holds_last_lease(token_hash) => RefusalReason::LeaseExpired,
-            AckState::Quarantined | AckState::Expired => {
-                RefusalReason::Terminal(self.state.as_str())
-            }
+            AckState::Quarantined | AckState::Expired => RefusalReason::Terminal(self.state.as_str()),
             _ => RefusalReason::LeaseMismatch,
         }
     }

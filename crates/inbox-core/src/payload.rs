@@ -7,9 +7,7 @@ use serde_json::value::RawValue;
 use crate::IdError;
 
 /// Claim order within an inbox: more urgent first, then by sequence.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Priority {
     Urgent,
@@ -20,12 +18,7 @@ pub enum Priority {
 }
 
 impl Priority {
-    pub const ALL: [Priority; 4] = [
-        Priority::Urgent,
-        Priority::High,
-        Priority::Normal,
-        Priority::Low,
-    ];
+    pub const ALL: [Priority; 4] = [Priority::Urgent, Priority::High, Priority::Normal, Priority::Low];
 
     /// The stored rank: lower is claimed first, so one ascending index serves the claim query.
     pub fn rank(self) -> u8 {
@@ -85,16 +78,10 @@ impl Correlation {
     pub fn validate(&self) -> Result<(), IdError> {
         for (field, value) in self.fields() {
             let Some(value) = value else { continue };
-            if value.is_empty()
-                || value.len() > Self::BYTES_MAX
-                || value.chars().any(char::is_control)
-            {
+            if value.is_empty() || value.len() > Self::BYTES_MAX || value.chars().any(char::is_control) {
                 return Err(IdError {
                     field,
-                    problem: format!(
-                        "must be 1 to {} bytes without control characters",
-                        Self::BYTES_MAX
-                    ),
+                    problem: format!("must be 1 to {} bytes without control characters", Self::BYTES_MAX),
                 });
             }
         }
@@ -115,9 +102,7 @@ impl PayloadRef {
     pub const ID_BYTES_MAX: usize = 128;
 
     pub fn validate(&self) -> Result<(), IdError> {
-        let ok = |v: &str, max: usize| {
-            !v.is_empty() && v.len() <= max && !v.chars().any(char::is_control)
-        };
+        let ok = |v: &str, max: usize| !v.is_empty() && v.len() <= max && !v.chars().any(char::is_control);
         if !ok(&self.kind, Self::KIND_BYTES_MAX) {
             return Err(IdError {
                 field: "payload_ref.kind",
@@ -149,10 +134,8 @@ impl EventBody {
     /// Checks that `text` is one well-formed JSON value and keeps it byte for byte.
     pub fn json(text: impl Into<String>) -> Result<EventBody, IdError> {
         let text = text.into();
-        serde_json::from_str::<&RawValue>(&text).map_err(|err| IdError {
-            field: "payload",
-            problem: format!("is not valid JSON ({err})"),
-        })?;
+        serde_json::from_str::<&RawValue>(&text)
+            .map_err(|err| IdError { field: "payload", problem: format!("is not valid JSON ({err})") })?;
         Ok(EventBody::Json(text))
     }
 
@@ -180,20 +163,14 @@ mod tests {
 
     #[test]
     fn json_bodies_must_parse_and_keep_their_text() {
-        assert_eq!(
-            EventBody::json(r#"{"a": 1}"#).unwrap(),
-            EventBody::Json(r#"{"a": 1}"#.into())
-        );
+        assert_eq!(EventBody::json(r#"{"a": 1}"#).unwrap(), EventBody::Json(r#"{"a": 1}"#.into()));
         assert!(EventBody::json("{").is_err());
         assert!(EventBody::json("{} {}").is_err());
     }
 
     #[test]
     fn correlation_ids_are_bounded() {
-        let mut c = Correlation {
-            meeting_room_id: Some("room_7".into()),
-            ..Default::default()
-        };
+        let mut c = Correlation { meeting_room_id: Some("room_7".into()), ..Default::default() };
         assert!(c.validate().is_ok());
         c.assignment_id = Some("x".repeat(129));
         assert_eq!(c.validate().unwrap_err().field, "assignment_id");

@@ -7,9 +7,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use serde::{Deserialize, Serialize};
 
 /// Milliseconds since the Unix epoch, UTC. The unit every timestamp column stores.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct UnixMillis(pub i64);
 
@@ -52,14 +50,11 @@ pub struct ManualClock {
 
 impl ManualClock {
     pub fn new(start: UnixMillis) -> Self {
-        Self {
-            now_ms: AtomicI64::new(start.0),
-        }
+        Self { now_ms: AtomicI64::new(start.0) }
     }
 
     pub fn advance_ms(&self, ms: u64) {
-        self.now_ms
-            .fetch_add(i64::try_from(ms).unwrap_or(i64::MAX), Ordering::SeqCst);
+        self.now_ms.fetch_add(i64::try_from(ms).unwrap_or(i64::MAX), Ordering::SeqCst);
     }
 
     pub fn set(&self, now: UnixMillis) {

@@ -1,8 +1,8 @@
 //! The event state machine: worked examples, then properties over random operation sequences.
 
 use inbox_core::{
-    AckResult, AckState, DeadLetterReason, EventLifecycle, LeaseToken, LeaseTokenHash,
-    RefusalReason, Transition, UnixMillis,
+    AckResult, AckState, DeadLetterReason, EventLifecycle, LeaseToken, LeaseTokenHash, RefusalReason,
+    Transition, UnixMillis,
 };
 use proptest::prelude::*;
 
@@ -15,13 +15,7 @@ fn fresh(max_attempts: u32) -> EventLifecycle {
 }
 
 fn claim(e: &EventLifecycle, t: u8, now: i64) -> EventLifecycle {
-    e.apply(Transition::Claim {
-        token_hash: token(t),
-        now: UnixMillis(now),
-        lease_ms: 100,
-    })
-    .unwrap()
-    .next
+    e.apply(Transition::Claim { token_hash: token(t), now: UnixMillis(now), lease_ms: 100 }).unwrap().next
 }
 
 #[test]
@@ -42,10 +36,7 @@ fn claim_then_ack_is_idempotent_for_the_same_token_only() {
     assert_eq!(acked.next.state, AckState::Acked);
     let again = ack(&acked.next, 1).unwrap();
     assert!(!again.changed, "a repeated ack changes nothing");
-    assert_eq!(
-        ack(&acked.next, 2).unwrap_err(),
-        RefusalReason::AlreadyAcked
-    );
+    assert_eq!(ack(&acked.next, 2).unwrap_err(), RefusalReason::AlreadyAcked);
 }
 
 #[test]
@@ -69,11 +60,7 @@ fn a_failed_result_parks_the_event() {
 fn release_schedules_a_retry_and_spent_attempts_park_the_event() {
     let claimed = claim(&fresh(2), 1, 1_000);
     let released = claimed
-        .apply(Transition::Release {
-            token_hash: token(1),
-            now: UnixMillis(1_010),
-            retry_after_ms: 60_000,
-        })
+        .apply(Transition::Release { token_hash: token(1), now: UnixMillis(1_010), retry_after_ms: 60_000 })
         .unwrap()
         .next;
     assert_eq!(released.state, AckState::Available);
@@ -83,30 +70,16 @@ fn release_schedules_a_retry_and_spent_attempts_park_the_event() {
         Err(RefusalReason::RetryScheduled(UnixMillis(61_010)))
     );
     let second = claim(&released, 2, 61_010);
-    let expired = second
-        .apply(Transition::LeaseExpired {
-            now: UnixMillis(61_110),
-            backoff_ms: 5,
-        })
-        .unwrap()
-        .next;
+    let expired =
+        second.apply(Transition::LeaseExpired { now: UnixMillis(61_110), backoff_ms: 5 }).unwrap().next;
     assert_eq!(
         (expired.state, expired.dead_letter_reason),
         (AckState::DeadLetter, DeadLetterReason::MaxAttemptsExceeded)
     );
-    let requeued = expired
-        .apply(Transition::Requeue {
-            now: UnixMillis(61_200),
-            max_attempts: 2,
-        })
-        .unwrap()
-        .next;
+    let requeued =
+        expired.apply(Transition::Requeue { now: UnixMillis(61_200), max_attempts: 2 }).unwrap().next;
     assert_eq!(
-        (
-            requeued.state,
-            requeued.delivery_attempts,
-            requeued.max_attempts
-        ),
+        (requeued.state, requeued.delivery_attempts, requeued.max_attempts),
         (AckState::Available, 2, 4)
     );
 }
@@ -115,12 +88,7 @@ fn release_schedules_a_retry_and_spent_attempts_park_the_event() {
 fn late_calls_after_lease_expiry_get_lease_expired() {
     let claimed = claim(&fresh(5), 1, 1_000);
     assert_eq!(
-        claimed
-            .apply(Transition::LeaseExpired {
-                now: UnixMillis(1_050),
-                backoff_ms: 0
-            })
-            .unwrap_err(),
+        claimed.apply(Transition::LeaseExpired { now: UnixMillis(1_050), backoff_ms: 0 }).unwrap_err(),
         RefusalReason::LeaseStillLive
     );
     let heartbeat = Transition::Heartbeat {
@@ -134,13 +102,8 @@ fn late_calls_after_lease_expiry_get_lease_expired() {
         RefusalReason::LeaseExpired,
         "a dead lease is not revived"
     );
-    let back = claimed
-        .apply(Transition::LeaseExpired {
-            now: UnixMillis(1_100),
-            backoff_ms: 500,
-        })
-        .unwrap()
-        .next;
+    let back =
+        claimed.apply(Transition::LeaseExpired { now: UnixMillis(1_100), backoff_ms: 500 }).unwrap().next;
     assert_eq!(back.next_retry_at, Some(UnixMillis(1_600)));
     let ack = Transition::Acknowledge {
         token_hash: token(1),
@@ -170,27 +133,10 @@ fn heartbeat_extends_up_to_the_maximum_lease() {
 #[test]
 fn expiry_applies_to_unclaimed_events_and_to_leases_that_end_past_it() {
     let e = EventLifecycle::published(UnixMillis(0), Some(UnixMillis(100)), 5);
-    assert_eq!(
-        e.claimable_at(UnixMillis(100)),
-        Err(RefusalReason::PastExpiry)
-    );
-    assert_eq!(
-        e.apply(Transition::Expire {
-            now: UnixMillis(100)
-        })
-        .unwrap()
-        .next
-        .state,
-        AckState::Expired
-    );
+    assert_eq!(e.claimable_at(UnixMillis(100)), Err(RefusalReason::PastExpiry));
+    assert_eq!(e.apply(Transition::Expire { now: UnixMillis(100) }).unwrap().next.state, AckState::Expired);
     let claimed = claim(&e, 1, 50);
-    let ended = claimed
-        .apply(Transition::LeaseExpired {
-            now: UnixMillis(150),
-            backoff_ms: 0,
-        })
-        .unwrap()
-        .next;
+    let ended = claimed.apply(Transition::LeaseExpired { now: UnixMillis(150), backoff_ms: 0 }).unwrap().next;
     assert_eq!(ended.state, AckState::Expired);
 }
 
@@ -282,7 +228,5 @@ proptest! {
 }
 
 fn holder_after(e: &EventLifecycle) -> Option<LeaseTokenHash> {
-    (e.state == AckState::Claimed)
-        .then(|| e.lease.map(|l| l.token_hash))
-        .flatten()
+    (e.state == AckState::Claimed).then(|| e.lease.map(|l| l.token_hash)).flatten()
 }
