@@ -462,6 +462,37 @@ pub async fn deduplication_key_returns_the_existing_event(h: &Harness) {
     );
 }
 
+/// A host transaction whose snapshot predates a concurrent publish of the same key still gets
+/// the existing event back (MySQL's REPEATABLE READ snapshot must not hide it).
+pub async fn deduplication_sees_commits_after_the_host_snapshot(h: &Harness) {
+    let mut publish = event("t1", &["alpha"], "{}");
+    publish.deduplication_key = Some(DeduplicationKey::new("route:job_5521:v4").unwrap());
+    let first = match h.store.dialect() {
+        Dialect::MySql => {
+            use sqlx::Connection as _;
+            let mut conn = sqlx::MySqlConnection::connect(&h.url).await.unwrap();
+            sqlx::raw_sql("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ").execute(&mut conn).await.unwrap();
+            let mut tx = conn.begin().await.unwrap();
+            // Establish the snapshot before the other publish commits.
+            sqlx::query("SELECT COUNT(*) FROM agent_inbox").execute(&mut *tx).await.unwrap();
+            let first = h.store.publish(&publish).await.unwrap();
+            let again = h.store.publish_in(&mut *tx, &publish).await.unwrap();
+            tx.commit().await.unwrap();
+            assert_eq!(again.deliveries, vec![Delivery { deduplicated: true, ..first.deliveries[0].clone() }]);
+            first
+        }
+        Dialect::Sqlite => {
+            // SQLite serializes writers (BEGIN IMMEDIATE), so there is no older snapshot to
+            // race; the repeat simply deduplicates.
+            let first = h.store.publish(&publish).await.unwrap();
+            assert!(h.store.publish(&publish).await.unwrap().deliveries[0].deduplicated);
+            first
+        }
+    };
+    assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox", &[]).await, 1);
+    assert_eq!(h.store.head(&inbox_of("t1", "alpha")).await.unwrap().head_seq, first.deliveries[0].inbox_seq);
+}
+
 /// Bad publishes are refused with the field named, and leave nothing behind.
 pub async fn publish_refusals_change_nothing(h: &Harness) {
     let limit = h.store.config().payload_bytes_limit;

@@ -45,6 +45,15 @@ pub enum StoreError {
         head_seq: InboxSeq,
     },
 
+    /// The request names a domain object (such as a meeting room) that does not exist in the
+    /// caller's tenant; nothing was changed.
+    #[error("no {what} {id:?} exists in this tenant; check the id or create it first")]
+    NotFound { what: &'static str, id: String },
+
+    /// A create named an id that is already taken in the caller's tenant; nothing was changed.
+    #[error("{what} {id:?} already exists in this tenant; choose another id")]
+    AlreadyExists { what: &'static str, id: String },
+
     /// A single-event operation was refused.
     #[error(transparent)]
     Event(#[from] ItemRefusal),

@@ -1,6 +1,6 @@
 //! The durable inbox of agent-inbox: publishing into a recipient's inbox in the caller's
-//! transaction, reading after a cursor, visibility leases, the scavenger, retention and the
-//! operator's tools, on MySQL/MariaDB or SQLite with one implementation and one conformance
+//! transaction, reading after a cursor, visibility leases, the scavenger, retention, the
+//! operator's tools and the built-in meeting-room domain, on MySQL/MariaDB or SQLite with one implementation and one conformance
 //! suite.
 //!
 //! All SQL lives in this crate. Decisions about what an event may do come from
@@ -21,9 +21,12 @@ mod model;
 mod publish;
 mod read;
 mod record;
+mod rooms;
 mod scavenge;
 mod sessions;
+mod signals;
 mod store;
+mod tickets;
 
 pub use admin::{BACKLOGS_MAX, Backlog};
 pub use auth::{RefreshGrant, RefreshRefusal, SigningKey};
@@ -38,5 +41,7 @@ pub use model::{
     Heartbeat, HeartbeatItem, HeartbeatReceipt, InboxHead, InboxStats, ParkedQuery, PollPage,
     PollQuery, Publish, PublishReceipt, Release, ReleaseReceipt, ScavengeReport,
 };
-pub use sessions::SessionRecord;
+pub use sessions::{SessionRecord, SessionTouch};
+pub use signals::{SIGNALS_READ_MAX, Signal};
 pub use store::SqlStore;
+pub use tickets::{StreamCredential, StreamGrant};

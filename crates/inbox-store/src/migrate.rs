@@ -29,11 +29,15 @@ const MYSQL: &[Migration] = &[
         sql: include_str!("migrations/mysql/0003_publish_procedure.sql"),
     },
     Migration { version: 4, name: "auth tables", sql: include_str!("migrations/mysql/0004_auth.sql") },
+    Migration { version: 5, name: "meeting rooms", sql: include_str!("migrations/mysql/0005_rooms.sql") },
+    Migration { version: 6, name: "stream tickets", sql: include_str!("migrations/mysql/0006_stream_tickets.sql") },
 ];
 
 const SQLITE: &[Migration] = &[
     Migration { version: 1, name: "core tables", sql: include_str!("migrations/sqlite/0001_core.sql") },
     Migration { version: 4, name: "auth tables", sql: include_str!("migrations/sqlite/0004_auth.sql") },
+    Migration { version: 5, name: "meeting rooms", sql: include_str!("migrations/sqlite/0005_rooms.sql") },
+    Migration { version: 6, name: "stream tickets", sql: include_str!("migrations/sqlite/0006_stream_tickets.sql") },
 ];
 
 const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS agent_inbox_migrations (\

@@ -70,7 +70,10 @@ impl SqlStore {
         self.publish_rows(&mut conn, publish, &recipients).await
     }
 
-    async fn publish_rows(
+    /// The one publishing path under [`Self::publish`], [`Self::publish_in`] and room posts
+    /// (`rooms.rs`): `recipients` must come from [`Publish::checked_recipients`], and the caller
+    /// owns the transaction around `conn`.
+    pub(crate) async fn publish_rows(
         &self,
         conn: &mut DbConnection<'_>,
         publish: &Publish,
@@ -106,9 +109,12 @@ impl SqlStore {
         if let Some(key) = dedup_key {
             let mut args = vec![Arg::Str(tenant), Arg::Str(key.as_str())];
             let predicate = recipients_predicate(recipients, &mut args);
+            // A locking read sees the latest committed rows even inside a host transaction at
+            // REPEATABLE READ, whose snapshot may predate a concurrent publish of this key.
             let sql = format!(
                 "SELECT recipient_kind, recipient_id, event_id, inbox_seq FROM agent_inbox \
-                 WHERE tenant_id = ? AND deduplication_key = ? AND {predicate}"
+                 WHERE tenant_id = ? AND deduplication_key = ? AND {predicate}{}",
+                dialect.for_update()
             );
             for row in conn.fetch_all(&sql, &args).await? {
                 let event_id = EventId::from_slice(&row.bytes("event_id")?)

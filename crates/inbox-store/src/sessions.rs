@@ -1,5 +1,6 @@
 //! Agent sessions: one row per device or process that subscribed, with its transport and the
-//! last sequence it reported. Sessions that stop heartbeating are marked gone.
+//! last sequence it reported. Streams and the session heartbeat touch it; sessions that stop
+//! heartbeating are marked gone.
 
 use inbox_core::{InboxSeq, RecipientId, SessionId, TenantId, UnixMillis};
 
@@ -16,6 +17,20 @@ pub struct SessionRecord {
     pub transport: String,
     pub last_seen_seq: InboxSeq,
     pub auth_subject: String,
+}
+
+/// A sign of life from a session, see [`SqlStore::touch_session`].
+#[derive(Debug, Clone)]
+pub struct SessionTouch<'a> {
+    pub session_id: &'a SessionId,
+    pub tenant_id: &'a TenantId,
+    pub agent_id: &'a RecipientId,
+    pub transport: Option<&'a str>,
+    pub last_seen_seq: Option<InboxSeq>,
+}
+
+fn seq_i64(seq: InboxSeq) -> i64 {
+    i64::try_from(seq.get()).unwrap_or(i64::MAX)
 }
 
 impl SqlStore {
@@ -45,6 +60,56 @@ impl SqlStore {
             )
             .await?;
         Ok(now)
+    }
+
+    /// Records that a session is alive now (a stream connected or beat, or the agent called
+    /// the session heartbeat), optionally with its transport and the last sequence it saw. A
+    /// session swept as gone comes back to `active`. `false` when no such session belongs to
+    /// this agent.
+    pub async fn touch_session(&self, touch: &SessionTouch<'_>) -> Result<bool, StoreError> {
+        if let Some(transport) = touch.transport {
+            if transport.is_empty() || transport.len() > 16 || !transport.bytes().all(|b| b.is_ascii_lowercase() || b == b'-') {
+                return Err(StoreError::invalid("transport", "must be 1 to 16 lower-case letters or '-'"));
+            }
+        }
+        let now = self.now();
+        let mut pooled = self.pools().writer().await?;
+        let done = pooled
+            .conn()
+            .execute(
+                "UPDATE agent_session SET last_heartbeat_at_utc = ?, status = 'active', \
+                 transport = COALESCE(?, transport), \
+                 last_seen_seq = CASE WHEN ? IS NULL OR ? < last_seen_seq THEN last_seen_seq ELSE ? END \
+                 WHERE session_id = ? AND tenant_id = ? AND agent_id = ?",
+                &[
+                    Arg::I64(now.get()),
+                    Arg::OptStr(touch.transport),
+                    Arg::OptI64(touch.last_seen_seq.map(seq_i64)),
+                    Arg::OptI64(touch.last_seen_seq.map(seq_i64)),
+                    Arg::OptI64(touch.last_seen_seq.map(seq_i64)),
+                    Arg::Str(touch.session_id.as_str()),
+                    Arg::Str(touch.tenant_id.as_str()),
+                    Arg::Str(touch.agent_id.as_str()),
+                ],
+            )
+            .await?;
+        // MySQL counts rows changed, not matched, and every touch changes the heartbeat time
+        // unless two land in the same millisecond; check existence then.
+        if done.rows_affected > 0 {
+            return Ok(true);
+        }
+        let found = pooled
+            .conn()
+            .fetch_optional(
+                "SELECT 1 AS one FROM agent_session WHERE session_id = ? AND tenant_id = ? AND agent_id = ?",
+                &[
+                    Arg::Str(touch.session_id.as_str()),
+                    Arg::Str(touch.tenant_id.as_str()),
+                    Arg::Str(touch.agent_id.as_str()),
+                ],
+            )
+            .await?;
+        Ok(found.is_some())
     }
 
     /// Marks sessions silent since before `cutoff` as gone; returns how many.

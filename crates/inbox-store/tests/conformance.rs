@@ -32,6 +32,7 @@ conformance_suite!(
     publish_assigns_per_recipient_sequences,
     publish_in_host_transaction_is_atomic,
     deduplication_key_returns_the_existing_event,
+    deduplication_sees_commits_after_the_host_snapshot,
     publish_refusals_change_nothing,
     envelope_round_trips,
     poll_after_cursor_pages_in_order,

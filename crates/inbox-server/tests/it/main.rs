@@ -4,5 +4,6 @@
 mod harness;
 
 mod contract;
+mod external_idp;
 mod isolation;
 mod refusals;

@@ -1,0 +1,535 @@
+//! The built-in meeting-room domain: rooms of agents within a tenant, where posting a message
+//! writes the message row and one inbox event per member in one transaction. It is the
+//! transactional-outbox promise shown with a real domain table, on the same publish path that
+//! host applications use through [`SqlStore::publish_in`].
+//!
+//! The room row is the room's lock. Posts and membership changes take it first (`FOR UPDATE`;
+//! on SQLite the write lock), so a post reaches exactly the members committed before it, a
+//! repeated deduplication key cannot race its first use, and message ids count up per room in
+//! commit order. The publish path then locks member heads in canonical order; since every
+//! transaction here holds at most one room row, rooms and plain publishes cannot deadlock.
+
+use std::fmt;
+
+use inbox_core::{
+    Correlation, DeduplicationKey, EventBody, EventId, EventType, IdError, InboxSeq, Priority,
+    Recipient, RecipientId, RecipientKind, TenantId, UnixMillis,
+};
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use crate::db::{Arg, DbConnection};
+use crate::dialect::{placeholders, push_repeated};
+use crate::store::with_retries;
+use crate::{Delivery, Publish, PublishReceipt, SqlStore, StoreError};
+
+/// The event type of the inbox event every member gets for a post.
+pub const MESSAGE_POSTED_EVENT_TYPE: &str = "meeting_room.message_posted";
+
+/// Longest room name, in bytes.
+pub const ROOM_NAME_BYTES_MAX: usize = 200;
+
+/// A meeting room's id, unique within its tenant, shaped like a tenant id so it fits every
+/// correlation field and URL path without escaping.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RoomId(String);
+
+impl RoomId {
+    pub const BYTES_MAX: usize = 64;
+
+    pub fn new(value: impl Into<String>) -> Result<RoomId, IdError> {
+        let value = value.into();
+        let refuse = |problem: String| IdError { field: "room_id", problem };
+        if value.is_empty() || value.len() > Self::BYTES_MAX {
+            return Err(refuse(format!("must be 1 to {} characters long", Self::BYTES_MAX)));
+        }
+        let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':');
+        if let Some(bad) = value.bytes().find(|b| !allowed(*b)) {
+            return Err(refuse(format!(
+                "contains {:?}; use only letters, digits, '_', '-', '.' and ':'",
+                bad as char
+            )));
+        }
+        Ok(RoomId(value))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RoomId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for RoomId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RoomId({:?})", self.0)
+    }
+}
+
+/// A message's id within its room: 1 for the first post, then one more per post, in commit
+/// order, so "messages after N" is a complete answer. On the wire and in the event's
+/// `correlation.message_id` it is the decimal text; `correlation.meeting_room_id` names the room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MessageId(pub u64);
+
+impl fmt::Display for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A room as stored, with its members in canonical (sorted) order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Room {
+    pub tenant_id: TenantId,
+    pub room_id: RoomId,
+    pub name: Option<String>,
+    pub members: Vec<RecipientId>,
+    pub created_at: UnixMillis,
+}
+
+/// A room to create, with its first members (possibly none).
+#[derive(Debug, Clone)]
+pub struct NewRoom {
+    pub tenant_id: TenantId,
+    pub room_id: RoomId,
+    pub name: Option<String>,
+    pub members: Vec<RecipientId>,
+}
+
+/// One message for every current member of a room.
+#[derive(Debug, Clone)]
+pub struct PostMessage {
+    pub tenant_id: TenantId,
+    pub room_id: RoomId,
+    /// Who posted (the caller's token subject); members see it in the event payload.
+    pub author: RecipientId,
+    /// The message as JSON text, kept byte for byte.
+    pub body: String,
+    /// Posting the same key to the same room again returns the first message.
+    pub deduplication_key: Option<DeduplicationKey>,
+    pub priority: Priority,
+}
+
+/// What a post did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostedMessage {
+    pub message_id: MessageId,
+    /// The key matched an earlier post, which is returned instead; nothing new was written.
+    pub deduplicated: bool,
+    /// One delivery per member the (first) post reached; empty for a room without members.
+    /// On a duplicate every delivery is marked deduplicated and `outbox_id` is `None`.
+    pub receipt: PublishReceipt,
+}
+
+/// Member rows per INSERT statement, well under every backend's placeholder limit.
+const MEMBERS_PER_INSERT: usize = 250;
+
+/// The event payload: the message inline, with its author. Inline rather than a `payload_ref`
+/// because an agent that was offline then gets the whole message from one poll, with no
+/// second request that could fail or see a later state; the message row stays the record
+/// (an acknowledgement clears the inbox copy).
+#[derive(Serialize)]
+struct MessagePayload<'a> {
+    author: &'a str,
+    body: &'a RawValue,
+}
+
+impl SqlStore {
+    /// Creates a room with its first members. An id already taken in the tenant is refused
+    /// with [`StoreError::AlreadyExists`].
+    pub async fn create_room(&self, room: &NewRoom) -> Result<Room, StoreError> {
+        check_name(room.name.as_deref())?;
+        let members = self.checked_members(&room.members, true)?;
+        with_retries!(self, async {
+            let now = self.now();
+            let mut tx = self.pools().begin().await?;
+            let mut conn = tx.conn();
+            conn.execute(
+                "INSERT INTO meeting_room (tenant_id, room_id, name, last_message_id, created_at_utc) \
+                 VALUES (?, ?, ?, 0, ?)",
+                &[
+                    Arg::Str(room.tenant_id.as_str()),
+                    Arg::Str(room.room_id.as_str()),
+                    Arg::OptStr(room.name.as_deref()),
+                    Arg::I64(now.get()),
+                ],
+            )
+            .await
+            .map_err(|err| taken(err, &room.room_id))?;
+            insert_members(&mut conn, &room.tenant_id, &room.room_id, &members, now).await?;
+            tx.commit().await?;
+            Ok::<_, StoreError>(Room {
+                tenant_id: room.tenant_id.clone(),
+                room_id: room.room_id.clone(),
+                name: room.name.clone(),
+                members: members.clone(),
+                created_at: now,
+            })
+        })
+    }
+
+    /// The room and its members, or [`StoreError::NotFound`].
+    pub async fn get_room(&self, tenant_id: &TenantId, room_id: &RoomId) -> Result<Room, StoreError> {
+        let mut pooled = self.pools().reader().await?;
+        read_room(&mut pooled.conn(), tenant_id, room_id).await
+    }
+
+    /// Adds agents to a room; those already members are left as they are. Later posts reach
+    /// them; earlier posts do not. A room never grows past the fan-out limit, so every post to
+    /// it can be published.
+    pub async fn add_members(
+        &self,
+        tenant_id: &TenantId,
+        room_id: &RoomId,
+        members: &[RecipientId],
+    ) -> Result<Room, StoreError> {
+        let members = self.checked_members(members, false)?;
+        with_retries!(self, async {
+            let now = self.now();
+            let mut tx = self.pools().begin().await?;
+            let mut conn = tx.conn();
+            self.lock_room(&mut conn, tenant_id, room_id).await?;
+            let current = read_members(&mut conn, tenant_id, room_id).await?;
+            let fresh: Vec<RecipientId> =
+                members.iter().filter(|m| current.binary_search(m).is_err()).cloned().collect();
+            let limit = self.config().fanout_recipients_max;
+            if current.len() + fresh.len() > limit {
+                return Err(StoreError::invalid(
+                    "members",
+                    format!(
+                        "would give the room {} members; the limit is {limit}",
+                        current.len() + fresh.len()
+                    ),
+                ));
+            }
+            insert_members(&mut conn, tenant_id, room_id, &fresh, now).await?;
+            let room = read_room(&mut conn, tenant_id, room_id).await?;
+            tx.commit().await?;
+            Ok(room)
+        })
+    }
+
+    /// Removes agents from a room; naming an agent that is not a member is not an error.
+    /// Events of earlier posts stay in their inboxes.
+    pub async fn remove_members(
+        &self,
+        tenant_id: &TenantId,
+        room_id: &RoomId,
+        members: &[RecipientId],
+    ) -> Result<Room, StoreError> {
+        let members = self.checked_members(members, false)?;
+        with_retries!(self, async {
+            let mut tx = self.pools().begin().await?;
+            let mut conn = tx.conn();
+            self.lock_room(&mut conn, tenant_id, room_id).await?;
+            let mut args = vec![Arg::Str(tenant_id.as_str()), Arg::Str(room_id.as_str())];
+            args.extend(members.iter().map(|m| Arg::Str(m.as_str())));
+            let sql = format!(
+                "DELETE FROM meeting_room_member WHERE tenant_id = ? AND room_id = ? AND agent_id IN ({})",
+                placeholders(members.len())
+            );
+            conn.execute(&sql, &args).await?;
+            let room = read_room(&mut conn, tenant_id, room_id).await?;
+            tx.commit().await?;
+            Ok(room)
+        })
+    }
+
+    /// Posts a message: the message row and one `meeting_room.message_posted` event per
+    /// current member commit together, or nothing does. Retried as a whole if chosen as a
+    /// deadlock victim.
+    pub async fn post_message(&self, post: &PostMessage) -> Result<PostedMessage, StoreError> {
+        let body: &RawValue = serde_json::from_str(&post.body)
+            .map_err(|err| StoreError::invalid("body", format!("is not valid JSON ({err})")))?;
+        let payload = serde_json::to_string(&MessagePayload { author: post.author.as_str(), body })
+            .map_err(|err| StoreError::invalid("body", err.to_string()))?;
+        let limit = self.config().payload_bytes_limit;
+        if payload.len() > limit {
+            return Err(StoreError::PayloadTooLarge { bytes: payload.len(), limit });
+        }
+        with_retries!(self, self.post_once(post, &payload))
+    }
+
+    async fn post_once(&self, post: &PostMessage, payload: &str) -> Result<PostedMessage, StoreError> {
+        let now = self.now();
+        let (tenant, room) = (post.tenant_id.as_str(), post.room_id.as_str());
+        let mut tx = self.pools().begin().await?;
+        let mut conn = tx.conn();
+        let last_message_id = self.lock_room(&mut conn, &post.tenant_id, &post.room_id).await?;
+
+        // With the room locked, an earlier post of this key has committed or does not exist.
+        if let Some(key) = &post.deduplication_key {
+            let first = conn
+                .fetch_optional(
+                    "SELECT message_id, deliveries_json FROM meeting_room_message \
+                     WHERE tenant_id = ? AND room_id = ? AND deduplication_key = ?",
+                    &[Arg::Str(tenant), Arg::Str(room), Arg::Str(key.as_str())],
+                )
+                .await?;
+            if let Some(row) = first {
+                let message_id = message_id(row.i64("message_id")?)?;
+                let deliveries = decode_deliveries(&row.string("deliveries_json")?)?;
+                tx.commit().await?;
+                return Ok(PostedMessage {
+                    message_id,
+                    deduplicated: true,
+                    receipt: PublishReceipt { deliveries, outbox_id: None },
+                });
+            }
+        }
+
+        let message_id = MessageId(last_message_id + 1);
+        let message_arg = Arg::I64(i64::try_from(message_id.0).unwrap_or(i64::MAX));
+        conn.execute(
+            "UPDATE meeting_room SET last_message_id = ? WHERE tenant_id = ? AND room_id = ?",
+            &[message_arg, Arg::Str(tenant), Arg::Str(room)],
+        )
+        .await?;
+        conn.execute(
+            "INSERT INTO meeting_room_message (tenant_id, room_id, message_id, author, body_json, \
+             deduplication_key, deliveries_json, created_at_utc) VALUES (?, ?, ?, ?, ?, ?, '[]', ?)",
+            &[
+                Arg::Str(tenant),
+                Arg::Str(room),
+                message_arg,
+                Arg::Str(post.author.as_str()),
+                Arg::Str(&post.body),
+                Arg::OptStr(post.deduplication_key.as_ref().map(DeduplicationKey::as_str)),
+                Arg::I64(now.get()),
+            ],
+        )
+        .await?;
+
+        let members = read_members(&mut conn, &post.tenant_id, &post.room_id).await?;
+        if members.is_empty() {
+            tx.commit().await?;
+            return Ok(PostedMessage {
+                message_id,
+                deduplicated: false,
+                receipt: PublishReceipt { deliveries: Vec::new(), outbox_id: None },
+            });
+        }
+        let publish = Publish {
+            tenant_id: post.tenant_id.clone(),
+            recipients: members.into_iter().map(Recipient::agent).collect(),
+            event_type: EventType::new(MESSAGE_POSTED_EVENT_TYPE).expect("a valid event type"),
+            priority: post.priority,
+            available_at: None,
+            expires_at: None,
+            // The room deduplicates posts; a key on the events could collide with a key some
+            // other publisher chose for the same agent and silently swallow the delivery.
+            deduplication_key: None,
+            correlation: Correlation {
+                meeting_room_id: Some(room.to_owned()),
+                message_id: Some(message_id.to_string()),
+                ..Correlation::default()
+            },
+            body: EventBody::Json(payload.to_owned()),
+            max_attempts: None,
+        };
+        let recipients = publish.checked_recipients(self.config())?;
+        let receipt = self.publish_rows(&mut conn, &publish, &recipients).await?;
+        conn.execute(
+            "UPDATE meeting_room_message SET deliveries_json = ? WHERE tenant_id = ? AND room_id = ? AND message_id = ?",
+            &[Arg::Str(&encode_deliveries(&receipt.deliveries)?), Arg::Str(tenant), Arg::Str(room), message_arg],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(PostedMessage { message_id, deduplicated: false, receipt })
+    }
+
+    /// Locks the room row until the transaction ends and returns the newest message id.
+    async fn lock_room(
+        &self,
+        conn: &mut DbConnection<'_>,
+        tenant_id: &TenantId,
+        room_id: &RoomId,
+    ) -> Result<u64, StoreError> {
+        let sql = format!(
+            "SELECT last_message_id FROM meeting_room WHERE tenant_id = ? AND room_id = ?{}",
+            self.dialect().for_update()
+        );
+        let row = conn
+            .fetch_optional(&sql, &[Arg::Str(tenant_id.as_str()), Arg::Str(room_id.as_str())])
+            .await?
+            .ok_or_else(|| not_found(room_id))?;
+        message_id(row.i64("last_message_id")?).map(|id| id.0)
+    }
+
+    /// Checks a member list against the fan-out limit and returns it sorted, without repeats.
+    fn checked_members(
+        &self,
+        members: &[RecipientId],
+        empty_allowed: bool,
+    ) -> Result<Vec<RecipientId>, StoreError> {
+        let limit = self.config().fanout_recipients_max;
+        if members.len() > limit {
+            return Err(StoreError::invalid(
+                "members",
+                format!("names {} agents; the limit is {limit}", members.len()),
+            ));
+        }
+        if members.is_empty() && !empty_allowed {
+            return Err(StoreError::invalid("members", "must name at least one agent"));
+        }
+        let mut members = members.to_vec();
+        members.sort();
+        members.dedup();
+        Ok(members)
+    }
+}
+
+fn check_name(name: Option<&str>) -> Result<(), StoreError> {
+    match name {
+        Some(name)
+            if name.is_empty() || name.len() > ROOM_NAME_BYTES_MAX || name.chars().any(char::is_control) =>
+        {
+            Err(StoreError::invalid(
+                "name",
+                format!("must be 1 to {ROOM_NAME_BYTES_MAX} bytes without control characters"),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn not_found(room_id: &RoomId) -> StoreError {
+    StoreError::NotFound { what: "room", id: room_id.to_string() }
+}
+
+/// A duplicate primary key on `meeting_room` means the id is taken (perhaps by a concurrent
+/// create that committed first).
+fn taken(err: StoreError, room_id: &RoomId) -> StoreError {
+    match &err {
+        StoreError::Database(sqlx::Error::Database(db)) if db.is_unique_violation() => {
+            StoreError::AlreadyExists { what: "room", id: room_id.to_string() }
+        }
+        _ => err,
+    }
+}
+
+fn message_id(value: i64) -> Result<MessageId, StoreError> {
+    u64::try_from(value).map(MessageId).map_err(|_| StoreError::Corrupt(format!("message id {value}")))
+}
+
+async fn read_room(
+    conn: &mut DbConnection<'_>,
+    tenant_id: &TenantId,
+    room_id: &RoomId,
+) -> Result<Room, StoreError> {
+    let row = conn
+        .fetch_optional(
+            "SELECT name, created_at_utc FROM meeting_room WHERE tenant_id = ? AND room_id = ?",
+            &[Arg::Str(tenant_id.as_str()), Arg::Str(room_id.as_str())],
+        )
+        .await?
+        .ok_or_else(|| not_found(room_id))?;
+    Ok(Room {
+        tenant_id: tenant_id.clone(),
+        room_id: room_id.clone(),
+        name: row.opt_string("name")?,
+        members: read_members(conn, tenant_id, room_id).await?,
+        created_at: UnixMillis(row.i64("created_at_utc")?),
+    })
+}
+
+/// The room's members in canonical order; at most the fan-out limit, which adding enforces.
+async fn read_members(
+    conn: &mut DbConnection<'_>,
+    tenant_id: &TenantId,
+    room_id: &RoomId,
+) -> Result<Vec<RecipientId>, StoreError> {
+    conn.fetch_all(
+        "SELECT agent_id FROM meeting_room_member WHERE tenant_id = ? AND room_id = ? ORDER BY agent_id",
+        &[Arg::Str(tenant_id.as_str()), Arg::Str(room_id.as_str())],
+    )
+    .await?
+    .iter()
+    .map(|row| RecipientId::new(row.string("agent_id")?).map_err(|e| StoreError::Corrupt(e.to_string())))
+    .collect()
+}
+
+async fn insert_members(
+    conn: &mut DbConnection<'_>,
+    tenant_id: &TenantId,
+    room_id: &RoomId,
+    members: &[RecipientId],
+    now: UnixMillis,
+) -> Result<(), StoreError> {
+    for chunk in members.chunks(MEMBERS_PER_INSERT) {
+        let mut sql =
+            String::from("INSERT INTO meeting_room_member (tenant_id, room_id, agent_id, added_at_utc) VALUES ");
+        push_repeated(&mut sql, chunk.len(), "(?, ?, ?, ?)");
+        let mut args = Vec::with_capacity(chunk.len() * 4);
+        for member in chunk {
+            args.extend([
+                Arg::Str(tenant_id.as_str()),
+                Arg::Str(room_id.as_str()),
+                Arg::Str(member.as_str()),
+                Arg::I64(now.get()),
+            ]);
+        }
+        conn.execute(&sql, &args).await?;
+    }
+    Ok(())
+}
+
+/// `[[recipient_kind, recipient_id, event_id, inbox_seq], ...]`, as `outbox_signal` lists heads.
+fn encode_deliveries(deliveries: &[Delivery]) -> Result<String, StoreError> {
+    let rows: Vec<(&str, &str, String, u64)> = deliveries
+        .iter()
+        .map(|d| (d.recipient.kind.as_str(), d.recipient.id.as_str(), d.event_id.to_string(), d.inbox_seq.get()))
+        .collect();
+    serde_json::to_string(&rows).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn decode_deliveries(json: &str) -> Result<Vec<Delivery>, StoreError> {
+    let corrupt = |e: &dyn fmt::Display| StoreError::Corrupt(format!("deliveries_json: {e}"));
+    let rows: Vec<(String, String, String, u64)> = serde_json::from_str(json).map_err(|e| corrupt(&e))?;
+    rows.into_iter()
+        .map(|(kind, id, event_id, inbox_seq)| {
+            Ok(Delivery {
+                recipient: Recipient {
+                    kind: RecipientKind::new(kind).map_err(|e| corrupt(&e))?,
+                    id: RecipientId::new(id).map_err(|e| corrupt(&e))?,
+                },
+                event_id: EventId::parse(&event_id).map_err(|e| corrupt(&e))?,
+                inbox_seq: InboxSeq::new(inbox_seq).map_err(|e| corrupt(&e))?,
+                deduplicated: true,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn room_ids_are_checked_like_tenant_ids() {
+        assert!(RoomId::new("room_7:standup.v2-a").is_ok());
+        for bad in ["", "a/b", "with space", "é"] {
+            assert_eq!(RoomId::new(bad).unwrap_err().field, "room_id", "{bad:?}");
+        }
+        assert!(RoomId::new("r".repeat(64)).is_ok());
+        assert!(RoomId::new("r".repeat(65)).is_err());
+    }
+
+    #[test]
+    fn deliveries_round_trip_as_duplicates() {
+        let delivery = Delivery {
+            recipient: Recipient::agent(RecipientId::new("alpha").unwrap()),
+            event_id: EventId::new_v7(UnixMillis(1_700_000_000_000), [7; 10]),
+            inbox_seq: InboxSeq(3),
+            deduplicated: false,
+        };
+        let decoded = decode_deliveries(&encode_deliveries(std::slice::from_ref(&delivery)).unwrap()).unwrap();
+        assert_eq!(decoded, vec![Delivery { deduplicated: true, ..delivery }]);
+        assert!(decode_deliveries("[[\"agent\"]]").is_err());
+    }
+}

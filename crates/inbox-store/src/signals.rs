@@ -1,0 +1,168 @@
+//! Reading committed `outbox_signal` rows, so every node's notifier learns of every commit
+//! from the database itself, and deleting old ones.
+//!
+//! A row is written by the publishing transaction, so it is visible here only once that
+//! transaction has committed: the notifier can never hint at work that might still roll back.
+//! `outbox_id` is AUTO_INCREMENT, and ids are handed out at insert time, not at commit, so a
+//! reader may see id 101 before id 100 commits. The store only answers "which rows exist";
+//! the reader (the server's notifier) keeps track of the ids it skipped and asks for them again
+//! with [`SqlStore::signals_by_ids`].
+
+use inbox_core::{InboxSeq, Recipient, RecipientId, RecipientKind, TenantId, UnixMillis};
+
+use crate::db::{Arg, DbRow};
+use crate::dialect::placeholders;
+use crate::{SqlStore, StoreError};
+
+/// Rows one read returns at most.
+pub const SIGNALS_READ_MAX: u32 = 1_000;
+
+/// One committed publish: which inboxes advanced, and to which head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signal {
+    pub outbox_id: i64,
+    pub tenant_id: TenantId,
+    /// Each recipient of the publish with its new head: "the head is at least this".
+    pub heads: Vec<(Recipient, InboxSeq)>,
+    /// When the publishing transaction wrote the row (the store's clock).
+    pub created_at: UnixMillis,
+}
+
+const SIGNAL_COLUMNS: &str = "outbox_id, tenant_id, recipient_heads, created_at_utc";
+
+impl SqlStore {
+    /// Committed signals with `outbox_id > after_id`, in id order, at most `limit`
+    /// (capped at [`SIGNALS_READ_MAX`]).
+    pub async fn signals_after(&self, after_id: i64, limit: u32) -> Result<Vec<Signal>, StoreError> {
+        let limit = i64::from(limit.clamp(1, SIGNALS_READ_MAX));
+        let mut pooled = self.pools().reader().await?;
+        let rows = pooled
+            .conn()
+            .fetch_all(
+                &format!(
+                    "SELECT {SIGNAL_COLUMNS} FROM outbox_signal WHERE outbox_id > ? ORDER BY outbox_id LIMIT ?"
+                ),
+                &[Arg::I64(after_id), Arg::I64(limit)],
+            )
+            .await?;
+        rows.iter().map(signal_from_row).collect()
+    }
+
+    /// The signals among `ids` that exist now (committed since they were skipped), in id
+    /// order. At most [`SIGNALS_READ_MAX`] ids per call.
+    pub async fn signals_by_ids(&self, ids: &[i64]) -> Result<Vec<Signal>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        if ids.len() > SIGNALS_READ_MAX as usize {
+            return Err(StoreError::invalid(
+                "ids",
+                format!("has {} ids; ask for at most {SIGNALS_READ_MAX} at once", ids.len()),
+            ));
+        }
+        let args: Vec<Arg> = ids.iter().map(|id| Arg::I64(*id)).collect();
+        let mut pooled = self.pools().reader().await?;
+        let rows = pooled
+            .conn()
+            .fetch_all(
+                &format!(
+                    "SELECT {SIGNAL_COLUMNS} FROM outbox_signal WHERE outbox_id IN ({}) ORDER BY outbox_id",
+                    placeholders(ids.len())
+                ),
+                &args,
+            )
+            .await?;
+        rows.iter().map(signal_from_row).collect()
+    }
+
+    /// Where a notifier starting now begins reading: after the newest signal written before
+    /// `since`, so publishes that were in flight while it started are still read (ids between
+    /// that one and the first recent one become gaps the notifier watches), and re-reading a
+    /// few recent ones is harmless. After the newest signal when none is that recent.
+    pub async fn signal_start_id(&self, since: UnixMillis) -> Result<i64, StoreError> {
+        let mut pooled = self.pools().reader().await?;
+        let mut conn = pooled.conn();
+        let first_recent = conn
+            .fetch_optional(
+                "SELECT MIN(outbox_id) AS n FROM outbox_signal WHERE created_at_utc >= ?",
+                &[Arg::I64(since.get())],
+            )
+            .await?
+            .map(|row| row.opt_i64("n"))
+            .transpose()?
+            .flatten();
+        let (sql, args) = match first_recent {
+            // The primary key answers this without scanning the older rows.
+            Some(first) => (
+                "SELECT MAX(outbox_id) AS n FROM outbox_signal WHERE outbox_id < ?",
+                vec![Arg::I64(first)],
+            ),
+            None => ("SELECT MAX(outbox_id) AS n FROM outbox_signal", vec![]),
+        };
+        let before = conn
+            .fetch_optional(sql, &args)
+            .await?
+            .map(|row| row.opt_i64("n"))
+            .transpose()?
+            .flatten();
+        Ok(match (before, first_recent) {
+            (Some(id), _) => id,
+            // Nothing older is retained: start just before the first recent signal.
+            (None, Some(first)) => first - 1,
+            (None, None) => 0,
+        })
+    }
+
+    /// Deletes up to `limit` signals written before `cutoff`; returns how many. Every node
+    /// may run this at once: deleting a row twice is harmless.
+    pub async fn delete_signals_before(&self, cutoff: UnixMillis, limit: u32) -> Result<u64, StoreError> {
+        let limit = limit.clamp(1, SIGNALS_READ_MAX);
+        let mut pooled = self.pools().writer().await?;
+        let mut conn = pooled.conn();
+        // MySQL refuses LIMIT inside an IN subquery, so the ids are read first.
+        let ids: Vec<i64> = conn
+            .fetch_all(
+                "SELECT outbox_id FROM outbox_signal WHERE created_at_utc < ? ORDER BY created_at_utc LIMIT ?",
+                &[Arg::I64(cutoff.get()), Arg::I64(i64::from(limit))],
+            )
+            .await?
+            .iter()
+            .map(|row| row.i64("outbox_id"))
+            .collect::<Result<_, _>>()?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let args: Vec<Arg> = ids.iter().map(|id| Arg::I64(*id)).collect();
+        let done = conn
+            .execute(
+                &format!("DELETE FROM outbox_signal WHERE outbox_id IN ({})", placeholders(ids.len())),
+                &args,
+            )
+            .await?;
+        Ok(done.rows_affected)
+    }
+}
+
+/// `recipient_heads` is `[["agent","alpha",42], ...]`, written by the store or by the MySQL
+/// publish procedure.
+fn signal_from_row(row: &DbRow) -> Result<Signal, StoreError> {
+    let outbox_id = row.i64("outbox_id")?;
+    let corrupt = |what: String| StoreError::Corrupt(format!("outbox_signal {outbox_id}: {what}"));
+    let tenant_id = TenantId::new(row.string("tenant_id")?).map_err(|e| corrupt(e.to_string()))?;
+    let text = row.string("recipient_heads")?;
+    let raw: Vec<(String, String, u64)> =
+        serde_json::from_str(&text).map_err(|e| corrupt(format!("recipient_heads: {e}")))?;
+    let heads = raw
+        .into_iter()
+        .map(|(kind, id, head)| {
+            Ok((
+                Recipient {
+                    kind: RecipientKind::new(kind).map_err(|e| corrupt(e.to_string()))?,
+                    id: RecipientId::new(id).map_err(|e| corrupt(e.to_string()))?,
+                },
+                InboxSeq::new(head).map_err(|e| corrupt(e.to_string()))?,
+            ))
+        })
+        .collect::<Result<_, StoreError>>()?;
+    Ok(Signal { outbox_id, tenant_id, heads, created_at: UnixMillis(row.i64("created_at_utc")?) })
+}
