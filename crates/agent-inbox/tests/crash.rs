@@ -3,9 +3,9 @@
 //! answered 200 is still acked, and after the dead server's leases run out every event is
 //! processed. Runs on SQLite and on MariaDB.
 
+mod common;
+
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,44 +14,7 @@ use inbox_server::{CallerKind, Config, TokenService};
 use inbox_store::conformance::{Backend, Harness};
 use serde_json::{Value, json};
 
-struct Server {
-    child: Child,
-    base: String,
-}
-
-/// Starts `agent-inbox serve` on port 0 and reads the address it prints.
-fn start(database_url: &str) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", database_url, "--lease-default", "2s"])
-        .env("AGENT_INBOX_SCAVENGE_INTERVAL", "200ms")
-        .env("AGENT_INBOX_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start agent-inbox serve");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let base = loop {
-        let line = lines.next().expect("the server prints its address").expect("read stderr");
-        if let Some(rest) = line.strip_prefix("agent-inbox listening on ") {
-            break rest.split_whitespace().next().expect("an address").to_owned();
-        }
-    };
-    // Keep draining stderr so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Server { child, base }
-}
-
-async fn wait_ready(client: &reqwest::Client, base: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the server at {base} did not become ready");
-}
+use common::{poll_all, post, start, wait_ready};
 
 async fn crash_and_recover(backend: Backend) {
     let db = Harness::new(backend).await;
@@ -67,7 +30,7 @@ async fn crash_and_recover(backend: Backend) {
     let agent = issue("agent_alpha", CallerKind::Agent, inbox_server::auth::AGENT_SCOPES).await;
     let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
 
-    let mut server = start(&db.url);
+    let mut server = start(&db.url, &[]);
     wait_ready(&client, &server.base).await;
     let committed: Arc<Mutex<HashSet<String>>> = Arc::default();
     let acked: Arc<Mutex<HashSet<String>>> = Arc::default();
@@ -143,7 +106,7 @@ async fn crash_and_recover(backend: Backend) {
     let committed = committed.lock().unwrap().clone();
     let acked = acked.lock().unwrap().clone();
 
-    let mut server = start(&db.url);
+    let mut server = start(&db.url, &[]);
     wait_ready(&client, &server.base).await;
     let all = poll_all(&client, &server.base, &agent).await;
     let present: HashSet<String> = all.iter().map(|e| e["event_id"].as_str().unwrap().to_owned()).collect();
@@ -181,40 +144,6 @@ async fn crash_and_recover(backend: Backend) {
     }
     server.child.kill().unwrap();
     server.child.wait().unwrap();
-}
-
-async fn post(client: &reqwest::Client, base: &str, token: &str, path: &str, body: Value) -> (u16, Value) {
-    let response = client
-        .post(format!("{base}{path}"))
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .expect("the server answers");
-    let status = response.status().as_u16();
-    (status, response.json().await.expect("a JSON body"))
-}
-
-/// Every event of the agent's inbox, paging after the cursor.
-async fn poll_all(client: &reqwest::Client, base: &str, token: &str) -> Vec<Value> {
-    let mut events = Vec::new();
-    let mut after = 0;
-    loop {
-        let (status, page) = post(
-            client,
-            base,
-            token,
-            "/v1/inbox/poll-after-cursor",
-            json!({"after_seq": after, "limit": 500}),
-        )
-        .await;
-        assert_eq!(status, 200, "{page}");
-        events.extend(page["events"].as_array().unwrap().iter().cloned());
-        after = page["next_cursor"].as_u64().unwrap();
-        if page["more_available"] != true {
-            return events;
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

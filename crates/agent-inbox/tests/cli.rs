@@ -1,0 +1,173 @@
+//! The binary as an operator uses it: `token issue` prints working tokens, bad settings are
+//! named, and SIGTERM lets a waiting long poll answer before the process exits cleanly.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use common::{post, start, wait_ready};
+
+fn agent_inbox(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_agent-inbox")).args(args).output().expect("run agent-inbox")
+}
+
+fn temp_database(name: &str) -> (String, std::path::PathBuf) {
+    let path = std::env::temp_dir().join(format!("agent-inbox-cli-{name}-{}.db", std::process::id()));
+    (format!("sqlite://{}", path.display()), path)
+}
+
+fn remove_database(path: &std::path::Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issued_tokens_work_and_refresh_rotates() {
+    let (url, path) = temp_database("tokens");
+    let issued = agent_inbox(&[
+        "token",
+        "issue",
+        "--database-url",
+        &url,
+        "--tenant",
+        "demo",
+        "--subject",
+        "agent_alpha",
+        "--refresh",
+    ]);
+    assert!(issued.status.success(), "{}", String::from_utf8_lossy(&issued.stderr));
+    let stdout = String::from_utf8(issued.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "an access token and a refresh token: {stdout}");
+    assert_eq!(lines[0].split('.').count(), 3, "a JWT");
+    assert!(lines[1].starts_with("rt_"));
+
+    let mut server = start(&url, &[]);
+    let client = reqwest::Client::new();
+    wait_ready(&client, &server.base).await;
+    let head =
+        client.get(format!("{}/v1/inbox/head", server.base)).bearer_auth(lines[0]).send().await.unwrap();
+    assert_eq!(head.status(), 200);
+    let refreshed = client
+        .post(format!("{}/v1/auth/refresh", server.base))
+        .json(&json!({"refresh_token": lines[1]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refreshed.status(), 200);
+    let publisher = agent_inbox(&[
+        "token",
+        "issue",
+        "--database-url",
+        &url,
+        "--tenant",
+        "demo",
+        "--subject",
+        "app",
+        "--kind",
+        "publisher",
+    ]);
+    let publisher = String::from_utf8(publisher.stdout).unwrap().trim().to_owned();
+    let body = json!({"recipients": ["agent_alpha"], "event_type": "task.assigned"});
+    let (status, _) = post(&client, &server.base, &publisher, "/v1/events", body).await;
+    assert_eq!(status, 201);
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    remove_database(&path);
+}
+
+#[test]
+fn bad_settings_and_arguments_are_named() {
+    let (url, path) = temp_database("bad");
+    let out = agent_inbox(&[
+        "token",
+        "issue",
+        "--database-url",
+        &url,
+        "--tenant",
+        "demo",
+        "--subject",
+        "a",
+        "--kind",
+        "robot",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--kind must be agent, publisher or admin"));
+    let out = agent_inbox(&[
+        "token",
+        "issue",
+        "--database-url",
+        &url,
+        "--tenant",
+        "demo",
+        "--subject",
+        "a",
+        "--scope",
+        "inbox.everything",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unknown scope \"inbox.everything\""),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = agent_inbox(&["serve", "--database-url", &url, "--lease-default", "2h"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("lease_default must be between"));
+    let out = Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
+        .args(["migrate", "--database-url", &url])
+        .env("AGENT_INBOX_RETENTION", "forever")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\"forever\" is not a duration"));
+    remove_database(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_answers_waiting_long_polls_and_exits_cleanly() {
+    let (url, path) = temp_database("sigterm");
+    let token = agent_inbox(&[
+        "token",
+        "issue",
+        "--database-url",
+        &url,
+        "--tenant",
+        "demo",
+        "--subject",
+        "agent_alpha",
+    ]);
+    let token = String::from_utf8(token.stdout).unwrap().trim().to_owned();
+    let mut server = start(&url, &[]);
+    let client = reqwest::Client::new();
+    wait_ready(&client, &server.base).await;
+    let started = Instant::now();
+    let waiting = tokio::spawn({
+        let (client, base, token) = (client.clone(), server.base.clone(), token.clone());
+        async move {
+            post(
+                &client,
+                &base,
+                &token,
+                "/v1/inbox/poll-after-cursor",
+                json!({"after_seq": 0, "wait_seconds": 25}),
+            )
+            .await
+        }
+    });
+    // Wait until the long poll is in flight (it holds a waiter slot), then signal.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let (status, page) = waiting.await.unwrap();
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the long poll was answered at shutdown, not at its deadline"
+    );
+    let exit = server.child.wait().unwrap();
+    assert!(exit.success(), "clean exit: {exit:?}");
+    remove_database(&path);
+}
