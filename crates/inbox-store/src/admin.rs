@@ -9,9 +9,7 @@ use crate::leases::{Change, REASON_BYTES_MAX};
 use crate::read::{inbox_args, load_events};
 use crate::record::{event_from_row, recipient_from_row, seq, seq_arg};
 use crate::store::with_retries;
-use crate::{
-    EventRecord, InboxStats, ItemOutcome, ItemRefusal, ParkedQuery, Refusal, SqlStore, StoreError,
-};
+use crate::{EventRecord, InboxStats, ItemOutcome, ItemRefusal, ParkedQuery, Refusal, SqlStore, StoreError};
 
 impl SqlStore {
     /// Parked events of a tenant, oldest first.
@@ -23,10 +21,7 @@ impl SqlStore {
         );
         if let Some(recipient) = &query.recipient {
             sql.push_str(" AND recipient_kind = ? AND recipient_id = ?");
-            args.extend([
-                Arg::Str(recipient.kind.as_str()),
-                Arg::Str(recipient.id.as_str()),
-            ]);
+            args.extend([Arg::Str(recipient.kind.as_str()), Arg::Str(recipient.id.as_str())]);
         }
         match query.state {
             None => {}
@@ -37,23 +32,14 @@ impl SqlStore {
             Some(state) => {
                 return Err(StoreError::invalid(
                     "state",
-                    format!(
-                        "is {}; list dead_letter or quarantined events",
-                        state.as_str()
-                    ),
+                    format!("is {}; list dead_letter or quarantined events", state.as_str()),
                 ));
             }
         }
         sql.push_str(" ORDER BY terminal_at_utc, inbox_seq LIMIT ?");
         args.push(Arg::I64(i64::from(query.limit)));
         let mut pooled = self.pools().reader().await?;
-        pooled
-            .conn()
-            .fetch_all(&sql, &args)
-            .await?
-            .iter()
-            .map(event_from_row)
-            .collect()
+        pooled.conn().fetch_all(&sql, &args).await?.iter().map(event_from_row).collect()
     }
 
     /// Sends parked events back to the inbox with a fresh budget of delivery attempts.
@@ -84,21 +70,12 @@ impl SqlStore {
         reason: &str,
     ) -> Result<EventRecord, StoreError> {
         if reason.is_empty() || reason.len() > REASON_BYTES_MAX {
-            return Err(StoreError::invalid(
-                "reason",
-                format!("must be 1 to {REASON_BYTES_MAX} bytes"),
-            ));
+            return Err(StoreError::invalid("reason", format!("must be 1 to {REASON_BYTES_MAX} bytes")));
         }
         let now = self.now();
-        let change = Change {
-            event_id,
-            transition: Transition::Quarantine,
-            note: Some(reason),
-        };
-        let mut outcomes = with_retries!(
-            self,
-            self.apply_changes(inbox, std::slice::from_ref(&change), now)
-        )?;
+        let change = Change { event_id, transition: Transition::Quarantine, note: Some(reason) };
+        let mut outcomes =
+            with_retries!(self, self.apply_changes(inbox, std::slice::from_ref(&change), now))?;
         Ok(outcomes.pop().expect("one outcome per change")?)
     }
 
@@ -123,24 +100,16 @@ impl SqlStore {
         let mut outcomes = Vec::with_capacity(event_ids.len());
         for event_id in event_ids {
             let outcome = match records.iter().find(|r| r.event_id == *event_id) {
-                None => Err(ItemRefusal {
-                    event_id: *event_id,
-                    reason: Refusal::NotFound,
-                }),
+                None => Err(ItemRefusal { event_id: *event_id, reason: Refusal::NotFound }),
                 Some(record) if !record.state().is_parked() => Err(ItemRefusal {
                     event_id: *event_id,
-                    reason: Refusal::Refused(inbox_core::RefusalReason::NotParked(
-                        record.state().as_str(),
-                    )),
+                    reason: Refusal::Refused(inbox_core::RefusalReason::NotParked(record.state().as_str())),
                 }),
                 Some(record) => {
                     let mut args = inbox_args(inbox);
                     args.push(seq_arg(record.inbox_seq));
-                    conn.execute(
-                        &format!("DELETE FROM agent_inbox WHERE {INBOX} AND inbox_seq = ?"),
-                        &args,
-                    )
-                    .await?;
+                    conn.execute(&format!("DELETE FROM agent_inbox WHERE {INBOX} AND inbox_seq = ?"), &args)
+                        .await?;
                     Ok(*event_id)
                 }
             };
@@ -151,11 +120,7 @@ impl SqlStore {
     }
 
     /// Backlog per inbox of a tenant: unacknowledged depth, claimed, parked, oldest unacked.
-    pub async fn inbox_stats(
-        &self,
-        tenant_id: &TenantId,
-        limit: u32,
-    ) -> Result<Vec<InboxStats>, StoreError> {
+    pub async fn inbox_stats(&self, tenant_id: &TenantId, limit: u32) -> Result<Vec<InboxStats>, StoreError> {
         self.batch_len("limit", limit as usize)?;
         let sql = "SELECT h.recipient_kind, h.recipient_id, h.head_seq, \
              CAST(COALESCE(SUM(CASE WHEN i.ack_state IN ('available', 'claimed') THEN 1 ELSE 0 END), 0) AS SIGNED) AS depth, \
@@ -167,13 +132,8 @@ impl SqlStore {
              WHERE h.tenant_id = ? GROUP BY h.recipient_kind, h.recipient_id, h.head_seq \
              ORDER BY h.recipient_kind, h.recipient_id LIMIT ?";
         let mut pooled = self.pools().reader().await?;
-        let rows = pooled
-            .conn()
-            .fetch_all(
-                sql,
-                &[Arg::Str(tenant_id.as_str()), Arg::I64(i64::from(limit))],
-            )
-            .await?;
+        let rows =
+            pooled.conn().fetch_all(sql, &[Arg::Str(tenant_id.as_str()), Arg::I64(i64::from(limit))]).await?;
         let count = |v: i64| u64::try_from(v).unwrap_or(0);
         rows.iter()
             .map(|row| {
@@ -182,9 +142,7 @@ impl SqlStore {
                     depth: count(row.i64("depth")?),
                     claimed: count(row.i64("claimed")?),
                     parked: count(row.i64("parked")?),
-                    oldest_unacked_at: row
-                        .opt_i64("oldest_unacked_at")?
-                        .map(inbox_core::UnixMillis),
+                    oldest_unacked_at: row.opt_i64("oldest_unacked_at")?.map(inbox_core::UnixMillis),
                     head_seq: seq(row.i64("head_seq")?)?,
                 })
             })
@@ -205,7 +163,8 @@ impl SqlStore {
         rows.iter()
             .map(|row| {
                 Ok(Backlog {
-                    tenant_id: TenantId::new(row.string("tenant_id")?).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    tenant_id: TenantId::new(row.string("tenant_id")?)
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
                     recipient: recipient_from_row(row)?,
                     depth: u64::try_from(row.i64("depth")?).unwrap_or(0),
                     parked: u64::try_from(row.i64("parked")?).unwrap_or(0),

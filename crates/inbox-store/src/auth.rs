@@ -20,7 +20,10 @@ pub struct SigningKey {
 
 impl std::fmt::Debug for SigningKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SigningKey").field("key_id", &self.key_id).field("algorithm", &self.algorithm).finish()
+        f.debug_struct("SigningKey")
+            .field("key_id", &self.key_id)
+            .field("algorithm", &self.algorithm)
+            .finish()
     }
 }
 
@@ -169,7 +172,8 @@ impl SqlStore {
         };
         let grant = RefreshGrant {
             family_id: row.string("family_id")?,
-            tenant_id: TenantId::new(row.string("tenant_id")?).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            tenant_id: TenantId::new(row.string("tenant_id")?)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
             subject: row.string("subject")?,
             kind: row.string("kind")?,
             scope: row.string("scope")?,

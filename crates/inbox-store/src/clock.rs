@@ -9,10 +9,7 @@ use inbox_core::{Clock, UnixMillis};
 
 /// This machine's clock, unadjusted.
 pub fn system_now() -> UnixMillis {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
+    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
     UnixMillis(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
@@ -27,8 +24,7 @@ impl DatabaseClock {
     /// `sent` to `received`. The midpoint cancels symmetric network delay.
     pub fn record(&self, sent: UnixMillis, db_now: UnixMillis, received: UnixMillis) {
         let midpoint = sent.get() + (received.get() - sent.get()) / 2;
-        self.offset_ms
-            .store(db_now.get() - midpoint, Ordering::Relaxed);
+        self.offset_ms.store(db_now.get() - midpoint, Ordering::Relaxed);
     }
 
     pub fn offset_ms(&self) -> i64 {

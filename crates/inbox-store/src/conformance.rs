@@ -1,6 +1,7 @@
 //! The conformance suite: one exercise per promise of the store, run unchanged against every
 //! backend (`tests/conformance.rs` runs each case on SQLite and on MariaDB, a fresh database per
-//! case). A behaviour change starts by extending this file.
+//! case). A behaviour change starts by extending this file (or, for the meeting-room domain,
+//! `conformance/rooms.rs`).
 //!
 //! Time is a [`ManualClock`]: cases move it instead of sleeping.
 
@@ -9,17 +10,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use inbox_core::{
-    AckResult, AckState, Clock, DeadLetterReason, DeduplicationKey, EventBody, EventId, EventType,
-    InboxSeq, LeaseToken, ManualClock, PayloadRef, Priority, Recipient, RecipientId, RecipientKey,
-    RefusalReason, SessionId, TenantId,
+    AckResult, AckState, Clock, DeadLetterReason, DeduplicationKey, EventBody, EventId, EventType, InboxSeq,
+    LeaseToken, ManualClock, PayloadRef, Priority, Recipient, RecipientId, RecipientKey, RefusalReason,
+    SessionId, TenantId,
 };
 
 use crate::db::Arg;
 use crate::{
-    AckItem, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, ConnectOptions, Delivery, Dialect,
-    Heartbeat, HeartbeatItem, ParkedQuery, PollQuery, Publish, Refusal, Release, SqlStore,
-    StoreConfig, StoreError,
+    AckItem, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, ConnectOptions, Delivery, Dialect, Heartbeat,
+    HeartbeatItem, ParkedQuery, PollQuery, Publish, Refusal, Release, SqlStore, StoreConfig, StoreError,
 };
+
+mod rooms;
+
+pub use rooms::*;
 
 /// Which database a harness runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,10 +49,7 @@ pub struct Harness {
 
 #[derive(Debug)]
 enum Cleanup {
-    DropDatabase {
-        server_url: String,
-        database: String,
-    },
+    DropDatabase { server_url: String, database: String },
     RemoveFile(std::path::PathBuf),
 }
 
@@ -58,20 +59,16 @@ impl Harness {
     }
 
     pub async fn with_config(backend: Backend, config: StoreConfig) -> Harness {
-        let name = format!(
-            "agent_inbox_t_{}",
-            hex(&crate::entropy::random_bytes::<8>())
-        );
+        let name = format!("agent_inbox_t_{}", hex(&crate::entropy::random_bytes::<8>()));
         let (url, cleanup) = match backend {
             Backend::MySql => {
                 let server_url =
                     std::env::var(MYSQL_URL_ENV).unwrap_or_else(|_| MYSQL_URL_DEFAULT.to_owned());
-                let server =
-                    SqlStore::connect(&ConnectOptions::new(&server_url), StoreConfig::default())
-                        .await
-                        .unwrap_or_else(|err| {
-                            panic!("cannot reach MariaDB at {server_url} ({MYSQL_URL_ENV}): {err}")
-                        });
+                let server = SqlStore::connect(&ConnectOptions::new(&server_url), StoreConfig::default())
+                    .await
+                    .unwrap_or_else(|err| {
+                        panic!("cannot reach MariaDB at {server_url} ({MYSQL_URL_ENV}): {err}")
+                    });
                 let mut pooled = server.pools().writer().await.expect("a server connection");
                 pooled
                     .conn()
@@ -82,23 +79,15 @@ impl Harness {
                     .expect("create a test database");
                 drop(pooled);
                 server.close().await;
-                let base = server_url
-                    .rsplit_once('/')
-                    .map_or(server_url.as_str(), |(base, _)| base);
+                let base = server_url.rsplit_once('/').map_or(server_url.as_str(), |(base, _)| base);
                 (
                     format!("{base}/{name}"),
-                    Cleanup::DropDatabase {
-                        server_url: server_url.clone(),
-                        database: name,
-                    },
+                    Cleanup::DropDatabase { server_url: server_url.clone(), database: name },
                 )
             }
             Backend::Sqlite => {
                 let path = std::env::temp_dir().join(format!("{name}.db"));
-                (
-                    format!("sqlite://{}", path.display()),
-                    Cleanup::RemoveFile(path),
-                )
+                (format!("sqlite://{}", path.display()), Cleanup::RemoveFile(path))
             }
         };
         let clock = Arc::new(ManualClock::new(crate::system_now()));
@@ -106,12 +95,7 @@ impl Harness {
             .await
             .expect("connect to the test database");
         store.migrate().await.expect("migrate the test database");
-        Harness {
-            store,
-            clock,
-            url,
-            cleanup,
-        }
+        Harness { store, clock, url, cleanup }
     }
 
     /// A second store on the same database, as a second service node would have.
@@ -129,12 +113,7 @@ impl Harness {
     pub async fn scalar(&self, sql: &str, args: &[&str]) -> i64 {
         let args: Vec<Arg> = args.iter().map(|a| Arg::Str(a)).collect();
         let mut pooled = self.store.pools().reader().await.expect("a connection");
-        let row = pooled
-            .conn()
-            .fetch_optional(sql, &args)
-            .await
-            .expect(sql)
-            .expect("one row");
+        let row = pooled.conn().fetch_optional(sql, &args).await.expect(sql).expect("one row");
         row.i64("n").expect("an integer column named n")
     }
 }
@@ -147,24 +126,16 @@ impl Drop for Harness {
                     let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
                 }
             }
-            Cleanup::DropDatabase {
-                server_url,
-                database,
-            } => {
+            Cleanup::DropDatabase { server_url, database } => {
                 let (server_url, database) = (server_url.clone(), database.clone());
                 // Drop runs inside the test's runtime; a helper thread owns a runtime of its own.
                 let dropped = std::thread::spawn(move || {
-                    let runtime = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .ok()?;
+                    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
                     runtime.block_on(async {
-                        let server = SqlStore::connect(
-                            &ConnectOptions::new(&server_url),
-                            StoreConfig::default(),
-                        )
-                        .await
-                        .ok()?;
+                        let server =
+                            SqlStore::connect(&ConnectOptions::new(&server_url), StoreConfig::default())
+                                .await
+                                .ok()?;
                         let mut pooled = server.pools().writer().await.ok()?;
                         pooled
                             .conn()
@@ -198,10 +169,7 @@ fn agent(name: &str) -> Recipient {
 }
 
 fn inbox_of(tenant_name: &str, agent_name: &str) -> RecipientKey {
-    RecipientKey {
-        tenant_id: tenant(tenant_name),
-        recipient: agent(agent_name),
-    }
+    RecipientKey { tenant_id: tenant(tenant_name), recipient: agent(agent_name) }
 }
 
 fn event(tenant_name: &str, recipients: &[&str], body: &str) -> Publish {
@@ -214,45 +182,21 @@ fn event(tenant_name: &str, recipients: &[&str], body: &str) -> Publish {
 }
 
 async fn publish_to(h: &Harness, tenant_name: &str, recipient: &str, body: &str) -> Delivery {
-    h.store
-        .publish(&event(tenant_name, &[recipient], body))
-        .await
-        .unwrap()
-        .deliveries
-        .remove(0)
+    h.store.publish(&event(tenant_name, &[recipient], body)).await.unwrap().deliveries.remove(0)
 }
 
 fn claim_next(inbox: &RecipientKey, limit: u32) -> ClaimNext {
-    ClaimNext {
-        inbox: inbox.clone(),
-        session_id: None,
-        limit,
-        lease_ms: Some(60_000),
-    }
+    ClaimNext { inbox: inbox.clone(), session_id: None, limit, lease_ms: Some(60_000) }
 }
 
 fn ack_of(inbox: &RecipientKey, claimed: &ClaimedEvent) -> Acknowledge {
-    ack_with(
-        inbox,
-        claimed.event.event_id,
-        &claimed.lease_token,
-        AckResult::Completed,
-    )
+    ack_with(inbox, claimed.event.event_id, &claimed.lease_token, AckResult::Completed)
 }
 
-fn ack_with(
-    inbox: &RecipientKey,
-    event_id: EventId,
-    token: &LeaseToken,
-    result: AckResult,
-) -> Acknowledge {
+fn ack_with(inbox: &RecipientKey, event_id: EventId, token: &LeaseToken, result: AckResult) -> Acknowledge {
     Acknowledge {
         inbox: inbox.clone(),
-        items: vec![AckItem {
-            event_id,
-            lease_token: token.clone(),
-            result,
-        }],
+        items: vec![AckItem { event_id, lease_token: token.clone(), result }],
     }
 }
 
@@ -261,12 +205,7 @@ fn refusal<T: std::fmt::Debug>(outcome: &Result<T, crate::ItemRefusal>) -> Refus
 }
 
 fn poll(inbox: &RecipientKey, after: u64, limit: u32) -> PollQuery {
-    PollQuery {
-        inbox: inbox.clone(),
-        after_seq: InboxSeq(after),
-        limit,
-        claimable_only: false,
-    }
+    PollQuery { inbox: inbox.clone(), after_seq: InboxSeq(after), limit, claimable_only: false }
 }
 
 fn assert_invalid<T: std::fmt::Debug>(result: Result<T, StoreError>, field: &str) {
@@ -286,48 +225,22 @@ pub async fn publish_assigns_per_recipient_sequences(h: &Harness) {
         assert_eq!(d.inbox_seq, InboxSeq(n));
         assert!(!d.deduplicated);
     }
-    let receipt = h
-        .store
-        .publish(&event("t1", &["gamma", "alpha", "beta", "alpha"], "{}"))
-        .await
-        .unwrap();
-    let got: Vec<(&str, u64)> = receipt
-        .deliveries
-        .iter()
-        .map(|d| (d.recipient.id.as_str(), d.inbox_seq.get()))
-        .collect();
-    assert_eq!(
-        got,
-        [("alpha", 4), ("beta", 1), ("gamma", 1)],
-        "canonical order, duplicates merged"
-    );
+    let receipt = h.store.publish(&event("t1", &["gamma", "alpha", "beta", "alpha"], "{}")).await.unwrap();
+    let got: Vec<(&str, u64)> =
+        receipt.deliveries.iter().map(|d| (d.recipient.id.as_str(), d.inbox_seq.get())).collect();
+    assert_eq!(got, [("alpha", 4), ("beta", 1), ("gamma", 1)], "canonical order, duplicates merged");
     let ids: HashSet<EventId> = receipt.deliveries.iter().map(|d| d.event_id).collect();
     assert_eq!(ids.len(), 3, "each recipient's row has its own event id");
-    assert!(
-        receipt
-            .deliveries
-            .iter()
-            .all(|d| d.event_id.as_uuid().get_version_num() == 7)
-    );
-    assert_eq!(
-        h.scalar("SELECT COUNT(*) AS n FROM outbox_signal", &[])
-            .await,
-        4
-    );
+    assert!(receipt.deliveries.iter().all(|d| d.event_id.as_uuid().get_version_num() == 7));
+    assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM outbox_signal", &[]).await, 4);
     assert_eq!(
         h.scalar("SELECT n_recipients AS n FROM outbox_signal WHERE outbox_id = (SELECT MAX(outbox_id) FROM outbox_signal)", &[]).await,
         3
     );
     let head = h.store.head(&inbox_of("t1", "alpha")).await.unwrap();
-    assert_eq!(
-        (head.head_seq, head.oldest_available_seq),
-        (InboxSeq(4), InboxSeq(1))
-    );
+    assert_eq!((head.head_seq, head.oldest_available_seq), (InboxSeq(4), InboxSeq(1)));
     let nobody = h.store.head(&inbox_of("t1", "nobody")).await.unwrap();
-    assert_eq!(
-        (nobody.head_seq, nobody.oldest_available_seq),
-        (InboxSeq(0), InboxSeq(1))
-    );
+    assert_eq!((nobody.head_seq, nobody.oldest_available_seq), (InboxSeq(0), InboxSeq(1)));
 }
 
 /// A publish inside the host's transaction commits or rolls back with the host's own rows.
@@ -349,11 +262,7 @@ pub async fn publish_in_host_transaction_is_atomic(h: &Harness) {
                     .await
                     .unwrap();
                 h.store.publish_in(&mut *tx, &publish).await.unwrap();
-                if commit {
-                    tx.commit().await.unwrap()
-                } else {
-                    tx.rollback().await.unwrap()
-                }
+                if commit { tx.commit().await.unwrap() } else { tx.rollback().await.unwrap() }
             }
         }
         Dialect::Sqlite => {
@@ -371,41 +280,21 @@ pub async fn publish_in_host_transaction_is_atomic(h: &Harness) {
                     .await
                     .unwrap();
                 h.store.publish_in(&mut *tx, &publish).await.unwrap();
-                if commit {
-                    tx.commit().await.unwrap()
-                } else {
-                    tx.rollback().await.unwrap()
-                }
+                if commit { tx.commit().await.unwrap() } else { tx.rollback().await.unwrap() }
             }
         }
     }
-    assert_eq!(
-        h.scalar("SELECT COUNT(*) AS n FROM room_message", &[])
-            .await,
-        1
-    );
+    assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM room_message", &[]).await, 1);
     assert_eq!(
         h.scalar("SELECT COUNT(*) AS n FROM agent_inbox", &[]).await,
         2,
         "only the committed publish is visible"
     );
-    assert_eq!(
-        h.scalar("SELECT COUNT(*) AS n FROM outbox_signal", &[])
-            .await,
-        1
-    );
+    assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM outbox_signal", &[]).await, 1);
     for recipient in ["alpha", "beta"] {
-        let page = h
-            .store
-            .poll_after_cursor(&poll(&inbox_of("t1", recipient), 0, 10))
-            .await
-            .unwrap();
+        let page = h.store.poll_after_cursor(&poll(&inbox_of("t1", recipient), 0, 10)).await.unwrap();
         assert_eq!(page.events.len(), 1);
-        assert_eq!(
-            page.events[0].inbox_seq,
-            InboxSeq(1),
-            "the rolled-back publish left no gap"
-        );
+        assert_eq!(page.events[0].inbox_seq, InboxSeq(1), "the rolled-back publish left no gap");
     }
 }
 
@@ -417,49 +306,19 @@ pub async fn deduplication_key_returns_the_existing_event(h: &Harness) {
     let first = h.store.publish(&publish).await.unwrap();
     publish.recipients.push(agent("gamma"));
     let second = h.store.publish(&publish).await.unwrap();
-    assert_eq!(
-        second.deliveries[0],
-        Delivery {
-            deduplicated: true,
-            ..first.deliveries[0].clone()
-        }
-    );
-    assert_eq!(
-        second.deliveries[1],
-        Delivery {
-            deduplicated: true,
-            ..first.deliveries[1].clone()
-        }
-    );
+    assert_eq!(second.deliveries[0], Delivery { deduplicated: true, ..first.deliveries[0].clone() });
+    assert_eq!(second.deliveries[1], Delivery { deduplicated: true, ..first.deliveries[1].clone() });
     assert!(!second.deliveries[2].deduplicated);
     assert_eq!(second.deliveries[2].inbox_seq, InboxSeq(1));
     let again = h.store.publish(&publish).await.unwrap();
     assert!(again.deliveries.iter().all(|d| d.deduplicated));
     assert_eq!(again.outbox_id, None, "nothing new, so nothing to signal");
-    assert_eq!(
-        h.store
-            .head(&inbox_of("t1", "alpha"))
-            .await
-            .unwrap()
-            .head_seq,
-        InboxSeq(1)
-    );
-    assert_eq!(
-        h.scalar("SELECT COUNT(*) AS n FROM agent_inbox", &[]).await,
-        3
-    );
+    assert_eq!(h.store.head(&inbox_of("t1", "alpha")).await.unwrap().head_seq, InboxSeq(1));
+    assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox", &[]).await, 3);
     // The key is per recipient and tenant: another tenant's identical key is a new event.
     let mut other = publish.clone();
     other.tenant_id = tenant("t2");
-    assert!(
-        h.store
-            .publish(&other)
-            .await
-            .unwrap()
-            .deliveries
-            .iter()
-            .all(|d| !d.deduplicated)
-    );
+    assert!(h.store.publish(&other).await.unwrap().deliveries.iter().all(|d| !d.deduplicated));
 }
 
 /// A host transaction whose snapshot predates a concurrent publish of the same key still gets
@@ -471,14 +330,20 @@ pub async fn deduplication_sees_commits_after_the_host_snapshot(h: &Harness) {
         Dialect::MySql => {
             use sqlx::Connection as _;
             let mut conn = sqlx::MySqlConnection::connect(&h.url).await.unwrap();
-            sqlx::raw_sql("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ").execute(&mut conn).await.unwrap();
+            sqlx::raw_sql("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                .execute(&mut conn)
+                .await
+                .unwrap();
             let mut tx = conn.begin().await.unwrap();
             // Establish the snapshot before the other publish commits.
             sqlx::query("SELECT COUNT(*) FROM agent_inbox").execute(&mut *tx).await.unwrap();
             let first = h.store.publish(&publish).await.unwrap();
             let again = h.store.publish_in(&mut *tx, &publish).await.unwrap();
             tx.commit().await.unwrap();
-            assert_eq!(again.deliveries, vec![Delivery { deduplicated: true, ..first.deliveries[0].clone() }]);
+            assert_eq!(
+                again.deliveries,
+                vec![Delivery { deduplicated: true, ..first.deliveries[0].clone() }]
+            );
             first
         }
         Dialect::Sqlite => {
@@ -504,14 +369,9 @@ pub async fn publish_refusals_change_nothing(h: &Harness) {
         other => panic!("expected payload_too_large, got {other:?}"),
     }
     assert_invalid(h.store.publish(&event("t1", &[], "{}")).await, "recipients");
-    let many: Vec<String> = (0..=h.store.config().fanout_recipients_max)
-        .map(|i| format!("a{i}"))
-        .collect();
+    let many: Vec<String> = (0..=h.store.config().fanout_recipients_max).map(|i| format!("a{i}")).collect();
     let many: Vec<&str> = many.iter().map(String::as_str).collect();
-    assert_invalid(
-        h.store.publish(&event("t1", &many, "{}")).await,
-        "recipients",
-    );
+    assert_invalid(h.store.publish(&event("t1", &many, "{}")).await, "recipients");
     let now = h.clock.now();
     let mut window = event("t1", &["alpha"], "{}");
     window.available_at = Some(now.plus_ms(10_000));
@@ -524,34 +384,18 @@ pub async fn publish_refusals_change_nothing(h: &Harness) {
     attempts.max_attempts = Some(0);
     assert_invalid(h.store.publish(&attempts).await, "max_attempts");
     let mut reference = event("t1", &["alpha"], "{}");
-    reference.body = EventBody::Reference(PayloadRef {
-        kind: String::new(),
-        id: "1".into(),
-    });
+    reference.body = EventBody::Reference(PayloadRef { kind: String::new(), id: "1".into() });
     assert_invalid(h.store.publish(&reference).await, "payload_ref.kind");
-    assert_eq!(
-        h.scalar("SELECT COUNT(*) AS n FROM agent_inbox", &[]).await,
-        0
-    );
-    assert_eq!(
-        h.scalar("SELECT COUNT(*) AS n FROM inbox_head", &[]).await,
-        0
-    );
-    assert_eq!(
-        h.scalar("SELECT COUNT(*) AS n FROM outbox_signal", &[])
-            .await,
-        0
-    );
+    assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox", &[]).await, 0);
+    assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM inbox_head", &[]).await, 0);
+    assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM outbox_signal", &[]).await, 0);
 }
 
 /// Every envelope field survives the round trip, and a payload reference is kept as one.
 pub async fn envelope_round_trips(h: &Harness) {
     let now = h.clock.now();
-    let mut publish = event(
-        "t1",
-        &["alpha"],
-        r#"{"content": "Please analyze the attached logs.", "n": [1, 2]}"#,
-    );
+    let mut publish =
+        event("t1", &["alpha"], r#"{"content": "Please analyze the attached logs.", "n": [1, 2]}"#);
     publish.priority = Priority::High;
     publish.available_at = Some(now);
     publish.expires_at = Some(now.plus_ms(86_400_000));
@@ -560,19 +404,8 @@ pub async fn envelope_round_trips(h: &Harness) {
     publish.correlation.meeting_room_id = Some("room_7".into());
     publish.correlation.message_id = Some("920155".into());
     publish.correlation.assignment_id = Some("asg-Ünïcode".into());
-    let d = h
-        .store
-        .publish(&publish)
-        .await
-        .unwrap()
-        .deliveries
-        .remove(0);
-    let stored = h
-        .store
-        .event(&inbox_of("t1", "alpha"), d.event_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let d = h.store.publish(&publish).await.unwrap().deliveries.remove(0);
+    let stored = h.store.event(&inbox_of("t1", "alpha"), d.event_id).await.unwrap().unwrap();
     assert_eq!(stored.event_type, publish.event_type);
     assert_eq!(stored.priority, Priority::High);
     assert_eq!(stored.correlation, publish.correlation);
@@ -584,17 +417,10 @@ pub async fn envelope_round_trips(h: &Harness) {
     assert_eq!(stored.created_at, now);
 
     let mut by_ref = event("t1", &["alpha"], "{}");
-    by_ref.body = EventBody::Reference(PayloadRef {
-        kind: "meeting_room_message".into(),
-        id: "920155".into(),
-    });
+    by_ref.body =
+        EventBody::Reference(PayloadRef { kind: "meeting_room_message".into(), id: "920155".into() });
     let d = h.store.publish(&by_ref).await.unwrap().deliveries.remove(0);
-    let stored = h
-        .store
-        .event(&inbox_of("t1", "alpha"), d.event_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = h.store.event(&inbox_of("t1", "alpha"), d.event_id).await.unwrap().unwrap();
     assert_eq!(stored.body, by_ref.body);
 }
 
@@ -606,67 +432,32 @@ pub async fn poll_after_cursor_pages_in_order(h: &Harness) {
     for n in 1..=5 {
         publish_to(h, "t1", "alpha", &format!("{{\"n\":{n}}}")).await;
     }
-    let page = h
-        .store
-        .poll_after_cursor(&poll(&inbox, 0, 2))
-        .await
-        .unwrap();
+    let page = h.store.poll_after_cursor(&poll(&inbox, 0, 2)).await.unwrap();
     let seqs: Vec<u64> = page.events.iter().map(|e| e.inbox_seq.get()).collect();
     assert_eq!(seqs, [1, 2]);
-    assert_eq!(
-        (page.head_seq, page.next_cursor, page.more_available),
-        (InboxSeq(5), InboxSeq(2), true)
-    );
-    let page = h
-        .store
-        .poll_after_cursor(&poll(&inbox, 2, 10))
-        .await
-        .unwrap();
+    assert_eq!((page.head_seq, page.next_cursor, page.more_available), (InboxSeq(5), InboxSeq(2), true));
+    let page = h.store.poll_after_cursor(&poll(&inbox, 2, 10)).await.unwrap();
     let seqs: Vec<u64> = page.events.iter().map(|e| e.inbox_seq.get()).collect();
     assert_eq!(seqs, [3, 4, 5]);
-    assert_eq!(
-        (page.next_cursor, page.more_available),
-        (InboxSeq(5), false)
-    );
-    let page = h
-        .store
-        .poll_after_cursor(&poll(&inbox, 5, 10))
-        .await
-        .unwrap();
+    assert_eq!((page.next_cursor, page.more_available), (InboxSeq(5), false));
+    let page = h.store.poll_after_cursor(&poll(&inbox, 5, 10)).await.unwrap();
     assert!(page.events.is_empty());
-    assert_eq!(
-        page.next_cursor,
-        InboxSeq(5),
-        "an empty page keeps the cursor"
-    );
+    assert_eq!(page.next_cursor, InboxSeq(5), "an empty page keeps the cursor");
     assert!(page.events.is_empty() && !page.more_available);
     assert_eq!(
-        h.scalar(
-            "SELECT COUNT(*) AS n FROM agent_inbox WHERE ack_state = 'available'",
-            &[]
-        )
-        .await,
+        h.scalar("SELECT COUNT(*) AS n FROM agent_inbox WHERE ack_state = 'available'", &[]).await,
         5,
         "read-only"
     );
-    assert_invalid(
-        h.store.poll_after_cursor(&poll(&inbox, 0, 0)).await,
-        "limit",
-    );
-    assert_invalid(
-        h.store.poll_after_cursor(&poll(&inbox, 0, 100_000)).await,
-        "limit",
-    );
+    assert_invalid(h.store.poll_after_cursor(&poll(&inbox, 0, 0)).await, "limit");
+    assert_invalid(h.store.poll_after_cursor(&poll(&inbox, 0, 100_000)).await, "limit");
 
     // claimable_only hides claimed and not-yet-available events.
     let mut later = event("t1", &["alpha"], "{}");
     later.available_at = Some(h.clock.now().plus_ms(60_000));
     h.store.publish(&later).await.unwrap();
     h.store.claim_next(&claim_next(&inbox, 1)).await.unwrap();
-    let claimable = PollQuery {
-        claimable_only: true,
-        ..poll(&inbox, 0, 100)
-    };
+    let claimable = PollQuery { claimable_only: true, ..poll(&inbox, 0, 100) };
     let seqs: Vec<u64> = h
         .store
         .poll_after_cursor(&claimable)
@@ -696,25 +487,16 @@ pub async fn poll_after_cursor_pages_in_order(h: &Harness) {
 /// their hash is stored.
 pub async fn claim_next_orders_by_priority_then_sequence(h: &Harness) {
     let inbox = inbox_of("t1", "alpha");
-    for (n, priority) in [
-        Priority::Low,
-        Priority::Normal,
-        Priority::Urgent,
-        Priority::Normal,
-        Priority::High,
-    ]
-    .into_iter()
-    .enumerate()
+    for (n, priority) in [Priority::Low, Priority::Normal, Priority::Urgent, Priority::Normal, Priority::High]
+        .into_iter()
+        .enumerate()
     {
         let mut p = event("t1", &["alpha"], &format!("{{\"n\":{n}}}"));
         p.priority = priority;
         h.store.publish(&p).await.unwrap();
     }
     let session = SessionId::new("sess_1").unwrap();
-    let claim = ClaimNext {
-        session_id: Some(session.clone()),
-        ..claim_next(&inbox, 4)
-    };
+    let claim = ClaimNext { session_id: Some(session.clone()), ..claim_next(&inbox, 4) };
     let claimed = h.store.claim_next(&claim).await.unwrap();
     let seqs: Vec<u64> = claimed.iter().map(|c| c.event.inbox_seq.get()).collect();
     assert_eq!(seqs, [3, 5, 2, 4]);
@@ -723,54 +505,25 @@ pub async fn claim_next_orders_by_priority_then_sequence(h: &Harness) {
         assert_eq!(c.event.lifecycle.delivery_attempts, 1);
         assert_eq!(c.lease_until, h.clock.now().plus_ms(60_000));
         assert_eq!(c.event.lease_owner_session_id.as_ref(), Some(&session));
-        assert!(
-            matches!(c.event.body, EventBody::Json(_)),
-            "a claim delivers the payload"
-        );
+        assert!(matches!(c.event.body, EventBody::Json(_)), "a claim delivers the payload");
     }
     let tokens: HashSet<&str> = claimed.iter().map(|c| c.lease_token.as_str()).collect();
     assert_eq!(tokens.len(), 4, "every lease has its own token");
-    let stored = h
-        .store
-        .event(&inbox, claimed[0].event.event_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = h.store.event(&inbox, claimed[0].event.event_id).await.unwrap().unwrap();
     assert_eq!(
         stored.lifecycle.lease.unwrap().token_hash,
         claimed[0].lease_token.hash(),
         "only the hash is kept"
     );
     let rest = h.store.claim_next(&claim_next(&inbox, 10)).await.unwrap();
-    assert_eq!(
-        rest.iter()
-            .map(|c| c.event.inbox_seq.get())
-            .collect::<Vec<_>>(),
-        [1]
-    );
-    assert!(
-        h.store
-            .claim_next(&claim_next(&inbox, 10))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_eq!(rest.iter().map(|c| c.event.inbox_seq.get()).collect::<Vec<_>>(), [1]);
+    assert!(h.store.claim_next(&claim_next(&inbox, 10)).await.unwrap().is_empty());
     assert_invalid(
-        h.store
-            .claim_next(&ClaimNext {
-                lease_ms: Some(500),
-                ..claim_next(&inbox, 1)
-            })
-            .await,
+        h.store.claim_next(&ClaimNext { lease_ms: Some(500), ..claim_next(&inbox, 1) }).await,
         "lease_seconds",
     );
     assert_invalid(
-        h.store
-            .claim_next(&ClaimNext {
-                lease_ms: Some(u64::MAX),
-                ..claim_next(&inbox, 1)
-            })
-            .await,
+        h.store.claim_next(&ClaimNext { lease_ms: Some(u64::MAX), ..claim_next(&inbox, 1) }).await,
         "lease_seconds",
     );
     assert_invalid(h.store.claim_next(&claim_next(&inbox, 0)).await, "limit");
@@ -819,20 +572,10 @@ pub async fn claim_by_ids_reports_each_event(h: &Harness) {
     let claimed = outcomes[0].as_ref().unwrap();
     assert_eq!(claimed.event.event_id, a);
     assert_eq!(claimed.lease_until, h.clock.now().plus_ms(30_000));
-    assert_eq!(
-        refusal(&outcomes[1]),
-        Refusal::Refused(RefusalReason::NotClaimable("acked"))
-    );
-    assert_eq!(
-        refusal(&outcomes[2]),
-        Refusal::Refused(RefusalReason::NotClaimable("claimed"))
-    );
+    assert_eq!(refusal(&outcomes[1]), Refusal::Refused(RefusalReason::NotClaimable("acked")));
+    assert_eq!(refusal(&outcomes[2]), Refusal::Refused(RefusalReason::NotClaimable("claimed")));
     assert_eq!(refusal(&outcomes[3]), Refusal::NotFound);
-    assert_eq!(
-        refusal(&outcomes[4]),
-        Refusal::NotFound,
-        "another recipient's event is not in this inbox"
-    );
+    assert_eq!(refusal(&outcomes[4]), Refusal::NotFound, "another recipient's event is not in this inbox");
     assert_invalid(
         h.store
             .claim_by_ids(&ClaimByIds {
@@ -858,26 +601,13 @@ pub async fn acknowledge_is_idempotent_and_refuses_strangers(h: &Harness) {
     let foreign = LeaseToken::from_random([1; 16]);
     let outcome = h
         .store
-        .acknowledge(&ack_with(
-            &inbox,
-            first.event.event_id,
-            &foreign,
-            AckResult::Completed,
-        ))
+        .acknowledge(&ack_with(&inbox, first.event.event_id, &foreign, AckResult::Completed))
         .await
         .unwrap();
-    assert_eq!(
-        refusal(&outcome[0]),
-        Refusal::Refused(RefusalReason::LeaseMismatch)
-    );
+    assert_eq!(refusal(&outcome[0]), Refusal::Refused(RefusalReason::LeaseMismatch));
     let swapped = h
         .store
-        .acknowledge(&ack_with(
-            &inbox,
-            first.event.event_id,
-            &second.lease_token,
-            AckResult::Completed,
-        ))
+        .acknowledge(&ack_with(&inbox, first.event.event_id, &second.lease_token, AckResult::Completed))
         .await
         .unwrap();
     assert_eq!(
@@ -888,42 +618,22 @@ pub async fn acknowledge_is_idempotent_and_refuses_strangers(h: &Harness) {
 
     for _ in 0..3 {
         let outcome = h.store.acknowledge(&ack_of(&inbox, first)).await.unwrap();
-        assert_eq!(
-            outcome[0].as_ref().unwrap().state,
-            AckState::Acked,
-            "repeats succeed"
-        );
+        assert_eq!(outcome[0].as_ref().unwrap().state, AckState::Acked, "repeats succeed");
     }
-    let stored = h
-        .store
-        .event(&inbox, first.event.event_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = h.store.event(&inbox, first.event.event_id).await.unwrap().unwrap();
     assert_eq!(stored.state(), AckState::Acked);
     assert_eq!(stored.body, EventBody::Empty, "payload cleared");
     assert_eq!(stored.acked_at, Some(h.clock.now()));
     assert_eq!(stored.event_type, first.event.event_type, "metadata kept");
     let stranger = h
         .store
-        .acknowledge(&ack_with(
-            &inbox,
-            first.event.event_id,
-            &foreign,
-            AckResult::Completed,
-        ))
+        .acknowledge(&ack_with(&inbox, first.event.event_id, &foreign, AckResult::Completed))
         .await
         .unwrap();
-    assert_eq!(
-        refusal(&stranger[0]),
-        Refusal::Refused(RefusalReason::AlreadyAcked)
-    );
+    assert_eq!(refusal(&stranger[0]), Refusal::Refused(RefusalReason::AlreadyAcked));
     let unknown = EventId::new_v7(h.clock.now(), [3; 10]);
-    let outcome = h
-        .store
-        .acknowledge(&ack_with(&inbox, unknown, &foreign, AckResult::Completed))
-        .await
-        .unwrap();
+    let outcome =
+        h.store.acknowledge(&ack_with(&inbox, unknown, &foreign, AckResult::Completed)).await.unwrap();
     assert_eq!(refusal(&outcome[0]), Refusal::NotFound);
 
     // A batch: one good, one bad; the good one lands.
@@ -935,43 +645,16 @@ pub async fn acknowledge_is_idempotent_and_refuses_strangers(h: &Harness) {
                 lease_token: second.lease_token.clone(),
                 result: AckResult::Failed,
             },
-            AckItem {
-                event_id: unknown,
-                lease_token: foreign.clone(),
-                result: AckResult::Completed,
-            },
+            AckItem { event_id: unknown, lease_token: foreign.clone(), result: AckResult::Completed },
         ],
     };
     let outcome = h.store.acknowledge(&batch).await.unwrap();
-    assert_eq!(
-        outcome[0].as_ref().unwrap().state,
-        AckState::DeadLetter,
-        "a failed result parks the event"
-    );
+    assert_eq!(outcome[0].as_ref().unwrap().state, AckState::DeadLetter, "a failed result parks the event");
     assert_eq!(refusal(&outcome[1]), Refusal::NotFound);
-    let parked = h
-        .store
-        .event(&inbox, second.event.event_id)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        parked.lifecycle.dead_letter_reason,
-        DeadLetterReason::HandlerFailed
-    );
-    assert!(
-        matches!(parked.body, EventBody::Json(_)),
-        "a parked event keeps its payload for requeue"
-    );
-    assert_invalid(
-        h.store
-            .acknowledge(&Acknowledge {
-                inbox: inbox.clone(),
-                items: vec![],
-            })
-            .await,
-        "acks",
-    );
+    let parked = h.store.event(&inbox, second.event.event_id).await.unwrap().unwrap();
+    assert_eq!(parked.lifecycle.dead_letter_reason, DeadLetterReason::HandlerFailed);
+    assert!(matches!(parked.body, EventBody::Json(_)), "a parked event keeps its payload for requeue");
+    assert_invalid(h.store.acknowledge(&Acknowledge { inbox: inbox.clone(), items: vec![] }).await, "acks");
 }
 
 /// Release returns the event, after `retry_after` if asked; the holder's repeat is harmless,
@@ -981,12 +664,7 @@ pub async fn release_schedules_retries_and_dead_letters_at_the_limit(h: &Harness
     let mut p = event("t1", &["alpha"], "{}");
     p.max_attempts = Some(2);
     let id = h.store.publish(&p).await.unwrap().deliveries[0].event_id;
-    let claimed = h
-        .store
-        .claim_next(&claim_next(&inbox, 1))
-        .await
-        .unwrap()
-        .remove(0);
+    let claimed = h.store.claim_next(&claim_next(&inbox, 1)).await.unwrap().remove(0);
     let release = Release {
         inbox: inbox.clone(),
         event_id: id,
@@ -994,10 +672,7 @@ pub async fn release_schedules_retries_and_dead_letters_at_the_limit(h: &Harness
         retry_after_ms: 60_000,
         reason: Some("transient_dependency_failure".into()),
     };
-    let stranger = Release {
-        lease_token: LeaseToken::from_random([2; 16]),
-        ..release.clone()
-    };
+    let stranger = Release { lease_token: LeaseToken::from_random([2; 16]), ..release.clone() };
     match h.store.release(&stranger).await {
         Err(StoreError::Event(item)) => {
             assert_eq!(item.reason, Refusal::Refused(RefusalReason::LeaseMismatch))
@@ -1013,74 +688,24 @@ pub async fn release_schedules_retries_and_dead_letters_at_the_limit(h: &Harness
         "a repeated release is harmless"
     );
     let stored = h.store.event(&inbox, id).await.unwrap().unwrap();
-    assert_eq!(
-        stored.lifecycle.display_state(h.clock.now()),
-        "retry_scheduled"
-    );
-    assert_eq!(
-        stored.last_error.as_deref(),
-        Some("transient_dependency_failure")
-    );
-    assert!(
-        h.store
-            .claim_next(&claim_next(&inbox, 1))
-            .await
-            .unwrap()
-            .is_empty(),
-        "not before retry_after"
-    );
-    let ack = h
-        .store
-        .acknowledge(&ack_of(&inbox, &claimed))
-        .await
-        .unwrap();
-    assert_eq!(
-        refusal(&ack[0]),
-        Refusal::Refused(RefusalReason::LeaseExpired),
-        "a released lease is over"
-    );
+    assert_eq!(stored.lifecycle.display_state(h.clock.now()), "retry_scheduled");
+    assert_eq!(stored.last_error.as_deref(), Some("transient_dependency_failure"));
+    assert!(h.store.claim_next(&claim_next(&inbox, 1)).await.unwrap().is_empty(), "not before retry_after");
+    let ack = h.store.acknowledge(&ack_of(&inbox, &claimed)).await.unwrap();
+    assert_eq!(refusal(&ack[0]), Refusal::Refused(RefusalReason::LeaseExpired), "a released lease is over");
 
     h.clock.advance_ms(60_000);
-    let second = h
-        .store
-        .claim_next(&claim_next(&inbox, 1))
-        .await
-        .unwrap()
-        .remove(0);
+    let second = h.store.claim_next(&claim_next(&inbox, 1)).await.unwrap().remove(0);
     assert_eq!(second.event.lifecycle.delivery_attempts, 2);
-    let last = Release {
-        lease_token: second.lease_token.clone(),
-        retry_after_ms: 0,
-        ..release.clone()
-    };
-    assert_eq!(
-        h.store.release(&last).await.unwrap().state,
-        AckState::DeadLetter,
-        "no attempts left"
-    );
+    let last = Release { lease_token: second.lease_token.clone(), retry_after_ms: 0, ..release.clone() };
+    assert_eq!(h.store.release(&last).await.unwrap().state, AckState::DeadLetter, "no attempts left");
     let stored = h.store.event(&inbox, id).await.unwrap().unwrap();
-    assert_eq!(
-        stored.lifecycle.dead_letter_reason,
-        DeadLetterReason::MaxAttemptsExceeded
-    );
+    assert_eq!(stored.lifecycle.dead_letter_reason, DeadLetterReason::MaxAttemptsExceeded);
     assert_invalid(
-        h.store
-            .release(&Release {
-                retry_after_ms: crate::RETRY_AFTER_MS_MAX + 1,
-                ..release.clone()
-            })
-            .await,
+        h.store.release(&Release { retry_after_ms: crate::RETRY_AFTER_MS_MAX + 1, ..release.clone() }).await,
         "retry_after_seconds",
     );
-    assert_invalid(
-        h.store
-            .release(&Release {
-                reason: Some("x".repeat(201)),
-                ..release
-            })
-            .await,
-        "reason",
-    );
+    assert_invalid(h.store.release(&Release { reason: Some("x".repeat(201)), ..release }).await, "reason");
 }
 
 /// Heartbeats extend live leases up to the maximum, never revive dead ones, and refuse
@@ -1103,30 +728,12 @@ pub async fn heartbeat_extends_only_live_leases(h: &Harness) {
     };
     h.clock.advance_ms(50_000);
     let now = h.clock.now();
-    let receipts = h
-        .store
-        .heartbeat(&beat(vec![(0, 120_000), (1, 120_000)]))
-        .await
-        .unwrap();
-    assert!(
-        receipts
-            .iter()
-            .all(|r| r.as_ref().unwrap().lease_until == now.plus_ms(120_000))
-    );
+    let receipts = h.store.heartbeat(&beat(vec![(0, 120_000), (1, 120_000)])).await.unwrap();
+    assert!(receipts.iter().all(|r| r.as_ref().unwrap().lease_until == now.plus_ms(120_000)));
     // Different extensions, one shorter than the lease already held: the lease never shrinks.
-    let receipts = h
-        .store
-        .heartbeat(&beat(vec![(0, 10_000), (1, 180_000)]))
-        .await
-        .unwrap();
-    assert_eq!(
-        receipts[0].as_ref().unwrap().lease_until,
-        now.plus_ms(120_000)
-    );
-    assert_eq!(
-        receipts[1].as_ref().unwrap().lease_until,
-        now.plus_ms(180_000)
-    );
+    let receipts = h.store.heartbeat(&beat(vec![(0, 10_000), (1, 180_000)])).await.unwrap();
+    assert_eq!(receipts[0].as_ref().unwrap().lease_until, now.plus_ms(120_000));
+    assert_eq!(receipts[1].as_ref().unwrap().lease_until, now.plus_ms(180_000));
     let stranger = Heartbeat {
         inbox: inbox.clone(),
         items: vec![HeartbeatItem {
@@ -1140,25 +747,16 @@ pub async fn heartbeat_extends_only_live_leases(h: &Harness) {
         Refusal::Refused(RefusalReason::LeaseMismatch)
     );
     h.clock.advance_ms(150_000);
-    let receipts = h
-        .store
-        .heartbeat(&beat(vec![(0, 60_000), (1, 60_000)]))
-        .await
-        .unwrap();
+    let receipts = h.store.heartbeat(&beat(vec![(0, 60_000), (1, 60_000)])).await.unwrap();
     assert_eq!(
         refusal(&receipts[0]),
         Refusal::Refused(RefusalReason::LeaseExpired),
         "a dead lease is not revived"
     );
     assert!(receipts[1].is_ok());
+    assert_invalid(h.store.heartbeat(&beat(vec![(0, 500)])).await, "extend_by_seconds");
     assert_invalid(
-        h.store.heartbeat(&beat(vec![(0, 500)])).await,
-        "extend_by_seconds",
-    );
-    assert_invalid(
-        h.store
-            .heartbeat(&beat(vec![(0, h.store.config().lease_ms_max + 1_000)]))
-            .await,
+        h.store.heartbeat(&beat(vec![(0, h.store.config().lease_ms_max + 1_000)])).await,
         "extend_by_seconds",
     );
 }
@@ -1188,11 +786,7 @@ pub async fn scavenger_returns_expired_leases_and_expires_events(h: &Harness) {
         .remove(0)
         .unwrap();
 
-    assert_eq!(
-        h.store.scavenge(100).await.unwrap(),
-        crate::ScavengeReport::default(),
-        "nothing is due yet"
-    );
+    assert_eq!(h.store.scavenge(100).await.unwrap(), crate::ScavengeReport::default(), "nothing is due yet");
     h.clock.advance_ms(10_000);
     let late_ack_before_scavenge = h.store.event(&inbox, id).await.unwrap().unwrap();
     assert_eq!(late_ack_before_scavenge.state(), AckState::Claimed);
@@ -1202,24 +796,10 @@ pub async fn scavenger_returns_expired_leases_and_expires_events(h: &Harness) {
     assert_eq!(returned.state(), AckState::Available);
     assert_eq!(returned.lifecycle.delivery_attempts, 1, "attempts are kept");
     let retry_at = returned.lifecycle.next_retry_at.expect("a backoff delay");
-    assert!(
-        retry_at > h.clock.now()
-            && retry_at <= h.clock.now().plus_ms(h.store.config().backoff.base_ms)
-    );
-    let late = h
-        .store
-        .acknowledge(&ack_with(
-            &inbox,
-            id,
-            &first.lease_token,
-            AckResult::Completed,
-        ))
-        .await
-        .unwrap();
-    assert_eq!(
-        refusal(&late[0]),
-        Refusal::Refused(RefusalReason::LeaseExpired)
-    );
+    assert!(retry_at > h.clock.now() && retry_at <= h.clock.now().plus_ms(h.store.config().backoff.base_ms));
+    let late =
+        h.store.acknowledge(&ack_with(&inbox, id, &first.lease_token, AckResult::Completed)).await.unwrap();
+    assert_eq!(refusal(&late[0]), Refusal::Refused(RefusalReason::LeaseExpired));
 
     h.clock.advance_ms(h.store.config().backoff.base_ms);
     let second = h
@@ -1234,16 +814,8 @@ pub async fn scavenger_returns_expired_leases_and_expires_events(h: &Harness) {
         .unwrap()
         .remove(0)
         .unwrap();
-    let stale = h
-        .store
-        .acknowledge(&ack_with(
-            &inbox,
-            id,
-            &first.lease_token,
-            AckResult::Completed,
-        ))
-        .await
-        .unwrap();
+    let stale =
+        h.store.acknowledge(&ack_with(&inbox, id, &first.lease_token, AckResult::Completed)).await.unwrap();
     assert_eq!(
         refusal(&stale[0]),
         Refusal::Refused(RefusalReason::LeaseMismatch),
@@ -1252,33 +824,11 @@ pub async fn scavenger_returns_expired_leases_and_expires_events(h: &Harness) {
     h.clock.advance_ms(20_000);
     let report = h.store.scavenge(100).await.unwrap();
     assert_eq!((report.dead_lettered, report.expired), (1, 1));
-    assert_eq!(
-        h.store.event(&inbox, id).await.unwrap().unwrap().state(),
-        AckState::DeadLetter
-    );
-    assert_eq!(
-        h.store
-            .event(&inbox, short_id)
-            .await
-            .unwrap()
-            .unwrap()
-            .state(),
-        AckState::Expired
-    );
-    let late = h
-        .store
-        .acknowledge(&ack_with(
-            &inbox,
-            id,
-            &second.lease_token,
-            AckResult::Completed,
-        ))
-        .await
-        .unwrap();
-    assert_eq!(
-        refusal(&late[0]),
-        Refusal::Refused(RefusalReason::LeaseExpired)
-    );
+    assert_eq!(h.store.event(&inbox, id).await.unwrap().unwrap().state(), AckState::DeadLetter);
+    assert_eq!(h.store.event(&inbox, short_id).await.unwrap().unwrap().state(), AckState::Expired);
+    let late =
+        h.store.acknowledge(&ack_with(&inbox, id, &second.lease_token, AckResult::Completed)).await.unwrap();
+    assert_eq!(refusal(&late[0]), Refusal::Refused(RefusalReason::LeaseExpired));
     assert_invalid(h.store.scavenge(0).await, "batch_limit");
 }
 
@@ -1294,10 +844,7 @@ pub async fn retention_archives_a_prefix_and_requires_cursor_reset(h: &Harness) 
     for c in claimed.iter().filter(|c| c.event.inbox_seq != InboxSeq(3)) {
         h.store.acknowledge(&ack_of(&inbox, c)).await.unwrap();
     }
-    let three = claimed
-        .iter()
-        .find(|c| c.event.inbox_seq == InboxSeq(3))
-        .unwrap();
+    let three = claimed.iter().find(|c| c.event.inbox_seq == InboxSeq(3)).unwrap();
     h.store
         .release(&Release {
             inbox: inbox.clone(),
@@ -1309,69 +856,30 @@ pub async fn retention_archives_a_prefix_and_requires_cursor_reset(h: &Harness) 
         .await
         .unwrap();
     h.clock.advance_ms(h.store.config().retention_ms - 1);
-    assert_eq!(
-        h.store.scavenge(100).await.unwrap().archived,
-        0,
-        "not old enough yet"
-    );
+    assert_eq!(h.store.scavenge(100).await.unwrap().archived, 0, "not old enough yet");
     h.clock.advance_ms(2);
     assert_eq!(h.store.scavenge(100).await.unwrap().archived, 2);
-    assert_eq!(
-        h.scalar("SELECT COUNT(*) AS n FROM agent_inbox_archive", &[])
-            .await,
-        2
-    );
-    assert_eq!(
-        h.scalar("SELECT MIN(inbox_seq) AS n FROM agent_inbox", &[])
-            .await,
-        3
-    );
+    assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox_archive", &[]).await, 2);
+    assert_eq!(h.scalar("SELECT MIN(inbox_seq) AS n FROM agent_inbox", &[]).await, 3);
     let head = h.store.head(&inbox).await.unwrap();
-    assert_eq!(
-        (head.head_seq, head.oldest_available_seq),
-        (InboxSeq(5), InboxSeq(3))
-    );
+    assert_eq!((head.head_seq, head.oldest_available_seq), (InboxSeq(5), InboxSeq(3)));
     match h.store.poll_after_cursor(&poll(&inbox, 1, 10)).await {
-        Err(StoreError::CursorResetRequired {
-            oldest_available_seq,
-            head_seq,
-            ..
-        }) => {
+        Err(StoreError::CursorResetRequired { oldest_available_seq, head_seq, .. }) => {
             assert_eq!((oldest_available_seq, head_seq), (InboxSeq(3), InboxSeq(5)))
         }
         other => panic!("expected cursor_reset_required, got {other:?}"),
     }
-    let page = h
-        .store
-        .poll_after_cursor(&poll(&inbox, 2, 10))
-        .await
-        .unwrap();
+    let page = h.store.poll_after_cursor(&poll(&inbox, 2, 10)).await.unwrap();
     assert_eq!(page.events.first().map(|e| e.inbox_seq), Some(InboxSeq(3)));
 
     // Once 3 is acknowledged and old, the rest follows; new publishes continue the sequence.
-    let again = h
-        .store
-        .claim_next(&claim_next(&inbox, 1))
-        .await
-        .unwrap()
-        .remove(0);
+    let again = h.store.claim_next(&claim_next(&inbox, 1)).await.unwrap().remove(0);
     h.store.acknowledge(&ack_of(&inbox, &again)).await.unwrap();
     h.clock.advance_ms(h.store.config().retention_ms + 1);
     assert_eq!(h.store.scavenge(100).await.unwrap().archived, 3);
-    assert_eq!(
-        h.store.head(&inbox).await.unwrap().oldest_available_seq,
-        InboxSeq(6)
-    );
-    assert_eq!(
-        publish_to(h, "t1", "alpha", "{}").await.inbox_seq,
-        InboxSeq(6)
-    );
-    assert!(
-        h.store
-            .poll_after_cursor(&poll(&inbox, 5, 10))
-            .await
-            .is_ok()
-    );
+    assert_eq!(h.store.head(&inbox).await.unwrap().oldest_available_seq, InboxSeq(6));
+    assert_eq!(publish_to(h, "t1", "alpha", "{}").await.inbox_seq, InboxSeq(6));
+    assert!(h.store.poll_after_cursor(&poll(&inbox, 5, 10)).await.is_ok());
 }
 
 // ---- operators ----
@@ -1387,26 +895,12 @@ pub async fn operators_list_requeue_quarantine_and_purge(h: &Harness) {
         }
         ids
     };
-    let claimed = h
-        .store
-        .claim_next(&claim_next(&inbox, 1))
-        .await
-        .unwrap()
-        .remove(0);
+    let claimed = h.store.claim_next(&claim_next(&inbox, 1)).await.unwrap().remove(0);
     h.store
-        .acknowledge(&ack_with(
-            &inbox,
-            claimed.event.event_id,
-            &claimed.lease_token,
-            AckResult::Failed,
-        ))
+        .acknowledge(&ack_with(&inbox, claimed.event.event_id, &claimed.lease_token, AckResult::Failed))
         .await
         .unwrap();
-    let quarantined = h
-        .store
-        .quarantine(&inbox, ids[1], "signature anomaly")
-        .await
-        .unwrap();
+    let quarantined = h.store.quarantine(&inbox, ids[1], "signature anomaly").await.unwrap();
     assert_eq!(quarantined.state(), AckState::Quarantined);
     assert_eq!(quarantined.last_error.as_deref(), Some("signature anomaly"));
     let refused = h
@@ -1419,41 +913,19 @@ pub async fn operators_list_requeue_quarantine_and_purge(h: &Harness) {
         })
         .await
         .unwrap();
-    assert_eq!(
-        refusal(&refused[0]),
-        Refusal::Refused(RefusalReason::NotClaimable("quarantined"))
-    );
+    assert_eq!(refusal(&refused[0]), Refusal::Refused(RefusalReason::NotClaimable("quarantined")));
 
-    let all = ParkedQuery {
-        tenant_id: tenant("t1"),
-        recipient: None,
-        state: None,
-        limit: 10,
-    };
+    let all = ParkedQuery { tenant_id: tenant("t1"), recipient: None, state: None, limit: 10 };
     assert_eq!(h.store.list_parked(&all).await.unwrap().len(), 2);
-    let dead = ParkedQuery {
-        state: Some(AckState::DeadLetter),
-        ..all.clone()
-    };
-    assert_eq!(
-        h.store.list_parked(&dead).await.unwrap()[0].event_id,
-        ids[0]
-    );
+    let dead = ParkedQuery { state: Some(AckState::DeadLetter), ..all.clone() };
+    assert_eq!(h.store.list_parked(&dead).await.unwrap()[0].event_id, ids[0]);
     assert_invalid(
-        h.store
-            .list_parked(&ParkedQuery {
-                state: Some(AckState::Acked),
-                ..all.clone()
-            })
-            .await,
+        h.store.list_parked(&ParkedQuery { state: Some(AckState::Acked), ..all.clone() }).await,
         "state",
     );
     assert!(
         h.store
-            .list_parked(&ParkedQuery {
-                tenant_id: tenant("t2"),
-                ..all.clone()
-            })
+            .list_parked(&ParkedQuery { tenant_id: tenant("t2"), ..all.clone() })
             .await
             .unwrap()
             .is_empty()
@@ -1462,30 +934,16 @@ pub async fn operators_list_requeue_quarantine_and_purge(h: &Harness) {
     let stats = h.store.inbox_stats(&tenant("t1"), 10).await.unwrap();
     assert_eq!(stats.len(), 1);
     assert_eq!(
-        (
-            stats[0].depth,
-            stats[0].claimed,
-            stats[0].parked,
-            stats[0].head_seq
-        ),
+        (stats[0].depth, stats[0].claimed, stats[0].parked, stats[0].head_seq),
         (1, 0, 2, InboxSeq(3))
     );
     assert!(stats[0].oldest_unacked_at.is_some());
 
     let outcomes = h.store.requeue(&inbox, &[ids[0], ids[2]]).await.unwrap();
     let requeued = outcomes[0].as_ref().unwrap();
-    assert_eq!(
-        (requeued.state(), requeued.lifecycle.delivery_attempts),
-        (AckState::Available, 1)
-    );
-    assert_eq!(
-        requeued.lifecycle.max_attempts,
-        1 + h.store.config().max_attempts_default
-    );
-    assert_eq!(
-        refusal(&outcomes[1]),
-        Refusal::Refused(RefusalReason::NotParked("available"))
-    );
+    assert_eq!((requeued.state(), requeued.lifecycle.delivery_attempts), (AckState::Available, 1));
+    assert_eq!(requeued.lifecycle.max_attempts, 1 + h.store.config().max_attempts_default);
+    assert_eq!(refusal(&outcomes[1]), Refusal::Refused(RefusalReason::NotParked("available")));
     let again = h
         .store
         .claim_by_ids(&ClaimByIds {
@@ -1500,10 +958,7 @@ pub async fn operators_list_requeue_quarantine_and_purge(h: &Harness) {
 
     let purged = h.store.purge(&inbox, &[ids[1], ids[2]]).await.unwrap();
     assert_eq!(purged[0].as_ref().unwrap(), &ids[1]);
-    assert_eq!(
-        refusal(&purged[1]),
-        Refusal::Refused(RefusalReason::NotParked("available"))
-    );
+    assert_eq!(refusal(&purged[1]), Refusal::Refused(RefusalReason::NotParked("available")));
     assert!(h.store.event(&inbox, ids[1]).await.unwrap().is_none());
     assert!(h.store.event(&inbox, ids[2]).await.unwrap().is_some());
 }
@@ -1514,11 +969,7 @@ pub async fn tenants_and_recipients_are_isolated(h: &Harness) {
     let ours = inbox_of("t1", "alpha");
     let theirs = inbox_of("t2", "alpha");
     let id = publish_to(h, "t1", "alpha", "{}").await.event_id;
-    assert_eq!(
-        publish_to(h, "t2", "alpha", "{}").await.inbox_seq,
-        InboxSeq(1),
-        "separate sequences"
-    );
+    assert_eq!(publish_to(h, "t2", "alpha", "{}").await.inbox_seq, InboxSeq(1), "separate sequences");
     let claimed = h
         .store
         .claim_by_ids(&ClaimByIds {
@@ -1544,48 +995,21 @@ pub async fn tenants_and_recipients_are_isolated(h: &Harness) {
     assert_eq!(refusal(&across[0]), Refusal::NotFound);
     let ack = h
         .store
-        .acknowledge(&ack_with(
-            &theirs,
-            id,
-            &claimed.lease_token,
-            AckResult::Completed,
-        ))
+        .acknowledge(&ack_with(&theirs, id, &claimed.lease_token, AckResult::Completed))
         .await
         .unwrap();
     assert_eq!(refusal(&ack[0]), Refusal::NotFound);
     assert!(h.store.event(&theirs, id).await.unwrap().is_none());
-    let page = h
-        .store
-        .poll_after_cursor(&poll(&theirs, 0, 10))
-        .await
-        .unwrap();
-    assert!(
-        page.events
-            .iter()
-            .all(|e| e.inbox.tenant_id.as_str() == "t2")
-    );
-    assert_eq!(
-        h.store
-            .claim_next(&claim_next(&theirs, 10))
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
-    assert_eq!(
-        h.store.event(&ours, id).await.unwrap().unwrap().state(),
-        AckState::Claimed
-    );
+    let page = h.store.poll_after_cursor(&poll(&theirs, 0, 10)).await.unwrap();
+    assert!(page.events.iter().all(|e| e.inbox.tenant_id.as_str() == "t2"));
+    assert_eq!(h.store.claim_next(&claim_next(&theirs, 10)).await.unwrap().len(), 1);
+    assert_eq!(h.store.event(&ours, id).await.unwrap().unwrap().state(), AckState::Claimed);
 }
 
 /// Running migrations again changes nothing.
 pub async fn migrations_are_idempotent(h: &Harness) {
     assert_eq!(h.store.migrate().await.unwrap(), 0);
-    assert!(
-        h.scalar("SELECT COUNT(*) AS n FROM agent_inbox_migrations", &[])
-            .await
-            >= 1
-    );
+    assert!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox_migrations", &[]).await >= 1);
     h.store.ping().await.unwrap();
 }
 
@@ -1612,10 +1036,7 @@ pub async fn sixteen_workers_drain_a_backlog_while_publishers_insert(h: &Harness
                     .publish(&event("t1", &["busy"], &format!("{{\"p\":{p},\"n\":{n}}}")))
                     .await
                     .expect("publish");
-                published
-                    .lock()
-                    .unwrap()
-                    .insert(receipt.deliveries[0].event_id);
+                published.lock().unwrap().insert(receipt.deliveries[0].event_id);
             }
         }));
     }
@@ -1628,44 +1049,27 @@ pub async fn sixteen_workers_drain_a_backlog_while_publishers_insert(h: &Harness
     let publishing_done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for p in 0..LIVE_PUBLISHERS {
-        let (store, published, done) =
-            (h.store.clone(), published.clone(), publishing_done.clone());
+        let (store, published, done) = (h.store.clone(), published.clone(), publishing_done.clone());
         tasks.push(tokio::spawn(async move {
             for n in 0..LIVE_EACH {
                 let receipt = store
-                    .publish(&event(
-                        "t1",
-                        &["busy"],
-                        &format!("{{\"live\":{p},\"n\":{n}}}"),
-                    ))
+                    .publish(&event("t1", &["busy"], &format!("{{\"live\":{p},\"n\":{n}}}")))
                     .await
                     .expect("publish");
-                published
-                    .lock()
-                    .unwrap()
-                    .insert(receipt.deliveries[0].event_id);
+                published.lock().unwrap().insert(receipt.deliveries[0].event_id);
             }
             done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }));
     }
     let total = BACKLOG + LIVE_PUBLISHERS * LIVE_EACH;
     for worker in 0..WORKERS {
-        let (store, inbox, holders, acks, done) = (
-            h.store.clone(),
-            inbox.clone(),
-            holders.clone(),
-            acks.clone(),
-            publishing_done.clone(),
-        );
+        let (store, inbox, holders, acks, done) =
+            (h.store.clone(), inbox.clone(), holders.clone(), acks.clone(), publishing_done.clone());
         tasks.push(tokio::spawn(async move {
             loop {
-                let claimed = store
-                    .claim_next(&claim_next(&inbox, 10))
-                    .await
-                    .expect("claim");
+                let claimed = store.claim_next(&claim_next(&inbox, 10)).await.expect("claim");
                 if claimed.is_empty() {
-                    let finished =
-                        done.load(std::sync::atomic::Ordering::SeqCst) == LIVE_PUBLISHERS;
+                    let finished = done.load(std::sync::atomic::Ordering::SeqCst) == LIVE_PUBLISHERS;
                     if finished && acks.lock().unwrap().len() >= total {
                         return;
                     }
@@ -1676,10 +1080,7 @@ pub async fn sixteen_workers_drain_a_backlog_while_publishers_insert(h: &Harness
                     let mut holders = holders.lock().unwrap();
                     for c in &claimed {
                         if let Some(other) = holders.insert(c.event.event_id, worker) {
-                            panic!(
-                                "event {} held by workers {other} and {worker} at once",
-                                c.event.event_id
-                            );
+                            panic!("event {} held by workers {other} and {worker} at once", c.event.event_id);
                         }
                     }
                 }
@@ -1693,20 +1094,12 @@ pub async fn sixteen_workers_drain_a_backlog_while_publishers_insert(h: &Harness
                     .collect();
                 // Release holdership before the ack commits could let a double claim hide, so
                 // the holder entry is removed only after the ack succeeded.
-                let outcomes = store
-                    .acknowledge(&Acknowledge {
-                        inbox: inbox.clone(),
-                        items,
-                    })
-                    .await
-                    .expect("ack");
+                let outcomes =
+                    store.acknowledge(&Acknowledge { inbox: inbox.clone(), items }).await.expect("ack");
                 let mut holders = holders.lock().unwrap();
                 let mut acks = acks.lock().unwrap();
                 for (c, outcome) in claimed.iter().zip(outcomes) {
-                    assert_eq!(
-                        outcome.expect("the lease holder's ack succeeds").state,
-                        AckState::Acked
-                    );
+                    assert_eq!(outcome.expect("the lease holder's ack succeeds").state, AckState::Acked);
                     holders.remove(&c.event.event_id);
                     *acks.entry(c.event.event_id).or_default() += 1;
                 }
@@ -1720,55 +1113,19 @@ pub async fn sixteen_workers_drain_a_backlog_while_publishers_insert(h: &Harness
 
     let published = published.lock().unwrap().clone();
     let acks = acks.lock().unwrap().clone();
-    assert_eq!(
-        published.len(),
-        total,
-        "every publish returned a distinct event"
-    );
+    assert_eq!(published.len(), total, "every publish returned a distinct event");
     assert_eq!(acks.len(), total, "every event was acknowledged");
-    assert!(
-        acks.values().all(|n| *n == 1),
-        "no event was acknowledged under two leases"
-    );
+    assert!(acks.values().all(|n| *n == 1), "no event was acknowledged under two leases");
     assert!(acks.keys().all(|id| published.contains(id)));
     let n = total.to_string();
     assert_eq!(
-        h.scalar(
-            "SELECT COUNT(*) AS n FROM agent_inbox WHERE ack_state = 'acked'",
-            &[]
-        )
-        .await
-        .to_string(),
+        h.scalar("SELECT COUNT(*) AS n FROM agent_inbox WHERE ack_state = 'acked'", &[]).await.to_string(),
         n
     );
-    assert_eq!(
-        h.scalar(
-            "SELECT COUNT(*) AS n FROM agent_inbox WHERE delivery_attempts <> 1",
-            &[]
-        )
-        .await,
-        0
-    );
-    assert_eq!(
-        h.scalar("SELECT MAX(inbox_seq) AS n FROM agent_inbox", &[])
-            .await
-            .to_string(),
-        n,
-        "no gaps"
-    );
-    assert_eq!(
-        h.scalar(
-            "SELECT COUNT(DISTINCT inbox_seq) AS n FROM agent_inbox",
-            &[]
-        )
-        .await
-        .to_string(),
-        n
-    );
-    assert_eq!(
-        h.store.head(&inbox).await.unwrap().head_seq,
-        InboxSeq(total as u64)
-    );
+    assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox WHERE delivery_attempts <> 1", &[]).await, 0);
+    assert_eq!(h.scalar("SELECT MAX(inbox_seq) AS n FROM agent_inbox", &[]).await.to_string(), n, "no gaps");
+    assert_eq!(h.scalar("SELECT COUNT(DISTINCT inbox_seq) AS n FROM agent_inbox", &[]).await.to_string(), n);
+    assert_eq!(h.store.head(&inbox).await.unwrap().head_seq, InboxSeq(total as u64));
 }
 
 /// Fan-outs to overlapping recipient sets, listed in different orders, run concurrently
@@ -1789,32 +1146,17 @@ pub async fn concurrent_fan_outs_never_deadlock(h: &Harness) {
                 if (t + n) % 2 == 0 {
                     chosen.reverse();
                 }
-                store
-                    .publish(&event("t1", &chosen, "{}"))
-                    .await
-                    .expect("fan-out publish");
+                store.publish(&event("t1", &chosen, "{}")).await.expect("fan-out publish");
             }
         }));
     }
     futures_join(tasks).await;
     for name in names {
-        let rows = h
-            .scalar(
-                "SELECT COUNT(*) AS n FROM agent_inbox WHERE recipient_id = ?",
-                &[name],
-            )
-            .await;
-        let max = h
-            .scalar(
-                "SELECT MAX(inbox_seq) AS n FROM agent_inbox WHERE recipient_id = ?",
-                &[name],
-            )
-            .await;
+        let rows = h.scalar("SELECT COUNT(*) AS n FROM agent_inbox WHERE recipient_id = ?", &[name]).await;
+        let max =
+            h.scalar("SELECT MAX(inbox_seq) AS n FROM agent_inbox WHERE recipient_id = ?", &[name]).await;
         assert_eq!(rows, max, "{name}: sequence has gaps or repeats");
-        assert_eq!(
-            h.store.head(&inbox_of("t1", name)).await.unwrap().head_seq,
-            InboxSeq(max as u64)
-        );
+        assert_eq!(h.store.head(&inbox_of("t1", name)).await.unwrap().head_seq, InboxSeq(max as u64));
     }
 }
 
@@ -1828,10 +1170,7 @@ pub async fn scavengers_on_two_nodes_do_each_event_once(h: &Harness) {
     while claimed < 60 {
         claimed += h
             .store
-            .claim_next(&ClaimNext {
-                lease_ms: Some(5_000),
-                ..claim_next(&inbox, 20)
-            })
+            .claim_next(&ClaimNext { lease_ms: Some(5_000), ..claim_next(&inbox, 20) })
             .await
             .unwrap()
             .len();
@@ -1854,12 +1193,182 @@ pub async fn scavengers_on_two_nodes_do_each_event_once(h: &Harness) {
             n
         }
     );
+    assert_eq!(a + b, 60, "every lease returned once across both nodes ({a} + {b})");
     assert_eq!(
-        a + b,
-        60,
-        "every lease returned once across both nodes ({a} + {b})"
+        h.scalar(
+            "SELECT COUNT(*) AS n FROM agent_inbox WHERE ack_state = 'available' AND delivery_attempts = 1",
+            &[]
+        )
+        .await,
+        60
     );
-    assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox WHERE ack_state = 'available' AND delivery_attempts = 1", &[]).await, 60);
+}
+
+// ---- real-time hints ----
+
+/// A signal row becomes readable only when its publish commits, a rolled-back publish leaves
+/// none, a skipped id can be asked for again, and old rows are deleted.
+pub async fn signals_appear_only_after_commit(h: &Harness) {
+    let start = h.store.signal_start_id(h.store.now().minus_ms(10_000)).await.unwrap();
+    assert_eq!(start, 0, "an empty table starts at 0");
+    let publish = event("t1", &["alpha", "beta"], "{}");
+    let read_all = || async { h.store.signals_after(0, 100).await.unwrap() };
+    match h.store.dialect() {
+        Dialect::MySql => {
+            use sqlx::Connection as _;
+            let mut conn = sqlx::MySqlConnection::connect(&h.url).await.unwrap();
+            for commit in [false, true] {
+                let mut tx = conn.begin().await.unwrap();
+                h.store.publish_in(&mut *tx, &publish).await.unwrap();
+                assert!(read_all().await.is_empty(), "nothing is readable before commit");
+                if commit { tx.commit().await.unwrap() } else { tx.rollback().await.unwrap() }
+            }
+        }
+        Dialect::Sqlite => {
+            use sqlx::Connection as _;
+            let mut conn = sqlx::SqliteConnection::connect(&h.url).await.unwrap();
+            for commit in [false, true] {
+                let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.unwrap();
+                h.store.publish_in(&mut *tx, &publish).await.unwrap();
+                assert!(read_all().await.is_empty(), "nothing is readable before commit");
+                if commit { tx.commit().await.unwrap() } else { tx.rollback().await.unwrap() }
+            }
+        }
+    }
+    let signals = read_all().await;
+    assert_eq!(signals.len(), 1, "only the committed publish signals: {signals:?}");
+    let signal = &signals[0];
+    assert_eq!(signal.tenant_id, tenant("t1"));
+    assert_eq!(signal.heads, vec![(agent("alpha"), InboxSeq(1)), (agent("beta"), InboxSeq(1))]);
+    publish_to(h, "t1", "alpha", "{}").await;
+    let after = h.store.signals_after(signal.outbox_id, 100).await.unwrap();
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0].heads, vec![(agent("alpha"), InboxSeq(2))]);
+    let again = h.store.signals_by_ids(&[after[0].outbox_id, after[0].outbox_id + 1_000]).await.unwrap();
+    assert_eq!(again, after, "ids that exist are returned, others are not");
+    assert_eq!(
+        h.store.signal_start_id(h.store.now().minus_ms(10_000)).await.unwrap(),
+        signal.outbox_id - 1,
+        "a starting notifier re-reads recent signals"
+    );
+    h.clock.advance_ms(60_000);
+    assert_eq!(
+        h.store.signal_start_id(h.store.now().minus_ms(10_000)).await.unwrap(),
+        after[0].outbox_id,
+        "and starts after old ones"
+    );
+    assert_eq!(h.store.delete_signals_before(h.store.now(), 1).await.unwrap(), 1, "bounded");
+    assert_eq!(h.store.delete_signals_before(h.store.now(), 100).await.unwrap(), 1);
+    assert!(read_all().await.is_empty());
+}
+
+/// A stream ticket is redeemed once, on any node; an expired one never; a cookie credential
+/// until it expires.
+pub async fn stream_tickets_redeem_once_on_any_node(h: &Harness) {
+    use crate::{StreamCredential, StreamGrant};
+    let grant = StreamGrant {
+        tenant_id: tenant("t1"),
+        subject: "alpha".into(),
+        kind: "agent".into(),
+        scope: "stream.subscribe inbox.claim".into(),
+        session_id: Some(SessionId::new("sess_1").unwrap()),
+    };
+    let ticket = [7u8; 32];
+    h.store.insert_stream_credential(&ticket, StreamCredential::Ticket, &grant, 60_000).await.unwrap();
+    let second = h.second_node().await;
+    let (a, b) = tokio::join!(
+        h.store.redeem_stream_credential(&ticket, StreamCredential::Ticket),
+        second.redeem_stream_credential(&ticket, StreamCredential::Ticket)
+    );
+    let winners: Vec<_> = [a.unwrap(), b.unwrap()].into_iter().flatten().collect();
+    assert_eq!(winners, vec![grant.clone()], "exactly one node redeems it");
+    assert_eq!(h.store.redeem_stream_credential(&ticket, StreamCredential::Cookie).await.unwrap(), None);
+
+    let late = [8u8; 32];
+    h.store.insert_stream_credential(&late, StreamCredential::Ticket, &grant, 60_000).await.unwrap();
+    let cookie = [9u8; 32];
+    h.store.insert_stream_credential(&cookie, StreamCredential::Cookie, &grant, 120_000).await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            h.store.redeem_stream_credential(&cookie, StreamCredential::Cookie).await.unwrap().as_ref(),
+            Some(&grant),
+            "a cookie is reusable"
+        );
+    }
+    assert_eq!(h.store.redeem_stream_credential(&cookie, StreamCredential::Ticket).await.unwrap(), None);
+    h.clock.advance_ms(60_001);
+    assert_eq!(
+        h.store.redeem_stream_credential(&late, StreamCredential::Ticket).await.unwrap(),
+        None,
+        "expired"
+    );
+    assert_eq!(h.store.delete_expired_stream_credentials(h.store.now()).await.unwrap(), 2);
+    assert!(h.store.redeem_stream_credential(&cookie, StreamCredential::Cookie).await.unwrap().is_some());
+    assert!(
+        h.store.insert_stream_credential(&[1u8; 32], StreamCredential::Ticket, &grant, 0).await.is_err(),
+        "a credential must live a while"
+    );
+}
+
+/// A touched session stays active and records its transport and progress; a silent one is
+/// swept as gone and a touch revives it; a stranger's touch finds nothing.
+pub async fn sessions_are_touched_and_swept(h: &Harness) {
+    use crate::{SessionRecord, SessionTouch};
+    let session_id = SessionId::new("sess_touch").unwrap();
+    let (t1, alpha) = (tenant("t1"), RecipientId::new("alpha").unwrap());
+    h.store
+        .open_session(&SessionRecord {
+            session_id: session_id.clone(),
+            tenant_id: t1.clone(),
+            agent_id: alpha.clone(),
+            device_id: Some("laptop".into()),
+            transport: "sse".into(),
+            last_seen_seq: InboxSeq(4),
+            auth_subject: "alpha".into(),
+        })
+        .await
+        .unwrap();
+    let touch = SessionTouch {
+        session_id: &session_id,
+        tenant_id: &t1,
+        agent_id: &alpha,
+        transport: Some("websocket"),
+        last_seen_seq: Some(InboxSeq(2)),
+    };
+    h.clock.advance_ms(1_000);
+    assert!(h.store.touch_session(&touch).await.unwrap());
+    let status = || {
+        h.scalar(
+            "SELECT (CASE WHEN status = 'active' THEN 1 ELSE 0 END) * 1000 + last_seen_seq AS n \
+             FROM agent_session WHERE session_id = 'sess_touch'",
+            &[],
+        )
+    };
+    assert_eq!(status().await, 1_004, "active, and a lower last_seen_seq does not move it back");
+    assert_eq!(
+        h.scalar("SELECT COUNT(*) AS n FROM agent_session WHERE transport = 'websocket'", &[]).await,
+        1
+    );
+    h.clock.advance_ms(100_000);
+    assert_eq!(h.store.mark_silent_sessions_gone(h.store.now().minus_ms(90_000)).await.unwrap(), 1);
+    assert_eq!(status().await, 4, "gone");
+    assert!(
+        h.store
+            .touch_session(&SessionTouch {
+                last_seen_seq: Some(InboxSeq(9)),
+                transport: None,
+                ..touch.clone()
+            })
+            .await
+            .unwrap()
+    );
+    assert_eq!(status().await, 1_009, "revived, with progress");
+    assert!(h.store.touch_session(&touch).await.unwrap(), "a touch in the same millisecond still finds it");
+    let beta = RecipientId::new("beta").unwrap();
+    assert!(!h.store.touch_session(&SessionTouch { agent_id: &beta, ..touch.clone() }).await.unwrap());
+    assert!(
+        h.store.touch_session(&SessionTouch { transport: Some("Bad Transport"), ..touch }).await.is_err()
+    );
 }
 
 async fn futures_join(tasks: Vec<tokio::task::JoinHandle<()>>) {

@@ -5,13 +5,11 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::mysql::{
-    MySql, MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions, MySqlRow,
-};
+use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions, MySqlRow};
 use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{
-    Sqlite, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool,
-    SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+    Sqlite, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteRow, SqliteSynchronous,
 };
 use sqlx::{Executor as _, Row as _};
 
@@ -86,38 +84,20 @@ impl DbConnection<'_> {
         }
     }
 
-    pub(crate) async fn execute(
-        &mut self,
-        sql: &str,
-        args: &[Arg<'_>],
-    ) -> Result<Executed, StoreError> {
+    pub(crate) async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Executed, StoreError> {
         Ok(match self {
             DbConnection::MySql(conn) => {
-                let done = bind_all!(sqlx::query::<MySql>(sql), args)
-                    .execute(&mut **conn)
-                    .await?;
-                Executed {
-                    rows_affected: done.rows_affected(),
-                    last_insert_id: done.last_insert_id() as i64,
-                }
+                let done = bind_all!(sqlx::query::<MySql>(sql), args).execute(&mut **conn).await?;
+                Executed { rows_affected: done.rows_affected(), last_insert_id: done.last_insert_id() as i64 }
             }
             DbConnection::Sqlite(conn) => {
-                let done = bind_all!(sqlx::query::<Sqlite>(sql), args)
-                    .execute(&mut **conn)
-                    .await?;
-                Executed {
-                    rows_affected: done.rows_affected(),
-                    last_insert_id: done.last_insert_rowid(),
-                }
+                let done = bind_all!(sqlx::query::<Sqlite>(sql), args).execute(&mut **conn).await?;
+                Executed { rows_affected: done.rows_affected(), last_insert_id: done.last_insert_rowid() }
             }
         })
     }
 
-    pub(crate) async fn fetch_all(
-        &mut self,
-        sql: &str,
-        args: &[Arg<'_>],
-    ) -> Result<Vec<DbRow>, StoreError> {
+    pub(crate) async fn fetch_all(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<DbRow>, StoreError> {
         Ok(match self {
             DbConnection::MySql(conn) => bind_all!(sqlx::query::<MySql>(sql), args)
                 .fetch_all(&mut **conn)
@@ -181,8 +161,7 @@ impl DbRow {
     }
 
     pub(crate) fn string(&self, col: &str) -> Result<String, StoreError> {
-        self.opt_string(col)?
-            .ok_or_else(|| StoreError::Corrupt(format!("column {col} is NULL")))
+        self.opt_string(col)?.ok_or_else(|| StoreError::Corrupt(format!("column {col} is NULL")))
     }
 
     /// MySQL reports columns with a binary collation (`ascii_bin`, `utf8mb4_bin`, chosen so
@@ -254,10 +233,7 @@ impl Pooled {
 #[derive(Debug, Clone)]
 pub(crate) enum Pools {
     MySql(MySqlPool),
-    Sqlite {
-        writer: SqlitePool,
-        reader: SqlitePool,
-    },
+    Sqlite { writer: SqlitePool, reader: SqlitePool },
 }
 
 /// How the store reaches its database.
@@ -273,21 +249,14 @@ pub struct ConnectOptions {
 
 impl ConnectOptions {
     pub fn new(url: impl Into<String>) -> Self {
-        Self {
-            url: url.into(),
-            connections_max: 16,
-            acquire_timeout: Duration::from_secs(10),
-        }
+        Self { url: url.into(), connections_max: 16, acquire_timeout: Duration::from_secs(10) }
     }
 }
 
 impl Pools {
     pub(crate) async fn connect(options: &ConnectOptions) -> Result<Pools, StoreError> {
         let url = options.url.trim();
-        if let Some(rest) = url
-            .strip_prefix("mysql://")
-            .or_else(|| url.strip_prefix("mariadb://"))
-        {
+        if let Some(rest) = url.strip_prefix("mysql://").or_else(|| url.strip_prefix("mariadb://")) {
             let connect = MySqlConnectOptions::from_str(&format!("mysql://{rest}"))
                 .map_err(|err| StoreError::invalid("database_url", err.to_string()))?;
             let pool = MySqlPoolOptions::new()
@@ -298,7 +267,10 @@ impl Pools {
                         // Claims use SKIP LOCKED; READ COMMITTED takes record locks only, so
                         // claimers never gap-lock the inserts of concurrent publishers.
                         conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED").await?;
-                        conn.execute("SET SESSION innodb_lock_wait_timeout = 10, SESSION time_zone = '+00:00'").await?;
+                        conn.execute(
+                            "SET SESSION innodb_lock_wait_timeout = 10, SESSION time_zone = '+00:00'",
+                        )
+                        .await?;
                         Ok(())
                     })
                 })
@@ -386,9 +358,7 @@ impl From<sqlx::Error> for StoreError {
             | sqlx::Error::Io(_)
             | sqlx::Error::Tls(_)
             | sqlx::Error::WorkerCrashed => StoreError::Unavailable(err),
-            sqlx::Error::Database(db) if is_contention(db.as_ref()) => {
-                StoreError::Contention { attempts: 1 }
-            }
+            sqlx::Error::Database(db) if is_contention(db.as_ref()) => StoreError::Contention { attempts: 1 },
             _ => StoreError::Database(err),
         }
     }
@@ -402,7 +372,5 @@ fn is_contention(db: &dyn sqlx::error::DatabaseError) -> bool {
         return matches!(mysql.number(), 1213 | 1205);
     }
     // SQLITE_BUSY (5) and SQLITE_LOCKED (6), with their extended codes.
-    db.code()
-        .and_then(|code| code.parse::<i64>().ok())
-        .is_some_and(|code| matches!(code & 0xff, 5 | 6))
+    db.code().and_then(|code| code.parse::<i64>().ok()).is_some_and(|code| matches!(code & 0xff, 5 | 6))
 }

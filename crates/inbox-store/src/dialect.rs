@@ -72,11 +72,7 @@ impl Dialect {
             "INSERT INTO inbox_head (tenant_id, recipient_kind, recipient_id, head_seq, oldest_available_seq, updated_at_utc) VALUES ",
         );
         push_repeated(&mut sql, n, &format!("(?, ?, ?, {first}, 1, ?)"));
-        let advance = if increment {
-            "head_seq + 1"
-        } else {
-            "head_seq"
-        };
+        let advance = if increment { "head_seq + 1" } else { "head_seq" };
         match self {
             Dialect::MySql => {
                 let _ = write!(sql, " ON DUPLICATE KEY UPDATE head_seq = {advance}");
@@ -111,18 +107,11 @@ pub(crate) fn placeholders(n: usize) -> String {
 
 /// A predicate matching exactly these recipients (sorted), grouped by kind so each group is
 /// one index range: `((recipient_kind = ? AND recipient_id IN (?, ?)) OR ...)`.
-pub(crate) fn recipients_predicate<'a>(
-    recipients: &'a [Recipient],
-    args: &mut Vec<Arg<'a>>,
-) -> String {
+pub(crate) fn recipients_predicate<'a>(recipients: &'a [Recipient], args: &mut Vec<Arg<'a>>) -> String {
     let mut sql = String::from("(");
     let mut groups = recipients.chunk_by(|a, b| a.kind == b.kind).peekable();
     while let Some(group) = groups.next() {
-        let _ = write!(
-            sql,
-            "(recipient_kind = ? AND recipient_id IN ({}))",
-            placeholders(group.len())
-        );
+        let _ = write!(sql, "(recipient_kind = ? AND recipient_id IN ({}))", placeholders(group.len()));
         args.push(Arg::Str(group[0].kind.as_str()));
         args.extend(group.iter().map(|r| Arg::Str(r.id.as_str())));
         if groups.peek().is_some() {

@@ -27,10 +27,7 @@ pub type ItemOutcome<T> = Result<T, ItemRefusal>;
 pub enum StoreError {
     /// The request itself is malformed or out of range; nothing was changed.
     #[error("{field} {problem}")]
-    Invalid {
-        field: &'static str,
-        problem: String,
-    },
+    Invalid { field: &'static str, problem: String },
 
     #[error(
         "payload is {bytes} bytes; the limit is {limit} bytes (store large data elsewhere and send a payload_ref)"
@@ -39,11 +36,7 @@ pub enum StoreError {
 
     /// The cursor points before data that retention has already archived.
     #[error("cursor {after_seq} is older than retained data; resync, then continue after {}", oldest_available_seq.get().saturating_sub(1))]
-    CursorResetRequired {
-        after_seq: InboxSeq,
-        oldest_available_seq: InboxSeq,
-        head_seq: InboxSeq,
-    },
+    CursorResetRequired { after_seq: InboxSeq, oldest_available_seq: InboxSeq, head_seq: InboxSeq },
 
     /// The request names a domain object (such as a meeting room) that does not exist in the
     /// caller's tenant; nothing was changed.
@@ -79,18 +72,12 @@ pub enum StoreError {
 
 impl From<IdError> for StoreError {
     fn from(err: IdError) -> Self {
-        StoreError::Invalid {
-            field: err.field,
-            problem: err.problem,
-        }
+        StoreError::Invalid { field: err.field, problem: err.problem }
     }
 }
 
 impl StoreError {
     pub(crate) fn invalid(field: &'static str, problem: impl Into<String>) -> Self {
-        StoreError::Invalid {
-            field,
-            problem: problem.into(),
-        }
+        StoreError::Invalid { field, problem: problem.into() }
     }
 }

@@ -8,8 +8,7 @@
 use std::collections::{HashMap, HashSet};
 
 use inbox_core::{
-    AckResult, AckState, EventId, LeaseToken, LeaseTokenHash, RecipientKey, SessionId, Transition,
-    UnixMillis,
+    AckResult, AckState, EventId, LeaseToken, LeaseTokenHash, RecipientKey, SessionId, Transition, UnixMillis,
 };
 
 use crate::db::{Arg, DbConnection};
@@ -19,9 +18,8 @@ use crate::read::{inbox_args, load_events};
 use crate::record::{SAVE_LIFECYCLE, event_from_row, save_lifecycle_args, seq_arg, settle};
 use crate::store::with_retries;
 use crate::{
-    AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, EventRecord, Heartbeat,
-    HeartbeatReceipt, ItemOutcome, ItemRefusal, Refusal, Release, ReleaseReceipt, SqlStore,
-    StoreError,
+    AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, EventRecord, Heartbeat, HeartbeatReceipt,
+    ItemOutcome, ItemRefusal, Refusal, Release, ReleaseReceipt, SqlStore, StoreError,
 };
 
 /// The longest `retry_after` a release may ask for: one week.
@@ -72,15 +70,9 @@ impl SqlStore {
             .iter()
             .map(event_from_row)
             .collect::<Result<Vec<_>, _>>()?;
-        let claimed = lease_records(
-            &mut tx.conn(),
-            &claim.inbox,
-            records,
-            claim.session_id.as_ref(),
-            now,
-            lease_ms,
-        )
-        .await?;
+        let claimed =
+            lease_records(&mut tx.conn(), &claim.inbox, records, claim.session_id.as_ref(), now, lease_ms)
+                .await?;
         tx.commit().await?;
         Ok(claimed)
     }
@@ -104,13 +96,9 @@ impl SqlStore {
         let now = self.now();
         let mut tx = self.pools().begin().await?;
         let mut conn = tx.conn();
-        let locked = load_events(
-            &mut conn,
-            &claim.inbox,
-            &claim.event_ids,
-            self.dialect().for_update_skip_locked(),
-        )
-        .await?;
+        let locked =
+            load_events(&mut conn, &claim.inbox, &claim.event_ids, self.dialect().for_update_skip_locked())
+                .await?;
         let mut refusals: HashMap<EventId, Refusal> = HashMap::new();
         let mut claimable = Vec::new();
         for record in locked {
@@ -121,15 +109,9 @@ impl SqlStore {
                 }
             }
         }
-        let claimed = lease_records(
-            &mut conn,
-            &claim.inbox,
-            claimable,
-            claim.session_id.as_ref(),
-            now,
-            lease_ms,
-        )
-        .await?;
+        let claimed =
+            lease_records(&mut conn, &claim.inbox, claimable, claim.session_id.as_ref(), now, lease_ms)
+                .await?;
         let mut claimed: HashMap<EventId, ClaimedEvent> =
             claimed.into_iter().map(|c| (c.event.event_id, c)).collect();
 
@@ -164,32 +146,17 @@ impl SqlStore {
 
     /// Acknowledges events. Repeating an ack with the same token succeeds and changes
     /// nothing; a `failed` result parks the event as dead-lettered.
-    pub async fn acknowledge(
-        &self,
-        ack: &Acknowledge,
-    ) -> Result<Vec<ItemOutcome<AckReceipt>>, StoreError> {
+    pub async fn acknowledge(&self, ack: &Acknowledge) -> Result<Vec<ItemOutcome<AckReceipt>>, StoreError> {
         self.batch_len("acks", ack.items.len())?;
         distinct("acks", ack.items.iter().map(|i| &i.event_id))?;
         with_retries!(self, self.acknowledge_once(ack))
     }
 
-    async fn acknowledge_once(
-        &self,
-        ack: &Acknowledge,
-    ) -> Result<Vec<ItemOutcome<AckReceipt>>, StoreError> {
+    async fn acknowledge_once(&self, ack: &Acknowledge) -> Result<Vec<ItemOutcome<AckReceipt>>, StoreError> {
         let now = self.now();
-        if ack
-            .items
-            .iter()
-            .all(|item| item.result == AckResult::Completed)
-        {
-            let hashes: Vec<LeaseTokenHash> =
-                ack.items.iter().map(|i| i.lease_token.hash()).collect();
-            let mut args = vec![
-                Arg::I64(now.get()),
-                Arg::I64(now.get()),
-                Arg::I64(now.get()),
-            ];
+        if ack.items.iter().all(|item| item.result == AckResult::Completed) {
+            let hashes: Vec<LeaseTokenHash> = ack.items.iter().map(|i| i.lease_token.hash()).collect();
+            let mut args = vec![Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get())];
             args.extend(inbox_args(&ack.inbox));
             args.extend(ack.items.iter().map(|i| Arg::Bytes(i.event_id.as_bytes())));
             args.extend(hashes.iter().map(|h| Arg::Bytes(h.0.as_slice())));
@@ -199,23 +166,12 @@ impl SqlStore {
                  terminal_at_utc = ?, updated_at_utc = ?, lease_owner_session_id = NULL \
                  WHERE {INBOX} AND ack_state = 'claimed' AND event_id IN ({n}) AND lease_token_hash IN ({n})"
             );
-            let done = self
-                .pools()
-                .writer()
-                .await?
-                .conn()
-                .execute(&sql, &args)
-                .await?;
+            let done = self.pools().writer().await?.conn().execute(&sql, &args).await?;
             if done.rows_affected == ack.items.len() as u64 {
                 return Ok(ack
                     .items
                     .iter()
-                    .map(|i| {
-                        Ok(AckReceipt {
-                            event_id: i.event_id,
-                            state: AckState::Acked,
-                        })
-                    })
+                    .map(|i| Ok(AckReceipt { event_id: i.event_id, state: AckState::Acked }))
                     .collect());
             }
         }
@@ -235,12 +191,7 @@ impl SqlStore {
         let outcomes = self.apply_changes(&ack.inbox, &changes, now).await?;
         Ok(outcomes
             .into_iter()
-            .map(|o| {
-                o.map(|r| AckReceipt {
-                    event_id: r.event_id,
-                    state: r.state(),
-                })
-            })
+            .map(|o| o.map(|r| AckReceipt { event_id: r.event_id, state: r.state() }))
             .collect())
     }
 
@@ -268,8 +219,7 @@ impl SqlStore {
 
     async fn release_once(&self, release: &Release) -> Result<ReleaseReceipt, StoreError> {
         let now = self.now();
-        let next_retry_at =
-            (release.retry_after_ms > 0).then(|| now.plus_ms(release.retry_after_ms));
+        let next_retry_at = (release.retry_after_ms > 0).then(|| now.plus_ms(release.retry_after_ms));
         let hash = release.lease_token.hash();
         let mut args = vec![
             Arg::I64(now.get()),
@@ -289,13 +239,7 @@ impl SqlStore {
              WHERE {INBOX} AND event_id = ? AND lease_token_hash = ? AND ack_state = 'claimed' \
              AND visibility_lease_until_utc > ? AND delivery_attempts < max_attempts"
         );
-        let done = self
-            .pools()
-            .writer()
-            .await?
-            .conn()
-            .execute(&sql, &args)
-            .await?;
+        let done = self.pools().writer().await?.conn().execute(&sql, &args).await?;
         if done.rows_affected == 1 {
             return Ok(ReleaseReceipt {
                 event_id: release.event_id,
@@ -305,18 +249,11 @@ impl SqlStore {
         }
         let change = Change {
             event_id: release.event_id,
-            transition: Transition::Release {
-                token_hash: hash,
-                now,
-                retry_after_ms: release.retry_after_ms,
-            },
+            transition: Transition::Release { token_hash: hash, now, retry_after_ms: release.retry_after_ms },
             note: release.reason.as_deref(),
         };
-        let outcome = self
-            .apply_changes(&release.inbox, &[change], now)
-            .await?
-            .pop()
-            .expect("one outcome per change");
+        let outcome =
+            self.apply_changes(&release.inbox, &[change], now).await?.pop().expect("one outcome per change");
         let record = outcome?;
         Ok(ReleaseReceipt {
             event_id: record.event_id,
@@ -333,10 +270,7 @@ impl SqlStore {
         self.batch_len("leases", heartbeat.items.len())?;
         distinct("leases", heartbeat.items.iter().map(|i| &i.event_id))?;
         let lease_ms_max = self.config().lease_ms_max;
-        if let Some(item) = heartbeat
-            .items
-            .iter()
-            .find(|i| i.extend_ms < 1_000 || i.extend_ms > lease_ms_max)
+        if let Some(item) = heartbeat.items.iter().find(|i| i.extend_ms < 1_000 || i.extend_ms > lease_ms_max)
         {
             return Err(StoreError::invalid(
                 "extend_by_seconds",
@@ -372,22 +306,11 @@ impl SqlStore {
                  WHERE {INBOX} AND ack_state = 'claimed' AND visibility_lease_until_utc > ? \
                  AND visibility_lease_until_utc <= ? AND event_id IN ({n}) AND lease_token_hash IN ({n})"
             );
-            let done = self
-                .pools()
-                .writer()
-                .await?
-                .conn()
-                .execute(&sql, &args)
-                .await?;
+            let done = self.pools().writer().await?.conn().execute(&sql, &args).await?;
             if done.rows_affected == items.len() as u64 {
                 return Ok(items
                     .iter()
-                    .map(|i| {
-                        Ok(HeartbeatReceipt {
-                            event_id: i.event_id,
-                            lease_until: until,
-                        })
-                    })
+                    .map(|i| Ok(HeartbeatReceipt { event_id: i.event_id, lease_until: until }))
                     .collect());
             }
         }
@@ -436,10 +359,7 @@ impl SqlStore {
                 .collect();
         let mut outcomes = Vec::with_capacity(changes.len());
         for change in changes {
-            let refuse = |reason| ItemRefusal {
-                event_id: change.event_id,
-                reason,
-            };
+            let refuse = |reason| ItemRefusal { event_id: change.event_id, reason };
             let Some(record) = records.get_mut(&change.event_id) else {
                 outcomes.push(Err(refuse(Refusal::NotFound)));
                 continue;
@@ -464,18 +384,10 @@ impl SqlStore {
 }
 
 /// Writes a record's lifecycle columns back to its row.
-pub(crate) async fn save(
-    conn: &mut DbConnection<'_>,
-    record: &EventRecord,
-) -> Result<(), StoreError> {
-    let done = conn
-        .execute(SAVE_LIFECYCLE, &save_lifecycle_args(record))
-        .await?;
+pub(crate) async fn save(conn: &mut DbConnection<'_>, record: &EventRecord) -> Result<(), StoreError> {
+    let done = conn.execute(SAVE_LIFECYCLE, &save_lifecycle_args(record)).await?;
     if done.rows_affected != 1 {
-        return Err(StoreError::Corrupt(format!(
-            "event {} vanished while locked",
-            record.event_id
-        )));
+        return Err(StoreError::Corrupt(format!("event {} vanished while locked", record.event_id)));
     }
     Ok(())
 }
@@ -496,24 +408,13 @@ async fn lease_records(
     let mut claimed = Vec::with_capacity(records.len());
     for mut record in records {
         let lease_token = LeaseToken::from_random(random_bytes());
-        let transition = Transition::Claim {
-            token_hash: lease_token.hash(),
-            now,
-            lease_ms,
-        };
+        let transition = Transition::Claim { token_hash: lease_token.hash(), now, lease_ms };
         let applied = record.lifecycle.apply(transition).map_err(|reason| {
-            StoreError::Corrupt(format!(
-                "event {} was selected as claimable but {reason}",
-                record.event_id
-            ))
+            StoreError::Corrupt(format!("event {} was selected as claimable but {reason}", record.event_id))
         })?;
         settle(&mut record, applied.next, now);
         record.lease_owner_session_id = session_id.cloned();
-        claimed.push(ClaimedEvent {
-            event: record,
-            lease_token,
-            lease_until,
-        });
+        claimed.push(ClaimedEvent { event: record, lease_token, lease_until });
     }
     let hashes: Vec<LeaseTokenHash> = claimed.iter().map(|c| c.lease_token.hash()).collect();
     let mut args = vec![
@@ -547,17 +448,11 @@ async fn lease_records(
 }
 
 /// Refuses a batch that names the same event twice: its outcomes would be ambiguous.
-fn distinct<'a>(
-    field: &'static str,
-    ids: impl Iterator<Item = &'a EventId>,
-) -> Result<(), StoreError> {
+fn distinct<'a>(field: &'static str, ids: impl Iterator<Item = &'a EventId>) -> Result<(), StoreError> {
     let mut seen = HashSet::new();
     for id in ids {
         if !seen.insert(*id) {
-            return Err(StoreError::invalid(
-                field,
-                format!("names event {id} twice"),
-            ));
+            return Err(StoreError::invalid(field, format!("names event {id} twice")));
         }
     }
     Ok(())

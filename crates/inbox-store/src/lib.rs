@@ -1,7 +1,7 @@
 //! The durable inbox of agent-inbox: publishing into a recipient's inbox in the caller's
 //! transaction, reading after a cursor, visibility leases, the scavenger, retention, the
-//! operator's tools and the built-in meeting-room domain, on MySQL/MariaDB or SQLite with one implementation and one conformance
-//! suite.
+//! operator's tools and the built-in meeting-room domain, on MySQL/MariaDB or SQLite with one
+//! implementation and one conformance suite.
 //!
 //! All SQL lives in this crate. Decisions about what an event may do come from
 //! [`inbox_core`]'s state machine; this crate makes them durable and concurrent.
@@ -37,9 +37,13 @@ pub use dialect::Dialect;
 pub use error::{ItemOutcome, ItemRefusal, Refusal, StoreError};
 pub use leases::{REASON_BYTES_MAX, RETRY_AFTER_MS_MAX};
 pub use model::{
-    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Delivery, EventRecord,
-    Heartbeat, HeartbeatItem, HeartbeatReceipt, InboxHead, InboxStats, ParkedQuery, PollPage,
-    PollQuery, Publish, PublishReceipt, Release, ReleaseReceipt, ScavengeReport,
+    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Delivery, EventRecord, Heartbeat,
+    HeartbeatItem, HeartbeatReceipt, InboxHead, InboxStats, ParkedQuery, PollPage, PollQuery, Publish,
+    PublishReceipt, Release, ReleaseReceipt, ScavengeReport,
+};
+pub use rooms::{
+    MESSAGE_POSTED_EVENT_TYPE, MessageId, NewRoom, PostMessage, PostedMessage, ROOM_NAME_BYTES_MAX, Room,
+    RoomId,
 };
 pub use sessions::{SessionRecord, SessionTouch};
 pub use signals::{SIGNALS_READ_MAX, Signal};

@@ -30,14 +30,22 @@ const MYSQL: &[Migration] = &[
     },
     Migration { version: 4, name: "auth tables", sql: include_str!("migrations/mysql/0004_auth.sql") },
     Migration { version: 5, name: "meeting rooms", sql: include_str!("migrations/mysql/0005_rooms.sql") },
-    Migration { version: 6, name: "stream tickets", sql: include_str!("migrations/mysql/0006_stream_tickets.sql") },
+    Migration {
+        version: 6,
+        name: "stream tickets",
+        sql: include_str!("migrations/mysql/0006_stream_tickets.sql"),
+    },
 ];
 
 const SQLITE: &[Migration] = &[
     Migration { version: 1, name: "core tables", sql: include_str!("migrations/sqlite/0001_core.sql") },
     Migration { version: 4, name: "auth tables", sql: include_str!("migrations/sqlite/0004_auth.sql") },
     Migration { version: 5, name: "meeting rooms", sql: include_str!("migrations/sqlite/0005_rooms.sql") },
-    Migration { version: 6, name: "stream tickets", sql: include_str!("migrations/sqlite/0006_stream_tickets.sql") },
+    Migration {
+        version: 6,
+        name: "stream tickets",
+        sql: include_str!("migrations/sqlite/0006_stream_tickets.sql"),
+    },
 ];
 
 const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS agent_inbox_migrations (\
@@ -59,12 +67,8 @@ impl SqlStore {
         };
         match self.dialect() {
             Dialect::MySql => {
-                let locked = conn
-                    .fetch_optional(lock, &[])
-                    .await?
-                    .map(|r| r.opt_i64("locked"))
-                    .transpose()?
-                    .flatten();
+                let locked =
+                    conn.fetch_optional(lock, &[]).await?.map(|r| r.opt_i64("locked")).transpose()?.flatten();
                 if locked != Some(1) {
                     return Err(StoreError::Migration(
                         "another node held the migration lock for 60 s".into(),
@@ -119,16 +123,11 @@ fn statements(sql: &'static str) -> Vec<&'static str> {
     if sql.starts_with(SINGLE_STATEMENT) {
         return vec![sql];
     }
-    sql.split(";\n")
-        .map(str::trim)
-        .filter(|s| !s.is_empty() && !is_comment_only(s))
-        .collect()
+    sql.split(";\n").map(str::trim).filter(|s| !s.is_empty() && !is_comment_only(s)).collect()
 }
 
 fn is_comment_only(statement: &str) -> bool {
-    statement
-        .lines()
-        .all(|line| line.trim().is_empty() || line.trim_start().starts_with("--"))
+    statement.lines().all(|line| line.trim().is_empty() || line.trim_start().starts_with("--"))
 }
 
 #[cfg(test)]
@@ -137,15 +136,11 @@ mod tests {
 
     #[test]
     fn files_split_into_statements_without_comment_fragments() {
-        let parts =
-            statements("-- header\nCREATE TABLE a (x INT);\n\n-- note\nCREATE TABLE b (y INT);\n");
+        let parts = statements("-- header\nCREATE TABLE a (x INT);\n\n-- note\nCREATE TABLE b (y INT);\n");
         assert_eq!(parts.len(), 2);
         assert!(parts[0].ends_with("CREATE TABLE a (x INT)"));
         assert_eq!(
-            statements(
-                "-- agent-inbox: single statement\nCREATE PROCEDURE p() BEGIN SELECT 1; END"
-            )
-            .len(),
+            statements("-- agent-inbox: single statement\nCREATE PROCEDURE p() BEGIN SELECT 1; END").len(),
             1
         );
     }

@@ -1,9 +1,8 @@
 //! The store's requests, records and receipts: plain data, checked on the way in.
 
 use inbox_core::{
-    AckResult, AckState, Correlation, DeduplicationKey, EventBody, EventId, EventLifecycle,
-    EventType, InboxSeq, LeaseToken, Priority, Recipient, RecipientKey, SessionId, TenantId,
-    UnixMillis,
+    AckResult, AckState, Correlation, DeduplicationKey, EventBody, EventId, EventLifecycle, EventType,
+    InboxSeq, LeaseToken, Priority, Recipient, RecipientKey, SessionId, TenantId, UnixMillis,
 };
 
 use crate::{StoreConfig, StoreError};
@@ -51,15 +50,9 @@ impl Publish {
     }
 
     /// Checks every limit and returns the recipients in canonical (lock) order, deduplicated.
-    pub(crate) fn checked_recipients(
-        &self,
-        config: &StoreConfig,
-    ) -> Result<Vec<Recipient>, StoreError> {
+    pub(crate) fn checked_recipients(&self, config: &StoreConfig) -> Result<Vec<Recipient>, StoreError> {
         if self.recipients.is_empty() {
-            return Err(StoreError::invalid(
-                "recipients",
-                "must name at least one recipient",
-            ));
+            return Err(StoreError::invalid("recipients", "must name at least one recipient"));
         }
         if self.recipients.len() > config.fanout_recipients_max {
             return Err(StoreError::invalid(
@@ -73,10 +66,7 @@ impl Publish {
         }
         let bytes = self.body.json_bytes();
         if bytes > config.payload_bytes_limit {
-            return Err(StoreError::PayloadTooLarge {
-                bytes,
-                limit: config.payload_bytes_limit,
-            });
+            return Err(StoreError::PayloadTooLarge { bytes, limit: config.payload_bytes_limit });
         }
         if let EventBody::Reference(reference) = &self.body {
             reference.validate()?;
@@ -84,17 +74,11 @@ impl Publish {
         self.correlation.validate()?;
         if let (Some(available), Some(expires)) = (self.available_at, self.expires_at) {
             if expires <= available {
-                return Err(StoreError::invalid(
-                    "expires_at",
-                    "must be later than available_at",
-                ));
+                return Err(StoreError::invalid("expires_at", "must be later than available_at"));
             }
         }
         if self.max_attempts == Some(0) || self.max_attempts.is_some_and(|n| n > 1_000) {
-            return Err(StoreError::invalid(
-                "max_attempts",
-                "must be between 1 and 1000",
-            ));
+            return Err(StoreError::invalid("max_attempts", "must be between 1 and 1000"));
         }
         let mut recipients = self.recipients.clone();
         recipients.sort();
@@ -176,10 +160,7 @@ pub struct InboxHead {
 }
 
 impl InboxHead {
-    pub const EMPTY: InboxHead = InboxHead {
-        head_seq: InboxSeq(0),
-        oldest_available_seq: InboxSeq(1),
-    };
+    pub const EMPTY: InboxHead = InboxHead { head_seq: InboxSeq(0), oldest_available_seq: InboxSeq(1) };
 }
 
 /// Claim the next claimable events: most urgent first, then oldest.

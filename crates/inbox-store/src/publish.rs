@@ -26,9 +26,7 @@ impl SqlStore {
         let recipients = publish.checked_recipients(self.config())?;
         with_retries!(self, async {
             let mut tx = self.pools().begin().await?;
-            let receipt = self
-                .publish_rows(&mut tx.conn(), publish, &recipients)
-                .await?;
+            let receipt = self.publish_rows(&mut tx.conn(), publish, &recipients).await?;
             tx.commit().await?;
             Ok::<_, StoreError>(receipt)
         })
@@ -59,11 +57,7 @@ impl SqlStore {
         if conn.dialect() != self.dialect() {
             return Err(StoreError::invalid(
                 "connection",
-                format!(
-                    "is {:?} but this store is {:?}",
-                    conn.dialect(),
-                    self.dialect()
-                ),
+                format!("is {:?} but this store is {:?}", conn.dialect(), self.dialect()),
             ));
         }
         let recipients = publish.checked_recipients(self.config())?;
@@ -97,11 +91,7 @@ impl SqlStore {
             ]);
         }
         let dedup_key = publish.deduplication_key.as_ref();
-        conn.execute(
-            &dialect.upsert_heads(recipients.len(), dedup_key.is_none()),
-            &args,
-        )
-        .await?;
+        conn.execute(&dialect.upsert_heads(recipients.len(), dedup_key.is_none()), &args).await?;
 
         // With the heads locked, a concurrent publish of the same key waits for us, so this
         // check cannot race.
@@ -119,17 +109,11 @@ impl SqlStore {
             for row in conn.fetch_all(&sql, &args).await? {
                 let event_id = EventId::from_slice(&row.bytes("event_id")?)
                     .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                existing.insert(
-                    recipient_from_row(&row)?,
-                    (event_id, seq(row.i64("inbox_seq")?)?),
-                );
+                existing.insert(recipient_from_row(&row)?, (event_id, seq(row.i64("inbox_seq")?)?));
             }
         }
-        let fresh: Vec<Recipient> = recipients
-            .iter()
-            .filter(|r| !existing.contains_key(*r))
-            .cloned()
-            .collect();
+        let fresh: Vec<Recipient> =
+            recipients.iter().filter(|r| !existing.contains_key(*r)).cloned().collect();
 
         let mut heads = HashMap::new();
         if !fresh.is_empty() {
@@ -154,9 +138,9 @@ impl SqlStore {
         let records = fresh
             .iter()
             .map(|recipient| {
-                let inbox_seq = *heads.get(recipient).ok_or_else(|| {
-                    StoreError::Corrupt(format!("no inbox_head row for {recipient:?}"))
-                })?;
+                let inbox_seq = *heads
+                    .get(recipient)
+                    .ok_or_else(|| StoreError::Corrupt(format!("no inbox_head row for {recipient:?}")))?;
                 Ok(self.new_record(publish, recipient, inbox_seq, now))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
@@ -176,16 +160,9 @@ impl SqlStore {
         } else {
             let heads: Vec<(&str, &str, u64)> = records
                 .iter()
-                .map(|r| {
-                    (
-                        r.inbox.recipient.kind.as_str(),
-                        r.inbox.recipient.id.as_str(),
-                        r.inbox_seq.get(),
-                    )
-                })
+                .map(|r| (r.inbox.recipient.kind.as_str(), r.inbox.recipient.id.as_str(), r.inbox_seq.get()))
                 .collect();
-            let heads_json =
-                serde_json::to_string(&heads).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let heads_json = serde_json::to_string(&heads).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             let done = conn
                 .execute(
                     "INSERT INTO outbox_signal (tenant_id, signal_type, recipient_heads, n_recipients, status, \
@@ -212,15 +189,10 @@ impl SqlStore {
                     deduplicated: true,
                 },
                 // `records` follows `fresh`, which follows `recipients` minus the duplicates.
-                None => fresh_deliveries
-                    .next()
-                    .expect("one fresh record per new recipient"),
+                None => fresh_deliveries.next().expect("one fresh record per new recipient"),
             })
             .collect();
-        Ok(PublishReceipt {
-            deliveries,
-            outbox_id,
-        })
+        Ok(PublishReceipt { deliveries, outbox_id })
     }
 
     fn new_record(
@@ -231,10 +203,7 @@ impl SqlStore {
         now: UnixMillis,
     ) -> EventRecord {
         EventRecord {
-            inbox: RecipientKey {
-                tenant_id: publish.tenant_id.clone(),
-                recipient: recipient.clone(),
-            },
+            inbox: RecipientKey { tenant_id: publish.tenant_id.clone(), recipient: recipient.clone() },
             inbox_seq,
             event_id: EventId::new_v7(now, random_bytes()),
             event_type: publish.event_type.clone(),
@@ -243,9 +212,7 @@ impl SqlStore {
             lifecycle: EventLifecycle::published(
                 publish.available_at.unwrap_or(now),
                 publish.expires_at,
-                publish
-                    .max_attempts
-                    .unwrap_or(self.config().max_attempts_default),
+                publish.max_attempts.unwrap_or(self.config().max_attempts_default),
             ),
             lease_owner_session_id: None,
             correlation: publish.correlation.clone(),

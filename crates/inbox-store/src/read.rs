@@ -28,11 +28,7 @@ impl SqlStore {
         let mut args = inbox_args(&query.inbox);
         args.push(seq_arg(query.after_seq));
         let filter = if query.claimable_only {
-            args.extend([
-                Arg::I64(now.get()),
-                Arg::I64(now.get()),
-                Arg::I64(now.get()),
-            ]);
+            args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get())]);
             format!(" AND {CLAIMABLE}")
         } else {
             String::new()
@@ -41,23 +37,14 @@ impl SqlStore {
         let sql = format!(
             "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE {INBOX} AND inbox_seq > ?{filter} ORDER BY inbox_seq LIMIT ?"
         );
-        let mut events = conn
-            .fetch_all(&sql, &args)
-            .await?
-            .iter()
-            .map(event_from_row)
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut events =
+            conn.fetch_all(&sql, &args).await?.iter().map(event_from_row).collect::<Result<Vec<_>, _>>()?;
         let more_available = events.len() > query.limit as usize;
         events.truncate(query.limit as usize);
         let next_cursor = events.last().map_or(query.after_seq, |e| e.inbox_seq);
         // Rows may have committed after the head was read; the head is never behind them.
         let head_seq = head.head_seq.max(next_cursor);
-        Ok(PollPage {
-            head_seq,
-            events,
-            next_cursor,
-            more_available,
-        })
+        Ok(PollPage { head_seq, events, next_cursor, more_available })
     }
 
     /// The recipient's newest sequence number and oldest retained one.
@@ -68,7 +55,11 @@ impl SqlStore {
 
     /// Events not yet acknowledged or parked (available, scheduled or claimed), oldest first:
     /// what an agent must still handle after it rebuilt its state from scratch.
-    pub async fn open_events(&self, inbox: &RecipientKey, limit: u32) -> Result<(Vec<EventRecord>, bool), StoreError> {
+    pub async fn open_events(
+        &self,
+        inbox: &RecipientKey,
+        limit: u32,
+    ) -> Result<(Vec<EventRecord>, bool), StoreError> {
         self.batch_len("limit", limit as usize)?;
         let mut args = inbox_args(inbox);
         args.push(Arg::I64(i64::from(limit) + 1));
@@ -77,7 +68,13 @@ impl SqlStore {
              ORDER BY inbox_seq LIMIT ?"
         );
         let mut pooled = self.pools().reader().await?;
-        let mut events = pooled.conn().fetch_all(&sql, &args).await?.iter().map(event_from_row).collect::<Result<Vec<_>, _>>()?;
+        let mut events = pooled
+            .conn()
+            .fetch_all(&sql, &args)
+            .await?
+            .iter()
+            .map(event_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
         let more = events.len() > limit as usize;
         events.truncate(limit as usize);
         Ok((events, more))
@@ -132,9 +129,5 @@ pub(crate) async fn load_events(
         "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE {INBOX} AND event_id IN ({}){lock}",
         crate::dialect::placeholders(event_ids.len())
     );
-    conn.fetch_all(&sql, &args)
-        .await?
-        .iter()
-        .map(event_from_row)
-        .collect()
+    conn.fetch_all(&sql, &args).await?.iter().map(event_from_row).collect()
 }

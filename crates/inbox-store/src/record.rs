@@ -1,9 +1,9 @@
 //! Turning `agent_inbox` rows into [`EventRecord`]s and lifecycles back into column values.
 
 use inbox_core::{
-    AckState, Correlation, DeadLetterReason, DeduplicationKey, EventBody, EventId, EventLifecycle,
-    EventType, InboxSeq, Lease, LeaseTokenHash, PayloadRef, Priority, Recipient, RecipientId,
-    RecipientKey, RecipientKind, SessionId, TenantId, UnixMillis,
+    AckState, Correlation, DeadLetterReason, DeduplicationKey, EventBody, EventId, EventLifecycle, EventType,
+    InboxSeq, Lease, LeaseTokenHash, PayloadRef, Priority, Recipient, RecipientId, RecipientKey,
+    RecipientKind, SessionId, TenantId, UnixMillis,
 };
 
 use crate::db::{Arg, DbRow};
@@ -18,9 +18,7 @@ fn count(value: i64, col: &str) -> Result<u32, StoreError> {
 }
 
 pub(crate) fn seq(value: i64) -> Result<InboxSeq, StoreError> {
-    u64::try_from(value)
-        .map(InboxSeq)
-        .map_err(|_| corrupt(format!("sequence {value} is negative")))
+    u64::try_from(value).map(InboxSeq).map_err(|_| corrupt(format!("sequence {value} is negative")))
 }
 
 pub(crate) fn seq_arg(seq: InboxSeq) -> Arg<'static> {
@@ -39,15 +37,11 @@ pub(crate) fn event_from_row(row: &DbRow) -> Result<EventRecord, StoreError> {
     let millis = |col: &str| row.i64(col).map(UnixMillis);
     let opt_millis = |col: &str| row.opt_i64(col).map(|v| v.map(UnixMillis));
     let state_text = row.string("ack_state")?;
-    let state =
-        AckState::parse(&state_text).ok_or_else(|| corrupt(format!("ack_state {state_text:?}")))?;
+    let state = AckState::parse(&state_text).ok_or_else(|| corrupt(format!("ack_state {state_text:?}")))?;
     let reason_text = row.string("dead_letter_state")?;
     let dead_letter_reason = DeadLetterReason::parse(&reason_text)
         .ok_or_else(|| corrupt(format!("dead_letter_state {reason_text:?}")))?;
-    let lease = match (
-        row.opt_bytes("lease_token_hash")?,
-        opt_millis("visibility_lease_until_utc")?,
-    ) {
+    let lease = match (row.opt_bytes("lease_token_hash")?, opt_millis("visibility_lease_until_utc")?) {
         (Some(hash), Some(until)) => Some(Lease {
             token_hash: LeaseTokenHash::from_slice(&hash)
                 .ok_or_else(|| corrupt("lease_token_hash length"))?,
@@ -136,32 +130,17 @@ pub(crate) fn push_event_values<'a>(record: &'a EventRecord, args: &mut Vec<Arg<
         Arg::I64(i64::from(record.priority.rank())),
         Arg::I64(life.available_at.get()),
         Arg::OptI64(life.expires_at.map(UnixMillis::get)),
-        Arg::OptStr(
-            record
-                .deduplication_key
-                .as_ref()
-                .map(DeduplicationKey::as_str),
-        ),
+        Arg::OptStr(record.deduplication_key.as_ref().map(DeduplicationKey::as_str)),
         Arg::Str(life.state.as_str()),
         Arg::I64(i64::from(life.delivery_attempts)),
         Arg::I64(i64::from(life.max_attempts)),
         Arg::OptI64(life.lease.map(|l| l.until.get())),
         Arg::OptBytes(life.lease.as_ref().map(|l| l.token_hash.0.as_slice())),
-        Arg::OptStr(
-            record
-                .lease_owner_session_id
-                .as_ref()
-                .map(SessionId::as_str),
-        ),
+        Arg::OptStr(record.lease_owner_session_id.as_ref().map(SessionId::as_str)),
         Arg::OptI64(life.next_retry_at.map(UnixMillis::get)),
         Arg::Str(life.dead_letter_reason.as_str()),
     ]);
-    args.extend(
-        record
-            .correlation
-            .fields()
-            .map(|(_, value)| Arg::OptStr(value)),
-    );
+    args.extend(record.correlation.fields().map(|(_, value)| Arg::OptStr(value)));
     args.extend([
         Arg::OptStr(payload_json),
         Arg::OptStr(ref_type),
@@ -195,12 +174,7 @@ pub(crate) fn save_lifecycle_args(record: &EventRecord) -> Vec<Arg<'_>> {
         Arg::OptI64(life.next_retry_at.map(UnixMillis::get)),
         Arg::OptI64(life.lease.map(|l| l.until.get())),
         Arg::OptBytes(life.lease.as_ref().map(|l| l.token_hash.0.as_slice())),
-        Arg::OptStr(
-            record
-                .lease_owner_session_id
-                .as_ref()
-                .map(SessionId::as_str),
-        ),
+        Arg::OptStr(record.lease_owner_session_id.as_ref().map(SessionId::as_str)),
         Arg::Str(life.dead_letter_reason.as_str()),
         Arg::OptStr(payload_json),
         Arg::OptI64(record.acked_at.map(UnixMillis::get)),

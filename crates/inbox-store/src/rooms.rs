@@ -12,8 +12,8 @@
 use std::fmt;
 
 use inbox_core::{
-    Correlation, DeduplicationKey, EventBody, EventId, EventType, IdError, InboxSeq, Priority,
-    Recipient, RecipientId, RecipientKind, TenantId, UnixMillis,
+    Correlation, DeduplicationKey, EventBody, EventId, EventType, IdError, InboxSeq, Priority, Recipient,
+    RecipientId, RecipientKind, TenantId, UnixMillis,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -462,8 +462,9 @@ async fn insert_members(
     now: UnixMillis,
 ) -> Result<(), StoreError> {
     for chunk in members.chunks(MEMBERS_PER_INSERT) {
-        let mut sql =
-            String::from("INSERT INTO meeting_room_member (tenant_id, room_id, agent_id, added_at_utc) VALUES ");
+        let mut sql = String::from(
+            "INSERT INTO meeting_room_member (tenant_id, room_id, agent_id, added_at_utc) VALUES ",
+        );
         push_repeated(&mut sql, chunk.len(), "(?, ?, ?, ?)");
         let mut args = Vec::with_capacity(chunk.len() * 4);
         for member in chunk {
@@ -483,7 +484,9 @@ async fn insert_members(
 fn encode_deliveries(deliveries: &[Delivery]) -> Result<String, StoreError> {
     let rows: Vec<(&str, &str, String, u64)> = deliveries
         .iter()
-        .map(|d| (d.recipient.kind.as_str(), d.recipient.id.as_str(), d.event_id.to_string(), d.inbox_seq.get()))
+        .map(|d| {
+            (d.recipient.kind.as_str(), d.recipient.id.as_str(), d.event_id.to_string(), d.inbox_seq.get())
+        })
         .collect();
     serde_json::to_string(&rows).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
@@ -528,7 +531,8 @@ mod tests {
             inbox_seq: InboxSeq(3),
             deduplicated: false,
         };
-        let decoded = decode_deliveries(&encode_deliveries(std::slice::from_ref(&delivery)).unwrap()).unwrap();
+        let decoded =
+            decode_deliveries(&encode_deliveries(std::slice::from_ref(&delivery)).unwrap()).unwrap();
         assert_eq!(decoded, vec![Delivery { deduplicated: true, ..delivery }]);
         assert!(decode_deliveries("[[\"agent\"]]").is_err());
     }

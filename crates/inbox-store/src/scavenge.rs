@@ -23,16 +23,10 @@ impl SqlStore {
     pub async fn scavenge(&self, batch_limit: u32) -> Result<ScavengeReport, StoreError> {
         self.batch_len("batch_limit", batch_limit as usize)?;
         self.sync_clock().await?;
-        let (leases_returned, dead_lettered) =
-            with_retries!(self, self.return_expired_leases(batch_limit))?;
+        let (leases_returned, dead_lettered) = with_retries!(self, self.return_expired_leases(batch_limit))?;
         let expired = with_retries!(self, self.expire_events(batch_limit))?;
         let archived = self.archive_retained(batch_limit).await?;
-        Ok(ScavengeReport {
-            leases_returned,
-            dead_lettered,
-            expired,
-            archived,
-        })
+        Ok(ScavengeReport { leases_returned, dead_lettered, expired, archived })
     }
 
     async fn return_expired_leases(&self, limit: u32) -> Result<(u64, u64), StoreError> {
@@ -44,20 +38,13 @@ impl SqlStore {
              ORDER BY visibility_lease_until_utc LIMIT ?{}",
             self.dialect().for_update_skip_locked()
         );
-        let rows = conn
-            .fetch_all(&sql, &[Arg::I64(now.get()), Arg::I64(i64::from(limit))])
-            .await?;
+        let rows = conn.fetch_all(&sql, &[Arg::I64(now.get()), Arg::I64(i64::from(limit))]).await?;
         let (mut returned, mut dead) = (0, 0);
         for row in &rows {
             let mut record = event_from_row(row)?;
-            let backoff_ms = self
-                .config()
-                .backoff
-                .delay_ms(record.lifecycle.delivery_attempts, unit_interval());
-            let Ok(applied) = record
-                .lifecycle
-                .apply(Transition::LeaseExpired { now, backoff_ms })
-            else {
+            let backoff_ms =
+                self.config().backoff.delay_ms(record.lifecycle.delivery_attempts, unit_interval());
+            let Ok(applied) = record.lifecycle.apply(Transition::LeaseExpired { now, backoff_ms }) else {
                 continue;
             };
             settle(&mut record, applied.next, now);
@@ -80,9 +67,7 @@ impl SqlStore {
             "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE ack_state = 'available' AND expires_at_utc <= ? LIMIT ?{}",
             self.dialect().for_update_skip_locked()
         );
-        let rows = conn
-            .fetch_all(&sql, &[Arg::I64(now.get()), Arg::I64(i64::from(limit))])
-            .await?;
+        let rows = conn.fetch_all(&sql, &[Arg::I64(now.get()), Arg::I64(i64::from(limit))]).await?;
         let mut expired = 0;
         for row in &rows {
             let mut record = event_from_row(row)?;
@@ -174,18 +159,12 @@ impl SqlStore {
         .await?;
         let mut args = inbox_args(inbox);
         args.push(seq_arg(upper));
-        let moved = conn
-            .execute(
-                &format!("DELETE FROM agent_inbox WHERE {INBOX} AND inbox_seq < ?"),
-                &args,
-            )
-            .await?;
+        let moved =
+            conn.execute(&format!("DELETE FROM agent_inbox WHERE {INBOX} AND inbox_seq < ?"), &args).await?;
         let mut args = vec![seq_arg(upper), Arg::I64(now.get())];
         args.extend(inbox_args(inbox));
         conn.execute(
-            &format!(
-                "UPDATE inbox_head SET oldest_available_seq = ?, updated_at_utc = ? WHERE {INBOX}"
-            ),
+            &format!("UPDATE inbox_head SET oldest_available_seq = ?, updated_at_utc = ? WHERE {INBOX}"),
             &args,
         )
         .await?;

@@ -36,8 +36,15 @@ fn seq_i64(seq: InboxSeq) -> i64 {
 impl SqlStore {
     /// Records a new session as connected now.
     pub async fn open_session(&self, session: &SessionRecord) -> Result<UnixMillis, StoreError> {
-        if session.device_id.as_ref().is_some_and(|d| d.is_empty() || d.len() > 128 || d.chars().any(char::is_control)) {
-            return Err(StoreError::invalid("device_id", "must be 1 to 128 bytes without control characters"));
+        if session
+            .device_id
+            .as_ref()
+            .is_some_and(|d| d.is_empty() || d.len() > 128 || d.chars().any(char::is_control))
+        {
+            return Err(StoreError::invalid(
+                "device_id",
+                "must be 1 to 128 bytes without control characters",
+            ));
         }
         let now = self.now();
         let mut pooled = self.pools().writer().await?;
@@ -68,7 +75,10 @@ impl SqlStore {
     /// this agent.
     pub async fn touch_session(&self, touch: &SessionTouch<'_>) -> Result<bool, StoreError> {
         if let Some(transport) = touch.transport {
-            if transport.is_empty() || transport.len() > 16 || !transport.bytes().all(|b| b.is_ascii_lowercase() || b == b'-') {
+            if transport.is_empty()
+                || transport.len() > 16
+                || !transport.bytes().all(|b| b.is_ascii_lowercase() || b == b'-')
+            {
                 return Err(StoreError::invalid("transport", "must be 1 to 16 lower-case letters or '-'"));
             }
         }

@@ -93,18 +93,13 @@ impl SqlStore {
             .flatten();
         let (sql, args) = match first_recent {
             // The primary key answers this without scanning the older rows.
-            Some(first) => (
-                "SELECT MAX(outbox_id) AS n FROM outbox_signal WHERE outbox_id < ?",
-                vec![Arg::I64(first)],
-            ),
+            Some(first) => {
+                ("SELECT MAX(outbox_id) AS n FROM outbox_signal WHERE outbox_id < ?", vec![Arg::I64(first)])
+            }
             None => ("SELECT MAX(outbox_id) AS n FROM outbox_signal", vec![]),
         };
-        let before = conn
-            .fetch_optional(sql, &args)
-            .await?
-            .map(|row| row.opt_i64("n"))
-            .transpose()?
-            .flatten();
+        let before =
+            conn.fetch_optional(sql, &args).await?.map(|row| row.opt_i64("n")).transpose()?.flatten();
         Ok(match (before, first_recent) {
             (Some(id), _) => id,
             // Nothing older is retained: start just before the first recent signal.

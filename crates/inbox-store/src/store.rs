@@ -56,18 +56,9 @@ pub(crate) fn contention_pause(attempt: u32) -> Duration {
 
 impl SqlStore {
     /// Connects, and keeps time by the database server's clock.
-    pub async fn connect(
-        options: &ConnectOptions,
-        config: StoreConfig,
-    ) -> Result<SqlStore, StoreError> {
+    pub async fn connect(options: &ConnectOptions, config: StoreConfig) -> Result<SqlStore, StoreError> {
         let database_clock = Arc::new(DatabaseClock::default());
-        let store = Self::build(
-            options,
-            config,
-            database_clock.clone(),
-            Some(database_clock),
-        )
-        .await?;
+        let store = Self::build(options, config, database_clock.clone(), Some(database_clock)).await?;
         store.sync_clock().await?;
         Ok(store)
     }
@@ -88,14 +79,7 @@ impl SqlStore {
         database_clock: Option<Arc<DatabaseClock>>,
     ) -> Result<SqlStore, StoreError> {
         let pools = Pools::connect(options).await?;
-        Ok(SqlStore {
-            inner: Arc::new(Inner {
-                pools,
-                config,
-                clock,
-                database_clock,
-            }),
-        })
+        Ok(SqlStore { inner: Arc::new(Inner { pools, config, clock, database_clock }) })
     }
 
     pub fn config(&self) -> &StoreConfig {
@@ -120,9 +104,7 @@ impl SqlStore {
     pub async fn sync_clock(&self) -> Result<i64, StoreError> {
         let sql = match self.dialect() {
             Dialect::MySql => "SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS now_ms",
-            Dialect::Sqlite => {
-                "SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) AS now_ms"
-            }
+            Dialect::Sqlite => "SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) AS now_ms",
         };
         let mut pooled = self.inner.pools.reader().await?;
         let sent = system_now();
@@ -159,11 +141,7 @@ impl SqlStore {
             Some(ms) if ms >= 1_000 && ms <= config.lease_ms_max => Ok(ms),
             Some(ms) => Err(StoreError::invalid(
                 "lease_seconds",
-                format!(
-                    "is {} s; it must be between 1 and {} s",
-                    ms / 1_000,
-                    config.lease_ms_max / 1_000
-                ),
+                format!("is {} s; it must be between 1 and {} s", ms / 1_000, config.lease_ms_max / 1_000),
             )),
         }
     }
@@ -172,10 +150,7 @@ impl SqlStore {
     pub(crate) fn batch_len(&self, field: &'static str, n: usize) -> Result<(), StoreError> {
         let max = self.config().batch_events_max as usize;
         if n == 0 || n > max {
-            return Err(StoreError::invalid(
-                field,
-                format!("has {n} items; send between 1 and {max}"),
-            ));
+            return Err(StoreError::invalid(field, format!("has {n} items; send between 1 and {max}")));
         }
         Ok(())
     }
