@@ -64,6 +64,28 @@ impl Dialect {
         }
     }
 
+    /// An index hint for statements that find rows by `event_id`. Under claim load InnoDB
+    /// sometimes walks the claim index instead, scanning and locking every claimed row of the
+    /// inbox, which turned concurrent acks into deadlocks in the benchmark.
+    pub(crate) fn by_event_id(self) -> &'static str {
+        match self {
+            Dialect::MySql => " FORCE INDEX (uq_agent_inbox_event)",
+            Dialect::Sqlite => "",
+        }
+    }
+
+    /// Appended to an INSERT of one row: when a row with the same `key_columns` exists, keep
+    /// it unchanged (on MySQL the existing row is still locked, as by an update).
+    pub(crate) fn on_conflict_keep(self, key_columns: &str) -> String {
+        match self {
+            Dialect::MySql => {
+                let first = key_columns.split(',').next().unwrap_or(key_columns).trim();
+                format!(" ON DUPLICATE KEY UPDATE {first} = {first}")
+            }
+            Dialect::Sqlite => format!(" ON CONFLICT ({key_columns}) DO NOTHING"),
+        }
+    }
+
     /// Inserts head rows for `n` recipients that lack one and locks every one of them, in the
     /// order given. With `increment`, existing heads also advance by one.
     pub(crate) fn upsert_heads(self, n: usize, increment: bool) -> String {

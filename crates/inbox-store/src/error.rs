@@ -47,6 +47,11 @@ pub enum StoreError {
     #[error("{what} {id:?} already exists in this tenant; choose another id")]
     AlreadyExists { what: &'static str, id: String },
 
+    /// A create would pass a configured limit (registrations per recipient, keys per agent);
+    /// nothing was changed.
+    #[error("the limit of {limit} {what}s is reached; remove one first")]
+    LimitReached { what: &'static str, limit: u64 },
+
     /// A single-event operation was refused.
     #[error(transparent)]
     Event(#[from] ItemRefusal),

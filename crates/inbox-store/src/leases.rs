@@ -162,9 +162,10 @@ impl SqlStore {
             args.extend(hashes.iter().map(|h| Arg::Bytes(h.0.as_slice())));
             let n = placeholders(ack.items.len());
             let sql = format!(
-                "UPDATE agent_inbox SET ack_state = 'acked', payload_json = NULL, acked_at_utc = ?, \
+                "UPDATE agent_inbox{} SET ack_state = 'acked', payload_json = NULL, acked_at_utc = ?, \
                  terminal_at_utc = ?, updated_at_utc = ?, lease_owner_session_id = NULL \
-                 WHERE {INBOX} AND ack_state = 'claimed' AND event_id IN ({n}) AND lease_token_hash IN ({n})"
+                 WHERE {INBOX} AND ack_state = 'claimed' AND event_id IN ({n}) AND lease_token_hash IN ({n})",
+                self.dialect().by_event_id()
             );
             let done = self.pools().writer().await?.conn().execute(&sql, &args).await?;
             if done.rows_affected == ack.items.len() as u64 {
@@ -234,10 +235,11 @@ impl SqlStore {
             Arg::I64(now.get()),
         ]);
         let sql = format!(
-            "UPDATE agent_inbox SET ack_state = 'available', visibility_lease_until_utc = ?, next_retry_at_utc = ?, \
+            "UPDATE agent_inbox{} SET ack_state = 'available', visibility_lease_until_utc = ?, next_retry_at_utc = ?, \
              last_error = ?, updated_at_utc = ?, lease_owner_session_id = NULL \
              WHERE {INBOX} AND event_id = ? AND lease_token_hash = ? AND ack_state = 'claimed' \
-             AND visibility_lease_until_utc > ? AND delivery_attempts < max_attempts"
+             AND visibility_lease_until_utc > ? AND delivery_attempts < max_attempts",
+            self.dialect().by_event_id()
         );
         let done = self.pools().writer().await?.conn().execute(&sql, &args).await?;
         if done.rows_affected == 1 {
@@ -302,9 +304,10 @@ impl SqlStore {
             args.extend(hashes.iter().map(|h| Arg::Bytes(h.0.as_slice())));
             let n = placeholders(items.len());
             let sql = format!(
-                "UPDATE agent_inbox SET visibility_lease_until_utc = ?, updated_at_utc = ? \
+                "UPDATE agent_inbox{} SET visibility_lease_until_utc = ?, updated_at_utc = ? \
                  WHERE {INBOX} AND ack_state = 'claimed' AND visibility_lease_until_utc > ? \
-                 AND visibility_lease_until_utc <= ? AND event_id IN ({n}) AND lease_token_hash IN ({n})"
+                 AND visibility_lease_until_utc <= ? AND event_id IN ({n}) AND lease_token_hash IN ({n})",
+                self.dialect().by_event_id()
             );
             let done = self.pools().writer().await?.conn().execute(&sql, &args).await?;
             if done.rows_affected == items.len() as u64 {

@@ -35,6 +35,7 @@ const MYSQL: &[Migration] = &[
         name: "stream tickets",
         sql: include_str!("migrations/mysql/0006_stream_tickets.sql"),
     },
+    Migration { version: 7, name: "trust", sql: include_str!("migrations/mysql/0007_trust.sql") },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -46,6 +47,7 @@ const SQLITE: &[Migration] = &[
         name: "stream tickets",
         sql: include_str!("migrations/sqlite/0006_stream_tickets.sql"),
     },
+    Migration { version: 7, name: "trust", sql: include_str!("migrations/sqlite/0007_trust.sql") },
 ];
 
 const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS agent_inbox_migrations (\

@@ -126,7 +126,8 @@ pub(crate) async fn load_events(
     let mut args = inbox_args(inbox);
     args.extend(event_ids.iter().map(|id| Arg::Bytes(id.as_bytes())));
     let sql = format!(
-        "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE {INBOX} AND event_id IN ({}){lock}",
+        "SELECT {EVENT_COLUMNS} FROM agent_inbox{} WHERE {INBOX} AND event_id IN ({}){lock}",
+        conn.dialect().by_event_id(),
         crate::dialect::placeholders(event_ids.len())
     );
     conn.fetch_all(&sql, &args).await?.iter().map(event_from_row).collect()

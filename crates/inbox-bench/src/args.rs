@@ -1,0 +1,124 @@
+//! The command line, parsed by hand: `inbox-bench store [--publishes N] [--events N]`.
+
+/// Printed on `--help` and after a usage error.
+pub const USAGE: &str = "\
+usage: inbox-bench store [--publishes N] [--events N]
+       inbox-bench hints [--publishes N] [--subscribers N]
+
+  store          benchmark inbox_store::SqlStore against raw SQL on MariaDB/MySQL
+  --publishes N  publishes per publish row (default 3000)
+  --events N     backlog events per claim+ack row, claimed in batches of 10 (default 3000)
+
+  hints          commit-to-hint latency on one and across two nodes, idle SSE subscribers per
+                 node (memory, heartbeat CPU) and 304 head checks per second
+  --publishes N  paced publishes of the latency phase (default 1000)
+  --subscribers N  idle SSE streams to open on one node (default 10000)
+
+The server is AGENT_INBOX_BENCH_MYSQL_URL, else AGENT_INBOX_TEST_MYSQL_URL, else
+mysql://root@127.0.0.1:3306/test. The benchmark creates and drops its own database there.";
+
+/// The largest count either option accepts, so a typo cannot start an hour-long run.
+const COUNT_MAX: usize = 100_000;
+
+/// What one invocation asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Store(StoreArgs),
+    Hints(crate::hints::HintsArgs),
+    /// The hidden child process of `hints`: idle SSE clients for the node at this address.
+    HintsIdleClients(String),
+    Help,
+}
+
+/// Sizes of the `store` benchmark's rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreArgs {
+    pub publishes: usize,
+    pub events: usize,
+}
+
+impl Default for StoreArgs {
+    fn default() -> Self {
+        Self { publishes: 3_000, events: 3_000 }
+    }
+}
+
+/// Parses the arguments after the program name; the error is a message for a person.
+pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> {
+    let mut args = args.into_iter();
+    match args.next().as_deref() {
+        Some("store") => {}
+        Some("hints") => return parse_hints(args),
+        Some("hints-idle-clients") => {
+            let addr = args.next().ok_or("hints-idle-clients needs the node's address")?;
+            return Ok(Command::HintsIdleClients(addr));
+        }
+        Some("--help" | "-h" | "help") => return Ok(Command::Help),
+        Some(other) => return Err(format!("unknown command {other:?}; use `store` or `hints`")),
+        None => return Err("name a benchmark to run: `store` or `hints`".to_owned()),
+    }
+    let mut store = StoreArgs::default();
+    while let Some(flag) = args.next() {
+        let target = match flag.as_str() {
+            "--publishes" => &mut store.publishes,
+            "--events" => &mut store.events,
+            "--help" | "-h" => return Ok(Command::Help),
+            other => return Err(format!("unknown option {other:?}")),
+        };
+        let value = args.next().ok_or_else(|| format!("{flag} needs a number after it"))?;
+        *target = value
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=COUNT_MAX).contains(n))
+            .ok_or_else(|| format!("{flag} is {value:?}; give a whole number from 1 to {COUNT_MAX}"))?;
+    }
+    Ok(Command::Store(store))
+}
+
+fn parse_hints(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
+    let mut hints = crate::hints::HintsArgs::default();
+    while let Some(flag) = args.next() {
+        let target = match flag.as_str() {
+            "--publishes" => &mut hints.publishes,
+            "--subscribers" => &mut hints.subscribers,
+            "--help" | "-h" => return Ok(Command::Help),
+            other => return Err(format!("unknown option {other:?}")),
+        };
+        let value = args.next().ok_or_else(|| format!("{flag} needs a number after it"))?;
+        *target = value
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=COUNT_MAX).contains(n))
+            .ok_or_else(|| format!("{flag} is {value:?}; give a whole number from 1 to {COUNT_MAX}"))?;
+    }
+    Ok(Command::Hints(hints))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn store_takes_its_sizes_and_refuses_strays() {
+        assert_eq!(parse(words("store")), Ok(Command::Store(StoreArgs::default())));
+        assert_eq!(
+            parse(words("store --events 50 --publishes 7")),
+            Ok(Command::Store(StoreArgs { publishes: 7, events: 50 }))
+        );
+        assert!(parse(words("store --events")).is_err());
+        assert!(parse(words("store --events 0")).is_err());
+        assert!(parse(words("store --events many")).is_err());
+        assert!(parse(words("store --fast")).is_err());
+        assert!(parse(words("publish")).is_err());
+        assert_eq!(
+            parse(words("hints --subscribers 50")),
+            Ok(Command::Hints(crate::hints::HintsArgs { publishes: 1_000, subscribers: 50 }))
+        );
+        assert!(parse(words("hints --subscribers 0")).is_err());
+        assert!(parse(Vec::new()).is_err());
+    }
+}

@@ -1,0 +1,136 @@
+//! The claim+ack workload: `concurrency` workers drain one recipient's pre-seeded backlog,
+//! each batch one `claim_next` of [`BATCH_EVENTS`] and one acknowledge of everything claimed;
+//! run once through the store and once through the raw baseline.
+
+use std::time::Instant;
+
+use inbox_core::{AckResult, Recipient, RecipientId, RecipientKey, TenantId};
+use inbox_store::{AckItem, Acknowledge, ClaimNext, SqlStore};
+use sqlx::mysql::MySqlPool;
+use tokio::task::JoinSet;
+
+use crate::report::Measured;
+use crate::subjects::{Side, Subjects};
+use crate::{BenchError, cpu, raw, verify};
+
+/// Events per claim and per acknowledge.
+pub const BATCH_EVENTS: u32 = 10;
+/// The one recipient whose inbox every worker of a run shares.
+const RECIPIENT: &str = "agent-000";
+
+/// Seeds `n_events` into `tenant`'s recipient (not timed), then drains them in
+/// `n_events / BATCH_EVENTS` (rounded up) batches spread over `concurrency` workers.
+pub async fn run(
+    subjects: &Subjects,
+    side: Side,
+    tenant: TenantId,
+    concurrency: usize,
+    n_events: usize,
+) -> Result<Measured, BenchError> {
+    raw::seed_backlog(&subjects.raw, tenant.as_str(), RECIPIENT, n_events).await?;
+    let inbox =
+        RecipientKey { tenant_id: tenant.clone(), recipient: Recipient::agent(RecipientId::new(RECIPIENT)?) };
+    let batches = n_events.div_ceil(BATCH_EVENTS as usize);
+
+    let cpu_before = cpu::process_cpu();
+    let started = Instant::now();
+    let mut workers = JoinSet::new();
+    for worker in 0..concurrency {
+        let subjects = subjects.clone();
+        let inbox = inbox.clone();
+        workers.spawn(async move {
+            let mut measured = Measured::default();
+            let share = batches / concurrency + 1;
+            measured.latencies.reserve(share);
+            measured.claim_latencies.reserve(share);
+            measured.ack_latencies.reserve(share);
+            for _ in (worker..batches).step_by(concurrency) {
+                match side {
+                    Side::Store => store_batch(&subjects.store, &inbox, &mut measured).await?,
+                    Side::Raw => raw_batch(&subjects.raw, &inbox, &mut measured).await?,
+                }
+            }
+            Ok::<_, BenchError>(measured)
+        });
+    }
+    let mut total = Measured::default();
+    while let Some(worker) = workers.join_next().await {
+        total.absorb(worker??);
+    }
+    total.elapsed = started.elapsed();
+    total.client_cpu = cpu::cpu_since(cpu_before);
+
+    verify::acknowledged(&subjects.raw, &tenant, total.events).await?;
+    if total.events != n_events as u64 {
+        // Possible when SKIP LOCKED hands a claimer fewer rows than asked; the row's rate
+        // still counts only the events really acknowledged.
+        eprintln!("{tenant}: {} of {n_events} seeded events were claimed and acknowledged", total.events);
+    }
+    Ok(total)
+}
+
+/// One batch through the store, recording its claim, its ack and the whole round trip. A
+/// claim that finds nothing records only its claim latency.
+async fn store_batch(
+    store: &SqlStore,
+    inbox: &RecipientKey,
+    measured: &mut Measured,
+) -> Result<(), BenchError> {
+    let started = Instant::now();
+    let claimed = store
+        .claim_next(&ClaimNext {
+            inbox: inbox.clone(),
+            session_id: None,
+            limit: BATCH_EVENTS,
+            lease_ms: None,
+        })
+        .await?;
+    measured.claim_latencies.push(started.elapsed());
+    if claimed.is_empty() {
+        return Ok(());
+    }
+    let ack = Acknowledge {
+        inbox: inbox.clone(),
+        items: claimed
+            .into_iter()
+            .map(|c| AckItem {
+                event_id: c.event.event_id,
+                lease_token: c.lease_token,
+                result: AckResult::Completed,
+            })
+            .collect(),
+    };
+    let acking = Instant::now();
+    let outcomes = store.acknowledge(&ack).await?;
+    measured.ack_latencies.push(acking.elapsed());
+    measured.latencies.push(started.elapsed());
+    for outcome in outcomes {
+        outcome?;
+    }
+    measured.events += ack.items.len() as u64;
+    Ok(())
+}
+
+/// One batch through the raw baseline, measured like [`store_batch`].
+async fn raw_batch(
+    pool: &MySqlPool,
+    inbox: &RecipientKey,
+    measured: &mut Measured,
+) -> Result<(), BenchError> {
+    let tenant = inbox.tenant_id.as_str();
+    let recipient_id = inbox.recipient.id.as_str();
+    let started = Instant::now();
+    let (claimed, retries) = raw::claim_next(pool, tenant, recipient_id, BATCH_EVENTS).await?;
+    measured.contention_retries += u64::from(retries);
+    measured.claim_latencies.push(started.elapsed());
+    if claimed.is_empty() {
+        return Ok(());
+    }
+    let acking = Instant::now();
+    let retries = raw::acknowledge(pool, tenant, recipient_id, &claimed).await?;
+    measured.contention_retries += u64::from(retries);
+    measured.ack_latencies.push(acking.elapsed());
+    measured.latencies.push(started.elapsed());
+    measured.events += claimed.len() as u64;
+    Ok(())
+}
