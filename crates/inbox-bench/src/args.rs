@@ -4,6 +4,7 @@
 pub const USAGE: &str = "\
 usage: inbox-bench store [--publishes N] [--events N]
        inbox-bench hints [--publishes N] [--subscribers N]
+       inbox-bench http [--agents N] [--events N] [--seconds N]
 
   store          benchmark inbox_store::SqlStore against raw SQL on MariaDB/MySQL
   --publishes N  publishes per publish row (default 3000)
@@ -13,6 +14,12 @@ usage: inbox-bench store [--publishes N] [--events N]
                  node (memory, heartbeat CPU) and 304 head checks per second
   --publishes N  paced publishes of the latency phase (default 1000)
   --subscribers N  idle SSE streams to open on one node (default 10000)
+
+  http           the HTTP API (poll, claim 10, ack; publish) beside the raw-SQL claim+ack
+                 baseline, at peak and at half of peak load
+  --agents N     concurrent agents (default 16)
+  --events N     backlog events of the peak phase (default 6000)
+  --seconds N    length of the half-load phase (default 10)
 
 The server is AGENT_INBOX_BENCH_MYSQL_URL, else AGENT_INBOX_TEST_MYSQL_URL, else
 mysql://root@127.0.0.1:3306/test. The benchmark creates and drops its own database there.";
@@ -25,6 +32,7 @@ const COUNT_MAX: usize = 100_000;
 pub enum Command {
     Store(StoreArgs),
     Hints(crate::hints::HintsArgs),
+    Http(crate::http::HttpArgs),
     /// The hidden child process of `hints`: idle SSE clients for the node at this address.
     HintsIdleClients(String),
     Help,
@@ -49,13 +57,14 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
     match args.next().as_deref() {
         Some("store") => {}
         Some("hints") => return parse_hints(args),
+        Some("http") => return parse_http(args),
         Some("hints-idle-clients") => {
             let addr = args.next().ok_or("hints-idle-clients needs the node's address")?;
             return Ok(Command::HintsIdleClients(addr));
         }
         Some("--help" | "-h" | "help") => return Ok(Command::Help),
-        Some(other) => return Err(format!("unknown command {other:?}; use `store` or `hints`")),
-        None => return Err("name a benchmark to run: `store` or `hints`".to_owned()),
+        Some(other) => return Err(format!("unknown command {other:?}; use `store`, `hints` or `http`")),
+        None => return Err("name a benchmark to run: `store`, `hints` or `http`".to_owned()),
     }
     let mut store = StoreArgs::default();
     while let Some(flag) = args.next() {
@@ -121,4 +130,23 @@ mod tests {
         assert!(parse(words("hints --subscribers 0")).is_err());
         assert!(parse(Vec::new()).is_err());
     }
+}
+
+fn parse_http(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
+    let mut http = crate::http::HttpArgs::default();
+    while let Some(flag) = args.next() {
+        let value = args.next().ok_or_else(|| format!("{flag} needs a number after it"))?;
+        let number = value
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=COUNT_MAX).contains(n))
+            .ok_or_else(|| format!("{flag} is {value:?}; give a whole number from 1 to {COUNT_MAX}"))?;
+        match flag.as_str() {
+            "--agents" => http.agents = number.min(256),
+            "--events" => http.events = number,
+            "--seconds" => http.seconds = number.min(600) as u64,
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(Command::Http(http))
 }

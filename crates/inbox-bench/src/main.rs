@@ -8,6 +8,7 @@ mod args;
 mod claim_ack;
 mod cpu;
 mod hints;
+mod http;
 mod mysql_db;
 mod publish;
 mod raw;
@@ -60,6 +61,7 @@ async fn main() -> ExitCode {
     let store_args = match args::parse(std::env::args().skip(1)) {
         Ok(Command::Store(store_args)) => store_args,
         Ok(Command::Hints(hints_args)) => return hints::main(hints_args).await,
+        Ok(Command::Http(http_args)) => return http::main(http_args).await,
         Ok(Command::HintsIdleClients(addr)) => return hints::idle_clients(addr).await,
         Ok(Command::Help) => {
             println!("{USAGE}");

@@ -1,0 +1,365 @@
+//! `inbox-bench http`: the HTTP API under load against MariaDB, beside the raw-SQL claim+ack
+//! baseline of the store bench measured in the same process.
+//!
+//! Three phases: the raw baseline (16 workers draining one recipient, as in `store`); the
+//! HTTP peak (16 agents, each its own identity and inbox, looping poll → claim 10 → ack over a
+//! pre-seeded backlog); and the HTTP at half of that peak (publishers paced at half the peak
+//! event rate while the agents keep up, which is where the latency target applies).
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use inbox_core::{EventBody, EventType, Recipient, RecipientId, TenantId};
+use inbox_server::{CallerKind, Config, TokenService};
+use inbox_store::Publish;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinSet;
+
+use crate::report::percentile;
+use crate::subjects::{Side, Subjects, tenant};
+use crate::{BenchError, claim_ack, mysql_db};
+
+/// Sizes of the `http` benchmark.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpArgs {
+    /// Concurrent agents (and raw workers).
+    pub agents: usize,
+    /// Backlog events of the peak phase (and of the raw baseline).
+    pub events: usize,
+    /// Length of the half-load phase, in seconds.
+    pub seconds: u64,
+}
+
+impl Default for HttpArgs {
+    fn default() -> Self {
+        Self { agents: 16, events: 6_000, seconds: 10 }
+    }
+}
+
+/// The throughput the HTTP claim+ack path must keep relative to raw SQL.
+const TARGET_RATIO: f64 = 0.5;
+/// The p99 claim and ack latency allowed at half of peak load.
+const TARGET_P99: Duration = Duration::from_millis(20);
+const BATCH: u32 = 10;
+const TENANT: &str = "bench-http";
+/// Concurrent paced publishers: enough that one slow publish does not hold back the rate.
+const PUBLISHERS: usize = 16;
+
+/// Latencies of one HTTP operation.
+#[derive(Debug, Default)]
+struct Samples {
+    poll: Vec<Duration>,
+    claim: Vec<Duration>,
+    ack: Vec<Duration>,
+    publish: Vec<Duration>,
+    events: u64,
+}
+
+impl Samples {
+    fn absorb(&mut self, other: Samples) {
+        self.poll.extend(other.poll);
+        self.claim.extend(other.claim);
+        self.ack.extend(other.ack);
+        self.publish.extend(other.publish);
+        self.events += other.events;
+    }
+
+    fn sort(&mut self) {
+        for v in [&mut self.poll, &mut self.claim, &mut self.ack, &mut self.publish] {
+            v.sort_unstable();
+        }
+    }
+}
+
+pub async fn main(args: HttpArgs) -> ExitCode {
+    let server_url = mysql_db::server_url();
+    let database = match mysql_db::create(&server_url).await {
+        Ok(database) => database,
+        Err(err) => {
+            eprintln!("inbox-bench: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = tokio::spawn(run(args, database.url.clone())).await;
+    database.drop_best_effort().await;
+    match outcome {
+        Ok(Ok(table)) => {
+            print!("{table}");
+            ExitCode::SUCCESS
+        }
+        Ok(Err(err)) => {
+            eprintln!("inbox-bench: {err}");
+            ExitCode::FAILURE
+        }
+        Err(join) => {
+            eprintln!("inbox-bench: the benchmark stopped abnormally: {join}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: HttpArgs, url: String) -> Result<String, BenchError> {
+    let subjects = Subjects::connect(&url).await?;
+    eprintln!("raw baseline: {} workers draining {} events", args.agents, args.events);
+    let raw = claim_ack::run(
+        &subjects,
+        Side::Raw,
+        tenant("http-raw", args.agents, Side::Raw),
+        args.agents,
+        args.events,
+    )
+    .await?;
+    let raw_rate = raw.events_per_second();
+
+    // Limits sized for a benchmark: the point is the service's cost, not its rate limits.
+    let config = Config {
+        database_url: url.clone(),
+        tenant_requests_per_second: 1_000_000,
+        tenant_requests_burst: 1_000_000,
+        agent_requests_per_second: 1_000_000,
+        agent_requests_burst: 1_000_000,
+        waiters_per_agent: 64,
+        ..Config::default()
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr: SocketAddr = listener.local_addr()?;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(inbox_server::run(config.clone(), listener, async move {
+        let _ = stopped.await;
+    }));
+    let base = format!("http://{addr}");
+    let tokens =
+        TokenService::new(subjects.store.clone(), &config).await.map_err(|e| -> BenchError { e.into() })?;
+    let tenant_id = TenantId::new(TENANT)?;
+    let mut agents = Vec::new();
+    for n in 0..args.agents {
+        let id = RecipientId::new(format!("agent-{n:03}"))?;
+        let token = tokens
+            .issue(&tenant_id, &id, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES, None, false)
+            .await;
+        agents.push((id, token.map_err(|e| format!("{}: {}", e.code, e.detail))?.access_token));
+    }
+    let publisher = tokens
+        .issue(
+            &tenant_id,
+            &RecipientId::new("bench-app")?,
+            CallerKind::Publisher,
+            "events.publish",
+            None,
+            false,
+        )
+        .await
+        .map_err(|e| format!("{}: {}", e.code, e.detail))?
+        .access_token;
+    let client = reqwest::Client::builder().pool_max_idle_per_host(64).build()?;
+    wait_ready(&client, &base).await?;
+
+    eprintln!("http peak: seeding {} events over {} agents", args.events, args.agents);
+    for n in 0..args.events {
+        let recipient = Recipient::agent(agents[n % agents.len()].0.clone());
+        let publish = Publish::new(
+            tenant_id.clone(),
+            vec![recipient],
+            EventType::new("bench.tick")?,
+            EventBody::json(r#"{"bench":"tick"}"#)?,
+        );
+        subjects.store.publish(&publish).await?;
+    }
+    let (mut peak, peak_elapsed) = drive_agents(&client, &base, &agents, None).await?;
+    let peak_rate = peak.events as f64 / peak_elapsed.as_secs_f64();
+
+    let half_rate = peak_rate / 2.0;
+    eprintln!("http at half load: {half_rate:.0} events/s published for {} s", args.seconds);
+    let until = Instant::now() + Duration::from_secs(args.seconds);
+    let publishing = publish_paced(&client, &base, &publisher, &agents, half_rate, until);
+    let draining = drive_agents(&client, &base, &agents, Some(until));
+    let (published, drained) = tokio::join!(publishing, draining);
+    let mut half = drained?.0;
+    half.absorb(published?);
+
+    let _ = stop.send(());
+    server.await?.map_err(|e| -> BenchError { e.to_string().into() })?;
+    subjects.close().await;
+
+    peak.sort();
+    half.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let p = |v: &[Duration], q: f64| if v.is_empty() { 0.0 } else { ms(percentile(v, q)) };
+    let mut out = String::new();
+    out.push_str("inbox-bench http: the HTTP API (in-process server, loopback) on MariaDB\n");
+    out.push_str(&format!(
+        "{} agents, each its own identity and inbox; batches of {BATCH}; {} backlog events at peak; {} s at half load\n\n",
+        args.agents, args.events, args.seconds
+    ));
+    out.push_str(&format!("{:<28}{:>12}\n", "throughput", "events/s"));
+    out.push_str(&format!("{:<28}{:>12.0}\n", "raw SQL claim+ack (x16)", raw_rate));
+    out.push_str(&format!("{:<28}{:>12.0}\n", "HTTP poll+claim+ack peak", peak_rate));
+    out.push_str(&format!("{:<28}{:>12.0}\n", "HTTP at half load (target)", half_rate));
+    out.push_str(&format!(
+        "{:<28}{:>12.0}\n",
+        "HTTP at half load published",
+        half.publish.len() as f64 / args.seconds as f64
+    ));
+    out.push_str(&format!(
+        "{:<28}{:>12.0}\n\n",
+        "HTTP at half load processed",
+        half.events as f64 / args.seconds as f64
+    ));
+    out.push_str(&format!(
+        "{:<12}{:>11}{:>11}{:>14}{:>14}\n",
+        "operation", "peak p50", "peak p99", "half p50 ms", "half p99 ms"
+    ));
+    for (name, peak_v, half_v) in [
+        ("poll", &peak.poll, &half.poll),
+        ("claim", &peak.claim, &half.claim),
+        ("ack", &peak.ack, &half.ack),
+        ("publish", &peak.publish, &half.publish),
+    ] {
+        out.push_str(&format!(
+            "{name:<12}{:>11.2}{:>11.2}{:>14.2}{:>14.2}\n",
+            p(peak_v, 0.50),
+            p(peak_v, 0.99),
+            p(half_v, 0.50),
+            p(half_v, 0.99)
+        ));
+    }
+    let ratio = peak_rate / raw_rate;
+    let claim_p99 = if half.claim.is_empty() { Duration::ZERO } else { percentile(&half.claim, 0.99) };
+    let ack_p99 = if half.ack.is_empty() { Duration::ZERO } else { percentile(&half.ack, 0.99) };
+    out.push_str(&format!(
+        "\nHTTP claim+ack / raw SQL = {ratio:.2} (target >= {TARGET_RATIO}): {}\n",
+        if ratio >= TARGET_RATIO { "met" } else { "NOT met" }
+    ));
+    out.push_str(&format!(
+        "p99 at half load: claim {:.2} ms, ack {:.2} ms (target < {} ms): {}\n",
+        ms(claim_p99),
+        ms(ack_p99),
+        TARGET_P99.as_millis(),
+        if claim_p99 < TARGET_P99 && ack_p99 < TARGET_P99 { "met" } else { "NOT met" }
+    ));
+    Ok(out)
+}
+
+async fn wait_ready(client: &reqwest::Client, base: &str) -> Result<(), BenchError> {
+    for _ in 0..400 {
+        if client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    Err("the in-process server did not become ready".into())
+}
+
+/// Every agent loops poll → claim → ack. Without `until`, each stops when its inbox is empty
+/// (the peak phase); with it, each keeps going (long-polling when idle) until the deadline.
+async fn drive_agents(
+    client: &reqwest::Client,
+    base: &str,
+    agents: &[(RecipientId, String)],
+    until: Option<Instant>,
+) -> Result<(Samples, Duration), BenchError> {
+    let started = Instant::now();
+    let mut workers = JoinSet::new();
+    for (_, token) in agents {
+        let (client, base, token) = (client.clone(), base.to_owned(), token.clone());
+        workers.spawn(async move {
+            let mut samples = Samples::default();
+            let mut cursor = 0u64;
+            loop {
+                if until.is_some_and(|u| Instant::now() >= u) {
+                    return Ok::<_, BenchError>(samples);
+                }
+                let wait = if until.is_some() { 1 } else { 0 };
+                let body = json!({"after_seq": cursor, "limit": BATCH, "include_claimable_only": true, "wait_seconds": wait});
+                let (took, page) = call(&client, &base, &token, "/v1/inbox/poll-after-cursor", body).await?;
+                samples.poll.push(took);
+                cursor = page["next_cursor"].as_u64().unwrap_or(cursor);
+                if page["events"].as_array().is_none_or(Vec::is_empty) {
+                    if until.is_none() {
+                        return Ok(samples);
+                    }
+                    continue;
+                }
+                let (took, claimed) = call(&client, &base, &token, "/v1/inbox/claim", json!({"limit": BATCH})).await?;
+                samples.claim.push(took);
+                let acks: Vec<Value> = claimed["claims"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|c| json!({"event_id": c["event_id"], "lease_token": c["lease_token"]}))
+                    .collect();
+                if acks.is_empty() {
+                    continue;
+                }
+                let n = acks.len() as u64;
+                let (took, _) = call(&client, &base, &token, "/v1/inbox/acknowledge", json!({"acks": acks})).await?;
+                samples.ack.push(took);
+                samples.events += n;
+            }
+        });
+    }
+    let mut total = Samples::default();
+    while let Some(worker) = workers.join_next().await {
+        total.absorb(worker??);
+    }
+    Ok((total, started.elapsed()))
+}
+
+/// Publishes at `rate` events per second over HTTP until `until`, spread over the agents.
+async fn publish_paced(
+    client: &reqwest::Client,
+    base: &str,
+    publisher: &str,
+    agents: &[(RecipientId, String)],
+    rate: f64,
+    until: Instant,
+) -> Result<Samples, BenchError> {
+    let interval = Duration::from_secs_f64(PUBLISHERS as f64 / rate.max(1.0));
+    let agents: Arc<Vec<String>> = Arc::new(agents.iter().map(|(id, _)| id.to_string()).collect());
+    let mut workers = JoinSet::new();
+    for p in 0..PUBLISHERS {
+        let (client, base, publisher, agents) =
+            (client.clone(), base.to_owned(), publisher.to_owned(), agents.clone());
+        workers.spawn(async move {
+            let mut samples = Samples::default();
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut n = p;
+            while Instant::now() < until {
+                tick.tick().await;
+                let body = json!({"recipients": [agents[n % agents.len()]], "event_type": "bench.tick", "payload": {"n": n}});
+                let (took, _) = call(&client, &base, &publisher, "/v1/events", body).await?;
+                samples.publish.push(took);
+                n += PUBLISHERS;
+            }
+            Ok::<_, BenchError>(samples)
+        });
+    }
+    let mut total = Samples::default();
+    while let Some(worker) = workers.join_next().await {
+        total.absorb(worker??);
+    }
+    Ok(total)
+}
+
+/// One authenticated POST; fails the benchmark on any non-2xx answer.
+async fn call(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+    path: &str,
+    body: Value,
+) -> Result<(Duration, Value), BenchError> {
+    let started = Instant::now();
+    let response = client.post(format!("{base}{path}")).bearer_auth(token).json(&body).send().await?;
+    let status = response.status();
+    let value: Value = response.json().await?;
+    let took = started.elapsed();
+    if !status.is_success() {
+        return Err(format!("{path} answered {status}: {value}").into());
+    }
+    Ok((took, value))
+}
