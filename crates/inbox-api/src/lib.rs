@@ -1,6 +1,6 @@
 //! The JSON of agent-inbox's HTTP API, as plain serde types: the contract of seed 001
 //! (subscribe, poll after cursor, head, claim, acknowledge, release, heartbeat), publishing,
-//! rooms, operators' endpoints and RFC 9457 problem details.
+//! rooms, real-time stream signals, operators' endpoints and RFC 9457 problem details.
 //!
 //! Field names follow the seed exactly. Times are RFC 3339 UTC strings (`..._utc`). Requests
 //! refuse unknown fields, so a typo is an error rather than a silently ignored option.
@@ -12,7 +12,9 @@ mod inbox;
 mod problem;
 mod rooms;
 mod sessions;
+mod streams;
 pub mod time;
+mod trust;
 
 pub use admin::*;
 pub use auth::*;
@@ -21,3 +23,5 @@ pub use inbox::*;
 pub use problem::*;
 pub use rooms::*;
 pub use sessions::*;
+pub use streams::*;
+pub use trust::*;

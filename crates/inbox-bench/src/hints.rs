@@ -100,7 +100,11 @@ async fn run(args: HintsArgs, url: String) -> Result<String, BenchError> {
     let issue = async |subject: &str, kind: CallerKind, scope: &str| -> Result<String, BenchError> {
         let tenant = TenantId::new(TENANT).map_err(|e| e.to_string())?;
         let subject = RecipientId::new(subject).map_err(|e| e.to_string())?;
-        Ok(tokens.issue(&tenant, &subject, kind, scope, None, false).await.map_err(|e| e.detail)?.access_token)
+        Ok(tokens
+            .issue(&tenant, &subject, kind, scope, None, false)
+            .await
+            .map_err(|e| e.detail)?
+            .access_token)
     };
     let publisher = issue("publisher", CallerKind::Publisher, "events.publish").await?;
     let agent_scopes = inbox_server::auth::AGENT_SCOPES;
@@ -262,7 +266,8 @@ async fn read_hints(mut response: reqwest::Response, seen: Arc<Mutex<Vec<Option<
         buffer.push_str(&String::from_utf8_lossy(&chunk));
         while let Some(end) = buffer.find("\n\n") {
             let frame: String = buffer.drain(..end + 2).collect();
-            let head = frame.lines().find_map(|l| l.strip_prefix("id: ")).and_then(|id| id.parse::<usize>().ok());
+            let head =
+                frame.lines().find_map(|l| l.strip_prefix("id: ")).and_then(|id| id.parse::<usize>().ok());
             if let Some(head) = head {
                 let mut seen = seen.lock().expect("hint log");
                 if let Some(slot) = seen.get_mut(head) {
@@ -290,7 +295,8 @@ async fn head_checks(node: &Node, token: &str) -> Result<f64, BenchError> {
         workers.push(tokio::spawn(async move {
             let mut not_modified = 0u64;
             while started.elapsed() < HEAD_DURATION {
-                let response = client.get(&url).bearer_auth(&token).header("if-none-match", &etag).send().await;
+                let response =
+                    client.get(&url).bearer_auth(&token).header("if-none-match", &etag).send().await;
                 match response {
                     Ok(r) if r.status() == reqwest::StatusCode::NOT_MODIFIED => not_modified += 1,
                     Ok(r) => return Err(format!("a head check answered {}", r.status())),
@@ -399,7 +405,8 @@ pub async fn idle_clients(addr: String) -> ExitCode {
     let mut failed = 0usize;
     let mut first_error = None;
     for batch in tokens.chunks(CONNECT_BATCH) {
-        let opening: Vec<_> = batch.iter().map(|token| tokio::spawn(open_idle(addr.clone(), token.clone()))).collect();
+        let opening: Vec<_> =
+            batch.iter().map(|token| tokio::spawn(open_idle(addr.clone(), token.clone()))).collect();
         for task in opening {
             match task.await {
                 Ok(Ok(stream)) => streams.push(stream),
@@ -438,7 +445,9 @@ async fn open_idle(addr: String, token: String) -> Result<tokio::net::TcpStream,
         }
         seen.extend_from_slice(&chunk[..n]);
         if !seen.starts_with(b"HTTP/1.1 200") && seen.len() >= 12 {
-            return Err(format!("refused: {}", String::from_utf8_lossy(&seen).lines().next().unwrap_or("")).into());
+            return Err(
+                format!("refused: {}", String::from_utf8_lossy(&seen).lines().next().unwrap_or("")).into()
+            );
         }
     }
     Ok(stream)
@@ -459,8 +468,16 @@ fn render(args: &HintsArgs, latency: &Latency, heads_per_second: f64, idle: &Idl
     };
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
     let mut out = String::new();
-    let _ = writeln!(out, "inbox-bench hints: two nodes on one MariaDB database, {cores} cores shared with it\n");
-    let _ = writeln!(out, "{:<38} {:>8} {:>8} {:>8}", format!("latency, {} paced publishes (ms)", args.publishes), "p50", "p99", "max");
+    let _ =
+        writeln!(out, "inbox-bench hints: two nodes on one MariaDB database, {cores} cores shared with it\n");
+    let _ = writeln!(
+        out,
+        "{:<38} {:>8} {:>8} {:>8}",
+        format!("latency, {} paced publishes (ms)", args.publishes),
+        "p50",
+        "p99",
+        "max"
+    );
     out.push_str(&row("commit -> hint, same node", &latency.same_node));
     out.push_str(&row("commit -> hint, other node (notifier)", &latency.cross_node));
     out.push_str(&row("publish request (for reference)", &latency.publish));
@@ -469,7 +486,10 @@ fn render(args: &HintsArgs, latency: &Latency, heads_per_second: f64, idle: &Idl
     match idle.rss_per_subscriber_kib {
         Some(kib) => {
             let verdict = if kib <= 32.0 { "within" } else { "over" };
-            let _ = writeln!(out, "resident memory per subscriber: {kib:.1} KiB ({verdict} the 32 KiB target; VmRSS delta)");
+            let _ = writeln!(
+                out,
+                "resident memory per subscriber: {kib:.1} KiB ({verdict} the 32 KiB target; VmRSS delta)"
+            );
         }
         None => {
             let _ = writeln!(out, "resident memory per subscriber: not measurable here (/proc/self/status)");
@@ -493,6 +513,9 @@ fn render(args: &HintsArgs, latency: &Latency, heads_per_second: f64, idle: &Idl
             let _ = writeln!(out, "heartbeat CPU: not measurable here (/proc/self/task/*/schedstat)");
         }
     }
-    let _ = writeln!(out, "\nconditional head checks answered 304: {heads_per_second:.0} per second ({HEAD_WORKERS} clients in this process)");
+    let _ = writeln!(
+        out,
+        "\nconditional head checks answered 304: {heads_per_second:.0} per second ({HEAD_WORKERS} clients in this process)"
+    );
     out
 }

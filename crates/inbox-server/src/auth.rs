@@ -321,13 +321,18 @@ impl TokenService {
         scope: &str,
         ttl: Duration,
     ) -> Result<String, ApiError> {
-        let key = self
-            .own_keys
-            .read()
-            .expect("key lock")
-            .first()
-            .cloned()
-            .ok_or_else(|| ApiError::internal("no signing key"))?;
+        // The newest key that may sign now: a freshly rotated key waits for its activation, so
+        // every node has loaded it before the first token signed with it arrives.
+        let store_now = self.store.now();
+        let key = {
+            let keys = self.own_keys.read().expect("key lock");
+            keys.iter()
+                .find(|k| k.signs_at(store_now))
+                .or_else(|| keys.iter().find(|k| k.is_live(store_now)))
+                .or_else(|| keys.first())
+                .cloned()
+        }
+        .ok_or_else(|| ApiError::internal("no signing key"))?;
         let now = inbox_api::time::now_ms() / 1000;
         let claims = AccessClaims {
             iss: self.issuer.clone(),
@@ -405,7 +410,8 @@ impl TokenService {
     /// node has not seen, so keys created by another node or a rotation are picked up.
     async fn own_key(&self, kid: &str) -> Option<SigningKey> {
         if let Some(key) = self.own_keys.read().expect("key lock").iter().find(|k| k.key_id == kid) {
-            return Some(key.clone());
+            // A key past its rotation overlap verifies nothing, even before the next reload.
+            return key.is_live(self.store.now()).then(|| key.clone());
         }
         let due = self.last_reload.read().expect("reload lock").elapsed() >= KEY_RELOAD_MIN_INTERVAL;
         if !due || kid.is_empty() {

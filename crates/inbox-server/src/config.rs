@@ -57,11 +57,63 @@ pub struct Config {
     /// Interval between stream heartbeats and the session heartbeat agents are told to use.
     #[serde(with = "human_duration")]
     pub heartbeat_interval: Duration,
+    /// How often each node's notifier reads new commits from `outbox_signal`: the worst-case
+    /// delay a hint for a publish made on another node adds.
+    #[serde(with = "human_duration")]
+    pub notify_interval: Duration,
+    /// How long the notifier keeps asking for an `outbox_id` it skipped (one allocated but not
+    /// yet committed when a higher one was read) before deciding it was rolled back.
+    #[serde(with = "human_duration")]
+    pub signal_gap_grace: Duration,
+    /// How long `outbox_signal` rows are kept before the scavenger deletes them.
+    #[serde(with = "human_duration")]
+    pub signal_retention: Duration,
+    /// Life of a single-use stream ticket (at most 60 s).
+    #[serde(with = "human_duration")]
+    pub stream_ticket_ttl: Duration,
+    /// The reconnection delay SSE streams advise browsers to use (`retry:`).
+    #[serde(with = "human_duration")]
+    pub sse_retry: Duration,
     /// External identity provider: a JWKS file of public keys whose tokens are also accepted.
     pub jwks_file: Option<PathBuf>,
     /// Issuer and audience required of external tokens (when set).
     pub jwks_issuer: Option<String>,
     pub jwks_audience: Option<String>,
+    /// The `@authority` signed requests are checked against, when a proxy in front rewrites
+    /// `Host` (such as `inbox.example.com`); by default the request's `Host`.
+    pub signatures_authority: Option<String>,
+    /// How often every node re-reads the token signing keys, so a rotation (`agent-inbox keys
+    /// rotate`) takes effect without a restart.
+    #[serde(with = "human_duration")]
+    pub signing_keys_reload_interval: Duration,
+    /// Development only: accept `http://` callback URLs to loopback, and loopback addresses.
+    pub callbacks_allow_http_loopback: bool,
+    /// Host names (or IP literals) admitted as callback targets although they resolve to
+    /// internal addresses (private, loopback, link-local...); metadata addresses stay refused.
+    pub callbacks_allow_hosts: Vec<String>,
+    /// Webhook registrations per agent, and per tenant.
+    pub callbacks_per_recipient_max: u32,
+    pub callbacks_per_tenant_max: u32,
+    /// Time limit of one delivery or challenge, connection included.
+    #[serde(with = "human_duration")]
+    pub callbacks_timeout: Duration,
+    /// Failed attempts at one head before it is given up (agents still recover by polling).
+    pub callbacks_attempts_max: u32,
+    /// Retry delay after the first failure; it doubles per failure up to `callbacks_retry_max`.
+    #[serde(with = "human_duration")]
+    pub callbacks_retry_base: Duration,
+    #[serde(with = "human_duration")]
+    pub callbacks_retry_max: Duration,
+    /// Deliveries in flight on one node, and taken for one tenant in one pass: the fan-out cap.
+    pub callbacks_in_flight_max: u32,
+    pub callbacks_fanout_per_tenant_max: u32,
+    /// How often each node looks for due deliveries.
+    #[serde(with = "human_duration")]
+    pub callbacks_poll_interval: Duration,
+    /// How callback host names are resolved; the system resolver unless a test or an embedding
+    /// application puts its own here. Not a configuration key.
+    #[serde(skip)]
+    pub callback_resolver: crate::webhooks::ResolverOverride,
 }
 
 impl Default for Config {
@@ -89,9 +141,28 @@ impl Default for Config {
             scavenge_interval: Duration::from_secs(1),
             scavenge_batch: 500,
             heartbeat_interval: Duration::from_secs(30),
+            notify_interval: Duration::from_millis(30),
+            signal_gap_grace: Duration::from_secs(10),
+            signal_retention: Duration::from_secs(3600),
+            stream_ticket_ttl: Duration::from_secs(60),
+            sse_retry: Duration::from_secs(3),
             jwks_file: None,
             jwks_issuer: None,
             jwks_audience: None,
+            signatures_authority: None,
+            signing_keys_reload_interval: Duration::from_secs(30),
+            callbacks_allow_http_loopback: false,
+            callbacks_allow_hosts: Vec::new(),
+            callbacks_per_recipient_max: 5,
+            callbacks_per_tenant_max: 1_000,
+            callbacks_timeout: Duration::from_secs(5),
+            callbacks_attempts_max: 8,
+            callbacks_retry_base: Duration::from_secs(1),
+            callbacks_retry_max: Duration::from_secs(300),
+            callbacks_in_flight_max: 32,
+            callbacks_fanout_per_tenant_max: 100,
+            callbacks_poll_interval: Duration::from_millis(250),
+            callback_resolver: crate::webhooks::ResolverOverride::default(),
         }
     }
 }
@@ -180,6 +251,47 @@ impl Config {
             return bad(
                 "scavenge_interval must be at least 100ms and scavenge_batch between 1 and 500".into()
             );
+        }
+        if !(Duration::from_secs(1)..=Duration::from_secs(600)).contains(&self.heartbeat_interval) {
+            return bad("heartbeat_interval must be between 1s and 10m".into());
+        }
+        if !(Duration::from_millis(5)..=Duration::from_secs(1)).contains(&self.notify_interval) {
+            return bad("notify_interval must be between 5ms and 1s".into());
+        }
+        if !(Duration::from_secs(1)..=Duration::from_secs(300)).contains(&self.signal_gap_grace) {
+            return bad("signal_gap_grace must be between 1s and 5m".into());
+        }
+        if self.signal_retention < Duration::from_secs(60) || self.signal_retention <= self.signal_gap_grace {
+            return bad("signal_retention must be at least 1m and longer than signal_gap_grace".into());
+        }
+        if !(Duration::from_secs(1)..=Duration::from_secs(60)).contains(&self.stream_ticket_ttl) {
+            return bad("stream_ticket_ttl must be between 1s and 60s".into());
+        }
+        if !(Duration::from_millis(100)..=Duration::from_secs(300)).contains(&self.sse_retry) {
+            return bad("sse_retry must be between 100ms and 5m".into());
+        }
+        if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&self.signing_keys_reload_interval) {
+            return bad("signing_keys_reload_interval must be between 100ms and 1h".into());
+        }
+        if !(1..=100).contains(&self.callbacks_per_recipient_max) || !(1..=1_000_000).contains(&self.callbacks_per_tenant_max)
+        {
+            return bad("callbacks_per_recipient_max must be 1 to 100 and callbacks_per_tenant_max 1 to 1000000".into());
+        }
+        if !(Duration::from_millis(100)..=Duration::from_secs(30)).contains(&self.callbacks_timeout) {
+            return bad("callbacks_timeout must be between 100ms and 30s".into());
+        }
+        if !(1..=100).contains(&self.callbacks_attempts_max) {
+            return bad("callbacks_attempts_max must be between 1 and 100".into());
+        }
+        if self.callbacks_retry_base < Duration::from_millis(10) || self.callbacks_retry_max < self.callbacks_retry_base {
+            return bad("callbacks_retry_base must be at least 10ms and callbacks_retry_max at least as long".into());
+        }
+        if !(1..=10_000).contains(&self.callbacks_in_flight_max) || !(1..=10_000).contains(&self.callbacks_fanout_per_tenant_max)
+        {
+            return bad("callbacks_in_flight_max and callbacks_fanout_per_tenant_max must be 1 to 10000".into());
+        }
+        if !(Duration::from_millis(10)..=Duration::from_secs(60)).contains(&self.callbacks_poll_interval) {
+            return bad("callbacks_poll_interval must be between 10ms and 1m".into());
         }
         if self.tenant_requests_per_second == 0 || self.agent_requests_per_second == 0 {
             return bad("request rates must be at least 1 per second".into());

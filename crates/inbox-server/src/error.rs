@@ -75,21 +75,31 @@ fn title(status: StatusCode) -> &'static str {
     status.canonical_reason().unwrap_or("Error")
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The problem document, for answers that are not HTTP responses (WebSocket messages).
+    /// Server-side faults are logged here, once.
+    pub fn into_problem(self) -> Problem {
         if let Some(internal) = &self.internal {
             tracing::error!(code = self.code, status = self.status.as_u16(), error = %internal, "request failed");
         }
         let mut problem = Problem::new(self.status.as_u16(), self.code, title(self.status), self.detail);
         problem.extensions = self.extensions;
+        problem
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, retry_after_seconds) = (self.status, self.retry_after_seconds);
+        let problem = self.into_problem();
         let body = serde_json::to_vec(&problem).unwrap_or_default();
-        let mut response = (self.status, body).into_response();
+        let mut response = (status, body).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_CONTENT_TYPE));
-        if let Some(seconds) = self.retry_after_seconds {
+        if let Some(seconds) = retry_after_seconds {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
-        if self.status == StatusCode::UNAUTHORIZED {
+        if status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
@@ -168,6 +178,24 @@ impl From<StoreError> for ApiError {
             .with("oldest_available_seq", oldest_available_seq.get())
             .with("head_seq", head_seq.get())
             .with("resync_url", "/v1/inbox/resync"),
+            StoreError::NotFound { what, id } => ApiError::new(
+                StatusCode::NOT_FOUND,
+                not_found_code(what),
+                format!("no {what} {id:?} exists in your tenant; check the id, or create the {what} first"),
+            )
+            .with(&format!("{what}_id"), id),
+            StoreError::AlreadyExists { what, id } => ApiError::new(
+                StatusCode::CONFLICT,
+                exists_code(what),
+                format!("a {what} {id:?} already exists in your tenant; choose another id or use the existing one"),
+            )
+            .with(&format!("{what}_id"), id),
+            StoreError::LimitReached { what, limit } => ApiError::new(
+                StatusCode::CONFLICT,
+                limit_code(what),
+                format!("the limit of {limit} ({what}) is reached; delete or retire one first"),
+            )
+            .with("limit", limit),
             StoreError::Event(refusal) => refusal.into(),
             StoreError::Contention { attempts } => {
                 let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "database_busy", "the database is busy; retry in a moment")
@@ -188,4 +216,26 @@ impl From<StoreError> for ApiError {
             other => ApiError::internal(other.to_string()),
         }
     }
+}
+
+/// The stable code for a missing domain object; codes are static so clients can match on them.
+fn not_found_code(what: &str) -> &'static str {
+    match what {
+        "room" => "room_not_found",
+        "callback registration" => "callback_registration_not_found",
+        "signing key" => "unknown_signing_key",
+        _ => "not_found",
+    }
+}
+
+fn exists_code(what: &str) -> &'static str {
+    match what {
+        "room" => "room_exists",
+        "key" => "key_exists",
+        _ => "already_exists",
+    }
+}
+
+fn limit_code(what: &str) -> &'static str {
+    if what.starts_with("callback registration") { "callback_limit_reached" } else { "key_limit_reached" }
 }

@@ -1,17 +1,20 @@
 //! Extractors: they authenticate and validate, so handlers only ever see a known caller and a
 //! well-formed request. Each refusal is a precise problem: malformed JSON, an unknown field, a
-//! wrong type (with the field's path), a body over the limit, a missing or bad token.
+//! wrong type (with the field's path), a body over the limit, a missing or bad token, a
+//! spent stream ticket.
 
 use std::net::SocketAddr;
 
-use axum::body::Bytes;
 use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
+use inbox_core::{RecipientId, SessionId};
+use inbox_store::StreamCredential;
 use serde::de::DeserializeOwned;
+use sha2::{Digest, Sha256};
 
 use crate::AppState;
-use crate::auth::{AuthFailure, Caller};
+use crate::auth::{AuthFailure, Caller, CallerKind};
 use crate::error::ApiError;
 
 /// A JSON body, parsed strictly.
@@ -47,7 +50,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
 }
 
 /// Parses JSON with errors that name the offending field.
-pub fn parse_json<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
         let path = err.path().to_string();
@@ -116,8 +119,152 @@ impl FromRequestParts<AppState> for Caller {
         state.limits.admit(caller.tenant_id.as_str(), caller.subject.as_str()).inspect_err(|err| {
             state.metrics.count("agent_inbox_rate_limited_total", vec![("code", err.code.to_owned())], 1)
         })?;
+        // For the body extractors that check signatures against the caller's keys.
+        parts.extensions.insert(caller.clone());
         Ok(caller)
     }
+}
+
+/// The caller of a stream endpoint (SSE, WebSocket) and its stream parameters. Browsers cannot
+/// put an `Authorization` header on an `EventSource` and must not put a long-lived bearer token
+/// in a URL, so besides the header a stream accepts a single-use `?ticket=`
+/// (`POST /v1/streams/tickets`) or the HttpOnly stream cookie (`POST /v1/streams/cookie`).
+/// Either carries the scopes of the token that minted it. The query is checked before a
+/// ticket is spent, so a malformed URL does not burn it.
+#[derive(Debug)]
+pub struct StreamCaller {
+    pub caller: Caller,
+    /// The session the stream serves: the query's, or the one its ticket or cookie names.
+    pub session_id: Option<SessionId>,
+    /// Where the client resumes: `Last-Event-ID`, else `?last_event_id=`.
+    pub last_event_id: Option<u64>,
+    pub via: StreamAuth,
+}
+
+/// How a stream authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamAuth {
+    Bearer,
+    Ticket,
+    Cookie,
+}
+
+/// Name of the stream cookie.
+pub const STREAM_COOKIE: &str = "agent_inbox_stream";
+/// Prefixes of stream tickets and cookie values; each is followed by 64 hex digits.
+pub const TICKET_PREFIX: &str = "st_";
+pub const COOKIE_PREFIX: &str = "sc_";
+
+/// Query parameters of the stream endpoints.
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct StreamQuery {
+    /// The agent session this stream serves (from subscribe); touched while the stream is open.
+    session_id: Option<String>,
+    /// Resume point for clients that cannot send a `Last-Event-ID` header.
+    last_event_id: Option<String>,
+    /// A single-use stream ticket, instead of an `Authorization` header.
+    ticket: Option<String>,
+}
+
+impl FromRequestParts<AppState> for StreamCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let query = axum::extract::Query::<StreamQuery>::try_from_uri(&parts.uri)
+            .map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?
+            .0;
+        let named_session = crate::streams::session_param("session_id", query.session_id.as_deref())?;
+        let last_event_id = crate::streams::last_event_id(&parts.headers, query.last_event_id.as_deref())?;
+        let (caller, granted_session, via) = if parts.headers.contains_key(header::AUTHORIZATION) {
+            (Caller::from_request_parts(parts, state).await?, None, StreamAuth::Bearer)
+        } else {
+            redeem(parts, state, query.ticket).await?
+        };
+        let session_id = match (named_session, granted_session) {
+            (Some(named), Some(granted)) if named != granted => {
+                return Err(ApiError::invalid_field(
+                    "session_id",
+                    "differs from the session the ticket or cookie was issued for; leave it out or mint a new one",
+                ));
+            }
+            (named, granted) => named.or(granted),
+        };
+        Ok(StreamCaller { caller, session_id, last_event_id, via })
+    }
+}
+
+/// Authenticates with a ticket or the stream cookie.
+async fn redeem(
+    parts: &Parts,
+    state: &AppState,
+    ticket: Option<String>,
+) -> Result<(Caller, Option<SessionId>, StreamAuth), ApiError> {
+    let addr = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+    if let Some(addr) = addr {
+        state.limits.auth_throttled(addr)?;
+    }
+    let (credential, presented, via) = match (ticket, stream_cookie(parts)) {
+        (Some(ticket), _) => (StreamCredential::Ticket, ticket, StreamAuth::Ticket),
+        (None, Some(cookie)) => (StreamCredential::Cookie, cookie.to_owned(), StreamAuth::Cookie),
+        (None, None) => {
+            return Err(ApiError::unauthorized(
+                "unauthorized",
+                "authenticate the stream with 'Authorization: Bearer <token>', a ?ticket= from \
+                 POST /v1/streams/tickets, or the cookie set by POST /v1/streams/cookie",
+            ));
+        }
+    };
+    let prefix = if via == StreamAuth::Ticket { TICKET_PREFIX } else { COOKIE_PREFIX };
+    let well_formed = presented.len() == prefix.len() + 64
+        && presented.starts_with(prefix)
+        && presented[prefix.len()..].bytes().all(|b| b.is_ascii_hexdigit());
+    let grant = if well_formed {
+        let hash: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        state.store.redeem_stream_credential(&hash, credential).await?
+    } else {
+        None
+    };
+    let Some(grant) = grant else {
+        if let Some(addr) = addr {
+            state.limits.record_auth_failure(addr);
+        }
+        let err = match via {
+            StreamAuth::Ticket => ApiError::unauthorized(
+                "invalid_ticket",
+                "the stream ticket is unknown, expired or already used; get a new one with POST /v1/streams/tickets",
+            ),
+            _ => ApiError::unauthorized(
+                "invalid_stream_cookie",
+                "the stream cookie is unknown or expired; get a new one with POST /v1/streams/cookie",
+            ),
+        };
+        state.metrics.count("agent_inbox_auth_failures_total", vec![("code", err.code.to_owned())], 1);
+        return Err(err);
+    };
+    let caller = Caller {
+        tenant_id: grant.tenant_id,
+        subject: RecipientId::new(grant.subject).map_err(|e| ApiError::internal(e.to_string()))?,
+        kind: CallerKind::parse(&grant.kind).ok_or_else(|| ApiError::internal("stored caller kind"))?,
+        scopes: grant.scope.split_whitespace().map(str::to_owned).collect(),
+    };
+    state.limits.admit(caller.tenant_id.as_str(), caller.subject.as_str()).inspect_err(|err| {
+        state.metrics.count("agent_inbox_rate_limited_total", vec![("code", err.code.to_owned())], 1)
+    })?;
+    Ok((caller, grant.session_id, via))
+}
+
+fn stream_cookie(parts: &Parts) -> Option<&str> {
+    parts
+        .headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == STREAM_COOKIE)
+        .map(|(_, value)| value.trim())
 }
 
 fn bearer(parts: &Parts) -> Option<&str> {

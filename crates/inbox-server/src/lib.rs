@@ -13,9 +13,14 @@ mod hints;
 mod limits;
 mod metrics;
 mod middleware;
+mod notifier;
 pub mod openapi;
 mod routes;
+mod signatures;
+mod streams;
 mod tasks;
+mod trust;
+mod webhooks;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,6 +33,7 @@ use tokio::sync::watch;
 pub use auth::{CallerKind, IssuedTokens, TokenService};
 pub use config::Config;
 pub use error::ApiError;
+pub use webhooks::{Resolver, ResolverOverride, SystemResolver};
 
 /// Everything a handler can reach. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -38,6 +44,7 @@ pub struct AppState {
     limits: Arc<limits::Limits>,
     metrics: Arc<metrics::Metrics>,
     hints: Arc<hints::Hints>,
+    trust: Arc<trust::Trust>,
     shutdown: Shutdown,
 }
 
@@ -106,6 +113,7 @@ pub async fn prepare(config: Config) -> Result<AppState, ServerError> {
     let store = connect_store(&config).await?;
     store.migrate().await.map_err(|e| ServerError(e.to_string()))?;
     let tokens = TokenService::new(store.clone(), &config).await.map_err(ServerError)?;
+    let trust = Arc::new(trust::Trust::new(&config));
     Ok(AppState {
         store,
         limits: Arc::new(limits::Limits::new(&config)),
@@ -113,6 +121,7 @@ pub async fn prepare(config: Config) -> Result<AppState, ServerError> {
         tokens: Arc::new(tokens),
         metrics: Arc::default(),
         hints: Arc::default(),
+        trust,
         shutdown: Shutdown::new(),
     })
 }
@@ -123,7 +132,13 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::inbox::router())
         .merge(routes::agents::router())
         .merge(routes::events::router())
+        .merge(routes::rooms::router())
         .merge(routes::sessions::router())
+        .merge(routes::streams::router())
+        .merge(routes::ws::router())
+        .merge(routes::agent_keys::router())
+        .merge(routes::callbacks::router())
+        .merge(routes::tenant_policy::router())
         .merge(routes::admin::router())
         .merge(routes::auth::router())
         .merge(routes::health::router())
@@ -132,6 +147,9 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::observe))
         .with_state(state)
 }
+
+/// How long a stopping server waits for open connections to finish.
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Serves until `shutdown` completes, then stops accepting, lets in-flight requests finish,
 /// ends long polls, stops background work and closes the database pools.
@@ -146,13 +164,23 @@ pub async fn run(
     let background = tasks::spawn(state.clone());
     let stopping = state.shutdown.clone();
     let app = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
-    let served = axum::serve(listener, app)
+    let serving = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
             tracing::info!("shutting down: no new connections; finishing requests in flight");
             stopping.cancel();
         })
-        .await;
+        .into_future();
+    // Streams and long polls end at once on shutdown, but a stream whose client stopped reading
+    // is not polled again and cannot notice; do not wait for such connections forever.
+    let draining = state.shutdown.clone();
+    let served = tokio::select! {
+        served = serving => served,
+        _ = async { draining.cancelled().await; tokio::time::sleep(DRAIN_TIMEOUT).await } => {
+            tracing::warn!(seconds = DRAIN_TIMEOUT.as_secs(), "connections still open after shutdown (clients not reading); stopping anyway");
+            Ok(())
+        }
+    };
     state.shutdown.cancel();
     for task in background {
         let _ = task.await;

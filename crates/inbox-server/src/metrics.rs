@@ -75,6 +75,69 @@ const HELP: &[(&str, &str, &str)] = &[
     ("agent_inbox_parked", "gauge", "Dead-lettered and quarantined events per tenant"),
     ("agent_inbox_oldest_unacked_age_seconds", "gauge", "Age of the oldest unacknowledged event per tenant"),
     ("agent_inbox_inbox_depth", "gauge", "Unacknowledged events of the deepest inboxes (top 20 per tenant)"),
+    (
+        "agent_inbox_publish_to_signal_seconds",
+        "histogram",
+        "Publish-to-signal latency: outbox row written to the notifier handing its hint to this node",
+    ),
+    ("agent_inbox_signals_read_total", "counter", "outbox_signal rows the notifier read (re-reads included)"),
+    (
+        "agent_inbox_signal_gaps_abandoned_total",
+        "counter",
+        "Skipped outbox ids the notifier stopped waiting for (rolled back, or later than the grace period)",
+    ),
+    ("agent_inbox_signals_deleted_total", "counter", "outbox_signal rows deleted by retention"),
+    ("agent_inbox_stream_connects_total", "counter", "SSE and WebSocket streams opened, by transport"),
+    (
+        "agent_inbox_stream_reconnects_total",
+        "counter",
+        "Streams opened with a Last-Event-ID (a client resuming), by transport",
+    ),
+    (
+        "agent_inbox_connected_streams",
+        "gauge",
+        "Open streams and waiting long polls on this node, by transport",
+    ),
+    (
+        "agent_inbox_hints_sent_total",
+        "counter",
+        "inbox.updated hints written to streams, by tenant and transport; fetches/hints is the hint-to-fetch ratio",
+    ),
+    (
+        "agent_inbox_fetches_total",
+        "counter",
+        "Poll and claim requests (what a hint should lead to), by tenant and kind",
+    ),
+    ("agent_inbox_ws_requests_total", "counter", "Operations sent over WebSockets, by op and status"),
+    (
+        "agent_inbox_long_polls_total",
+        "counter",
+        "Long polls by outcome (events, timeout, shutdown); timeout/total is the long-poll timeout ratio",
+    ),
+    (
+        "agent_inbox_head_requests_total",
+        "counter",
+        "Head checks by result (not_modified, modified); not_modified/total is the 304 ratio",
+    ),
+    (
+        "agent_inbox_signature_verifications_total",
+        "counter",
+        "Signed requests checked, by result (valid, refused); refusals also count under auth failures by code",
+    ),
+    ("agent_inbox_signature_verify_seconds", "histogram", "Time to verify one request signature, nonce included"),
+    ("agent_inbox_signature_replays_total", "counter", "Signed requests refused as replays of a used nonce"),
+    ("agent_inbox_callback_challenges_total", "counter", "Callback registration challenges, by outcome"),
+    (
+        "agent_inbox_callback_deliveries_total",
+        "counter",
+        "Webhook hint deliveries by tenant and outcome (delivered, failed, abandoned)",
+    ),
+    ("agent_inbox_callback_delivery_seconds", "histogram", "Duration of one webhook delivery attempt"),
+    (
+        "agent_inbox_callback_fanout_deferred_total",
+        "counter",
+        "Due webhook deliveries left for a later pass by the per-tenant fan-out cap",
+    ),
 ];
 
 impl Metrics {
@@ -108,6 +171,12 @@ impl Metrics {
         }
         histogram.sum += seconds;
         histogram.count += 1;
+    }
+
+    /// Moves one gauge series up or down (open connections).
+    pub fn add_gauge(&self, name: &'static str, labels: Labels, delta: f64) {
+        let mut families = self.families.lock().expect("metrics lock");
+        *families.gauges.entry(name).or_default().entry(labels).or_default() += delta;
     }
 
     /// Replaces every series of a gauge at once (a fresh snapshot of backlogs).

@@ -4,7 +4,9 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::routes::{admin, agents, auth, events, inbox, sessions};
+use crate::routes::{
+    admin, agent_keys, agents, auth, callbacks, events, inbox, rooms, sessions, streams, tenant_policy, ws,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -17,9 +19,15 @@ use crate::routes::{admin, agents, auth, events, inbox, sessions};
         inbox::poll, inbox::head, inbox::claim, inbox::acknowledge, inbox::release, inbox::heartbeat, inbox::resync,
         agents::inbox, agents::claim, agents::ack, agents::release,
         events::publish,
-        sessions::subscribe,
+        rooms::create_room, rooms::get_room, rooms::add_members, rooms::remove_member, rooms::post_message,
+        sessions::subscribe, sessions::heartbeat,
+        streams::sse, streams::subscribe_alias, streams::ticket, streams::cookie, ws::websocket,
         admin::list_parked, admin::requeue, admin::purge, admin::inboxes,
         auth::refresh,
+        agent_keys::register, agent_keys::list, agent_keys::retire,
+        tenant_policy::get_policy, tenant_policy::set_policy,
+        callbacks::register, callbacks::list, callbacks::read, callbacks::remove, callbacks::verify,
+        callbacks::rotate, callbacks::deliveries, callbacks::register_for_agent,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = []))
@@ -66,7 +74,12 @@ mod tests {
             "openapi.json differs from the handlers' annotations; run UPDATE_OPENAPI=1 cargo test -p inbox-server openapi"
         );
         let parsed: serde_json::Value = serde_json::from_str(&generated).unwrap();
-        for path in ["/v1/inbox/poll-after-cursor", "/v1/inbox/claim", "/v1/events", "/api/v1/agents/{agent_id}/inbox"] {
+        for path in [
+            "/v1/inbox/poll-after-cursor",
+            "/v1/inbox/claim",
+            "/v1/events",
+            "/api/v1/agents/{agent_id}/inbox",
+        ] {
             assert!(parsed["paths"].get(path).is_some(), "{path} is documented");
         }
     }

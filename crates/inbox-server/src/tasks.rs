@@ -1,5 +1,6 @@
 //! Background work of every node: the scavenger (leases, expiry, retention), the sweep of
-//! silent sessions, and the backlog snapshot behind the per-tenant gauges. Each loop stops
+//! silent sessions, the clean-up of old signals and stream credentials, the notifier
+//! (`notifier.rs`), and the backlog snapshot behind the per-tenant gauges. Each loop stops
 //! when the server shuts down; errors are logged and the loop carries on.
 
 use std::collections::BTreeMap;
@@ -14,8 +15,18 @@ const STATS_INTERVAL: Duration = Duration::from_secs(15);
 /// Deepest inboxes per tenant exported as their own series.
 const DEEPEST_INBOXES: usize = 20;
 
+/// Batches of old signals one scavenger pass deletes at most, so a backlog after downtime is
+/// worked off over a few passes instead of one long statement.
+const SIGNAL_DELETE_BATCHES: u32 = 10;
+
 pub fn spawn(state: AppState) -> Vec<JoinHandle<()>> {
-    vec![tokio::spawn(scavenger(state.clone())), tokio::spawn(stats(state))]
+    let mut tasks = crate::trust::spawn(&state);
+    tasks.extend([
+        tokio::spawn(scavenger(state.clone())),
+        tokio::spawn(stats(state.clone())),
+        crate::notifier::spawn(state),
+    ]);
+    tasks
 }
 
 async fn scavenger(state: AppState) {
@@ -48,6 +59,31 @@ async fn scavenger(state: AppState) {
         if let Err(err) = state.store.mark_silent_sessions_gone(cutoff).await {
             tracing::warn!(error = %err, "session sweep failed");
         }
+        clean_up_signals(&state).await;
+    }
+}
+
+/// Deletes `outbox_signal` rows past their retention (every notifier has long read them) and
+/// expired stream credentials.
+async fn clean_up_signals(state: &AppState) {
+    let now = state.store.now();
+    let cutoff = now.minus_ms(state.config.signal_retention.as_millis() as u64);
+    for _ in 0..SIGNAL_DELETE_BATCHES {
+        match state.store.delete_signals_before(cutoff, inbox_store::SIGNALS_READ_MAX).await {
+            Ok(deleted) => {
+                state.metrics.count("agent_inbox_signals_deleted_total", vec![], deleted);
+                if deleted < u64::from(inbox_store::SIGNALS_READ_MAX) {
+                    break;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "deleting old signals failed");
+                break;
+            }
+        }
+    }
+    if let Err(err) = state.store.delete_expired_stream_credentials(now).await {
+        tracing::warn!(error = %err, "deleting expired stream credentials failed");
     }
 }
 

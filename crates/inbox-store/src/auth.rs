@@ -16,6 +16,21 @@ pub struct SigningKey {
     pub secret: Vec<u8>,
     pub created_at: UnixMillis,
     pub retires_at: Option<UnixMillis>,
+    /// Before this time the key only verifies; an older key keeps signing until then, so
+    /// every node has loaded the new key before the first token signed with it arrives.
+    pub activates_at: Option<UnixMillis>,
+}
+
+impl SigningKey {
+    /// Whether the key still verifies tokens at `now`.
+    pub fn is_live(&self, now: UnixMillis) -> bool {
+        self.retires_at.is_none_or(|retires| retires > now)
+    }
+
+    /// Whether new tokens may be signed with it at `now`.
+    pub fn signs_at(&self, now: UnixMillis) -> bool {
+        self.is_live(now) && self.activates_at.is_none_or(|activates| activates <= now)
+    }
 }
 
 impl std::fmt::Debug for SigningKey {
@@ -23,6 +38,9 @@ impl std::fmt::Debug for SigningKey {
         f.debug_struct("SigningKey")
             .field("key_id", &self.key_id)
             .field("algorithm", &self.algorithm)
+            .field("created_at", &self.created_at)
+            .field("retires_at", &self.retires_at)
+            .field("activates_at", &self.activates_at)
             .finish()
     }
 }
@@ -69,6 +87,7 @@ impl SqlStore {
             secret: random_bytes::<32>().to_vec(),
             created_at: now,
             retires_at: None,
+            activates_at: None,
         };
         let mut pooled = self.pools().writer().await?;
         pooled
@@ -94,7 +113,7 @@ impl SqlStore {
         let rows = pooled
             .conn()
             .fetch_all(
-                "SELECT key_id, algorithm, secret, created_at_utc, retires_at_utc FROM signing_key \
+                "SELECT key_id, algorithm, secret, created_at_utc, retires_at_utc, activates_at_utc FROM signing_key \
                  WHERE purpose = ? AND (retires_at_utc IS NULL OR retires_at_utc > ?) \
                  ORDER BY created_at_utc DESC, key_id DESC",
                 &[Arg::Str(PURPOSE_ACCESS), Arg::I64(now.get())],
@@ -108,9 +127,68 @@ impl SqlStore {
                     secret: row.bytes("secret")?,
                     created_at: UnixMillis(row.i64("created_at_utc")?),
                     retires_at: row.opt_i64("retires_at_utc")?.map(UnixMillis),
+                    activates_at: row.opt_i64("activates_at_utc")?.map(UnixMillis),
                 })
             })
             .collect()
+    }
+
+    /// Rotates the access-token keys without a restart: adds a new key that signs from
+    /// `activation_ms` on, and retires every older live key `overlap_ms` from now (keys already
+    /// retiring sooner keep their time). Until then old tokens verify and, before activation,
+    /// old keys keep signing. Returns the new key and how many older keys got a retirement.
+    pub async fn rotate_signing_keys(
+        &self,
+        overlap_ms: u64,
+        activation_ms: u64,
+    ) -> Result<(SigningKey, u64), StoreError> {
+        let now = self.now();
+        let retire_at = now.plus_ms(overlap_ms);
+        let mut tx = self.pools().begin().await?;
+        let mut conn = tx.conn();
+        // Keys are ordered by creation time: the new one must sort first even when a rotation
+        // follows the previous one within the same millisecond.
+        let newest = conn
+            .fetch_optional(
+                "SELECT MAX(created_at_utc) AS n FROM signing_key WHERE purpose = ?",
+                &[Arg::Str(PURPOSE_ACCESS)],
+            )
+            .await?
+            .map(|row| row.opt_i64("n"))
+            .transpose()?
+            .flatten();
+        let created_at = UnixMillis(newest.map_or(now.get(), |newest| now.get().max(newest + 1)));
+        let key = SigningKey {
+            key_id: format!("k{}-{}", created_at.get(), hex(&random_bytes::<4>())),
+            algorithm: "HS256".to_owned(),
+            secret: random_bytes::<32>().to_vec(),
+            created_at,
+            retires_at: None,
+            activates_at: Some(now.plus_ms(activation_ms.min(overlap_ms))),
+        };
+        let retired = conn
+            .execute(
+                "UPDATE signing_key SET retires_at_utc = ? WHERE purpose = ? \
+                 AND (retires_at_utc IS NULL OR retires_at_utc > ?)",
+                &[Arg::I64(retire_at.get()), Arg::Str(PURPOSE_ACCESS), Arg::I64(retire_at.get())],
+            )
+            .await?
+            .rows_affected;
+        conn.execute(
+            "INSERT INTO signing_key (key_id, purpose, algorithm, secret, created_at_utc, retires_at_utc, \
+             activates_at_utc) VALUES (?, ?, ?, ?, ?, NULL, ?)",
+            &[
+                Arg::Str(&key.key_id),
+                Arg::Str(PURPOSE_ACCESS),
+                Arg::Str(&key.algorithm),
+                Arg::Bytes(&key.secret),
+                Arg::I64(created_at.get()),
+                Arg::OptI64(key.activates_at.map(UnixMillis::get)),
+            ],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok((key, retired))
     }
 
     /// Stores a new refresh token (by hash) in `family_id`, valid for `ttl_ms`.

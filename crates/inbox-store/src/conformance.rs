@@ -22,8 +22,10 @@ use crate::{
 };
 
 mod rooms;
+mod trust;
 
 pub use rooms::*;
+pub use trust::*;
 
 /// Which database a harness runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,9 @@
 //! [`inbox_core`]'s state machine; this crate makes them durable and concurrent.
 
 mod admin;
+mod agent_keys;
 mod auth;
+mod callbacks;
 mod clock;
 mod config;
 pub mod conformance;
@@ -18,6 +20,7 @@ mod error;
 mod leases;
 mod migrate;
 mod model;
+mod nonces;
 mod publish;
 mod read;
 mod record;
@@ -26,10 +29,16 @@ mod scavenge;
 mod sessions;
 mod signals;
 mod store;
+mod tenant_policy;
 mod tickets;
 
 pub use admin::{BACKLOGS_MAX, Backlog};
+pub use agent_keys::{AGENT_KEYS_PER_AGENT_MAX, AgentKey, KeyId, NewAgentKey};
 pub use auth::{RefreshGrant, RefreshRefusal, SigningKey};
+pub use callbacks::{
+    CALLBACK_ATTEMPTS_LIST_MAX, CallbackAttempt, CallbackLimits, CallbackRegistration, DeliveryResult,
+    DueDelivery, NewCallbackRegistration, PreviousSecret, RegistrationId, VerificationState,
+};
 pub use clock::{DatabaseClock, system_now};
 pub use config::StoreConfig;
 pub use db::{ConnectOptions, DbConnection};
@@ -41,6 +50,7 @@ pub use model::{
     HeartbeatItem, HeartbeatReceipt, InboxHead, InboxStats, ParkedQuery, PollPage, PollQuery, Publish,
     PublishReceipt, Release, ReleaseReceipt, ScavengeReport,
 };
+pub use nonces::{NONCES_DELETE_MAX, NonceUse};
 pub use rooms::{
     MESSAGE_POSTED_EVENT_TYPE, MessageId, NewRoom, PostMessage, PostedMessage, ROOM_NAME_BYTES_MAX, Room,
     RoomId,
@@ -48,4 +58,5 @@ pub use rooms::{
 pub use sessions::{SessionRecord, SessionTouch};
 pub use signals::{SIGNALS_READ_MAX, Signal};
 pub use store::SqlStore;
+pub use tenant_policy::TenantPolicy;
 pub use tickets::{StreamCredential, StreamGrant};

@@ -32,7 +32,11 @@ impl SqlStore {
     }
 
     /// Replaces the tenant's policy.
-    pub async fn set_tenant_policy(&self, tenant_id: &TenantId, policy: TenantPolicy) -> Result<(), StoreError> {
+    pub async fn set_tenant_policy(
+        &self,
+        tenant_id: &TenantId,
+        policy: TenantPolicy,
+    ) -> Result<(), StoreError> {
         with_retries!(self, self.set_policy_once(tenant_id, policy))
     }
 
@@ -43,7 +47,11 @@ impl SqlStore {
         lock_tenant(&mut conn, tenant_id, now).await?;
         conn.execute(
             "UPDATE tenant_policy SET signatures_required = ?, updated_at_utc = ? WHERE tenant_id = ?",
-            &[Arg::I64(i64::from(policy.signatures_required)), Arg::I64(now.get()), Arg::Str(tenant_id.as_str())],
+            &[
+                Arg::I64(i64::from(policy.signatures_required)),
+                Arg::I64(now.get()),
+                Arg::Str(tenant_id.as_str()),
+            ],
         )
         .await?;
         tx.commit().await
@@ -63,7 +71,8 @@ pub(crate) async fn lock_tenant(
         conn.dialect().on_conflict_keep("tenant_id")
     );
     conn.execute(&sql, &[Arg::Str(tenant_id.as_str()), Arg::I64(now.get())]).await?;
-    let lock = format!("SELECT tenant_id FROM tenant_policy WHERE tenant_id = ?{}", conn.dialect().for_update());
+    let lock =
+        format!("SELECT tenant_id FROM tenant_policy WHERE tenant_id = ?{}", conn.dialect().for_update());
     conn.fetch_optional(&lock, &[Arg::Str(tenant_id.as_str())]).await?;
     Ok(())
 }

@@ -59,4 +59,9 @@ conformance_suite!(
     signals_appear_only_after_commit,
     stream_tickets_redeem_once_on_any_node,
     sessions_are_touched_and_swept,
+    nonces_are_refused_once_on_any_node,
+    agent_keys_register_list_and_retire,
+    tenant_policy_defaults_and_changes,
+    callback_registrations_deliver_through_the_database,
+    signing_key_rotation_overlaps_then_retires,
 );

@@ -9,4 +9,8 @@
 
 pub mod content_digest;
 pub mod message_signatures;
+pub mod requests;
 pub mod ssrf;
+pub mod webhooks;
+
+pub use requests::{SignedRequestHeaders, sign_inbox_request};

@@ -16,9 +16,10 @@ use crate::AppState;
 use crate::auth::Caller;
 use crate::convert::{self, envelope};
 use crate::error::ApiError;
-use crate::extract::{ApiJson, parse_json};
+use crate::extract::parse_json;
+use crate::signatures::{SignedBody, SignedJson};
 use crate::routes::inbox::{
-    POLL_LIMIT_DEFAULT, ack_outcome, acknowledge_items, claim_for, poll_page, release_event,
+    POLL_LIMIT_DEFAULT, ack_outcome, acknowledge_items, claim_for, count_fetch, poll_page, release_event,
 };
 
 pub fn router() -> Router<AppState> {
@@ -48,8 +49,7 @@ pub async fn inbox(
 ) -> Result<Json<AgentInboxPage>, ApiError> {
     caller.require("inbox.poll")?;
     caller.check_agent(Some(&agent_id))?;
-    let Query(query) =
-        query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
+    let Query(query) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
     let query = PollQuery {
         inbox: caller.inbox(),
         after_seq: InboxSeq::new(query.after_cursor)
@@ -58,6 +58,7 @@ pub async fn inbox(
         claimable_only: false,
     };
     let page = poll_page(&state, &caller, &query, None).await?;
+    count_fetch(&state, &caller, "poll");
     let now = state.store.now();
     Ok(Json(AgentInboxPage {
         events: page.events.iter().map(|e| envelope(e, now)).collect(),
@@ -74,7 +75,7 @@ pub async fn claim(
     State(state): State<AppState>,
     caller: Caller,
     Path(agent_id): Path<String>,
-    body: axum::body::Bytes,
+    SignedBody { body }: SignedBody,
 ) -> Result<Json<ClaimResponse>, ApiError> {
     caller.check_agent(Some(&agent_id))?;
     let request: ClaimRequest =
@@ -90,7 +91,7 @@ pub async fn ack(
     State(state): State<AppState>,
     caller: Caller,
     Path((agent_id, event_id)): Path<(String, String)>,
-    ApiJson(request): ApiJson<AckOneRequest>,
+    SignedJson(request): SignedJson<AckOneRequest>,
 ) -> Result<Json<AckOutcome>, ApiError> {
     caller.check_agent(Some(&agent_id))?;
     let item = AckItem {
@@ -110,7 +111,7 @@ pub async fn release(
     State(state): State<AppState>,
     caller: Caller,
     Path((agent_id, event_id)): Path<(String, String)>,
-    ApiJson(request): ApiJson<ReleaseOneRequest>,
+    SignedJson(request): SignedJson<ReleaseOneRequest>,
 ) -> Result<Json<ReleaseResponse>, ApiError> {
     caller.check_agent(Some(&agent_id))?;
     let release = Release {

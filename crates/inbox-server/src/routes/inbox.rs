@@ -26,6 +26,8 @@ use crate::auth::Caller;
 use crate::convert::{self, envelope};
 use crate::error::{ApiError, item_error};
 use crate::extract::ApiJson;
+use crate::signatures::SignedJson;
+use crate::streams::Connected;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -42,8 +44,10 @@ pub fn router() -> Router<AppState> {
 pub const POLL_LIMIT_DEFAULT: u32 = 100;
 /// Default batch of a claim-next.
 pub const CLAIM_LIMIT_DEFAULT: u32 = 10;
-/// How often a waiting long poll re-reads the database when no hint arrives.
-const LONG_POLL_RECHECK: Duration = Duration::from_secs(1);
+/// How often a waiting long poll re-reads the database when no hint arrives. Hints come from
+/// the notifier within its interval for commits on any node, so this is only a safety net
+/// (a notifier that fell behind, a signal it gave up on).
+const LONG_POLL_RECHECK: Duration = Duration::from_secs(5);
 
 /// Events after the cursor, in sequence order.
 #[utoipa::path(post, path = "/v1/inbox/poll-after-cursor", tag = "inbox", request_body = PollRequest,
@@ -77,6 +81,7 @@ pub async fn poll(
         }
     };
     let page = poll_page(&state, &caller, &query, wait).await?;
+    count_fetch(&state, &caller, "poll");
     let now = state.store.now();
     Ok(Json(PollResponse {
         head_seq: page.head_seq.get(),
@@ -104,21 +109,39 @@ pub(crate) async fn poll_page(
         return counted(state.store.poll_after_cursor(query).await);
     };
     let _slot = state.limits.hold_waiter(caller.tenant_id.as_str(), caller.subject.as_str())?;
+    let _connected = Connected::new(state, "long-poll");
     let deadline = Instant::now() + wait;
     let mut hints = state.hints.watch(&query.inbox);
+    let outcome = |outcome: &'static str| {
+        state.metrics.count("agent_inbox_long_polls_total", vec![("outcome", outcome.to_owned())], 1);
+    };
     loop {
         hints.mark_unchanged();
         let page = counted(state.store.poll_after_cursor(query).await)?;
         let remaining = deadline.saturating_duration_since(Instant::now());
-        if !page.events.is_empty() || remaining.is_zero() {
+        if !page.events.is_empty() {
+            outcome("events");
+            return Ok(page);
+        }
+        if remaining.is_zero() {
+            outcome("timeout");
             return Ok(page);
         }
         tokio::select! {
             _ = hints.changed() => {}
             _ = tokio::time::sleep(remaining.min(LONG_POLL_RECHECK)) => {}
-            _ = state.shutdown.cancelled() => return Ok(page),
+            _ = state.shutdown.cancelled() => {
+                outcome("shutdown");
+                return Ok(page);
+            }
         }
     }
+}
+
+/// Counts a poll or claim request: what a hint is meant to lead to (the hint-to-fetch ratio).
+pub(crate) fn count_fetch(state: &AppState, caller: &Caller, kind: &'static str) {
+    let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
+    state.metrics.count("agent_inbox_fetches_total", vec![("tenant", tenant), ("kind", kind.to_owned())], 1);
 }
 
 /// The recipient's head. Answers `304 Not Modified` while the head matches `If-None-Match`.
@@ -138,6 +161,8 @@ pub async fn head(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(',').any(|tag| tag.trim() == etag || tag.trim() == "*"));
     let etag_value = HeaderValue::from_str(&etag).map_err(|e| ApiError::internal(e.to_string()))?;
+    let result = if matches { "not_modified" } else { "modified" };
+    state.metrics.count("agent_inbox_head_requests_total", vec![("result", result.to_owned())], 1);
     if matches {
         return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag_value)]).into_response());
     }
@@ -160,7 +185,7 @@ pub async fn head(
 pub async fn claim(
     State(state): State<AppState>,
     caller: Caller,
-    ApiJson(request): ApiJson<ClaimRequest>,
+    SignedJson(request): SignedJson<ClaimRequest>,
 ) -> Result<Json<ClaimResponse>, ApiError> {
     claim_for(&state, &caller, request).await.map(Json)
 }
@@ -228,6 +253,7 @@ pub(crate) async fn claim_for(
             (claimed, rejected)
         }
     };
+    count_fetch(state, caller, "claim");
     let now = state.store.now();
     state.metrics.count("agent_inbox_claims_total", vec![("tenant", tenant)], claimed.len() as u64);
     for c in claimed.iter().filter(|c| c.event.lifecycle.delivery_attempts == 1) {
@@ -252,8 +278,17 @@ fn claim_view(c: &ClaimedEvent, now: inbox_core::UnixMillis) -> Claim {
 pub async fn acknowledge(
     State(state): State<AppState>,
     caller: Caller,
-    ApiJson(request): ApiJson<AcknowledgeRequest>,
+    SignedJson(request): SignedJson<AcknowledgeRequest>,
 ) -> Result<Json<AcknowledgeResponse>, ApiError> {
+    acknowledge_for(&state, &caller, request).await.map(Json)
+}
+
+/// The whole of `POST /v1/inbox/acknowledge` after extraction, shared with the WebSocket.
+pub(crate) async fn acknowledge_for(
+    state: &AppState,
+    caller: &Caller,
+    request: AcknowledgeRequest,
+) -> Result<AcknowledgeResponse, ApiError> {
     caller.check_tenant(request.tenant_id.as_deref())?;
     caller.check_agent(request.recipient_id.as_deref())?;
     let items = request
@@ -268,8 +303,8 @@ pub async fn acknowledge(
             })
         })
         .collect::<Result<Vec<_>, ApiError>>()?;
-    let outcomes = acknowledge_items(&state, &caller, items).await?;
-    Ok(Json(AcknowledgeResponse { results: outcomes.into_iter().map(ack_outcome).collect() }))
+    let outcomes = acknowledge_items(state, caller, items).await?;
+    Ok(AcknowledgeResponse { results: outcomes.into_iter().map(ack_outcome).collect() })
 }
 
 pub(crate) async fn acknowledge_items(
@@ -310,8 +345,17 @@ pub(crate) fn ack_outcome(outcome: ItemOutcome<AckReceipt>) -> AckOutcome {
 pub async fn release(
     State(state): State<AppState>,
     caller: Caller,
-    ApiJson(request): ApiJson<ReleaseRequest>,
+    SignedJson(request): SignedJson<ReleaseRequest>,
 ) -> Result<Json<ReleaseResponse>, ApiError> {
+    release_for(&state, &caller, request).await.map(Json)
+}
+
+/// The whole of `POST /v1/inbox/release` after extraction, shared with the WebSocket.
+pub(crate) async fn release_for(
+    state: &AppState,
+    caller: &Caller,
+    request: ReleaseRequest,
+) -> Result<ReleaseResponse, ApiError> {
     caller.check_tenant(request.tenant_id.as_deref())?;
     caller.check_agent(request.recipient_id.as_deref())?;
     let release = Release {
@@ -321,7 +365,7 @@ pub async fn release(
         retry_after_ms: convert::seconds_to_ms("retry_after_seconds", request.retry_after_seconds)?,
         reason: request.reason,
     };
-    release_event(&state, &caller, release).await.map(Json)
+    release_event(state, caller, release).await
 }
 
 pub(crate) async fn release_event(
@@ -343,8 +387,17 @@ pub(crate) async fn release_event(
 pub async fn heartbeat(
     State(state): State<AppState>,
     caller: Caller,
-    ApiJson(request): ApiJson<HeartbeatRequest>,
+    SignedJson(request): SignedJson<HeartbeatRequest>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
+    heartbeat_for(&state, &caller, request).await.map(Json)
+}
+
+/// The whole of `POST /v1/inbox/heartbeat` after extraction, shared with the WebSocket.
+pub(crate) async fn heartbeat_for(
+    state: &AppState,
+    caller: &Caller,
+    request: HeartbeatRequest,
+) -> Result<HeartbeatResponse, ApiError> {
     caller.require("inbox.heartbeat")?;
     caller.check_tenant(request.tenant_id.as_deref())?;
     caller.check_agent(request.recipient_id.as_deref())?;
@@ -364,7 +417,7 @@ pub async fn heartbeat(
         })
         .collect::<Result<Vec<_>, ApiError>>()?;
     let outcomes = state.store.heartbeat(&Heartbeat { inbox: caller.inbox(), items }).await?;
-    Ok(Json(HeartbeatResponse {
+    Ok(HeartbeatResponse {
         leases: outcomes
             .into_iter()
             .map(|o| match o {
@@ -380,7 +433,7 @@ pub async fn heartbeat(
                 },
             })
             .collect(),
-    }))
+    })
 }
 
 /// After `cursor_reset_required`: the head, the oldest retained sequence and every event still

@@ -1,30 +1,43 @@
-//! `POST /v1/agent-sessions/subscribe`: records an agent session and tells the agent how to
-//! learn about new work and where to fetch it.
+//! Agent sessions: `POST /v1/agent-sessions/subscribe` records a session and tells the agent
+//! how to learn about new work (the recommended transport and its URLs) and where to fetch it;
+//! `POST /v1/agent-sessions/{session_id}/heartbeat` keeps a session without a stream alive.
 
-use axum::extract::State;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
 use axum::routing::post;
 use axum::{Json, Router};
-use inbox_api::{RecipientView, SubscribeRequest, SubscribeResponse};
+use inbox_api::time::format_utc;
+use inbox_api::{
+    RecipientView, SessionHeartbeatRequest, SessionHeartbeatResponse, SubscribeRequest, SubscribeResponse,
+};
 use inbox_core::{InboxSeq, SessionId};
-use inbox_store::SessionRecord;
+use inbox_store::{SessionRecord, SessionTouch};
 
 use crate::AppState;
 use crate::auth::{Caller, hex, random};
 use crate::error::ApiError;
-use crate::extract::ApiJson;
+use crate::extract::{ApiJson, parse_json};
+use crate::streams::{session_not_found, websocket_url};
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/agent-sessions/subscribe", post(subscribe))
+    Router::new()
+        .route("/v1/agent-sessions/subscribe", post(subscribe))
+        .route("/v1/agent-sessions/{session_id}/heartbeat", post(heartbeat))
 }
 
-/// Transports this server offers, in the order it recommends them.
-const OFFERED: &[&str] = &["long-poll", "poll"];
+/// Transports this server offers, in the order it recommends them: SSE is the cheapest push
+/// that survives proxies, WebSocket when the client cannot do SSE, then long poll and poll.
+const OFFERED: &[&str] = &["sse", "websocket", "long-poll", "poll"];
+/// Transports that need the `stream.subscribe` scope.
+const STREAMS: &[&str] = &["sse", "websocket"];
 
 #[utoipa::path(post, path = "/v1/agent-sessions/subscribe", tag = "sessions", request_body = SubscribeRequest,
     responses((status = 200, body = SubscribeResponse)))]
 pub async fn subscribe(
     State(state): State<AppState>,
     caller: Caller,
+    headers: HeaderMap,
     ApiJson(request): ApiJson<SubscribeRequest>,
 ) -> Result<Json<SubscribeResponse>, ApiError> {
     caller.require("inbox.poll")?;
@@ -37,8 +50,10 @@ pub async fn subscribe(
             format!("names {unknown:?}; use sse, websocket, long-poll or poll"),
         ));
     }
+    let streams_allowed = caller.has("stream.subscribe");
     let recommended = OFFERED
         .iter()
+        .filter(|t| streams_allowed || !STREAMS.contains(t))
         .find(|t| {
             request.supported_transports.is_empty() || request.supported_transports.iter().any(|s| s == *t)
         })
@@ -72,10 +87,55 @@ pub async fn subscribe(
         current_head_seq: head.head_seq.get(),
         recommended_transport: recommended.to_owned(),
         poll_after_cursor_url: "/v1/inbox/poll-after-cursor".to_owned(),
-        sse_url: None,
-        websocket_url: None,
+        sse_url: streams_allowed.then(|| format!("/v1/streams/sse?session_id={session_id}")),
+        websocket_url: streams_allowed.then(|| websocket_url(&headers, &format!("?session_id={session_id}"))),
         heartbeat_interval_seconds: config.heartbeat_interval.as_secs(),
         lease_default_seconds: config.lease_default.as_secs(),
         retention_days: config.retention.as_secs() / 86_400,
+    }))
+}
+
+/// Keeps a session alive for clients on long poll or poll (a stream keeps its session alive by
+/// itself); a session silent for three heartbeat intervals is marked gone. Optionally records
+/// the last sequence the agent processed.
+#[utoipa::path(post, path = "/v1/agent-sessions/{session_id}/heartbeat", tag = "sessions",
+    params(("session_id" = String, Path)), request_body(content = SessionHeartbeatRequest, description = "optional"),
+    responses((status = 200, body = SessionHeartbeatResponse), (status = 404, description = "session_not_found", body = inbox_api::Problem)))]
+pub async fn heartbeat(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(session_id): Path<String>,
+    body: Bytes,
+) -> Result<Json<SessionHeartbeatResponse>, ApiError> {
+    caller.require("inbox.poll")?;
+    let session_id =
+        SessionId::new(session_id).map_err(|e| ApiError::invalid_field("session_id", e.problem))?;
+    let request: SessionHeartbeatRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        SessionHeartbeatRequest::default()
+    } else {
+        parse_json(&body)?
+    };
+    let last_seen_seq = request
+        .last_seen_seq
+        .map(InboxSeq::new)
+        .transpose()
+        .map_err(|e| ApiError::invalid_field("last_seen_seq", e.problem))?;
+    let touch = SessionTouch {
+        session_id: &session_id,
+        tenant_id: &caller.tenant_id,
+        agent_id: &caller.subject,
+        transport: None,
+        last_seen_seq,
+    };
+    if !state.store.touch_session(&touch).await? {
+        return Err(session_not_found());
+    }
+    let interval = state.config.heartbeat_interval;
+    let gone_after = state.store.now().plus_ms((interval * 3).as_millis() as u64);
+    Ok(Json(SessionHeartbeatResponse {
+        session_id: session_id.to_string(),
+        status: "active".to_owned(),
+        heartbeat_interval_seconds: interval.as_secs(),
+        gone_after_utc: format_utc(gone_after.get()),
     }))
 }

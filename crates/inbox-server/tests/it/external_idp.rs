@@ -51,22 +51,39 @@ async fn tokens_of_a_configured_identity_provider_are_accepted() {
         c.jwks_issuer = Some("https://idp.example".into());
     })
     .await;
-    let claims = |iss: &str, exp: u64| {
-        json!({"iss": iss, "sub": "agent_alpha", "tid": "t1", "kind": "agent", "scope": "inbox.poll", "exp": exp, "iat": now()})
-    };
+    let claims = |iss: &str, exp: u64| json!({"iss": iss, "sub": "agent_alpha", "tid": "t1", "kind": "agent", "scope": "inbox.poll", "exp": exp, "iat": now()});
     let good = sign(&provider_key, "idp-2026", claims("https://idp.example", now() + 600));
     let (status, head) = server.call(Method::GET, "/v1/inbox/head", Some(&good), None).await;
     assert_eq!(status, StatusCode::OK, "{head}");
-    assert_eq!((head["tenant_id"].clone(), head["recipient_id"].clone()), (json!("t1"), json!("agent_alpha")));
+    assert_eq!(
+        (head["tenant_id"].clone(), head["recipient_id"].clone()),
+        (json!("t1"), json!("agent_alpha"))
+    );
 
     let forged = sign(&stranger_key, "idp-2026", claims("https://idp.example", now() + 600));
-    assert_problem(&server.call(Method::GET, "/v1/inbox/head", Some(&forged), None).await, StatusCode::UNAUTHORIZED, "invalid_token");
+    assert_problem(
+        &server.call(Method::GET, "/v1/inbox/head", Some(&forged), None).await,
+        StatusCode::UNAUTHORIZED,
+        "invalid_token",
+    );
     let wrong_issuer = sign(&provider_key, "idp-2026", claims("https://evil.example", now() + 600));
-    assert_problem(&server.call(Method::GET, "/v1/inbox/head", Some(&wrong_issuer), None).await, StatusCode::UNAUTHORIZED, "invalid_token");
+    assert_problem(
+        &server.call(Method::GET, "/v1/inbox/head", Some(&wrong_issuer), None).await,
+        StatusCode::UNAUTHORIZED,
+        "invalid_token",
+    );
     let expired = sign(&provider_key, "idp-2026", claims("https://idp.example", now() - 3_600));
-    assert_problem(&server.call(Method::GET, "/v1/inbox/head", Some(&expired), None).await, StatusCode::UNAUTHORIZED, "token_expired");
+    assert_problem(
+        &server.call(Method::GET, "/v1/inbox/head", Some(&expired), None).await,
+        StatusCode::UNAUTHORIZED,
+        "token_expired",
+    );
     let unknown_kid = sign(&provider_key, "other", claims("https://idp.example", now() + 600));
-    assert_problem(&server.call(Method::GET, "/v1/inbox/head", Some(&unknown_kid), None).await, StatusCode::UNAUTHORIZED, "invalid_token");
+    assert_problem(
+        &server.call(Method::GET, "/v1/inbox/head", Some(&unknown_kid), None).await,
+        StatusCode::UNAUTHORIZED,
+        "invalid_token",
+    );
     let missing_scope = server.post("/v1/inbox/claim", &good, json!({})).await;
     assert_problem(&missing_scope, StatusCode::FORBIDDEN, "scope_missing");
     server.stop().await;

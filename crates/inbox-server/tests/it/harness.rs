@@ -17,8 +17,9 @@ pub struct TestServer {
     pub client: reqwest::Client,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
-    /// Keeps the database alive; dropped (and the database with it) after the server stops.
-    pub db: Harness,
+    /// Keeps the database alive; dropped (and the database with it) after the last server on
+    /// it stops.
+    pub db: Arc<Harness>,
 }
 
 impl TestServer {
@@ -27,7 +28,15 @@ impl TestServer {
     }
 
     pub async fn start_with(backend: Backend, tune: impl FnOnce(&mut Config)) -> TestServer {
-        let db = Harness::new(backend).await;
+        Self::start_on(Arc::new(Harness::new(backend).await), tune).await
+    }
+
+    /// A second node: another server on this server's database, which stays until both stop.
+    pub async fn start_beside(&self, tune: impl FnOnce(&mut Config)) -> TestServer {
+        Self::start_on(self.db.clone(), tune).await
+    }
+
+    async fn start_on(db: Arc<Harness>, tune: impl FnOnce(&mut Config)) -> TestServer {
         let mut config = Config {
             database_url: db.url.clone(),
             scavenge_interval: std::time::Duration::from_millis(200),

@@ -3,7 +3,12 @@
 
 mod harness;
 
+mod callbacks;
 mod contract;
 mod external_idp;
 mod isolation;
 mod refusals;
+mod rooms;
+mod rotation;
+mod signatures;
+mod streams;

@@ -1,0 +1,102 @@
+//! Real-time hints: the thin signal SSE and WebSocket streams carry, stream credentials for
+//! browsers, the WebSocket request/response envelope, and the session heartbeat.
+//!
+//! A signal is never the record: it says "your inbox head is at least `head_seq`", and the
+//! agent then polls after its own cursor.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+/// Seed 001's thin signal: the `data` of an SSE `inbox.updated` event, and a WebSocket text
+/// message. Duplicates and reordering are harmless: act on the highest `head_seq` seen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StreamSignal {
+    /// `inbox.updated`, or `heartbeat` (WebSocket only).
+    pub signal_type: String,
+    pub tenant_id: String,
+    pub recipient_id: String,
+    pub head_seq: u64,
+    pub sent_at_utc: String,
+    /// Unique per message, for tracing a hint through logs.
+    pub delivery_id: String,
+}
+
+/// `POST /v1/streams/tickets` and `POST /v1/streams/cookie` (the body is optional).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct StreamTicketRequest {
+    /// The agent session the stream will serve; it is touched while the stream is open.
+    pub session_id: Option<String>,
+    /// How long the credential stays valid: a ticket 1 to 60 s (default 60), a cookie up to
+    /// the access token lifetime (default that lifetime).
+    pub ttl_seconds: Option<u64>,
+}
+
+/// A single-use stream ticket: put it in the stream URL as `?ticket=` within `expires_in`
+/// seconds. It works once, on any node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StreamTicketResponse {
+    pub ticket: String,
+    pub expires_at_utc: String,
+    pub expires_in: u64,
+    /// Ready-made URLs carrying the ticket (use one of them, once).
+    pub sse_url: String,
+    pub websocket_url: String,
+}
+
+/// The answer to `POST /v1/streams/cookie`; the credential itself is only in the
+/// `Set-Cookie` header (HttpOnly), never in the body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StreamCookieResponse {
+    pub expires_at_utc: String,
+    pub expires_in: u64,
+    pub sse_url: String,
+    pub websocket_url: String,
+}
+
+/// A WebSocket message from the client: one operation of the HTTP contract.
+/// `{"op":"claim","id":"c1","body":{...the JSON of POST /v1/inbox/claim...}}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WsRequest {
+    /// `claim`, `acknowledge`, `release` or `heartbeat`.
+    pub op: String,
+    /// Echoed in the response, so a client can have several requests in flight.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Exactly the HTTP request body of the operation; absent means `{}`.
+    #[serde(default)]
+    pub body: Option<Box<RawValue>>,
+}
+
+/// The server's answer to a [`WsRequest`]: the HTTP status and body the same request would
+/// have had over HTTP (a problem document when `status` is 4xx or 5xx).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WsResponse {
+    pub id: Option<String>,
+    pub status: u16,
+    pub body: serde_json::Value,
+}
+
+/// `POST /v1/agent-sessions/{session_id}/heartbeat` (the body is optional).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SessionHeartbeatRequest {
+    /// The highest sequence the agent has processed; never moves the recorded value back.
+    pub last_seen_seq: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SessionHeartbeatResponse {
+    pub session_id: String,
+    pub status: String,
+    pub heartbeat_interval_seconds: u64,
+    /// A session silent past this time is marked gone.
+    pub gone_after_utc: String,
+}

@@ -1,0 +1,217 @@
+//! The notifier: every node tails `outbox_signal` and feeds each committed publish's heads into
+//! its [`crate::hints::Hints`], so a publish on node A wakes long polls and streams on node B
+//! without a broker. Only committed rows are readable, so no hint ever precedes its commit;
+//! re-reading a signal is harmless because a hint only says "the head is at least N".
+//!
+//! # Skipped ids
+//!
+//! `outbox_id` is AUTO_INCREMENT and ids are handed out when a publish inserts its row, not
+//! when it commits: the reader can see id 101 while id 100 is still in flight. A reader that
+//! only moved a cursor past 101 would never hint for 100. So [`SignalCursor`] remembers every
+//! id it jumped over as a *gap* and asks for the gaps again on every pass until they appear or
+//! [`Config::signal_gap_grace`](crate::Config) (10 s by default) has passed since the gap was
+//! seen. A gap that never fills is a rolled-back publish (rollbacks burn ids on MySQL), or a
+//! transaction that stayed open between its insert and its commit for longer than the grace
+//! period; for the latter, waiters still find the events on their next database re-check
+//! (long polls re-read every few seconds; stream clients poll after their cursor on reconnect).
+//! Gaps are bounded: past [`GAPS_MAX`] the oldest are abandoned first.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use inbox_core::RecipientKey;
+use inbox_store::{SIGNALS_READ_MAX, Signal};
+use tokio::task::JoinHandle;
+use tokio::time::MissedTickBehavior;
+
+use crate::AppState;
+
+/// Skipped ids remembered at most.
+pub const GAPS_MAX: usize = 10_000;
+/// Quiet time between two warnings while the database keeps failing.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
+pub fn spawn(state: AppState) -> JoinHandle<()> {
+    tokio::spawn(run(state))
+}
+
+async fn run(state: AppState) {
+    let grace = state.config.signal_gap_grace;
+    let started = state.store.now();
+    let mut warned: Option<Instant> = None;
+    let mut warn = |what: &str, err: &dyn std::fmt::Display| {
+        if warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+            tracing::warn!(error = %err, "notifier: {what}; hints wait for the next pass");
+            warned = Some(Instant::now());
+        }
+    };
+    let mut tick = tokio::time::interval(state.config.notify_interval);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut cursor = loop {
+        match state.store.signal_start_id(started.minus_ms(grace.as_millis() as u64)).await {
+            Ok(start) => break SignalCursor::new(start, grace),
+            Err(err) => warn("cannot find where to start reading signals", &err),
+        }
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = state.shutdown.cancelled() => return,
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = state.shutdown.cancelled() => return,
+        }
+        // Forward: everything committed past the cursor, page by page.
+        loop {
+            match state.store.signals_after(cursor.position(), SIGNALS_READ_MAX).await {
+                Ok(signals) => {
+                    let full = signals.len() == SIGNALS_READ_MAX as usize;
+                    let now = Instant::now();
+                    for signal in &signals {
+                        cursor.saw(signal.outbox_id, now);
+                        deliver(&state, signal, started);
+                    }
+                    if !full {
+                        break;
+                    }
+                }
+                Err(err) => {
+                    warn("reading new signals failed", &err);
+                    break;
+                }
+            }
+        }
+        // Backward: the ids skipped so far, newest first (they are the likeliest to commit).
+        let gaps = cursor.gaps_to_check(SIGNALS_READ_MAX as usize);
+        if !gaps.is_empty() {
+            match state.store.signals_by_ids(&gaps).await {
+                Ok(signals) => {
+                    for signal in &signals {
+                        cursor.filled(signal.outbox_id);
+                        deliver(&state, signal, started);
+                    }
+                }
+                Err(err) => warn("re-reading skipped signals failed", &err),
+            }
+        }
+        let abandoned = cursor.expire(Instant::now());
+        if abandoned > 0 {
+            state.metrics.count("agent_inbox_signal_gaps_abandoned_total", vec![], abandoned as u64);
+        }
+    }
+}
+
+/// Hands one signal's heads to this node's waiters.
+fn deliver(state: &AppState, signal: &Signal, started: inbox_core::UnixMillis) {
+    for (recipient, head) in &signal.heads {
+        let inbox = RecipientKey { tenant_id: signal.tenant_id.clone(), recipient: recipient.clone() };
+        state.hints.advanced(&inbox, *head);
+    }
+    state.metrics.count("agent_inbox_signals_read_total", vec![], 1);
+    // Signals re-read at start-up were published before this node listened: their age says
+    // nothing about the notifier's latency.
+    if signal.created_at >= started {
+        let now = state.store.now();
+        state.metrics.observe(
+            "agent_inbox_publish_to_signal_seconds",
+            vec![],
+            Duration::from_millis(now.ms_since(signal.created_at)),
+        );
+    }
+}
+
+/// The notifier's read position: the highest id read, and the lower ids skipped on the way,
+/// each with when it was first skipped. Pure bookkeeping, no I/O.
+#[derive(Debug)]
+pub struct SignalCursor {
+    position: i64,
+    gaps: BTreeMap<i64, Instant>,
+    grace: Duration,
+}
+
+impl SignalCursor {
+    pub fn new(position: i64, grace: Duration) -> Self {
+        Self { position, gaps: BTreeMap::new(), grace }
+    }
+
+    /// The id after which forward reads continue.
+    pub fn position(&self) -> i64 {
+        self.position
+    }
+
+    /// Records a signal read going forward (ids arrive in increasing order). Ids between the
+    /// previous position and this one were skipped: remember them as gaps.
+    pub fn saw(&mut self, id: i64, now: Instant) {
+        if id <= self.position {
+            self.gaps.remove(&id);
+            return;
+        }
+        // A burst of more than GAPS_MAX skipped ids (a huge rollback, or auto_increment_increment
+        // > 1) keeps only the newest GAPS_MAX of them.
+        let first = (self.position + 1).max(id - GAPS_MAX as i64);
+        for skipped in first..id {
+            self.gaps.insert(skipped, now);
+        }
+        self.position = id;
+        while self.gaps.len() > GAPS_MAX {
+            self.gaps.pop_first();
+        }
+    }
+
+    /// Records that a skipped id has committed and been delivered.
+    pub fn filled(&mut self, id: i64) {
+        self.gaps.remove(&id);
+    }
+
+    /// Up to `n` skipped ids to ask for again, newest first.
+    pub fn gaps_to_check(&self, n: usize) -> Vec<i64> {
+        self.gaps.keys().rev().take(n).copied().collect()
+    }
+
+    /// Stops waiting for gaps older than the grace period; returns how many were dropped.
+    pub fn expire(&mut self, now: Instant) -> usize {
+        let before = self.gaps.len();
+        self.gaps.retain(|_, seen| now.duration_since(*seen) < self.grace);
+        before - self.gaps.len()
+    }
+
+    #[cfg(test)]
+    fn gaps(&self) -> usize {
+        self.gaps.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skipped_ids_are_remembered_until_they_fill_or_expire() {
+        let start = Instant::now();
+        let mut cursor = SignalCursor::new(10, Duration::from_secs(10));
+        cursor.saw(11, start);
+        cursor.saw(14, start);
+        assert_eq!(cursor.position(), 14);
+        assert_eq!(cursor.gaps_to_check(10), vec![13, 12], "12 and 13 were skipped");
+        cursor.filled(13);
+        cursor.saw(12, start);
+        assert_eq!(cursor.gaps(), 0, "a late commit read again fills its gap either way");
+        cursor.saw(16, start + Duration::from_secs(5));
+        assert_eq!(cursor.expire(start + Duration::from_secs(9)), 0);
+        assert_eq!(cursor.expire(start + Duration::from_secs(15)), 1, "15 waited out its grace");
+        assert_eq!(cursor.position(), 16, "the position never moves back");
+    }
+
+    #[test]
+    fn gaps_are_bounded_keeping_the_newest() {
+        let now = Instant::now();
+        let mut cursor = SignalCursor::new(0, Duration::from_secs(10));
+        cursor.saw(GAPS_MAX as i64 * 3, now);
+        assert_eq!(cursor.gaps(), GAPS_MAX);
+        assert_eq!(cursor.gaps_to_check(1), vec![GAPS_MAX as i64 * 3 - 1]);
+        cursor.saw(GAPS_MAX as i64 * 3 + 2, now);
+        assert_eq!(cursor.gaps(), GAPS_MAX, "the oldest gap made room");
+        assert_eq!(cursor.gaps_to_check(1), vec![GAPS_MAX as i64 * 3 + 1]);
+    }
+}

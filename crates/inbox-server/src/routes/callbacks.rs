@@ -1,0 +1,386 @@
+//! Webhook callback registrations (seed 001's `/v1/callback-registrations`, seed 000's
+//! `POST /api/v1/agents/{agent_id}/callbacks`): register, list, read, delete, verify (send
+//! the challenge), rotate the shared secret, and read the delivery log.
+//!
+//! A URL is checked when registered (`https` only, every resolved address outside the
+//! refused ranges) and again on every delivery (`webhooks.rs`). A registration stays
+//! `pending_verification`, receiving nothing but challenges, until its receiver answers one
+//! with the HMAC of the challenge under the shared secret.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use inbox_api::time::format_utc;
+use inbox_api::{
+    CallbackAttemptView, CallbackAttemptsResponse, CallbackRegistrationRequest, CallbackRegistrationResponse,
+    CallbackRegistrationsResponse, RotateCallbackSecretRequest,
+};
+use inbox_core::{RecipientId, TenantId};
+use inbox_store::{CallbackLimits, CallbackRegistration, KeyId, NewCallbackRegistration, RegistrationId};
+
+use crate::AppState;
+use crate::auth::{Caller, CallerKind, hex, random};
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::routes::agent_keys::decode_base64;
+use crate::webhooks::{ChallengeOutcome, SendError, challenge};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/callback-registrations", post(register).get(list))
+        .route("/v1/callback-registrations/{registration_id}", get(read).delete(remove))
+        .route("/v1/callback-registrations/{registration_id}/verify", post(verify))
+        .route("/v1/callback-registrations/{registration_id}/rotate", post(rotate))
+        .route("/v1/callback-registrations/{registration_id}/deliveries", get(deliveries))
+        .route("/api/v1/agents/{agent_id}/callbacks", post(register_for_agent))
+}
+
+/// Default and bounds of `max_rate_per_minute`.
+const RATE_PER_MINUTE_DEFAULT: u32 = 60;
+const RATE_PER_MINUTE_MAX: u32 = 600;
+/// Default and bounds of `replay_window_seconds`.
+const REPLAY_WINDOW_SECONDS_DEFAULT: u32 = 300;
+const REPLAY_WINDOW_SECONDS_RANGE: std::ops::RangeInclusive<u32> = 60..=86_400;
+/// Default and longest overlap of a secret rotation.
+const ROTATION_OVERLAP_SECONDS_DEFAULT: u64 = 86_400;
+const ROTATION_OVERLAP_SECONDS_MAX: u64 = 7 * 86_400;
+
+/// Registers a callback. With a `secret`, the challenge is sent before the answer; without,
+/// the generated secret is returned and `POST .../verify` sends the challenge.
+#[utoipa::path(post, path = "/v1/callback-registrations", tag = "callbacks", request_body = CallbackRegistrationRequest,
+    responses((status = 201, body = CallbackRegistrationResponse),
+        (status = 400, description = "callback_url_refused (SSRF rules) or callback_host_unresolvable", body = inbox_api::Problem),
+        (status = 409, description = "callback_limit_reached", body = inbox_api::Problem)))]
+pub async fn register(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(request): ApiJson<CallbackRegistrationRequest>,
+) -> Result<(StatusCode, Json<CallbackRegistrationResponse>), ApiError> {
+    require_scope(&caller, "callback.register")?;
+    caller.check_tenant(request.tenant_id.as_deref())?;
+    let recipient = match request.recipient_id.as_deref() {
+        Some(named) => {
+            if !is_operator(&caller) {
+                caller.check_agent(Some(named))?;
+            }
+            RecipientId::new(named).map_err(|e| ApiError::invalid_field("recipient_id", e.problem))?
+        }
+        None if caller.kind == CallerKind::Agent => caller.subject.clone(),
+        None => return Err(ApiError::invalid_field("recipient_id", "is required with a non-agent token")),
+    };
+    create(&state, &caller.tenant_id, recipient, request).await
+}
+
+/// Seed 000's alias of registration for one agent.
+#[utoipa::path(post, path = "/api/v1/agents/{agent_id}/callbacks", tag = "agents (seed 000 aliases)",
+    params(("agent_id" = String, Path)), request_body = CallbackRegistrationRequest,
+    responses((status = 201, body = CallbackRegistrationResponse), (status = 400, body = inbox_api::Problem)))]
+pub async fn register_for_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(agent_id): Path<String>,
+    ApiJson(request): ApiJson<CallbackRegistrationRequest>,
+) -> Result<(StatusCode, Json<CallbackRegistrationResponse>), ApiError> {
+    require_scope(&caller, "callback.register")?;
+    caller.check_tenant(request.tenant_id.as_deref())?;
+    if !is_operator(&caller) {
+        caller.check_agent(Some(&agent_id))?;
+    }
+    if request.recipient_id.as_deref().is_some_and(|named| named != agent_id) {
+        return Err(ApiError::invalid_field("recipient_id", "differs from the agent in the path; leave it out"));
+    }
+    let recipient = RecipientId::new(agent_id).map_err(|e| ApiError::invalid_field("agent_id", e.problem))?;
+    create(&state, &caller.tenant_id, recipient, request).await
+}
+
+async fn create(
+    state: &AppState,
+    tenant_id: &TenantId,
+    recipient_id: RecipientId,
+    request: CallbackRegistrationRequest,
+) -> Result<(StatusCode, Json<CallbackRegistrationResponse>), ApiError> {
+    if request.auth_mode.as_deref().is_some_and(|mode| mode != "hmac-sha256") {
+        return Err(ApiError::invalid_field("auth_mode", "must be hmac-sha256"));
+    }
+    if request.delivery_scope.as_ref().is_some_and(|scope| scope.iter().any(|s| s != "signal_only")) {
+        return Err(ApiError::invalid_field(
+            "delivery_scope",
+            "may only be [\"signal_only\"]: callbacks carry the thin hint, agents fetch events by polling",
+        ));
+    }
+    let max_rate_per_minute = request.max_rate_per_minute.unwrap_or(RATE_PER_MINUTE_DEFAULT);
+    if !(1..=RATE_PER_MINUTE_MAX).contains(&max_rate_per_minute) {
+        return Err(ApiError::invalid_field("max_rate_per_minute", format!("must be 1 to {RATE_PER_MINUTE_MAX}")));
+    }
+    let replay_window_seconds = request.replay_window_seconds.unwrap_or(REPLAY_WINDOW_SECONDS_DEFAULT);
+    if !REPLAY_WINDOW_SECONDS_RANGE.contains(&replay_window_seconds) {
+        return Err(ApiError::invalid_field("replay_window_seconds", "must be 60 to 86400"));
+    }
+    let target = state.trust.webhooks.parse(&request.callback_url).map_err(|refusal| url_refused(&refusal))?;
+    state.trust.webhooks.check(&target).await.map_err(|err| address_refused(&err))?;
+    let (secret, generated) = secret_from(request.secret.as_deref())?;
+    let key_id = key_id_from(request.secret_id)?;
+    let limits = CallbackLimits {
+        per_recipient_max: u64::from(state.config.callbacks_per_recipient_max),
+        per_tenant_max: u64::from(state.config.callbacks_per_tenant_max),
+    };
+    let registration = state
+        .store
+        .create_callback_registration(
+            &NewCallbackRegistration {
+                tenant_id: tenant_id.clone(),
+                recipient_id,
+                callback_url: target.to_string(),
+                key_id,
+                secret,
+                max_rate_per_minute,
+                replay_window_seconds,
+            },
+            limits,
+        )
+        .await?;
+    let (registration, challenged) = if generated.is_none() {
+        let outcome = challenge(state, &registration).await;
+        (reread(state, &registration).await?, Some(outcome))
+    } else {
+        (registration, None)
+    };
+    Ok((StatusCode::CREATED, Json(view(&registration, generated, challenged.as_ref()))))
+}
+
+/// The caller's registrations (an operator sees the tenant's).
+#[utoipa::path(get, path = "/v1/callback-registrations", tag = "callbacks", responses((status = 200, body = CallbackRegistrationsResponse)))]
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<CallbackRegistrationsResponse>, ApiError> {
+    require_scope(&caller, "callback.register")?;
+    let recipient = (!is_operator(&caller)).then_some(&caller.subject);
+    let registrations = state.store.callback_registrations(&caller.tenant_id, recipient).await?;
+    Ok(Json(CallbackRegistrationsResponse {
+        registrations: registrations.iter().map(|r| view(r, None, None)).collect(),
+    }))
+}
+
+#[utoipa::path(get, path = "/v1/callback-registrations/{registration_id}", tag = "callbacks",
+    params(("registration_id" = String, Path)),
+    responses((status = 200, body = CallbackRegistrationResponse), (status = 404, body = inbox_api::Problem)))]
+pub async fn read(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(registration_id): Path<String>,
+) -> Result<Json<CallbackRegistrationResponse>, ApiError> {
+    require_scope(&caller, "callback.register")?;
+    let registration = visible(&state, &caller, &registration_id).await?;
+    Ok(Json(view(&registration, None, None)))
+}
+
+#[utoipa::path(delete, path = "/v1/callback-registrations/{registration_id}", tag = "callbacks",
+    params(("registration_id" = String, Path)),
+    responses((status = 204, description = "deleted"), (status = 404, body = inbox_api::Problem)))]
+pub async fn remove(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(registration_id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    require_scope(&caller, "callback.register")?;
+    let registration = visible(&state, &caller, &registration_id).await?;
+    state.store.delete_callback_registration(&caller.tenant_id, &registration.registration_id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Sends a (new) challenge now; the answer says whether the registration is active.
+#[utoipa::path(post, path = "/v1/callback-registrations/{registration_id}/verify", tag = "callbacks",
+    params(("registration_id" = String, Path)),
+    responses((status = 200, body = CallbackRegistrationResponse), (status = 404, body = inbox_api::Problem)))]
+pub async fn verify(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(registration_id): Path<String>,
+) -> Result<Json<CallbackRegistrationResponse>, ApiError> {
+    require_scope(&caller, "callback.register")?;
+    let registration = visible(&state, &caller, &registration_id).await?;
+    let outcome = challenge(&state, &registration).await;
+    let registration = reread(&state, &registration).await?;
+    Ok(Json(view(&registration, None, Some(&outcome))))
+}
+
+/// Replaces the shared secret; the previous one keeps signing beside it for the overlap.
+#[utoipa::path(post, path = "/v1/callback-registrations/{registration_id}/rotate", tag = "callbacks",
+    params(("registration_id" = String, Path)), request_body = RotateCallbackSecretRequest,
+    responses((status = 200, body = CallbackRegistrationResponse), (status = 404, body = inbox_api::Problem)))]
+pub async fn rotate(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(registration_id): Path<String>,
+    ApiJson(request): ApiJson<RotateCallbackSecretRequest>,
+) -> Result<Json<CallbackRegistrationResponse>, ApiError> {
+    require_scope(&caller, "callback.rotate")?;
+    let registration = visible(&state, &caller, &registration_id).await?;
+    let overlap_seconds = request.overlap_seconds.unwrap_or(ROTATION_OVERLAP_SECONDS_DEFAULT);
+    if overlap_seconds > ROTATION_OVERLAP_SECONDS_MAX {
+        return Err(ApiError::invalid_field("overlap_seconds", "must be at most 604800 (7 days)"));
+    }
+    let (secret, generated) = secret_from(request.secret.as_deref())?;
+    let key_id = key_id_from(request.secret_id)?;
+    let rotated = state
+        .store
+        .rotate_callback_secret(
+            &caller.tenant_id,
+            &registration.registration_id,
+            &key_id,
+            &secret,
+            overlap_seconds * 1000,
+        )
+        .await?
+        .ok_or_else(|| not_found(&registration_id))?;
+    Ok(Json(view(&rotated, generated, None)))
+}
+
+/// The newest delivery attempts of a registration, newest first.
+#[utoipa::path(get, path = "/v1/callback-registrations/{registration_id}/deliveries", tag = "callbacks",
+    params(("registration_id" = String, Path)),
+    responses((status = 200, body = CallbackAttemptsResponse), (status = 404, body = inbox_api::Problem)))]
+pub async fn deliveries(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(registration_id): Path<String>,
+) -> Result<Json<CallbackAttemptsResponse>, ApiError> {
+    require_scope(&caller, "callback.register")?;
+    let registration = visible(&state, &caller, &registration_id).await?;
+    let attempts = state.store.callback_attempts(&caller.tenant_id, &registration.registration_id, 100).await?;
+    Ok(Json(CallbackAttemptsResponse {
+        attempts: attempts
+            .into_iter()
+            .map(|a| CallbackAttemptView {
+                delivery_id: a.delivery_id,
+                kind: a.kind,
+                head_seq: a.head_seq,
+                attempt: a.attempt,
+                outcome: a.outcome,
+                http_status: a.http_status,
+                error: a.error,
+                duration_ms: a.duration_ms,
+                created_at_utc: format_utc(a.created_at.get()),
+            })
+            .collect(),
+    }))
+}
+
+fn is_operator(caller: &Caller) -> bool {
+    caller.kind == CallerKind::Admin && caller.has("admin")
+}
+
+fn require_scope(caller: &Caller, scope: &str) -> Result<(), ApiError> {
+    if is_operator(caller) {
+        return Ok(());
+    }
+    caller.require(scope)
+}
+
+/// The registration, if the caller may see it: its agent's own, or any for an operator.
+/// Others' registrations are "not found", so their ids are not confirmed.
+async fn visible(state: &AppState, caller: &Caller, registration_id: &str) -> Result<CallbackRegistration, ApiError> {
+    let id = RegistrationId::new(registration_id).map_err(|e| ApiError::invalid_field("registration_id", e.problem))?;
+    state
+        .store
+        .callback_registration(&caller.tenant_id, &id)
+        .await?
+        .filter(|r| is_operator(caller) || r.recipient_id == caller.subject)
+        .ok_or_else(|| not_found(registration_id))
+}
+
+async fn reread(state: &AppState, registration: &CallbackRegistration) -> Result<CallbackRegistration, ApiError> {
+    state
+        .store
+        .callback_registration(&registration.tenant_id, &registration.registration_id)
+        .await?
+        .ok_or_else(|| not_found(registration.registration_id.as_str()))
+}
+
+fn not_found(registration_id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "callback_registration_not_found",
+        format!("no callback registration {registration_id:?} of yours exists; list them with GET /v1/callback-registrations"),
+    )
+}
+
+/// The supplied secret (base64, 32 to 64 bytes), or a generated one to return once.
+fn secret_from(supplied: Option<&str>) -> Result<(Vec<u8>, Option<String>), ApiError> {
+    match supplied {
+        Some(text) => {
+            let secret = decode_base64("secret", text)?;
+            if !(32..=64).contains(&secret.len()) {
+                return Err(ApiError::invalid_field(
+                    "secret",
+                    format!("is {} bytes; use 32 to 64 random bytes", secret.len()),
+                ));
+            }
+            Ok((secret, None))
+        }
+        None => {
+            let secret = random::<32>().to_vec();
+            let text = URL_SAFE_NO_PAD.encode(&secret);
+            Ok((secret, Some(text)))
+        }
+    }
+}
+
+fn key_id_from(secret_id: Option<String>) -> Result<KeyId, ApiError> {
+    match secret_id {
+        Some(id) => KeyId::new(id).map_err(|e| ApiError::invalid_field("secret_id", e.problem)),
+        None => KeyId::new(format!("cbk_{}", hex(&random::<8>()))).map_err(|e| ApiError::internal(e.to_string())),
+    }
+}
+
+fn url_refused(refusal: &inbox_trust::ssrf::UrlRefusal) -> ApiError {
+    ApiError::bad_request("callback_url_refused", format!("the callback URL is refused: {refusal}"))
+        .with("field", "callback_url")
+}
+
+fn address_refused(err: &SendError) -> ApiError {
+    match err {
+        SendError::Resolve { .. } | SendError::Timeout(_) => ApiError::bad_request(
+            "callback_host_unresolvable",
+            format!("the callback host cannot be resolved ({err}); check the name"),
+        )
+        .with("field", "callback_url"),
+        _ => ApiError::bad_request("callback_url_refused", format!("the callback URL is refused: {err}"))
+            .with("field", "callback_url"),
+    }
+}
+
+fn view(
+    registration: &CallbackRegistration,
+    secret: Option<String>,
+    challenged: Option<&ChallengeOutcome>,
+) -> CallbackRegistrationResponse {
+    let previous = registration.previous.as_ref();
+    CallbackRegistrationResponse {
+        registration_id: registration.registration_id.to_string(),
+        tenant_id: registration.tenant_id.to_string(),
+        recipient_id: registration.recipient_id.to_string(),
+        callback_url: registration.callback_url.clone(),
+        status: registration.state.as_str().to_owned(),
+        auth_mode: registration.auth_mode.clone(),
+        secret_id: registration.key_id.to_string(),
+        secret,
+        previous_secret_id: previous.map(|p| p.key_id.to_string()),
+        previous_secret_retires_at_utc: previous.map(|p| format_utc(p.retires_at.get())),
+        max_rate_per_minute: registration.max_rate_per_minute,
+        replay_window_seconds: registration.replay_window_seconds,
+        delivered_head_seq: registration.delivered_head_seq,
+        created_at_utc: format_utc(registration.created_at.get()),
+        verified_at_utc: registration.verified_at.map(|t| format_utc(t.get())),
+        challenge_delivery_id: challenged.map(|c| c.delivery_id.clone()),
+        expires_at_utc: challenged.map(|c| format_utc(c.expires_at.get())),
+        last_error: registration
+            .last_error
+            .clone()
+            .or_else(|| challenged.and_then(|c| c.result.as_ref().err().cloned())),
+    }
+}

@@ -1,0 +1,197 @@
+//! Server-Sent Events: `GET /v1/streams/sse` (seed 001's `sse_url`) and seed 000's
+//! `GET /api/v1/agents/{agent_id}/subscribe`, plus the browser credentials for streams:
+//! single-use tickets (`POST /v1/streams/tickets`) and the HttpOnly stream cookie
+//! (`POST /v1/streams/cookie`).
+//!
+//! The stream carries hints only. Each `inbox.updated` event has `id:` = its `head_seq`, so a
+//! browser reconnecting with `Last-Event-ID` gets an immediate event when the head moved while
+//! it was away. Keep-alives are seed 000's `event: heartbeat` / `data: {}` every
+//! `heartbeat_interval`; the stream starts with `retry:` advice.
+
+use std::convert::Infallible;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::Stream;
+use inbox_api::time::format_utc;
+use inbox_api::{StreamCookieResponse, StreamSignal, StreamTicketRequest, StreamTicketResponse};
+use inbox_store::{StreamCredential, StreamGrant};
+use sha2::{Digest, Sha256};
+
+use crate::AppState;
+use crate::auth::{Caller, hex, random};
+use crate::error::ApiError;
+use crate::extract::{COOKIE_PREFIX, STREAM_COOKIE, StreamCaller, StreamQuery, TICKET_PREFIX, parse_json};
+use crate::streams::{Subscription, Wake, forwarded_https, session_param, touch, websocket_url};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/streams/sse", get(sse))
+        .route("/api/v1/agents/{agent_id}/subscribe", get(subscribe_alias))
+        .route("/v1/streams/tickets", post(ticket))
+        .route("/v1/streams/cookie", post(cookie))
+}
+
+/// Hints for the caller's inbox as Server-Sent Events.
+#[utoipa::path(get, path = "/v1/streams/sse", tag = "streams", params(StreamQuery),
+    responses(
+        (status = 200, description = "text/event-stream of inbox.updated events (data: StreamSignal) and heartbeats", body = StreamSignal, content_type = "text/event-stream"),
+        (status = 401, description = "unauthorized, invalid_ticket or invalid_stream_cookie", body = inbox_api::Problem),
+        (status = 429, description = "too_many_waiters", body = inbox_api::Problem)))]
+pub async fn sse(State(state): State<AppState>, caller: StreamCaller) -> Result<Response, ApiError> {
+    open_sse(state, caller).await
+}
+
+/// Seed 000's SSE route, the same stream as `GET /v1/streams/sse`.
+#[utoipa::path(get, path = "/api/v1/agents/{agent_id}/subscribe", tag = "agents (seed 000 aliases)",
+    params(("agent_id" = String, Path), StreamQuery),
+    responses((status = 200, description = "text/event-stream, as GET /v1/streams/sse", body = StreamSignal, content_type = "text/event-stream")))]
+pub async fn subscribe_alias(
+    State(state): State<AppState>,
+    caller: StreamCaller,
+    Path(agent_id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.caller.check_agent(Some(&agent_id))?;
+    open_sse(state, caller).await
+}
+
+async fn open_sse(state: AppState, caller: StreamCaller) -> Result<Response, ApiError> {
+    let (subscription, first) =
+        Subscription::open(&state, &caller.caller, "sse", caller.session_id, caller.last_event_id).await?;
+    let mut opening = Event::default().retry(state.config.sse_retry);
+    if let Some(signal) = &first {
+        opening = hint_event(opening, signal);
+    }
+    let mut response = Sse::new(events(subscription, opening)).into_response();
+    // Ask buffering proxies (nginx) to pass events through as they are written.
+    response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+/// The event stream: the opening frame, then hints and heartbeats until the client goes away
+/// (the response body is dropped) or the server shuts down. A frame is made only when the
+/// connection asks for the next one, so a client that stops reading costs nothing but its
+/// socket buffers, and the hint it gets when it reads again is the latest head.
+fn events(subscription: Subscription, opening: Event) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures_util::stream::unfold((subscription, Some(opening)), |(mut subscription, opening)| async move {
+        if let Some(event) = opening {
+            return Some((Ok(event), (subscription, None)));
+        }
+        let event = match subscription.next().await {
+            Wake::Signal(signal) => hint_event(Event::default(), &signal),
+            Wake::Heartbeat => {
+                subscription.beat().await;
+                Event::default().event("heartbeat").data("{}")
+            }
+            Wake::Closed => return None,
+        };
+        Some((Ok(event), (subscription, None)))
+    })
+}
+
+fn hint_event(event: Event, signal: &StreamSignal) -> Event {
+    let data = serde_json::to_string(signal).unwrap_or_default();
+    event.event("inbox.updated").id(signal.head_seq.to_string()).data(data)
+}
+
+/// Mints a single-use stream ticket for the caller, valid for at most 60 s on any node.
+#[utoipa::path(post, path = "/v1/streams/tickets", tag = "streams", request_body(content = StreamTicketRequest, description = "optional"),
+    responses((status = 201, body = StreamTicketResponse), (status = 403, description = "scope_missing", body = inbox_api::Problem)))]
+pub async fn ticket(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<(StatusCode, Json<StreamTicketResponse>), ApiError> {
+    let max = state.config.stream_ticket_ttl.as_secs().max(1);
+    let (ticket, expires_at, ttl) =
+        mint(&state, &caller, &body, StreamCredential::Ticket, TICKET_PREFIX, max).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(StreamTicketResponse {
+            sse_url: format!("/v1/streams/sse?ticket={ticket}"),
+            websocket_url: websocket_url(&headers, &format!("?ticket={ticket}")),
+            ticket,
+            expires_at_utc: format_utc(expires_at),
+            expires_in: ttl,
+        }),
+    ))
+}
+
+/// Sets the stream cookie: HttpOnly, SameSite=Strict, reusable until it expires, so a
+/// browser's `EventSource` can reconnect on its own. It authenticates the stream endpoints
+/// only; every other endpoint ignores cookies.
+#[utoipa::path(post, path = "/v1/streams/cookie", tag = "streams", request_body(content = StreamTicketRequest, description = "optional"),
+    responses((status = 201, body = StreamCookieResponse, headers(("set-cookie" = String, description = "agent_inbox_stream=...; HttpOnly; SameSite=Strict"))),
+        (status = 403, description = "scope_missing", body = inbox_api::Problem)))]
+pub async fn cookie(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let max = state.config.access_token_ttl.as_secs().max(1);
+    let (value, expires_at, ttl) =
+        mint(&state, &caller, &body, StreamCredential::Cookie, COOKIE_PREFIX, max).await?;
+    let secure = if forwarded_https(&headers) { "; Secure" } else { "" };
+    let set_cookie =
+        format!("{STREAM_COOKIE}={value}; Path=/; Max-Age={ttl}; HttpOnly; SameSite=Strict{secure}");
+    let set_cookie = HeaderValue::from_str(&set_cookie).map_err(|e| ApiError::internal(e.to_string()))?;
+    let body = StreamCookieResponse {
+        expires_at_utc: format_utc(expires_at),
+        expires_in: ttl,
+        sse_url: "/v1/streams/sse".to_owned(),
+        websocket_url: websocket_url(&headers, ""),
+    };
+    Ok((
+        StatusCode::CREATED,
+        [(header::SET_COOKIE, set_cookie), (header::CACHE_CONTROL, HeaderValue::from_static("no-store"))],
+        Json(body),
+    )
+        .into_response())
+}
+
+/// Creates a credential with the caller's identity and scopes; returns it, its expiry (epoch
+/// ms) and its life in seconds. Only its hash is stored.
+async fn mint(
+    state: &AppState,
+    caller: &Caller,
+    body: &[u8],
+    credential: StreamCredential,
+    prefix: &str,
+    ttl_seconds_max: u64,
+) -> Result<(String, i64, u64), ApiError> {
+    caller.require("stream.subscribe")?;
+    let request: StreamTicketRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        StreamTicketRequest::default()
+    } else {
+        parse_json(body)?
+    };
+    let ttl = request.ttl_seconds.unwrap_or(ttl_seconds_max);
+    if !(1..=ttl_seconds_max).contains(&ttl) {
+        return Err(ApiError::invalid_field(
+            "ttl_seconds",
+            format!("is {ttl}; it must be between 1 and {ttl_seconds_max}"),
+        ));
+    }
+    let session_id = session_param("session_id", request.session_id.as_deref())?;
+    if let Some(session_id) = &session_id {
+        touch(state, caller, session_id, None).await?;
+    }
+    let value = format!("{prefix}{}", hex(&random::<32>()));
+    let hash: [u8; 32] = Sha256::digest(value.as_bytes()).into();
+    let grant = StreamGrant {
+        tenant_id: caller.tenant_id.clone(),
+        subject: caller.subject.to_string(),
+        kind: caller.kind.as_str().to_owned(),
+        scope: caller.scopes.iter().map(String::as_str).collect::<Vec<_>>().join(" "),
+        session_id,
+    };
+    let expires_at = state.store.insert_stream_credential(&hash, credential, &grant, ttl * 1_000).await?;
+    Ok((value, expires_at.get(), ttl))
+}

@@ -1,0 +1,57 @@
+//! The tenant's trust policy, for operators: whether agents must sign their claim,
+//! acknowledge, release and heartbeat calls. Other nodes see a change within
+//! [`crate::signatures::POLICY_CACHE_TTL`].
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use inbox_api::{TenantPolicyRequest, TenantPolicyResponse};
+use inbox_store::TenantPolicy;
+
+use crate::AppState;
+use crate::auth::{Caller, CallerKind};
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/admin/tenant-policy", get(get_policy).post(set_policy))
+}
+
+fn require_admin(caller: &Caller) -> Result<(), ApiError> {
+    caller.require("admin")?;
+    if caller.kind != CallerKind::Admin {
+        return Err(ApiError::forbidden("kind_not_allowed", "operator endpoints need an admin token (kind admin)"));
+    }
+    Ok(())
+}
+
+#[utoipa::path(get, path = "/v1/admin/tenant-policy", tag = "admin", responses((status = 200, body = TenantPolicyResponse)))]
+pub async fn get_policy(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<TenantPolicyResponse>, ApiError> {
+    require_admin(&caller)?;
+    let policy = state.store.tenant_policy(&caller.tenant_id).await?;
+    Ok(Json(TenantPolicyResponse {
+        tenant_id: caller.tenant_id.to_string(),
+        signatures_required: policy.signatures_required,
+    }))
+}
+
+/// Sets the policy of the admin token's tenant.
+#[utoipa::path(post, path = "/v1/admin/tenant-policy", tag = "admin", request_body = TenantPolicyRequest,
+    responses((status = 200, body = TenantPolicyResponse)))]
+pub async fn set_policy(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(request): ApiJson<TenantPolicyRequest>,
+) -> Result<Json<TenantPolicyResponse>, ApiError> {
+    require_admin(&caller)?;
+    let policy = TenantPolicy { signatures_required: request.signatures_required };
+    state.store.set_tenant_policy(&caller.tenant_id, policy).await?;
+    state.trust.caches.remember_policy(&caller.tenant_id, policy.signatures_required);
+    Ok(Json(TenantPolicyResponse {
+        tenant_id: caller.tenant_id.to_string(),
+        signatures_required: policy.signatures_required,
+    }))
+}

@@ -1,0 +1,204 @@
+//! `GET /v1/streams/ws`: the same hints as SSE, down, as JSON text messages (a
+//! [`StreamSignal`]: `inbox.updated`, or `heartbeat` every `heartbeat_interval`), and the
+//! inbox operations up, for clients that want one connection for both.
+//!
+//! Up: `{"op":"claim","id":"c1","body":{...the JSON body of POST /v1/inbox/claim...}}` with op
+//! `claim`, `acknowledge`, `release` or `heartbeat`. Down, for each: `{"id":"c1","status":200,
+//! "body":{...the HTTP response body...}}`, or the problem document with the status HTTP would
+//! have answered. Every op runs through the same functions as its HTTP route, so scopes,
+//! validation, rate limits and errors are the same; ops on one connection run one at a time.
+
+use axum::Router;
+use axum::extract::State;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::Response;
+use axum::routing::get;
+use inbox_api::{
+    AcknowledgeRequest, ClaimRequest, HeartbeatRequest, ReleaseRequest, StreamSignal, WsRequest, WsResponse,
+};
+use serde::Serialize;
+
+use crate::AppState;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::{StreamAuth, StreamCaller, StreamQuery, parse_json};
+use crate::routes::inbox::{acknowledge_for, claim_for, heartbeat_for, release_for};
+use crate::streams::{SEND_TIMEOUT, Subscription, Wake};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/streams/ws", get(websocket))
+}
+
+/// Hints down and inbox operations up, over one WebSocket.
+#[utoipa::path(get, path = "/v1/streams/ws", tag = "streams", params(StreamQuery),
+    responses(
+        (status = 101, description = "switching to the WebSocket protocol; messages are StreamSignal down and op requests up", body = StreamSignal),
+        (status = 400, description = "websocket_upgrade_required", body = inbox_api::Problem),
+        (status = 401, description = "unauthorized, invalid_ticket or invalid_stream_cookie", body = inbox_api::Problem),
+        (status = 403, description = "scope_missing or origin_mismatch", body = inbox_api::Problem),
+        (status = 429, description = "too_many_waiters", body = inbox_api::Problem)))]
+pub async fn websocket(
+    State(state): State<AppState>,
+    caller: StreamCaller,
+    headers: HeaderMap,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let upgrade = upgrade.map_err(|e| {
+        ApiError::bad_request(
+            "websocket_upgrade_required",
+            format!(
+                "this endpoint speaks WebSocket only ({}); connect with a WebSocket client",
+                e.body_text()
+            ),
+        )
+    })?;
+    if caller.via == StreamAuth::Cookie {
+        same_origin(&headers)?;
+    }
+    let (subscription, first) =
+        Subscription::open(&state, &caller.caller, "websocket", caller.session_id, caller.last_event_id)
+            .await?;
+    let message_bytes_max = state.body_bytes_limit();
+    Ok(upgrade
+        .max_message_size(message_bytes_max)
+        .on_upgrade(move |socket| serve(socket, state, caller.caller, subscription, first)))
+}
+
+/// A cookie rides along on any request the browser makes, so a cookie-authenticated
+/// WebSocket must come from a page of this same host (cross-site WebSocket hijacking).
+fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else { return Ok(()) };
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let origin_host = origin.split_once("://").map_or("", |(_, rest)| rest);
+    if !host.is_empty() && origin_host.eq_ignore_ascii_case(host) {
+        return Ok(());
+    }
+    Err(ApiError::forbidden(
+        "origin_mismatch",
+        "a cookie-authenticated WebSocket must come from a page of this server's own origin; use a ticket otherwise",
+    ))
+}
+
+async fn serve(
+    mut socket: WebSocket,
+    state: AppState,
+    caller: Caller,
+    mut subscription: Subscription,
+    first: Option<StreamSignal>,
+) {
+    if let Some(signal) = first {
+        if send_json(&mut socket, &signal).await.is_err() {
+            return;
+        }
+    }
+    loop {
+        let outgoing = tokio::select! {
+            received = socket.recv() => match received {
+                Some(Ok(Message::Text(text))) => Outgoing::Reply(answer(&state, &caller, text.as_str()).await),
+                Some(Ok(Message::Binary(_))) => Outgoing::Reply(refuse(None, ApiError::bad_request(
+                    "unsupported_message",
+                    "send operations as JSON text messages, not binary ones",
+                ))),
+                // Pings are answered by the protocol layer; pongs need nothing.
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+            },
+            wake = subscription.next() => match wake {
+                Wake::Signal(signal) => Outgoing::Signal(signal),
+                Wake::Heartbeat => {
+                    subscription.beat().await;
+                    Outgoing::Signal(subscription.heartbeat_signal())
+                }
+                Wake::Closed => {
+                    let close = CloseFrame { code: close_code::AWAY, reason: "the server is shutting down".into() };
+                    let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Close(Some(close)))).await;
+                    return;
+                }
+            },
+        };
+        let sent = match &outgoing {
+            Outgoing::Reply(reply) => send_json(&mut socket, reply).await,
+            Outgoing::Signal(signal) => send_json(&mut socket, signal).await,
+        };
+        if sent.is_err() {
+            return;
+        }
+    }
+}
+
+enum Outgoing {
+    Reply(WsResponse),
+    Signal(StreamSignal),
+}
+
+/// Sends one JSON message; a client that does not take it within [`SEND_TIMEOUT`] is dropped
+/// so it cannot hold its stream slot forever.
+async fn send_json(socket: &mut WebSocket, message: &impl Serialize) -> Result<(), ()> {
+    let text = serde_json::to_string(message).map_err(|_| ())?;
+    match tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Text(text.into()))).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(()),
+    }
+}
+
+/// Runs one operation and returns what HTTP would have answered.
+async fn answer(state: &AppState, caller: &Caller, text: &str) -> WsResponse {
+    let request: WsRequest = match parse_json(text.as_bytes()) {
+        Ok(request) => request,
+        Err(err) => return refuse(None, err),
+    };
+    let id = request.id.clone();
+    let op = request.op.clone();
+    let outcome = run(state, caller, request).await;
+    let status = outcome.as_ref().map_or_else(|e| e.status, |_| StatusCode::OK);
+    state.metrics.count(
+        "agent_inbox_ws_requests_total",
+        vec![("op", known_op(&op).to_owned()), ("status", status.as_u16().to_string())],
+        1,
+    );
+    match outcome {
+        Ok(body) => WsResponse { id, status: StatusCode::OK.as_u16(), body },
+        Err(err) => refuse(id, err),
+    }
+}
+
+const OPS: &[&str] = &["claim", "acknowledge", "release", "heartbeat"];
+
+/// The op as a metric label: one of [`OPS`] or `unknown`, never caller text.
+fn known_op(op: &str) -> &'static str {
+    OPS.iter().find(|known| **known == op).copied().unwrap_or("unknown")
+}
+
+async fn run(state: &AppState, caller: &Caller, request: WsRequest) -> Result<serde_json::Value, ApiError> {
+    state.limits.admit(caller.tenant_id.as_str(), caller.subject.as_str()).inspect_err(|err| {
+        state.metrics.count("agent_inbox_rate_limited_total", vec![("code", err.code.to_owned())], 1)
+    })?;
+    let body = request.body.as_deref().map_or("{}", |raw| raw.get()).as_bytes();
+    match request.op.as_str() {
+        "claim" => to_value(claim_for(state, caller, parse_json::<ClaimRequest>(body)?).await?),
+        "acknowledge" => {
+            to_value(acknowledge_for(state, caller, parse_json::<AcknowledgeRequest>(body)?).await?)
+        }
+        "release" => to_value(release_for(state, caller, parse_json::<ReleaseRequest>(body)?).await?),
+        "heartbeat" => to_value(heartbeat_for(state, caller, parse_json::<HeartbeatRequest>(body)?).await?),
+        other => Err(ApiError::bad_request(
+            "unknown_op",
+            format!(
+                "op {other:?} is not one of {}; see the WebSocket section of the API docs",
+                OPS.join(", ")
+            ),
+        )
+        .with("field", "op")),
+    }
+}
+
+fn to_value(body: impl Serialize) -> Result<serde_json::Value, ApiError> {
+    serde_json::to_value(body).map_err(|e| ApiError::internal(format!("serializing a reply: {e}")))
+}
+
+fn refuse(id: Option<String>, err: ApiError) -> WsResponse {
+    let status = err.status.as_u16();
+    let problem = err.into_problem();
+    WsResponse { id, status, body: serde_json::to_value(problem).unwrap_or_default() }
+}

@@ -1,0 +1,405 @@
+//! Inbound RFC 9421 signatures on an agent's critical calls (claim, acknowledge, release,
+//! heartbeat, and seed 000's aliases): the [`SignedJson`] extractor verifies before the
+//! handler runs whenever the request carries a signature or the tenant requires one.
+//!
+//! The rule is `inbox_trust`'s [`VerifyPolicy::inbox`]: `@method`, `@path`, `@authority`
+//! and `content-digest` covered; `created`, `expires` (at most 5 minutes later), `keyid` and
+//! `nonce` present. The key must be a live key of the calling agent. Its nonce is then
+//! remembered in the database until the signature could no longer verify, so a replay sent
+//! to any node inside the window is refused (`signature_replayed`), and one outside it fails
+//! as expired. Every refusal names what to fix, and counts as a failed authentication for the
+//! client address's throttle.
+//!
+//! Keys and tenant policies are cached per node for a few seconds
+//! ([`KEY_CACHE_TTL`], [`POLICY_CACHE_TTL`]), which is how long a retirement or a policy
+//! change made on another node takes to reach this one.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use inbox_core::{RecipientId, TenantId, UnixMillis};
+use inbox_store::{AgentKey, KeyId, NonceUse};
+use inbox_trust::message_signatures::{
+    RequestParts, SIGNATURE, SIGNATURE_INPUT, VerifiedSignature, VerifyError, VerifyPolicy, VerifyingKey,
+    check_signature_headers,
+};
+use serde::de::DeserializeOwned;
+use sha2::{Digest, Sha256};
+
+use crate::AppState;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::parse_json;
+
+/// How long a looked-up key is trusted before it is read again.
+pub const KEY_CACHE_TTL: Duration = Duration::from_secs(10);
+/// How long an unknown key id is remembered as unknown (a registration elsewhere shows up
+/// after this).
+const UNKNOWN_KEY_TTL: Duration = Duration::from_secs(1);
+/// How long a tenant's policy is trusted before it is read again.
+pub const POLICY_CACHE_TTL: Duration = Duration::from_secs(5);
+/// Entries per cache; past it the cache starts over.
+const CACHE_ENTRIES_MAX: usize = 10_000;
+
+/// A JSON body whose request passed signature verification (or needed none).
+#[derive(Debug)]
+pub struct SignedJson<T>(pub T);
+
+/// A body (possibly empty, any content type) whose request passed signature verification.
+#[derive(Debug)]
+pub struct SignedBody {
+    pub body: Bytes,
+}
+
+/// A JSON body verified when signed, but accepted unsigned whatever the tenant's policy: for
+/// the call that registers an agent's first key.
+#[derive(Debug)]
+pub struct OptionallySignedJson<T> {
+    pub value: T,
+    pub signature: Option<VerifiedSignature>,
+}
+
+impl<T: DeserializeOwned> FromRequest<AppState> for SignedJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
+        require_json(&request)?;
+        let signed = SignedBody::from_request(request, state).await?;
+        parse_json(&signed.body).map(SignedJson)
+    }
+}
+
+impl FromRequest<AppState> for SignedBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
+        let (caller, parts, body) = split(request, state).await?;
+        verify_request(state, &caller, &parts, &body, true).await?;
+        Ok(SignedBody { body })
+    }
+}
+
+impl<T: DeserializeOwned> FromRequest<AppState> for OptionallySignedJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
+        require_json(&request)?;
+        let (caller, parts, body) = split(request, state).await?;
+        let signature = verify_request(state, &caller, &parts, &body, false).await?;
+        Ok(OptionallySignedJson { value: parse_json(&body)?, signature })
+    }
+}
+
+/// Like [`OptionallySignedJson`], for a request whose body (of any type, or none) the
+/// handler does not read.
+#[derive(Debug)]
+pub struct OptionallySignedBody {
+    pub signature: Option<VerifiedSignature>,
+}
+
+impl FromRequest<AppState> for OptionallySignedBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
+        let (caller, parts, body) = split(request, state).await?;
+        let signature = verify_request(state, &caller, &parts, &body, false).await?;
+        Ok(OptionallySignedBody { signature })
+    }
+}
+
+/// The caller (authenticated by an earlier extractor, or now), the parts and the body.
+async fn split(request: Request, state: &AppState) -> Result<(Caller, Parts, Bytes), ApiError> {
+    let (mut parts, body) = request.into_parts();
+    let caller = match parts.extensions.get::<Caller>() {
+        Some(caller) => caller.clone(),
+        None => Caller::from_request_parts(&mut parts, state).await?,
+    };
+    let limit = state.body_bytes_limit();
+    let body = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("the request body is over {limit} bytes; send a smaller payload or a payload_ref"),
+        )
+        .with("limit_bytes", limit)
+    })?;
+    Ok((caller, parts, body))
+}
+
+fn require_json(request: &Request) -> Result<(), ApiError> {
+    let json = request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+        v.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+    });
+    if json {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        "send the body as JSON with 'Content-Type: application/json'",
+    ))
+}
+
+/// Verifies the request's signature when it carries one, or when `enforce_policy` and the
+/// tenant requires one. Returns the verified signature (`None`: unsigned and allowed).
+pub async fn verify_request(
+    state: &AppState,
+    caller: &Caller,
+    parts: &Parts,
+    body: &[u8],
+    enforce_policy: bool,
+) -> Result<Option<VerifiedSignature>, ApiError> {
+    let signed = parts.headers.contains_key(SIGNATURE_INPUT) || parts.headers.contains_key(SIGNATURE);
+    if !signed {
+        if enforce_policy && state.trust.caches.signatures_required(state, &caller.tenant_id).await? {
+            return Err(refuse(
+                state,
+                parts,
+                "signature_required",
+                "this tenant requires signed claim, acknowledge, release and heartbeat calls; sign the request \
+                 (RFC 9421, see POST /v1/agent-keys) with Content-Digest, Signature-Input and Signature"
+                    .to_owned(),
+                "missing",
+            ));
+        }
+        return Ok(None);
+    }
+    let started = Instant::now();
+    let verified = verify_signed(state, caller, parts, body).await;
+    let result = if verified.is_ok() { "valid" } else { "refused" };
+    state.metrics.count("agent_inbox_signature_verifications_total", vec![("result", result.to_owned())], 1);
+    state.metrics.observe("agent_inbox_signature_verify_seconds", vec![], started.elapsed());
+    match verified {
+        Ok(verified) => Ok(Some(verified)),
+        Err(Failure::Refused((code, detail, reason))) => Err(refuse(state, parts, code, detail, reason)),
+        Err(Failure::Store(err)) => Err(err.into()),
+    }
+}
+
+/// A refusal: stable code, detail, and a short machine-readable reason.
+type Refusal = (&'static str, String, &'static str);
+
+enum Failure {
+    Refused(Refusal),
+    Store(inbox_store::StoreError),
+}
+
+impl From<Refusal> for Failure {
+    fn from(refusal: Refusal) -> Self {
+        Failure::Refused(refusal)
+    }
+}
+
+async fn verify_signed(
+    state: &AppState,
+    caller: &Caller,
+    parts: &Parts,
+    body: &[u8],
+) -> Result<VerifiedSignature, Failure> {
+    let now = state.store.now();
+    let request = request_parts(state, parts);
+    let policy = VerifyPolicy::inbox(now.get().div_euclid(1000));
+    let unverified = check_signature_headers(&request, &policy).map_err(verify_refusal)?;
+    let unknown = || {
+        (
+            "unknown_signing_key",
+            format!(
+                "no live signing key {:?} belongs to agent {:?}; register it with POST /v1/agent-keys or sign \
+                 with a current key",
+                unverified.keyid(),
+                caller.subject.as_str()
+            ),
+            "unknown_key",
+        )
+    };
+    let key_id = KeyId::new(unverified.keyid()).map_err(|_| unknown())?;
+    let key = state
+        .trust
+        .caches
+        .agent_key(state, &caller.tenant_id, &key_id)
+        .await
+        .map_err(Failure::Store)?
+        .filter(|key| key.agent_id == caller.subject && key.retired_at.is_none_or(|at| at > now))
+        .ok_or_else(unknown)?;
+    let verified = unverified.verify_with_key(body, &key.verifying).map_err(verify_refusal)?;
+    let nonce = verified.nonce.as_deref().unwrap_or_default();
+    let until = UnixMillis(verified.remember_nonce_until.saturating_mul(1000));
+    let hash = nonce_hash(&caller.tenant_id, key_id.as_str(), nonce);
+    match state.store.remember_nonce(&hash, until).await {
+        Ok(NonceUse::Fresh) => Ok(verified),
+        Ok(NonceUse::Replayed) => {
+            state.metrics.count("agent_inbox_signature_replays_total", vec![], 1);
+            Err(Failure::Refused((
+                "signature_replayed",
+                format!(
+                    "nonce {nonce:?} of key {:?} was already used; sign every request with a fresh nonce",
+                    key_id.as_str()
+                ),
+                "replayed_nonce",
+            )))
+        }
+        Err(err) => Err(Failure::Store(err)),
+    }
+}
+
+/// The request as the signer saw it: method, the authority (configured, or `Host`), path,
+/// query and the header fields.
+fn request_parts(state: &AppState, parts: &Parts) -> RequestParts {
+    let authority = state
+        .config
+        .signatures_authority
+        .clone()
+        .or_else(|| parts.headers.get(header::HOST).and_then(|v| v.to_str().ok()).map(str::to_owned))
+        .or_else(|| parts.uri.authority().map(|a| a.to_string()))
+        .unwrap_or_default();
+    let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut request = RequestParts::new(parts.method.as_str(), "https", &authority, path_and_query);
+    for (name, value) in &parts.headers {
+        if let Ok(value) = value.to_str() {
+            request.headers.push((name.as_str().to_owned(), value.to_owned()));
+        }
+    }
+    request
+}
+
+fn verify_refusal(err: VerifyError) -> Refusal {
+    let detail = err.to_string();
+    match err {
+        VerifyError::Expired { .. } => ("signature_expired", detail, "expired"),
+        VerifyError::BadSignature => (
+            "signature_invalid",
+            "the signature does not match this request (method, path, authority, Content-Digest) and key; \
+             sign exactly what you send"
+                .to_owned(),
+            "bad_signature",
+        ),
+        VerifyError::ContentDigest(ref digest) => {
+            if err.is_digest_mismatch() {
+                (
+                    "content_digest_mismatch",
+                    "the body does not match its Content-Digest; send the exact bytes you signed".to_owned(),
+                    "digest_mismatch",
+                )
+            } else {
+                ("signature_invalid", digest.to_string(), "content_digest")
+            }
+        }
+        VerifyError::UnknownKey { .. } => ("unknown_signing_key", detail, "unknown_key"),
+        VerifyError::CreatedInFuture { .. } => ("signature_invalid", detail, "created_in_future"),
+        VerifyError::WindowTooLong { .. } | VerifyError::InvalidWindow { .. } => {
+            ("signature_invalid", detail, "window")
+        }
+        VerifyError::ComponentNotCovered { .. } => ("signature_invalid", detail, "component_not_covered"),
+        VerifyError::MissingParameter { .. } | VerifyError::ParameterTooLong { .. } => {
+            ("signature_invalid", detail, "parameter")
+        }
+        _ => ("signature_invalid", detail, "malformed"),
+    }
+}
+
+fn refuse(state: &AppState, parts: &Parts, code: &'static str, detail: String, reason: &'static str) -> ApiError {
+    if let Some(addr) = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>() {
+        state.limits.record_auth_failure(addr.0.ip());
+    }
+    state.metrics.count("agent_inbox_auth_failures_total", vec![("code", code.to_owned())], 1);
+    ApiError::unauthorized(code, detail).with("reason", reason)
+}
+
+/// What the nonce table stores: SHA-256 over the tenant, the key id and the nonce, each
+/// length-prefixed so no two triples collide.
+pub fn nonce_hash(tenant_id: &TenantId, key_id: &str, nonce: &str) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    for part in [tenant_id.as_str(), key_id, nonce] {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hasher.finalize().into()
+}
+
+/// A key ready to verify with.
+#[derive(Debug, Clone)]
+pub struct CachedKey {
+    pub agent_id: RecipientId,
+    pub verifying: VerifyingKey,
+    pub retired_at: Option<UnixMillis>,
+}
+
+impl CachedKey {
+    fn from_stored(key: &AgentKey) -> Option<CachedKey> {
+        let verifying = match key.algorithm.as_str() {
+            "ed25519" => {
+                let bytes: [u8; 32] = key.key_material.as_slice().try_into().ok()?;
+                VerifyingKey::ed25519_from_bytes(&bytes).ok()?
+            }
+            "hmac-sha256" => VerifyingKey::hmac_sha256(&key.key_material).ok()?,
+            _ => return None,
+        };
+        Some(CachedKey { agent_id: key.agent_id.clone(), verifying, retired_at: key.retired_at })
+    }
+}
+
+type KeyEntry = (Instant, Option<CachedKey>);
+
+/// Per-node caches of agent keys and tenant policies.
+#[derive(Debug, Default)]
+pub struct SignatureCaches {
+    keys: Mutex<HashMap<(TenantId, KeyId), KeyEntry>>,
+    policies: Mutex<HashMap<TenantId, (Instant, bool)>>,
+}
+
+impl SignatureCaches {
+    /// A key by id, from the cache or the database.
+    pub async fn agent_key(
+        &self,
+        state: &AppState,
+        tenant_id: &TenantId,
+        key_id: &KeyId,
+    ) -> Result<Option<CachedKey>, inbox_store::StoreError> {
+        let cache_key = (tenant_id.clone(), key_id.clone());
+        if let Some((fetched, entry)) = self.keys.lock().expect("key cache").get(&cache_key) {
+            let ttl = if entry.is_some() { KEY_CACHE_TTL } else { UNKNOWN_KEY_TTL };
+            if fetched.elapsed() < ttl {
+                return Ok(entry.clone());
+            }
+        }
+        let stored = state.store.agent_key(tenant_id, key_id).await?;
+        let entry = stored.as_ref().and_then(CachedKey::from_stored);
+        let mut keys = self.keys.lock().expect("key cache");
+        if keys.len() >= CACHE_ENTRIES_MAX {
+            keys.clear();
+        }
+        keys.insert(cache_key, (Instant::now(), entry.clone()));
+        Ok(entry)
+    }
+
+    /// Drops a key from this node's cache (after it was registered or retired here).
+    pub fn forget_key(&self, tenant_id: &TenantId, key_id: &KeyId) {
+        self.keys.lock().expect("key cache").remove(&(tenant_id.clone(), key_id.clone()));
+    }
+
+    /// Whether the tenant requires signatures, from the cache or the database.
+    pub async fn signatures_required(&self, state: &AppState, tenant_id: &TenantId) -> Result<bool, ApiError> {
+        if let Some((fetched, required)) = self.policies.lock().expect("policy cache").get(tenant_id) {
+            if fetched.elapsed() < POLICY_CACHE_TTL {
+                return Ok(*required);
+            }
+        }
+        let required = state.store.tenant_policy(tenant_id).await?.signatures_required;
+        self.remember_policy(tenant_id, required);
+        Ok(required)
+    }
+
+    /// Records a policy just set on this node.
+    pub fn remember_policy(&self, tenant_id: &TenantId, required: bool) {
+        let mut policies = self.policies.lock().expect("policy cache");
+        if policies.len() >= CACHE_ENTRIES_MAX {
+            policies.clear();
+        }
+        policies.insert(tenant_id.clone(), (Instant::now(), required));
+    }
+}

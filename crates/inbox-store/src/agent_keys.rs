@@ -1,0 +1,267 @@
+//! The keys agents sign their critical calls with: an ed25519 public key or an hmac-sha256
+//! shared secret per key id, owned by one agent of one tenant. Retiring a key keeps its row
+//! (so an id is never reused for different material) and stops it from verifying.
+
+use std::fmt;
+
+use inbox_core::{IdError, RecipientId, TenantId, UnixMillis};
+
+use crate::db::{Arg, DbRow};
+use crate::store::with_retries;
+use crate::tenant_policy::lock_tenant;
+use crate::{SqlStore, StoreError};
+
+/// Live keys one agent may hold at once: enough for a rotation overlap on a few devices.
+pub const AGENT_KEYS_PER_AGENT_MAX: u64 = 10;
+
+/// Longest key material stored (a 32-byte public key or secret; 64 leaves room).
+pub const KEY_MATERIAL_BYTES_MAX: usize = 64;
+
+/// A key id: what a signature's `keyid` parameter names. Unique within a tenant.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KeyId(String);
+
+impl KeyId {
+    pub const BYTES_MAX: usize = 64;
+
+    pub fn new(value: impl Into<String>) -> Result<KeyId, IdError> {
+        token_id("key_id", value.into(), Self::BYTES_MAX).map(KeyId)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for KeyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for KeyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
+/// Checks an id made of letters, digits, `_`, `-`, `.` and `:` only.
+pub(crate) fn token_id(field: &'static str, value: String, bytes_max: usize) -> Result<String, IdError> {
+    let refuse = |problem: String| IdError { field, problem };
+    if value.is_empty() || value.len() > bytes_max {
+        return Err(refuse(format!("must be 1 to {bytes_max} characters long")));
+    }
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':');
+    if let Some(bad) = value.bytes().find(|b| !allowed(*b)) {
+        return Err(refuse(format!(
+            "contains {:?}; use only letters, digits, '_', '-', '.' and ':'",
+            bad as char
+        )));
+    }
+    Ok(value)
+}
+
+/// A stored agent key. `Debug` hides the material, which may be a shared secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AgentKey {
+    pub tenant_id: TenantId,
+    pub key_id: KeyId,
+    pub agent_id: RecipientId,
+    /// `ed25519` or `hmac-sha256` (the RFC 9421 registry names).
+    pub algorithm: String,
+    pub key_material: Vec<u8>,
+    pub created_at: UnixMillis,
+    pub retired_at: Option<UnixMillis>,
+}
+
+impl AgentKey {
+    /// Whether the key still verifies at `now`.
+    pub fn is_live(&self, now: UnixMillis) -> bool {
+        self.retired_at.is_none_or(|retired| retired > now)
+    }
+}
+
+impl fmt::Debug for AgentKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentKey")
+            .field("tenant_id", &self.tenant_id)
+            .field("key_id", &self.key_id)
+            .field("agent_id", &self.agent_id)
+            .field("algorithm", &self.algorithm)
+            .field("retired_at", &self.retired_at)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A key to register.
+#[derive(Clone)]
+pub struct NewAgentKey {
+    pub tenant_id: TenantId,
+    pub key_id: KeyId,
+    pub agent_id: RecipientId,
+    pub algorithm: String,
+    pub key_material: Vec<u8>,
+}
+
+impl fmt::Debug for NewAgentKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewAgentKey").field("key_id", &self.key_id).finish_non_exhaustive()
+    }
+}
+
+const KEY_COLUMNS: &str =
+    "tenant_id, key_id, agent_id, algorithm, key_material, created_at_utc, retired_at_utc";
+
+impl SqlStore {
+    /// Registers a key. Refuses a key id already used in the tenant
+    /// ([`StoreError::AlreadyExists`]) and an agent's key past [`AGENT_KEYS_PER_AGENT_MAX`]
+    /// live ones ([`StoreError::LimitReached`]).
+    pub async fn insert_agent_key(&self, key: &NewAgentKey) -> Result<AgentKey, StoreError> {
+        if !matches!(key.algorithm.as_str(), "ed25519" | "hmac-sha256") {
+            return Err(StoreError::invalid("algorithm", "must be ed25519 or hmac-sha256"));
+        }
+        if key.key_material.is_empty() || key.key_material.len() > KEY_MATERIAL_BYTES_MAX {
+            return Err(StoreError::invalid(
+                "key_material",
+                format!("must be 1 to {KEY_MATERIAL_BYTES_MAX} bytes"),
+            ));
+        }
+        with_retries!(self, self.insert_key_once(key))
+    }
+
+    async fn insert_key_once(&self, key: &NewAgentKey) -> Result<AgentKey, StoreError> {
+        let now = self.now();
+        let mut tx = self.pools().begin().await?;
+        let mut conn = tx.conn();
+        lock_tenant(&mut conn, &key.tenant_id, now).await?;
+        let live = conn
+            .fetch_optional(
+                "SELECT COUNT(*) AS n FROM agent_signing_key WHERE tenant_id = ? AND agent_id = ? \
+                 AND (retired_at_utc IS NULL OR retired_at_utc > ?)",
+                &[Arg::Str(key.tenant_id.as_str()), Arg::Str(key.agent_id.as_str()), Arg::I64(now.get())],
+            )
+            .await?
+            .map(|row| row.i64("n"))
+            .transpose()?
+            .unwrap_or(0);
+        if live as u64 >= AGENT_KEYS_PER_AGENT_MAX {
+            return Err(StoreError::LimitReached { what: "signing key", limit: AGENT_KEYS_PER_AGENT_MAX });
+        }
+        let inserted = conn
+            .execute(
+                &format!("INSERT INTO agent_signing_key ({KEY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, NULL)"),
+                &[
+                    Arg::Str(key.tenant_id.as_str()),
+                    Arg::Str(key.key_id.as_str()),
+                    Arg::Str(key.agent_id.as_str()),
+                    Arg::Str(&key.algorithm),
+                    Arg::Bytes(&key.key_material),
+                    Arg::I64(now.get()),
+                ],
+            )
+            .await;
+        match inserted {
+            Err(StoreError::Database(sqlx::Error::Database(db))) if db.is_unique_violation() => {
+                return Err(StoreError::AlreadyExists { what: "key", id: key.key_id.to_string() });
+            }
+            other => other?,
+        };
+        tx.commit().await?;
+        Ok(AgentKey {
+            tenant_id: key.tenant_id.clone(),
+            key_id: key.key_id.clone(),
+            agent_id: key.agent_id.clone(),
+            algorithm: key.algorithm.clone(),
+            key_material: key.key_material.clone(),
+            created_at: now,
+            retired_at: None,
+        })
+    }
+
+    /// A key by id, live or retired; `None` when the tenant has no such key.
+    pub async fn agent_key(
+        &self,
+        tenant_id: &TenantId,
+        key_id: &KeyId,
+    ) -> Result<Option<AgentKey>, StoreError> {
+        let mut pooled = self.pools().reader().await?;
+        let row = pooled
+            .conn()
+            .fetch_optional(
+                &format!("SELECT {KEY_COLUMNS} FROM agent_signing_key WHERE tenant_id = ? AND key_id = ?"),
+                &[Arg::Str(tenant_id.as_str()), Arg::Str(key_id.as_str())],
+            )
+            .await?;
+        row.as_ref().map(key_from_row).transpose()
+    }
+
+    /// The agent's live keys, oldest first.
+    pub async fn agent_keys(
+        &self,
+        tenant_id: &TenantId,
+        agent_id: &RecipientId,
+    ) -> Result<Vec<AgentKey>, StoreError> {
+        let now = self.now();
+        let mut pooled = self.pools().reader().await?;
+        let rows = pooled
+            .conn()
+            .fetch_all(
+                &format!(
+                    "SELECT {KEY_COLUMNS} FROM agent_signing_key WHERE tenant_id = ? AND agent_id = ? \
+                     AND (retired_at_utc IS NULL OR retired_at_utc > ?) ORDER BY created_at_utc, key_id"
+                ),
+                &[Arg::Str(tenant_id.as_str()), Arg::Str(agent_id.as_str()), Arg::I64(now.get())],
+            )
+            .await?;
+        rows.iter().map(key_from_row).collect()
+    }
+
+    /// Retires the agent's key `after_ms` from now (0: at once). Returns whether a live key of
+    /// that agent was found; an earlier retirement already set is kept.
+    pub async fn retire_agent_key(
+        &self,
+        tenant_id: &TenantId,
+        agent_id: &RecipientId,
+        key_id: &KeyId,
+        after_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let now = self.now();
+        let retire_at = now.plus_ms(after_ms);
+        let mut pooled = self.pools().writer().await?;
+        let done = pooled
+            .conn()
+            .execute(
+                "UPDATE agent_signing_key SET retired_at_utc = ? WHERE tenant_id = ? AND agent_id = ? AND key_id = ? \
+                 AND (retired_at_utc IS NULL OR retired_at_utc > ?)",
+                &[
+                    Arg::I64(retire_at.get()),
+                    Arg::Str(tenant_id.as_str()),
+                    Arg::Str(agent_id.as_str()),
+                    Arg::Str(key_id.as_str()),
+                    Arg::I64(retire_at.get()),
+                ],
+            )
+            .await?;
+        if done.rows_affected > 0 {
+            return Ok(true);
+        }
+        // Already retiring sooner, or not there at all.
+        Ok(self
+            .agent_key(tenant_id, key_id)
+            .await?
+            .is_some_and(|key| &key.agent_id == agent_id && key.is_live(now)))
+    }
+}
+
+fn key_from_row(row: &DbRow) -> Result<AgentKey, StoreError> {
+    let corrupt = |e: IdError| StoreError::Corrupt(format!("agent_signing_key: {e}"));
+    Ok(AgentKey {
+        tenant_id: TenantId::new(row.string("tenant_id")?).map_err(corrupt)?,
+        key_id: KeyId::new(row.string("key_id")?).map_err(corrupt)?,
+        agent_id: RecipientId::new(row.string("agent_id")?).map_err(corrupt)?,
+        algorithm: row.string("algorithm")?,
+        key_material: row.bytes("key_material")?,
+        created_at: UnixMillis(row.i64("created_at_utc")?),
+        retired_at: row.opt_i64("retired_at_utc")?.map(UnixMillis),
+    })
+}
