@@ -5,6 +5,7 @@ pub const USAGE: &str = "\
 usage: inbox-bench store [--publishes N] [--events N]
        inbox-bench hints [--publishes N] [--subscribers N]
        inbox-bench http [--agents N] [--events N] [--seconds N]
+       inbox-bench trust [--agents N] [--events N] [--rounds N]
 
   store          benchmark inbox_store::SqlStore against raw SQL on MariaDB/MySQL
   --publishes N  publishes per publish row (default 3000)
@@ -21,6 +22,12 @@ usage: inbox-bench store [--publishes N] [--events N]
   --events N     backlog events of the peak phase (default 6000)
   --seconds N    length of the half-load phase (default 10)
 
+  trust          RFC 9421 signature verification cost per request, and signed versus
+                 unsigned claim+ack throughput through the HTTP API
+  --agents N     concurrent agents, each with its own key (default 16)
+  --events N     events per phase (default 3000)
+  --rounds N     phases per mode, signed and unsigned alternating (default 4)
+
 The server is AGENT_INBOX_BENCH_MYSQL_URL, else AGENT_INBOX_TEST_MYSQL_URL, else
 mysql://root@127.0.0.1:3306/test. The benchmark creates and drops its own database there.";
 
@@ -33,6 +40,7 @@ pub enum Command {
     Store(StoreArgs),
     Hints(crate::hints::HintsArgs),
     Http(crate::http::HttpArgs),
+    Trust(crate::trust::TrustArgs),
     /// The hidden child process of `hints`: idle SSE clients for the node at this address.
     HintsIdleClients(String),
     Help,
@@ -58,6 +66,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
         Some("store") => {}
         Some("hints") => return parse_hints(args),
         Some("http") => return parse_http(args),
+        Some("trust") => return parse_trust(args),
         Some("hints-idle-clients") => {
             let addr = args.next().ok_or("hints-idle-clients needs the node's address")?;
             return Ok(Command::HintsIdleClients(addr));
@@ -101,6 +110,25 @@ fn parse_hints(mut args: impl Iterator<Item = String>) -> Result<Command, String
             .ok_or_else(|| format!("{flag} is {value:?}; give a whole number from 1 to {COUNT_MAX}"))?;
     }
     Ok(Command::Hints(hints))
+}
+
+fn parse_trust(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
+    let mut trust = crate::trust::TrustArgs::default();
+    while let Some(flag) = args.next() {
+        let value = args.next().ok_or_else(|| format!("{flag} needs a number after it"))?;
+        let number = value
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=COUNT_MAX).contains(n))
+            .ok_or_else(|| format!("{flag} is {value:?}; give a whole number from 1 to {COUNT_MAX}"))?;
+        match flag.as_str() {
+            "--agents" => trust.agents = number.min(256),
+            "--events" => trust.events = number,
+            "--rounds" => trust.rounds = number.min(50),
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(Command::Trust(trust))
 }
 
 #[cfg(test)]

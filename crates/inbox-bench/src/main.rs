@@ -14,6 +14,7 @@ mod publish;
 mod raw;
 mod report;
 mod subjects;
+mod trust;
 mod verify;
 
 use std::ops::Range;
@@ -62,6 +63,7 @@ async fn main() -> ExitCode {
         Ok(Command::Store(store_args)) => store_args,
         Ok(Command::Hints(hints_args)) => return hints::main(hints_args).await,
         Ok(Command::Http(http_args)) => return http::main(http_args).await,
+        Ok(Command::Trust(trust_args)) => return trust::main(trust_args).await,
         Ok(Command::HintsIdleClients(addr)) => return hints::idle_clients(addr).await,
         Ok(Command::Help) => {
             println!("{USAGE}");

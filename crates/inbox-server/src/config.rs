@@ -270,12 +270,18 @@ impl Config {
         if !(Duration::from_millis(100)..=Duration::from_secs(300)).contains(&self.sse_retry) {
             return bad("sse_retry must be between 100ms and 5m".into());
         }
-        if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&self.signing_keys_reload_interval) {
+        if !(Duration::from_millis(100)..=Duration::from_secs(3600))
+            .contains(&self.signing_keys_reload_interval)
+        {
             return bad("signing_keys_reload_interval must be between 100ms and 1h".into());
         }
-        if !(1..=100).contains(&self.callbacks_per_recipient_max) || !(1..=1_000_000).contains(&self.callbacks_per_tenant_max)
+        if !(1..=100).contains(&self.callbacks_per_recipient_max)
+            || !(1..=1_000_000).contains(&self.callbacks_per_tenant_max)
         {
-            return bad("callbacks_per_recipient_max must be 1 to 100 and callbacks_per_tenant_max 1 to 1000000".into());
+            return bad(
+                "callbacks_per_recipient_max must be 1 to 100 and callbacks_per_tenant_max 1 to 1000000"
+                    .into(),
+            );
         }
         if !(Duration::from_millis(100)..=Duration::from_secs(30)).contains(&self.callbacks_timeout) {
             return bad("callbacks_timeout must be between 100ms and 30s".into());
@@ -283,12 +289,19 @@ impl Config {
         if !(1..=100).contains(&self.callbacks_attempts_max) {
             return bad("callbacks_attempts_max must be between 1 and 100".into());
         }
-        if self.callbacks_retry_base < Duration::from_millis(10) || self.callbacks_retry_max < self.callbacks_retry_base {
-            return bad("callbacks_retry_base must be at least 10ms and callbacks_retry_max at least as long".into());
-        }
-        if !(1..=10_000).contains(&self.callbacks_in_flight_max) || !(1..=10_000).contains(&self.callbacks_fanout_per_tenant_max)
+        if self.callbacks_retry_base < Duration::from_millis(10)
+            || self.callbacks_retry_max < self.callbacks_retry_base
         {
-            return bad("callbacks_in_flight_max and callbacks_fanout_per_tenant_max must be 1 to 10000".into());
+            return bad(
+                "callbacks_retry_base must be at least 10ms and callbacks_retry_max at least as long".into(),
+            );
+        }
+        if !(1..=10_000).contains(&self.callbacks_in_flight_max)
+            || !(1..=10_000).contains(&self.callbacks_fanout_per_tenant_max)
+        {
+            return bad(
+                "callbacks_in_flight_max and callbacks_fanout_per_tenant_max must be 1 to 10000".into()
+            );
         }
         if !(Duration::from_millis(10)..=Duration::from_secs(60)).contains(&self.callbacks_poll_interval) {
             return bad("callbacks_poll_interval must be between 10ms and 1m".into());

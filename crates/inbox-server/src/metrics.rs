@@ -124,7 +124,11 @@ const HELP: &[(&str, &str, &str)] = &[
         "counter",
         "Signed requests checked, by result (valid, refused); refusals also count under auth failures by code",
     ),
-    ("agent_inbox_signature_verify_seconds", "histogram", "Time to verify one request signature, nonce included"),
+    (
+        "agent_inbox_signature_verify_seconds",
+        "histogram",
+        "Time to verify one request signature, nonce included",
+    ),
     ("agent_inbox_signature_replays_total", "counter", "Signed requests refused as replays of a used nonce"),
     ("agent_inbox_callback_challenges_total", "counter", "Callback registration challenges, by outcome"),
     (

@@ -15,7 +15,7 @@
 //! change made on another node takes to reach this one.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
@@ -110,6 +110,20 @@ impl FromRequest<AppState> for OptionallySignedBody {
         let signature = verify_request(state, &caller, &parts, &body, false).await?;
         Ok(OptionallySignedBody { signature })
     }
+}
+
+/// For transports that cannot carry a per-request HTTP signature (WebSocket messages):
+/// refuses the critical operation when the caller's tenant requires signed calls.
+pub async fn refuse_unsigned_if_required(state: &AppState, caller: &Caller) -> Result<(), ApiError> {
+    if state.trust.caches.signatures_required(state, &caller.tenant_id).await? {
+        return Err(ApiError::unauthorized(
+            "signature_required",
+            "this tenant requires signed claim, acknowledge, release and heartbeat calls, which WebSocket \
+             messages cannot carry; send them as signed HTTP requests",
+        )
+        .with("reason", "missing"));
+    }
+    Ok(())
 }
 
 /// The caller (authenticated by an earlier extractor, or now), the parts and the body.
@@ -230,7 +244,7 @@ async fn verify_signed(
     let nonce = verified.nonce.as_deref().unwrap_or_default();
     let until = UnixMillis(verified.remember_nonce_until.saturating_mul(1000));
     let hash = nonce_hash(&caller.tenant_id, key_id.as_str(), nonce);
-    match state.store.remember_nonce(&hash, until).await {
+    match state.trust.nonces.remember(state, hash, until).await {
         Ok(NonceUse::Fresh) => Ok(verified),
         Ok(NonceUse::Replayed) => {
             state.metrics.count("agent_inbox_signature_replays_total", vec![], 1);
@@ -302,7 +316,13 @@ fn verify_refusal(err: VerifyError) -> Refusal {
     }
 }
 
-fn refuse(state: &AppState, parts: &Parts, code: &'static str, detail: String, reason: &'static str) -> ApiError {
+fn refuse(
+    state: &AppState,
+    parts: &Parts,
+    code: &'static str,
+    detail: String,
+    reason: &'static str,
+) -> ApiError {
     if let Some(addr) = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>() {
         state.limits.record_auth_failure(addr.0.ip());
     }
@@ -319,6 +339,80 @@ pub fn nonce_hash(tenant_id: &TenantId, key_id: &str, nonce: &str) -> [u8; 32] {
         hasher.update(part.as_bytes());
     }
     hasher.finalize().into()
+}
+
+/// Nonces written per statement at most.
+const NONCE_BATCH_MAX: usize = 256;
+/// Nonces waiting for a writer at most; past it, requests wait for room (backpressure).
+const NONCE_QUEUE_MAX: usize = 4_096;
+/// Batches written at once: a request arriving during a write does not wait for it to end.
+const NONCE_WRITERS: usize = 3;
+
+type NonceReply = tokio::sync::oneshot::Sender<Result<NonceUse, inbox_store::StoreError>>;
+type NonceQueue = Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<([u8; 32], UnixMillis, NonceReply)>>>;
+
+/// Group commit for nonces: a few writers each take everything queued and write it in one
+/// statement, so under load a signed request pays a share of one commit; alone, it pays one
+/// commit and waits for nothing else.
+#[derive(Debug, Default)]
+pub struct NonceBatcher {
+    queue: std::sync::OnceLock<tokio::sync::mpsc::Sender<([u8; 32], UnixMillis, NonceReply)>>,
+}
+
+impl NonceBatcher {
+    /// Remembers one nonce until `until`; whether it was fresh or a replay.
+    pub async fn remember(
+        &self,
+        state: &AppState,
+        hash: [u8; 32],
+        until: UnixMillis,
+    ) -> Result<NonceUse, inbox_store::StoreError> {
+        let queue = self.queue.get_or_init(|| {
+            let (sender, receiver) = tokio::sync::mpsc::channel(NONCE_QUEUE_MAX);
+            let receiver = Arc::new(tokio::sync::Mutex::new(receiver));
+            for _ in 0..NONCE_WRITERS {
+                tokio::spawn(write_nonces(state.store.clone(), receiver.clone()));
+            }
+            sender
+        });
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        if queue.send((hash, until, reply)).await.is_err() {
+            return state.store.remember_nonce(&hash, until).await;
+        }
+        match answer.await {
+            Ok(result) => result,
+            // The writer is gone (shutting down): decide alone.
+            Err(_) => state.store.remember_nonce(&hash, until).await,
+        }
+    }
+}
+
+/// One of a node's nonce writers: takes everything queued, writes it in one statement,
+/// answers each request, repeats.
+async fn write_nonces(store: inbox_store::SqlStore, queue: NonceQueue) {
+    let mut batch = Vec::with_capacity(NONCE_BATCH_MAX);
+    loop {
+        // One writer takes whatever is queued; while it writes, the next takes what arrives.
+        let taken = queue.lock().await.recv_many(&mut batch, NONCE_BATCH_MAX).await;
+        if taken == 0 {
+            return;
+        }
+        let entries: Vec<([u8; 32], UnixMillis)> =
+            batch.iter().map(|(hash, until, _)| (*hash, *until)).collect();
+        match store.remember_nonces(&entries).await {
+            Ok(outcomes) => {
+                for ((_, _, reply), outcome) in batch.drain(..).zip(outcomes) {
+                    let _ = reply.send(Ok(outcome));
+                }
+            }
+            // Each request then gets its own answer (or its own error) the slow way.
+            Err(_) => {
+                for (hash, until, reply) in batch.drain(..) {
+                    let _ = reply.send(store.remember_nonce(&hash, until).await);
+                }
+            }
+        }
+    }
 }
 
 /// A key ready to verify with.
@@ -383,7 +477,11 @@ impl SignatureCaches {
     }
 
     /// Whether the tenant requires signatures, from the cache or the database.
-    pub async fn signatures_required(&self, state: &AppState, tenant_id: &TenantId) -> Result<bool, ApiError> {
+    pub async fn signatures_required(
+        &self,
+        state: &AppState,
+        tenant_id: &TenantId,
+    ) -> Result<bool, ApiError> {
         if let Some((fetched, required)) = self.policies.lock().expect("policy cache").get(tenant_id) {
             if fetched.elapsed() < POLICY_CACHE_TTL {
                 return Ok(*required);

@@ -180,7 +180,9 @@ impl Webhooks {
                 let lookup = self.resolver.resolve(name, target.port);
                 match tokio::time::timeout(self.timeout, lookup).await {
                     Ok(Ok(addresses)) => addresses,
-                    Ok(Err(err)) => return Err(SendError::Resolve { host: name.clone(), reason: err.to_string() }),
+                    Ok(Err(err)) => {
+                        return Err(SendError::Resolve { host: name.clone(), reason: err.to_string() });
+                    }
                     Err(_) => return Err(SendError::Timeout(self.timeout)),
                 }
             }
@@ -207,7 +209,9 @@ impl Webhooks {
         let keys = secrets
             .iter()
             .map(|(keyid, secret)| {
-                SigningKey::hmac_sha256(secret).map(|key| (*keyid, key)).map_err(|e| SendError::Sign(e.to_string()))
+                SigningKey::hmac_sha256(secret)
+                    .map(|key| (*keyid, key))
+                    .map_err(|e| SendError::Sign(e.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let key_refs: Vec<(&str, &SigningKey)> = keys.iter().map(|(keyid, key)| (*keyid, key)).collect();
@@ -266,11 +270,7 @@ impl Webhooks {
 }
 
 fn classify(err: reqwest::Error, timeout: Duration) -> SendError {
-    if err.is_timeout() {
-        SendError::Timeout(timeout)
-    } else {
-        SendError::Connect(error_chain(&err))
-    }
+    if err.is_timeout() { SendError::Timeout(timeout) } else { SendError::Connect(error_chain(&err)) }
 }
 
 fn error_chain(err: &dyn std::error::Error) -> String {
@@ -345,8 +345,13 @@ pub async fn challenge(state: &AppState, registration: &CallbackRegistration) ->
     };
     let store = &state.store;
     let stored = match &result {
-        Ok(()) => store.mark_callback_verified(&registration.tenant_id, &registration.registration_id).await.map(drop),
-        Err(error) => store.record_callback_error(&registration.tenant_id, &registration.registration_id, error).await,
+        Ok(()) => store
+            .mark_callback_verified(&registration.tenant_id, &registration.registration_id)
+            .await
+            .map(drop),
+        Err(error) => {
+            store.record_callback_error(&registration.tenant_id, &registration.registration_id, error).await
+        }
     };
     if let Err(err) = stored {
         tracing::warn!(error = %err, registration_id = %registration.registration_id, "recording a challenge failed");
@@ -415,7 +420,11 @@ async fn pass(state: &AppState) -> Result<(), inbox_store::StoreError> {
         // Held while the request runs; a node that dies mid-delivery releases it by expiry.
         let lease_until = now.plus_ms((webhooks.timeout * 2 + Duration::from_secs(5)).as_millis() as u64);
         let registration_id = &delivery.registration.registration_id;
-        if !state.store.claim_callback_delivery(registration_id, delivery.registration.next_attempt_at, lease_until).await? {
+        if !state
+            .store
+            .claim_callback_delivery(registration_id, delivery.registration.next_attempt_at, lease_until)
+            .await?
+        {
             continue;
         }
         *taken += 1;
@@ -442,11 +451,15 @@ async fn deliver(state: &AppState, due: DueDelivery) {
         delivery_id: delivery_id.clone(),
     };
     let body = serde_json::to_vec(&signal).unwrap_or_default();
-    let secrets: Vec<(&str, &[u8])> =
-        registration.signing_secrets(now).into_iter().map(|(keyid, secret)| (keyid.as_str(), secret)).collect();
+    let secrets: Vec<(&str, &[u8])> = registration
+        .signing_secrets(now)
+        .into_iter()
+        .map(|(keyid, secret)| (keyid.as_str(), secret))
+        .collect();
     let webhooks = &state.trust.webhooks;
     let started = Instant::now();
-    let sent = webhooks.send(&registration.callback_url, body, &secrets, &delivery_id, now, webhooks.timeout).await;
+    let sent =
+        webhooks.send(&registration.callback_url, body, &secrets, &delivery_id, now, webhooks.timeout).await;
     let elapsed = started.elapsed();
     let finished = state.store.now();
     let attempt = registration.failed_attempts + 1;
@@ -454,7 +467,10 @@ async fn deliver(state: &AppState, due: DueDelivery) {
         Ok(answer) => {
             let interval_ms = 60_000 / u64::from(registration.max_rate_per_minute.max(1));
             (
-                DeliveryResult::Delivered { head_seq: due.head_seq, next_attempt_at: finished.plus_ms(interval_ms) },
+                DeliveryResult::Delivered {
+                    head_seq: due.head_seq,
+                    next_attempt_at: finished.plus_ms(interval_ms),
+                },
                 "delivered",
                 Some(answer.status),
                 None,
@@ -467,7 +483,11 @@ async fn deliver(state: &AppState, due: DueDelivery) {
             let give_up = attempt >= state.config.callbacks_attempts_max;
             let give_up_head: Option<InboxSeq> = give_up.then_some(due.head_seq);
             (
-                DeliveryResult::Failed { error: error.clone(), next_attempt_at: finished.plus_ms(backoff_ms), give_up_head },
+                DeliveryResult::Failed {
+                    error: error.clone(),
+                    next_attempt_at: finished.plus_ms(backoff_ms),
+                    give_up_head,
+                },
                 if give_up { "abandoned" } else { "failed" },
                 err.status(),
                 Some(error),

@@ -54,6 +54,52 @@ impl SqlStore {
         Ok(NonceUse::Replayed)
     }
 
+    /// [`Self::remember_nonce`] for many nonces in one statement (one commit), in order. The
+    /// server gathers the nonces of concurrent requests into one call, so signed requests pay
+    /// a share of one commit each instead of a commit each. The same hash twice in `entries`
+    /// is fresh once, then a replay.
+    pub async fn remember_nonces(
+        &self,
+        entries: &[([u8; 32], UnixMillis)],
+    ) -> Result<Vec<NonceUse>, StoreError> {
+        let mut outcomes = vec![NonceUse::Replayed; entries.len()];
+        let mut firsts: Vec<usize> = Vec::with_capacity(entries.len());
+        for (i, (hash, _)) in entries.iter().enumerate() {
+            if !firsts.iter().any(|&j| entries[j].0 == *hash) {
+                firsts.push(i);
+            }
+        }
+        if firsts.is_empty() {
+            return Ok(outcomes);
+        }
+        let mut sql = String::from("INSERT INTO signature_nonce (nonce_hash, expires_at_utc) VALUES ");
+        crate::dialect::push_repeated(&mut sql, firsts.len(), "(?, ?)");
+        let mut args = Vec::with_capacity(firsts.len() * 2);
+        for &i in &firsts {
+            args.push(Arg::Bytes(&entries[i].0));
+            args.push(Arg::I64(entries[i].1.get()));
+        }
+        let inserted = {
+            let mut pooled = self.pools().writer().await?;
+            pooled.conn().execute(&sql, &args).await
+        };
+        match inserted {
+            Ok(_) => {
+                for &i in &firsts {
+                    outcomes[i] = NonceUse::Fresh;
+                }
+            }
+            // One of them was seen before (or a stale row is in the way): decide one by one.
+            Err(StoreError::Database(sqlx::Error::Database(db))) if db.is_unique_violation() => {
+                for &i in &firsts {
+                    outcomes[i] = self.remember_nonce(&entries[i].0, entries[i].1).await?;
+                }
+            }
+            Err(err) => return Err(err),
+        }
+        Ok(outcomes)
+    }
+
     /// Deletes up to `limit` nonces whose window ended before `cutoff`; returns how many.
     pub async fn delete_expired_nonces(&self, cutoff: UnixMillis, limit: u32) -> Result<u64, StoreError> {
         let limit = limit.clamp(1, NONCES_DELETE_MAX);

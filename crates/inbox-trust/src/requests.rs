@@ -7,11 +7,11 @@
 //! (`created`, `expires`, `keyid`, `alg`, `nonce`) by construction.
 
 use crate::content_digest::{CONTENT_DIGEST, content_digest_header};
+#[cfg(doc)]
+use crate::message_signatures::VerifyPolicy;
 use crate::message_signatures::{
     RequestParts, SIGNATURE, SIGNATURE_INPUT, SignError, SignatureParams, SigningKey, sign,
 };
-#[cfg(doc)]
-use crate::message_signatures::VerifyPolicy;
 
 /// The label of the one signature an agent puts on a request.
 pub const REQUEST_SIGNATURE_LABEL: &str = "sig1";
@@ -64,7 +64,8 @@ pub fn sign_inbox_request(
     let content_digest = content_digest_header(body);
     // The service normalizes `@authority` the same way whatever the scheme: only the
     // scheme's default port is stripped, and the authority given here carries none.
-    let parts = RequestParts::new(method, "https", authority, path).with_header(CONTENT_DIGEST, &content_digest);
+    let parts =
+        RequestParts::new(method, "https", authority, path).with_header(CONTENT_DIGEST, &content_digest);
     let params = SignatureParams::for_inbox_request(now, REQUEST_SIGNATURE_WINDOW_SECONDS, keyid, nonce)
         .with_alg(key.algorithm());
     let headers = sign(&parts, REQUEST_SIGNATURE_LABEL, &params, key)?;
@@ -118,9 +119,17 @@ mod tests {
     fn the_signature_is_bound_to_path_and_body() {
         let key = SigningKey::hmac_sha256(&[9; 32]).unwrap();
         let body = br#"{"event_id":"e"}"#;
-        let headers =
-            sign_inbox_request("POST", "inbox.example.com:8443", "/v1/inbox/release", body, &key, "k", NOW, "n")
-                .unwrap();
+        let headers = sign_inbox_request(
+            "POST",
+            "inbox.example.com:8443",
+            "/v1/inbox/release",
+            body,
+            &key,
+            "k",
+            NOW,
+            "n",
+        )
+        .unwrap();
         let lookup = |_: &str| Some(key.verifying_key());
         let moved = parts_with(&headers, "/v1/inbox/acknowledge");
         assert_eq!(
@@ -128,7 +137,8 @@ mod tests {
             VerifyError::BadSignature
         );
         let original = parts_with(&headers, "/v1/inbox/release");
-        let tampered = verify(&original, br#"{"event_id":"f"}"#, &VerifyPolicy::inbox(NOW), lookup).unwrap_err();
+        let tampered =
+            verify(&original, br#"{"event_id":"f"}"#, &VerifyPolicy::inbox(NOW), lookup).unwrap_err();
         assert!(tampered.is_digest_mismatch(), "{tampered}");
     }
 }

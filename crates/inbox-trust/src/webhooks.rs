@@ -133,9 +133,8 @@ pub fn verify_webhook(
     now: i64,
     resolve_key: impl Fn(&str) -> Option<VerifyingKey>,
 ) -> Result<VerifiedWebhook, WebhookError> {
-    let input = parts
-        .field_value(SIGNATURE_INPUT)
-        .ok_or(VerifyError::MissingHeader { header: SIGNATURE_INPUT })?;
+    let input =
+        parts.field_value(SIGNATURE_INPUT).ok_or(VerifyError::MissingHeader { header: SIGNATURE_INPUT })?;
     let inputs = parse_signature_input(&input)
         .map_err(|source| VerifyError::MalformedHeader { header: SIGNATURE_INPUT, source })?;
     let (label, key) = inputs
@@ -151,7 +150,8 @@ pub fn verify_webhook(
     };
     let unverified = check_signature_headers(parts, &policy)?;
     let verified = unverified.verify_with_key(body, &key)?;
-    let header = |name: &'static str| parts.field_value(name).ok_or(WebhookError::MissingHeader { header: name });
+    let header =
+        |name: &'static str| parts.field_value(name).ok_or(WebhookError::MissingHeader { header: name });
     let nonce = verified.nonce.clone().unwrap_or_default();
     if header(MATM_NONCE)? != nonce {
         return Err(WebhookError::HeaderMismatch { header: MATM_NONCE, parameter: "nonce" });
@@ -227,22 +227,27 @@ mod tests {
         let previous = SigningKey::hmac_sha256(&[2; 32]).unwrap();
         let headers = sign_webhook(&webhook(), &[("cb.2", &current), ("cb.1", &previous)]).unwrap();
         let names: Vec<&str> = headers.iter().map(|(name, _)| *name).collect();
-        for expected in
-            [MATM_DELIVERY_ID, MATM_TIMESTAMP, MATM_NONCE, MATM_KEY_ID, CONTENT_DIGEST, SIGNATURE_INPUT, SIGNATURE]
-        {
+        for expected in [
+            MATM_DELIVERY_ID,
+            MATM_TIMESTAMP,
+            MATM_NONCE,
+            MATM_KEY_ID,
+            CONTENT_DIGEST,
+            SIGNATURE_INPUT,
+            SIGNATURE,
+        ] {
             assert!(names.contains(&expected), "{expected} is sent");
         }
         let parts = received(&headers);
-        let with_current = verify_webhook(&parts, BODY, NOW + 5, |k| (k == "cb.2").then(|| current.verifying_key()));
+        let with_current =
+            verify_webhook(&parts, BODY, NOW + 5, |k| (k == "cb.2").then(|| current.verifying_key()));
         assert_eq!(with_current.unwrap().keyid, "cb.2");
         let with_previous =
-            verify_webhook(&parts, BODY, NOW + 5, |k| (k == "cb.1").then(|| previous.verifying_key())).unwrap();
+            verify_webhook(&parts, BODY, NOW + 5, |k| (k == "cb.1").then(|| previous.verifying_key()))
+                .unwrap();
         assert_eq!(with_previous.keyid, "cb.1");
         assert_eq!(with_previous.delivery_id, "d-1");
-        assert_eq!(
-            verify_webhook(&parts, BODY, NOW, |_| None).unwrap_err(),
-            WebhookError::NoKnownKey
-        );
+        assert_eq!(verify_webhook(&parts, BODY, NOW, |_| None).unwrap_err(), WebhookError::NoKnownKey);
     }
 
     #[test]

@@ -58,7 +58,9 @@ pub async fn register(
                 Ok(raw) => VerifyingKey::ed25519_from_bytes(&raw),
                 Err(_) => VerifyingKey::ed25519_from_spki_der(&bytes),
             }
-            .map_err(|e| ApiError::invalid_field("public_key", format!("is not an ed25519 public key: {e}")))?;
+            .map_err(|e| {
+                ApiError::invalid_field("public_key", format!("is not an ed25519 public key: {e}"))
+            })?;
             (key.ed25519_public_bytes().map(Vec::from).unwrap_or_default(), None)
         }
         "hmac-sha256" => {
@@ -80,7 +82,8 @@ pub async fn register(
     };
     let key_id = match request.key_id {
         Some(key_id) => KeyId::new(key_id).map_err(|e| ApiError::invalid_field("key_id", e.problem))?,
-        None => KeyId::new(format!("ak_{}", hex(&random::<8>()))).map_err(|e| ApiError::internal(e.to_string()))?,
+        None => KeyId::new(format!("ak_{}", hex(&random::<8>())))
+            .map_err(|e| ApiError::internal(e.to_string()))?,
     };
     let stored = state
         .store
@@ -100,7 +103,10 @@ pub async fn register(
 
 /// The calling agent's live keys (never a secret).
 #[utoipa::path(get, path = "/v1/agent-keys", tag = "trust", responses((status = 200, body = AgentKeysResponse)))]
-pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<AgentKeysResponse>, ApiError> {
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<AgentKeysResponse>, ApiError> {
     require_agent(&caller)?;
     let keys = state.store.agent_keys(&caller.tenant_id, &caller.subject).await?;
     Ok(Json(AgentKeysResponse { keys: keys.iter().map(key_view).collect() }))
@@ -141,8 +147,10 @@ pub async fn retire(
         }
         caller.subject.clone()
     };
-    let retired =
-        state.store.retire_agent_key(&caller.tenant_id, &owner, &key_id, after_seconds.saturating_mul(1000)).await?;
+    let retired = state
+        .store
+        .retire_agent_key(&caller.tenant_id, &owner, &key_id, after_seconds.saturating_mul(1000))
+        .await?;
     state.trust.caches.forget_key(&caller.tenant_id, &key_id);
     if !retired {
         return Err(unknown_key(&key_id));
@@ -170,7 +178,10 @@ fn unknown_key(key_id: &KeyId) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         "unknown_signing_key",
-        format!("no live signing key {:?} of yours exists; list them with GET /v1/agent-keys", key_id.as_str()),
+        format!(
+            "no live signing key {:?} of yours exists; list them with GET /v1/agent-keys",
+            key_id.as_str()
+        ),
     )
 }
 

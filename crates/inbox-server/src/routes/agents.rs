@@ -17,10 +17,10 @@ use crate::auth::Caller;
 use crate::convert::{self, envelope};
 use crate::error::ApiError;
 use crate::extract::parse_json;
-use crate::signatures::{SignedBody, SignedJson};
 use crate::routes::inbox::{
     POLL_LIMIT_DEFAULT, ack_outcome, acknowledge_items, claim_for, count_fetch, poll_page, release_event,
 };
+use crate::signatures::{SignedBody, SignedJson};
 
 pub fn router() -> Router<AppState> {
     Router::new()

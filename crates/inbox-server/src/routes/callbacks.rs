@@ -90,7 +90,10 @@ pub async fn register_for_agent(
         caller.check_agent(Some(&agent_id))?;
     }
     if request.recipient_id.as_deref().is_some_and(|named| named != agent_id) {
-        return Err(ApiError::invalid_field("recipient_id", "differs from the agent in the path; leave it out"));
+        return Err(ApiError::invalid_field(
+            "recipient_id",
+            "differs from the agent in the path; leave it out",
+        ));
     }
     let recipient = RecipientId::new(agent_id).map_err(|e| ApiError::invalid_field("agent_id", e.problem))?;
     create(&state, &caller.tenant_id, recipient, request).await
@@ -113,13 +116,17 @@ async fn create(
     }
     let max_rate_per_minute = request.max_rate_per_minute.unwrap_or(RATE_PER_MINUTE_DEFAULT);
     if !(1..=RATE_PER_MINUTE_MAX).contains(&max_rate_per_minute) {
-        return Err(ApiError::invalid_field("max_rate_per_minute", format!("must be 1 to {RATE_PER_MINUTE_MAX}")));
+        return Err(ApiError::invalid_field(
+            "max_rate_per_minute",
+            format!("must be 1 to {RATE_PER_MINUTE_MAX}"),
+        ));
     }
     let replay_window_seconds = request.replay_window_seconds.unwrap_or(REPLAY_WINDOW_SECONDS_DEFAULT);
     if !REPLAY_WINDOW_SECONDS_RANGE.contains(&replay_window_seconds) {
         return Err(ApiError::invalid_field("replay_window_seconds", "must be 60 to 86400"));
     }
-    let target = state.trust.webhooks.parse(&request.callback_url).map_err(|refusal| url_refused(&refusal))?;
+    let target =
+        state.trust.webhooks.parse(&request.callback_url).map_err(|refusal| url_refused(&refusal))?;
     state.trust.webhooks.check(&target).await.map_err(|err| address_refused(&err))?;
     let (secret, generated) = secret_from(request.secret.as_deref())?;
     let key_id = key_id_from(request.secret_id)?;
@@ -251,7 +258,8 @@ pub async fn deliveries(
 ) -> Result<Json<CallbackAttemptsResponse>, ApiError> {
     require_scope(&caller, "callback.register")?;
     let registration = visible(&state, &caller, &registration_id).await?;
-    let attempts = state.store.callback_attempts(&caller.tenant_id, &registration.registration_id, 100).await?;
+    let attempts =
+        state.store.callback_attempts(&caller.tenant_id, &registration.registration_id, 100).await?;
     Ok(Json(CallbackAttemptsResponse {
         attempts: attempts
             .into_iter()
@@ -283,8 +291,13 @@ fn require_scope(caller: &Caller, scope: &str) -> Result<(), ApiError> {
 
 /// The registration, if the caller may see it: its agent's own, or any for an operator.
 /// Others' registrations are "not found", so their ids are not confirmed.
-async fn visible(state: &AppState, caller: &Caller, registration_id: &str) -> Result<CallbackRegistration, ApiError> {
-    let id = RegistrationId::new(registration_id).map_err(|e| ApiError::invalid_field("registration_id", e.problem))?;
+async fn visible(
+    state: &AppState,
+    caller: &Caller,
+    registration_id: &str,
+) -> Result<CallbackRegistration, ApiError> {
+    let id = RegistrationId::new(registration_id)
+        .map_err(|e| ApiError::invalid_field("registration_id", e.problem))?;
     state
         .store
         .callback_registration(&caller.tenant_id, &id)
@@ -293,7 +306,10 @@ async fn visible(state: &AppState, caller: &Caller, registration_id: &str) -> Re
         .ok_or_else(|| not_found(registration_id))
 }
 
-async fn reread(state: &AppState, registration: &CallbackRegistration) -> Result<CallbackRegistration, ApiError> {
+async fn reread(
+    state: &AppState,
+    registration: &CallbackRegistration,
+) -> Result<CallbackRegistration, ApiError> {
     state
         .store
         .callback_registration(&registration.tenant_id, &registration.registration_id)
@@ -305,7 +321,9 @@ fn not_found(registration_id: &str) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         "callback_registration_not_found",
-        format!("no callback registration {registration_id:?} of yours exists; list them with GET /v1/callback-registrations"),
+        format!(
+            "no callback registration {registration_id:?} of yours exists; list them with GET /v1/callback-registrations"
+        ),
     )
 }
 
@@ -333,7 +351,9 @@ fn secret_from(supplied: Option<&str>) -> Result<(Vec<u8>, Option<String>), ApiE
 fn key_id_from(secret_id: Option<String>) -> Result<KeyId, ApiError> {
     match secret_id {
         Some(id) => KeyId::new(id).map_err(|e| ApiError::invalid_field("secret_id", e.problem)),
-        None => KeyId::new(format!("cbk_{}", hex(&random::<8>()))).map_err(|e| ApiError::internal(e.to_string())),
+        None => {
+            KeyId::new(format!("cbk_{}", hex(&random::<8>()))).map_err(|e| ApiError::internal(e.to_string()))
+        }
     }
 }
 

@@ -20,7 +20,10 @@ pub fn router() -> Router<AppState> {
 fn require_admin(caller: &Caller) -> Result<(), ApiError> {
     caller.require("admin")?;
     if caller.kind != CallerKind::Admin {
-        return Err(ApiError::forbidden("kind_not_allowed", "operator endpoints need an admin token (kind admin)"));
+        return Err(ApiError::forbidden(
+            "kind_not_allowed",
+            "operator endpoints need an admin token (kind admin)",
+        ));
     }
     Ok(())
 }

@@ -175,6 +175,9 @@ async fn run(state: &AppState, caller: &Caller, request: WsRequest) -> Result<se
         state.metrics.count("agent_inbox_rate_limited_total", vec![("code", err.code.to_owned())], 1)
     })?;
     let body = request.body.as_deref().map_or("{}", |raw| raw.get()).as_bytes();
+    if OPS.contains(&request.op.as_str()) {
+        crate::signatures::refuse_unsigned_if_required(state, caller).await?;
+    }
     match request.op.as_str() {
         "claim" => to_value(claim_for(state, caller, parse_json::<ClaimRequest>(body)?).await?),
         "acknowledge" => {

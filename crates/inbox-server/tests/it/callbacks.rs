@@ -18,7 +18,9 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use inbox_server::{CallerKind, Config, Resolver, ResolverOverride};
 use inbox_trust::message_signatures::{RequestParts, VerifyingKey};
-use inbox_trust::webhooks::{MATM_DELIVERY_ID, MATM_KEY_ID, MATM_NONCE, MATM_TIMESTAMP, challenge_response, verify_webhook};
+use inbox_trust::webhooks::{
+    MATM_DELIVERY_ID, MATM_KEY_ID, MATM_NONCE, MATM_TIMESTAMP, challenge_response, verify_webhook,
+};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -86,9 +88,13 @@ struct Receiver {
 
 impl Receiver {
     async fn start(secret: &[u8]) -> Receiver {
+        Self::start_on("127.0.0.1", secret).await
+    }
+
+    async fn start_on(ip: &str, secret: &[u8]) -> Receiver {
         let state = Arc::new(ReceiverState { secret: Mutex::new(secret.to_vec()), ..Default::default() });
         let app = axum::Router::new().fallback(receive).with_state(state.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -109,7 +115,12 @@ impl Receiver {
     }
 }
 
-async fn receive(State(state): State<Arc<ReceiverState>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn receive(
+    State(state): State<Arc<ReceiverState>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let received = Received {
         path: uri.path().to_owned(),
         host: headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned(),
@@ -130,10 +141,8 @@ async fn receive(State(state): State<Arc<ReceiverState>>, uri: Uri, headers: Hea
         let answer = challenge_response(&secret, value["challenge"].as_str().unwrap());
         return axum::Json(json!({"challenge_response": answer})).into_response();
     }
-    let stall = state
-        .hints_to_stall
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-        .is_ok();
+    let stall =
+        state.hints_to_stall.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
     if stall {
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
@@ -201,11 +210,17 @@ async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
 }
 
 /// The registration's delivery log, once an entry matches `found`.
-async fn delivery_log_until(server: &TestServer, token: &str, id: &str, found: impl Fn(&Value) -> bool) -> Value {
+async fn delivery_log_until(
+    server: &TestServer,
+    token: &str,
+    id: &str,
+    found: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let (status, log) =
-            server.call(Method::GET, &format!("/v1/callback-registrations/{id}/deliveries"), Some(token), None).await;
+        let (status, log) = server
+            .call(Method::GET, &format!("/v1/callback-registrations/{id}/deliveries"), Some(token), None)
+            .await;
         assert_eq!(status, StatusCode::OK, "{log}");
         if log["attempts"].as_array().unwrap().iter().any(&found) {
             return log;
@@ -256,13 +271,15 @@ async fn challenge_activates_a_registration_and_hints_arrive_signed(backend: Bac
     assert_eq!(registered["secret_id"], "cbksec_2026_07");
     assert!(registered.get("secret").is_none(), "a secret the tenant chose is never echoed");
     assert!(registered["challenge_delivery_id"].is_string() && registered["expires_at_utc"].is_string());
-    let challenge = receiver.requests().into_iter().find(Received::is_challenge).expect("a challenge was sent");
+    let challenge =
+        receiver.requests().into_iter().find(Received::is_challenge).expect("a challenge was sent");
     assert_eq!(verify_with(&challenge, &[("cbksec_2026_07", &SECRET)]), Ok("cbksec_2026_07".to_owned()));
     assert_eq!(challenge.json()["delivery_id"], registered["challenge_delivery_id"]);
 
     // A second registration whose receiver does not know the (generated) secret.
-    let (status, pending) =
-        server.post("/v1/callback-registrations", &agent, json!({"callback_url": receiver.url("/hook/pending")})).await;
+    let (status, pending) = server
+        .post("/v1/callback-registrations", &agent, json!({"callback_url": receiver.url("/hook/pending")}))
+        .await;
     assert_eq!(status, StatusCode::CREATED, "{pending}");
     assert_eq!(pending["status"], "pending_verification");
     let generated = URL_SAFE_NO_PAD.decode(pending["secret"].as_str().unwrap()).unwrap();
@@ -276,7 +293,15 @@ async fn challenge_activates_a_registration_and_hints_arrive_signed(backend: Bac
 
     let published = server.publish(&publisher, &["alpha"], json!({"secret": "never in a hint"})).await;
     let hint = wait_for("a hint", || receiver.hints("/hook/active").into_iter().next()).await;
-    for name in [MATM_DELIVERY_ID, MATM_TIMESTAMP, MATM_NONCE, MATM_KEY_ID, "content-digest", "signature-input", "signature"] {
+    for name in [
+        MATM_DELIVERY_ID,
+        MATM_TIMESTAMP,
+        MATM_NONCE,
+        MATM_KEY_ID,
+        "content-digest",
+        "signature-input",
+        "signature",
+    ] {
         assert!(hint.header(name).is_some(), "{name} is sent");
     }
     assert_eq!(hint.header(MATM_KEY_ID), Some("cbksec_2026_07"));
@@ -291,21 +316,28 @@ async fn challenge_activates_a_registration_and_hints_arrive_signed(backend: Bac
 
     // Once the receiver knows the secret, verifying activates it and it hears about the backlog.
     *receiver.state.secret.lock().unwrap() = generated.clone();
-    let (_, verified) = server.post(&format!("/v1/callback-registrations/{pending_id}/verify"), &agent, json!({})).await;
+    let (_, verified) =
+        server.post(&format!("/v1/callback-registrations/{pending_id}/verify"), &agent, json!({})).await;
     assert_eq!(verified["status"], "active", "{verified}");
-    let backlog = wait_for("a hint to the newly verified callback", || receiver.hints("/hook/pending").into_iter().next()).await;
+    let backlog = wait_for("a hint to the newly verified callback", || {
+        receiver.hints("/hook/pending").into_iter().next()
+    })
+    .await;
     assert_eq!(backlog.json()["head_seq"], 1);
 
     let (status, log) = server
         .call(Method::GET, &format!("/v1/callback-registrations/{pending_id}/deliveries"), Some(&agent), None)
         .await;
     assert_eq!(status, StatusCode::OK);
-    let outcomes: Vec<&str> = log["attempts"].as_array().unwrap().iter().map(|a| a["outcome"].as_str().unwrap()).collect();
+    let outcomes: Vec<&str> =
+        log["attempts"].as_array().unwrap().iter().map(|a| a["outcome"].as_str().unwrap()).collect();
     assert!(outcomes.contains(&"verification_failed") && outcomes.contains(&"verified"), "{log}");
     let (status, listed) = server.call(Method::GET, "/v1/callback-registrations", Some(&agent), None).await;
     assert_eq!((status, listed["registrations"].as_array().unwrap().len()), (StatusCode::OK, 2));
     let other = callback_agent(&server, "t1", "beta").await;
-    let hidden = server.call(Method::GET, &format!("/v1/callback-registrations/{pending_id}"), Some(&other), None).await;
+    let hidden = server
+        .call(Method::GET, &format!("/v1/callback-registrations/{pending_id}"), Some(&other), None)
+        .await;
     assert_problem(&hidden, StatusCode::NOT_FOUND, "callback_registration_not_found");
     server.stop().await;
 }
@@ -325,7 +357,11 @@ async fn a_timing_out_callback_is_retried_and_the_event_stays_claimable(backend:
             json!({"callback_url": receiver.url("/slow"), "secret": secret_b64(&SECRET)}),
         )
         .await;
-    assert_eq!((status, registered["status"].clone()), (StatusCode::CREATED, json!("active")), "{registered}");
+    assert_eq!(
+        (status, registered["status"].clone()),
+        (StatusCode::CREATED, json!("active")),
+        "{registered}"
+    );
     let id = registered["registration_id"].as_str().unwrap().to_owned();
 
     let published = server.publish(&publisher, &["alpha"], json!({"n": 1})).await;
@@ -336,7 +372,8 @@ async fn a_timing_out_callback_is_retried_and_the_event_stays_claimable(backend:
     let lease = claimed["claims"][0]["lease_token"].as_str().unwrap().to_owned();
 
     let log = delivery_log_until(&server, &agent, &id, |a| a["outcome"] == "delivered").await;
-    let hints: Vec<&Value> = log["attempts"].as_array().unwrap().iter().filter(|a| a["kind"] == "hint").collect();
+    let hints: Vec<&Value> =
+        log["attempts"].as_array().unwrap().iter().filter(|a| a["kind"] == "hint").collect();
     let failed: Vec<&&Value> = hints.iter().filter(|a| a["outcome"] == "failed").collect();
     assert!(failed.len() >= 2, "two timed-out attempts before the delivery: {log}");
     assert!(failed.iter().all(|a| a["error"].as_str().unwrap().contains("no answer within")), "{log}");
@@ -405,15 +442,22 @@ async fn refused_address_forms_are_rejected_with_a_clear_error(backend: Backend)
         let detail = result.1["detail"].as_str().unwrap().to_lowercase();
         assert!(detail.contains(&reason.to_lowercase()), "{url}: the detail names why ({reason}): {detail}");
     }
-    let unknown = server.post("/v1/callback-registrations", &agent, json!({"callback_url": "https://nowhere.example/x"})).await;
+    let unknown = server
+        .post("/v1/callback-registrations", &agent, json!({"callback_url": "https://nowhere.example/x"}))
+        .await;
     assert_problem(&unknown, StatusCode::BAD_REQUEST, "callback_host_unresolvable");
 
-    let (status, admitted) =
-        server.post("/v1/callback-registrations", &agent, json!({"callback_url": "https://allowed.internal/hook"})).await;
+    let (status, admitted) = server
+        .post("/v1/callback-registrations", &agent, json!({"callback_url": "https://allowed.internal/hook"}))
+        .await;
     assert_eq!(status, StatusCode::CREATED, "the allow-list admits a named internal host: {admitted}");
     assert_eq!(admitted["status"], "pending_verification");
     let (_, listed) = server.call(Method::GET, "/v1/callback-registrations", Some(&agent), None).await;
-    assert_eq!(listed["registrations"].as_array().unwrap().len(), 1, "refused registrations left nothing behind");
+    assert_eq!(
+        listed["registrations"].as_array().unwrap().len(),
+        1,
+        "refused registrations left nothing behind"
+    );
     server.stop().await;
 }
 
@@ -461,23 +505,29 @@ async fn dns_rebinding_cannot_reach_loopback(backend: Backend) {
     assert_problem(&both, StatusCode::BAD_REQUEST, "callback_url_refused");
     assert_eq!(connections.load(Ordering::SeqCst), 0, "nothing ever connected to loopback");
 
-    // Pinning, seen from the other side: under the development setting a name that resolves
-    // to loopback is admitted, and the request reaches exactly the checked address while
-    // keeping its name (the system resolver could not have found `pinned.example`).
-    let receiver = Receiver::start(&SECRET).await;
-    let resolver = ScriptedResolver::default().with("pinned.example", &[&["127.0.0.1"]]);
+    // Pinning, seen from the other side: under the development setting a loopback name is
+    // admitted, and the request reaches exactly the address the resolver answered and the
+    // check passed (127.0.0.2, where no system resolver would send `pinned.localhost`), with
+    // its name kept in `Host`.
+    let receiver = Receiver::start_on("127.0.0.2", &SECRET).await;
+    let resolver = ScriptedResolver::default().with("pinned.localhost", &[&["127.0.0.2"]]);
     let dev = TestServer::start_with(backend, |config| {
         development(config);
         config.callback_resolver = ResolverOverride::new(resolver);
     })
     .await;
     let agent = callback_agent(&dev, "t1", "alpha").await;
-    let url = format!("http://pinned.example:{}/hook", receiver.addr.port());
-    let (status, pinned) =
-        dev.post("/v1/callback-registrations", &agent, json!({"callback_url": url, "secret": secret_b64(&SECRET)})).await;
+    let url = format!("http://pinned.localhost:{}/hook", receiver.addr.port());
+    let (status, pinned) = dev
+        .post(
+            "/v1/callback-registrations",
+            &agent,
+            json!({"callback_url": url, "secret": secret_b64(&SECRET)}),
+        )
+        .await;
     assert_eq!((status, pinned["status"].clone()), (StatusCode::CREATED, json!("active")), "{pinned}");
     let challenge = receiver.requests().remove(0);
-    assert_eq!(challenge.host, format!("pinned.example:{}", receiver.addr.port()));
+    assert_eq!(challenge.host, format!("pinned.localhost:{}", receiver.addr.port()));
     dev.stop().await;
     server.stop().await;
 }
@@ -492,15 +542,23 @@ async fn redirects_to_internal_addresses_are_not_followed(backend: Backend) {
     let publisher = server.publisher("t1").await;
     *receiver.state.redirect_to.lock().unwrap() = Some(inside.url("/internal-admin"));
     let (status, redirected) = server
-        .post("/v1/callback-registrations", &agent, json!({"callback_url": receiver.url("/hook"), "secret": secret_b64(&SECRET)}))
+        .post(
+            "/v1/callback-registrations",
+            &agent,
+            json!({"callback_url": receiver.url("/hook"), "secret": secret_b64(&SECRET)}),
+        )
         .await;
     assert_eq!(status, StatusCode::CREATED);
     assert_eq!(redirected["status"], "pending_verification");
-    assert!(redirected["last_error"].as_str().unwrap().contains("redirects are never followed"), "{redirected}");
+    assert!(
+        redirected["last_error"].as_str().unwrap().contains("redirects are never followed"),
+        "{redirected}"
+    );
 
     *receiver.state.redirect_to.lock().unwrap() = None;
     let id = redirected["registration_id"].as_str().unwrap().to_owned();
-    let (_, verified) = server.post(&format!("/v1/callback-registrations/{id}/verify"), &agent, json!({})).await;
+    let (_, verified) =
+        server.post(&format!("/v1/callback-registrations/{id}/verify"), &agent, json!({})).await;
     assert_eq!(verified["status"], "active", "{verified}");
     *receiver.state.redirect_to.lock().unwrap() = Some(inside.url("/internal-admin"));
     server.publish(&publisher, &["alpha"], json!({"n": 1})).await;
@@ -512,7 +570,11 @@ async fn redirects_to_internal_addresses_are_not_followed(backend: Backend) {
     assert!(!failed.is_empty());
     let log = delivery_log_until(&server, &agent, &id, |a| a["kind"] == "hint").await;
     let hint = log["attempts"].as_array().unwrap().iter().find(|a| a["kind"] == "hint").unwrap().clone();
-    assert_eq!((hint["outcome"].clone(), hint["http_status"].clone()), (json!("failed"), json!(307)), "{log}");
+    assert_eq!(
+        (hint["outcome"].clone(), hint["http_status"].clone()),
+        (json!("failed"), json!(307)),
+        "{log}"
+    );
     assert!(inside.requests().is_empty(), "the redirect target was never contacted");
     server.stop().await;
 }
@@ -537,17 +599,23 @@ async fn registration_limits_and_secret_rotation(backend: Backend) {
         .await;
     assert_eq!((status, first["status"].clone()), (StatusCode::CREATED, json!("active")), "{first}");
     assert_problem(
-        &server.post("/api/v1/agents/beta/callbacks", &agent, json!({"callback_url": receiver.url("/b")})).await,
+        &server
+            .post("/api/v1/agents/beta/callbacks", &agent, json!({"callback_url": receiver.url("/b")}))
+            .await,
         StatusCode::FORBIDDEN,
         "tenant_mismatch",
     );
-    let (status, _) = server.post("/v1/callback-registrations", &agent, json!({"callback_url": receiver.url("/b")})).await;
+    let (status, _) =
+        server.post("/v1/callback-registrations", &agent, json!({"callback_url": receiver.url("/b")})).await;
     assert_eq!(status, StatusCode::CREATED);
-    let third = server.post("/v1/callback-registrations", &agent, json!({"callback_url": receiver.url("/c")})).await;
+    let third =
+        server.post("/v1/callback-registrations", &agent, json!({"callback_url": receiver.url("/c")})).await;
     assert_problem(&third, StatusCode::CONFLICT, "callback_limit_reached");
     let no_scope = server.agent("t1", "alpha").await;
     assert_problem(
-        &server.post("/v1/callback-registrations", &no_scope, json!({"callback_url": receiver.url("/d")})).await,
+        &server
+            .post("/v1/callback-registrations", &no_scope, json!({"callback_url": receiver.url("/d")}))
+            .await,
         StatusCode::FORBIDDEN,
         "scope_missing",
     );
@@ -562,17 +630,26 @@ async fn registration_limits_and_secret_rotation(backend: Backend) {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{rotated}");
-    assert_eq!((rotated["secret_id"].clone(), rotated["previous_secret_id"].clone()), (json!("new"), json!("old")));
+    assert_eq!(
+        (rotated["secret_id"].clone(), rotated["previous_secret_id"].clone()),
+        (json!("new"), json!("old"))
+    );
     server.publish(&publisher, &["alpha"], json!({"n": 1})).await;
     let hint = wait_for("a hint after the rotation", || receiver.hints("/a").into_iter().next()).await;
     assert_eq!(hint.header(MATM_KEY_ID), Some("new"));
     assert_eq!(verify_with(&hint, &[("new", &new_secret)]), Ok("new".to_owned()));
-    assert_eq!(verify_with(&hint, &[("old", &SECRET)]), Ok("old".to_owned()), "the old secret still verifies");
+    assert_eq!(
+        verify_with(&hint, &[("old", &SECRET)]),
+        Ok("old".to_owned()),
+        "the old secret still verifies"
+    );
     assert!(verify_with(&hint, &[("old", &new_secret)]).is_err());
 
-    let (status, _) = server.call(Method::DELETE, &format!("/v1/callback-registrations/{id}"), Some(&agent), None).await;
+    let (status, _) =
+        server.call(Method::DELETE, &format!("/v1/callback-registrations/{id}"), Some(&agent), None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
-    let (status, _) = server.post("/v1/callback-registrations", &agent, json!({"callback_url": receiver.url("/c")})).await;
+    let (status, _) =
+        server.post("/v1/callback-registrations", &agent, json!({"callback_url": receiver.url("/c")})).await;
     assert_eq!(status, StatusCode::CREATED, "a deleted registration frees its place");
     server.stop().await;
 }

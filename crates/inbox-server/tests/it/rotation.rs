@@ -53,14 +53,22 @@ async fn rotation_keeps_old_tokens_through_the_overlap_and_refuses_them_after(ba
     assert_eq!(head_status(&server, &old_token).await.0, StatusCode::OK);
 
     // What the CLI does: a store on the real (database) clock, one call.
-    let store = SqlStore::connect(&ConnectOptions::new(&server.db.url), StoreConfig::default()).await.unwrap();
+    let store =
+        SqlStore::connect(&ConnectOptions::new(&server.db.url), StoreConfig::default()).await.unwrap();
     let rotated_at = Instant::now();
     let (new_key, retired) =
         store.rotate_signing_keys(OVERLAP.as_millis() as u64, ACTIVATION.as_millis() as u64).await.unwrap();
-    assert_eq!(retired, 1);
+    assert!(
+        retired >= 1,
+        "every older key got its retirement (nodes starting together may each have made one)"
+    );
     assert_ne!(kid(&old_token), new_key.key_id);
     for node in [&server, &other_node] {
-        assert_eq!(head_status(node, &old_token).await.0, StatusCode::OK, "old tokens work during the overlap");
+        assert_eq!(
+            head_status(node, &old_token).await.0,
+            StatusCode::OK,
+            "old tokens work during the overlap"
+        );
     }
 
     // A node's token service signs with the new key once it has activated.
@@ -75,7 +83,10 @@ async fn rotation_keeps_old_tokens_through_the_overlap_and_refuses_them_after(ba
         assert!(Instant::now() < deadline, "the new key never started signing");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    assert!(rotated_at.elapsed() >= ACTIVATION - Duration::from_millis(100), "the new key waited for activation");
+    assert!(
+        rotated_at.elapsed() >= ACTIVATION - Duration::from_millis(100),
+        "the new key waited for activation"
+    );
     for node in [&server, &other_node] {
         assert_eq!(head_status(node, &new_token).await.0, StatusCode::OK, "every node accepts the new key");
     }

@@ -73,7 +73,8 @@ async fn send_signed(
     body: &Value,
 ) -> (StatusCode, Value) {
     let bytes = serde_json::to_vec(body).unwrap();
-    let request = signed(server, token, key, keyid, now_seconds(), &fresh_nonce(), (path, &bytes), (path, &bytes));
+    let request =
+        signed(server, token, key, keyid, now_seconds(), &fresh_nonce(), (path, &bytes), (path, &bytes));
     read(request.send().await.unwrap()).await
 }
 
@@ -94,7 +95,8 @@ async fn register_key(server: &TestServer, token: &str, key: &SigningKey, key_id
 
 async fn claim_one(server: &TestServer, token: &str, key: &SigningKey, keyid: &str) -> (String, String) {
     let (status, claimed) =
-        send_signed(server, token, key, keyid, "/v1/inbox/claim", &json!({"limit": 1, "lease_seconds": 60})).await;
+        send_signed(server, token, key, keyid, "/v1/inbox/claim", &json!({"limit": 1, "lease_seconds": 60}))
+            .await;
     assert_eq!(status, StatusCode::OK, "{claimed}");
     let claim = &claimed["claims"][0];
     (claim["event_id"].as_str().unwrap().to_owned(), claim["lease_token"].as_str().unwrap().to_owned())
@@ -158,14 +160,20 @@ async fn replays_are_refused_inside_the_window_and_expired_outside_it(backend: B
     let created = now_seconds();
     let path = "/v1/inbox/claim";
     let first = read(
-        signed(&server, &agent, &key, &keyid, created, &nonce, (path, &body), (path, &body)).send().await.unwrap(),
+        signed(&server, &agent, &key, &keyid, created, &nonce, (path, &body), (path, &body))
+            .send()
+            .await
+            .unwrap(),
     )
     .await;
     assert_eq!(first.0, StatusCode::OK, "{}", first.1);
     assert_eq!(first.1["claims"].as_array().unwrap().len(), 1);
 
     let replay = read(
-        signed(&server, &agent, &key, &keyid, created, &nonce, (path, &body), (path, &body)).send().await.unwrap(),
+        signed(&server, &agent, &key, &keyid, created, &nonce, (path, &body), (path, &body))
+            .send()
+            .await
+            .unwrap(),
     )
     .await;
     assert_problem(&replay, StatusCode::UNAUTHORIZED, "signature_replayed");
@@ -183,21 +191,32 @@ async fn replays_are_refused_inside_the_window_and_expired_outside_it(backend: B
         replay_elsewhere.1
     );
     // The same nonce, signed for the other node's authority: only the shared nonce table stops it.
-    let other_authority = signed(&other_node, &agent, &key, &keyid, created, &nonce, (path, &body), (path, &body));
+    let other_authority =
+        signed(&other_node, &agent, &key, &keyid, created, &nonce, (path, &body), (path, &body));
     let refused = read(other_authority.send().await.unwrap()).await;
     assert_problem(&refused, StatusCode::UNAUTHORIZED, "signature_replayed");
 
     let captured_long_ago = now_seconds() - 400;
     let late = read(
-        signed(&server, &agent, &key, &keyid, captured_long_ago, &fresh_nonce(), (path, &body), (path, &body))
-            .send()
-            .await
-            .unwrap(),
+        signed(
+            &server,
+            &agent,
+            &key,
+            &keyid,
+            captured_long_ago,
+            &fresh_nonce(),
+            (path, &body),
+            (path, &body),
+        )
+        .send()
+        .await
+        .unwrap(),
     )
     .await;
     assert_problem(&late, StatusCode::UNAUTHORIZED, "signature_expired");
 
-    let metrics = server.client.get(format!("{}/metrics", server.base)).send().await.unwrap().text().await.unwrap();
+    let metrics =
+        server.client.get(format!("{}/metrics", server.base)).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("agent_inbox_signature_replays_total"), "replays are counted");
     other_node.stop().await;
     server.stop().await;
@@ -220,12 +239,28 @@ async fn a_tampered_body_fails_the_digest(backend: Backend) {
     )
     .unwrap();
     let path = "/v1/inbox/release";
-    let request =
-        signed(&server, &agent, &key, &keyid, now_seconds(), &fresh_nonce(), (path, &honest), (path, &tampered));
+    let request = signed(
+        &server,
+        &agent,
+        &key,
+        &keyid,
+        now_seconds(),
+        &fresh_nonce(),
+        (path, &honest),
+        (path, &tampered),
+    );
     let refused = read(request.send().await.unwrap()).await;
     assert_problem(&refused, StatusCode::UNAUTHORIZED, "content_digest_mismatch");
 
-    let (status, released) = send_signed(&server, &agent, &key, &keyid, path, &json!({"event_id": event_id, "lease_token": lease_token})).await;
+    let (status, released) = send_signed(
+        &server,
+        &agent,
+        &key,
+        &keyid,
+        path,
+        &json!({"event_id": event_id, "lease_token": lease_token}),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{released}");
     server.stop().await;
 }
@@ -240,10 +275,12 @@ async fn tenants_can_require_signatures_on_critical_calls(backend: Backend) {
     let agent = server.agent("t1", "alpha").await;
     let outsider = server.agent("t2", "alpha").await;
 
-    let (status, policy) = server.post("/v1/admin/tenant-policy", &admin, json!({"signatures_required": true})).await;
+    let (status, policy) =
+        server.post("/v1/admin/tenant-policy", &admin, json!({"signatures_required": true})).await;
     assert_eq!(status, StatusCode::OK, "{policy}");
     assert_eq!(policy["signatures_required"], true);
-    let (status, read_back) = server.call(reqwest::Method::GET, "/v1/admin/tenant-policy", Some(&admin), None).await;
+    let (status, read_back) =
+        server.call(reqwest::Method::GET, "/v1/admin/tenant-policy", Some(&admin), None).await;
     assert_eq!((status, read_back["signatures_required"].clone()), (StatusCode::OK, json!(true)));
     assert_problem(
         &server.post("/v1/admin/tenant-policy", &agent, json!({"signatures_required": false})).await,
@@ -294,12 +331,15 @@ async fn tenants_can_require_signatures_on_critical_calls(backend: Backend) {
     let beta = server.agent("t1", "beta").await;
     let beta_key = agent_key(9);
     register_key(&server, &beta, &beta_key, "beta-k1").await;
-    let foreign = send_signed(&server, &agent, &beta_key, "beta-k1", "/v1/inbox/claim", &json!({"limit": 1})).await;
+    let foreign =
+        send_signed(&server, &agent, &beta_key, "beta-k1", "/v1/inbox/claim", &json!({"limit": 1})).await;
     assert_problem(&foreign, StatusCode::UNAUTHORIZED, "unknown_signing_key");
-    let unknown = send_signed(&server, &agent, &hmac, "no-such-key", "/v1/inbox/claim", &json!({"limit": 1})).await;
+    let unknown =
+        send_signed(&server, &agent, &hmac, "no-such-key", "/v1/inbox/claim", &json!({"limit": 1})).await;
     assert_problem(&unknown, StatusCode::UNAUTHORIZED, "unknown_signing_key");
 
-    let (status, _) = server.post("/v1/admin/tenant-policy", &admin, json!({"signatures_required": false})).await;
+    let (status, _) =
+        server.post("/v1/admin/tenant-policy", &admin, json!({"signatures_required": false})).await;
     assert_eq!(status, StatusCode::OK);
     let (status, body) = server.post("/v1/inbox/claim", &agent, json!({"limit": 1})).await;
     assert_eq!(status, StatusCode::OK, "signatures are optional again: {body}");
@@ -324,7 +364,11 @@ async fn agents_manage_their_own_keys(backend: Backend) {
     let again = send_signed(&server, &agent, &first, &first_id, "/v1/agent-keys", &add).await;
     assert_problem(&again, StatusCode::CONFLICT, "key_exists");
     let bad = server
-        .post("/v1/agent-keys", &server.agent("t1", "gamma").await, json!({"algorithm": "ed25519", "public_key": "AAAA"}))
+        .post(
+            "/v1/agent-keys",
+            &server.agent("t1", "gamma").await,
+            json!({"algorithm": "ed25519", "public_key": "AAAA"}),
+        )
         .await;
     assert_problem(&bad, StatusCode::BAD_REQUEST, "invalid_field");
     let publisher = server.publisher("t1").await;
@@ -338,18 +382,28 @@ async fn agents_manage_their_own_keys(backend: Backend) {
     let empty: &[u8] = b"";
     let authority = server.base.trim_start_matches("http://");
     let path = format!("/v1/agent-keys/{first_id}");
-    let headers =
-        sign_inbox_request("DELETE", authority, &path, empty, &next, "alpha-next", now_seconds(), &fresh_nonce())
-            .unwrap();
+    let headers = sign_inbox_request(
+        "DELETE",
+        authority,
+        &path,
+        empty,
+        &next,
+        "alpha-next",
+        now_seconds(),
+        &fresh_nonce(),
+    )
+    .unwrap();
     let mut request = server.client.delete(format!("{}{path}", server.base)).bearer_auth(&agent);
     for (name, value) in headers.pairs() {
         request = request.header(name, value);
     }
     let (status, body) = read(request.send().await.unwrap()).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
-    let retired = send_signed(&server, &agent, &first, &first_id, "/v1/inbox/claim", &json!({"limit": 1})).await;
+    let retired =
+        send_signed(&server, &agent, &first, &first_id, "/v1/inbox/claim", &json!({"limit": 1})).await;
     assert_problem(&retired, StatusCode::UNAUTHORIZED, "unknown_signing_key");
-    let (status, body) = send_signed(&server, &agent, &next, "alpha-next", "/v1/inbox/claim", &json!({"limit": 1})).await;
+    let (status, body) =
+        send_signed(&server, &agent, &next, "alpha-next", "/v1/inbox/claim", &json!({"limit": 1})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
 
     // An operator can retire a key of an agent that lost its keys.

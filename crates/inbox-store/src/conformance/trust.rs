@@ -55,6 +55,15 @@ pub async fn nonces_are_refused_once_on_any_node(h: &Harness) {
     );
     assert_eq!(h.store.delete_expired_nonces(h.store.now(), 100).await.unwrap(), 1, "only [2] had expired");
     assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM signature_nonce", &[]).await, 1);
+
+    // Many at once, as the server batches concurrent requests: one already used, one twice.
+    let until = h.store.now().plus_ms(60_000);
+    let batch = [([3; 32], until), ([1; 32], until), ([4; 32], until), ([3; 32], until)];
+    let outcomes = other.remember_nonces(&batch).await.unwrap();
+    assert_eq!(outcomes, [NonceUse::Fresh, NonceUse::Replayed, NonceUse::Fresh, NonceUse::Replayed]);
+    let fresh = h.store.remember_nonces(&[([5; 32], until), ([6; 32], until)]).await.unwrap();
+    assert_eq!(fresh, [NonceUse::Fresh, NonceUse::Fresh], "the one-statement path");
+    assert_eq!(h.store.remember_nonce(&[4; 32], until).await.unwrap(), NonceUse::Replayed);
 }
 
 /// Keys register once per id and tenant, up to a limit per agent, and retire.

@@ -1,0 +1,393 @@
+//! `inbox-bench trust`: what RFC 9421 request signatures cost.
+//!
+//! Two measurements: the cost of verifying one signed request in process (header parsing,
+//! signature base, the ed25519 or hmac-sha256 check and the Content-Digest, no I/O), and the
+//! throughput of claim+ack through the HTTP API on MariaDB with every claim and ack signed
+//! (ed25519, then hmac-sha256), beside the same loop unsigned. The three modes take turns in
+//! rotating order, so drift in the database spreads over all of them; each phase drains a
+//! fresh backlog. The agents run in the benchmark's process, so their signing competes with
+//! the server for the same CPUs (a pessimistic setup: real agents sign on their own machines).
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use inbox_core::{EventBody, EventType, Recipient, RecipientId, TenantId};
+use inbox_server::{CallerKind, Config, TokenService};
+use inbox_store::{ConnectOptions, Publish, SqlStore, StoreConfig};
+use inbox_trust::content_digest::content_digest_header;
+use inbox_trust::message_signatures::{
+    RequestParts, SignatureParams, SigningKey, VerifyPolicy, check_signature_headers, sign,
+};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinSet;
+
+use crate::{BenchError, mysql_db};
+
+/// Sizes of the `trust` benchmark.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrustArgs {
+    /// Concurrent agents, each with its own key and inbox.
+    pub agents: usize,
+    /// Events per phase.
+    pub events: usize,
+    /// Phases per mode (signed and unsigned alternate).
+    pub rounds: usize,
+}
+
+impl Default for TrustArgs {
+    fn default() -> Self {
+        Self { agents: 16, events: 3_000, rounds: 4 }
+    }
+}
+
+/// Signed claim+ack must keep this share of the unsigned throughput.
+const TARGET_RATIO: f64 = 0.9;
+const BATCH: u32 = 10;
+const TENANT: &str = "bench-trust";
+const VERIFY_ITERATIONS: u32 = 20_000;
+
+pub async fn main(args: TrustArgs) -> ExitCode {
+    let mut out = micro();
+    let server_url = mysql_db::server_url();
+    let database = match mysql_db::create(&server_url).await {
+        Ok(database) => database,
+        Err(err) => {
+            eprintln!("inbox-bench: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = tokio::spawn(http(args, database.url.clone())).await;
+    database.drop_best_effort().await;
+    match outcome {
+        Ok(Ok(table)) => {
+            out.push_str(&table);
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Ok(Err(err)) => {
+            eprintln!("inbox-bench: {err}");
+            ExitCode::FAILURE
+        }
+        Err(join) => {
+            eprintln!("inbox-bench: the benchmark stopped abnormally: {join}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Verification cost per request, in process, for both algorithms.
+fn micro() -> String {
+    let body = br#"{"acks":[{"event_id":"0197f0ab-44f7-7f1a-b0ef-1f5d0f9a1c70","lease_token":"lt_0123456789abcdef0123456789abcdef","result":"completed"}]}"#;
+    let mut out = String::from("inbox-bench trust: RFC 9421 signatures on claim/acknowledge\n\n");
+    out.push_str(&format!("{:<48}{:>12}\n", "in process, one request", "us/request"));
+    for (name, key) in [
+        ("ed25519", SigningKey::ed25519_from_seed(&[7; 32])),
+        ("hmac-sha256", SigningKey::hmac_sha256(&[7; 32]).expect("a 32-byte secret")),
+    ] {
+        let now = inbox_api::time::now_ms() / 1000;
+        let mut parts = RequestParts::new("POST", "https", "inbox.example.com", "/v1/inbox/acknowledge")
+            .with_header("content-type", "application/json")
+            .with_header("content-digest", &content_digest_header(body));
+        let params =
+            SignatureParams::for_inbox_request(now, 120, "k1", "nonce-0001").with_alg(key.algorithm());
+        let signed = sign(&parts, "sig1", &params, &key).expect("signing works");
+        parts = parts
+            .with_header("signature-input", &signed.signature_input)
+            .with_header("signature", &signed.signature);
+        let verifying = key.verifying_key();
+        let started = Instant::now();
+        for _ in 0..VERIFY_ITERATIONS {
+            let policy = VerifyPolicy::inbox(now);
+            let unverified = check_signature_headers(&parts, &policy).expect("headers check");
+            unverified.verify_with_key(body, &verifying).expect("the signature verifies");
+        }
+        let per = started.elapsed().as_secs_f64() * 1e6 / f64::from(VERIFY_ITERATIONS);
+        out.push_str(&format!("{:<48}{per:>12.1}\n", format!("{name} verify (parse, base, check, digest)")));
+        let started = Instant::now();
+        for n in 0..VERIFY_ITERATIONS {
+            let nonce = format!("nonce-{n}");
+            inbox_trust::sign_inbox_request(
+                "POST",
+                "inbox.example.com",
+                "/v1/inbox/acknowledge",
+                body,
+                &key,
+                "k1",
+                now,
+                &nonce,
+            )
+            .expect("signing works");
+        }
+        let per = started.elapsed().as_secs_f64() * 1e6 / f64::from(VERIFY_ITERATIONS);
+        out.push_str(&format!("{:<48}{per:>12.1}\n", format!("{name} sign (agent side, digest included)")));
+    }
+    out.push('\n');
+    out
+}
+
+struct Agent {
+    token: String,
+    /// One key per signing mode: ed25519, hmac-sha256.
+    keys: [(SigningKey, String); 2],
+}
+
+/// What a phase sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Unsigned,
+    Ed25519,
+    HmacSha256,
+}
+
+impl Mode {
+    const ALL: [Mode; 3] = [Mode::Unsigned, Mode::Ed25519, Mode::HmacSha256];
+
+    fn label(self) -> &'static str {
+        match self {
+            Mode::Unsigned => "unsigned claim+ack",
+            Mode::Ed25519 => "signed claim+ack, ed25519",
+            Mode::HmacSha256 => "signed claim+ack, hmac-sha256",
+        }
+    }
+
+    fn key(self) -> Option<usize> {
+        match self {
+            Mode::Unsigned => None,
+            Mode::Ed25519 => Some(0),
+            Mode::HmacSha256 => Some(1),
+        }
+    }
+}
+
+async fn http(args: TrustArgs, url: String) -> Result<String, BenchError> {
+    let store = SqlStore::connect(&ConnectOptions::new(&url), StoreConfig::default()).await?;
+    store.migrate().await?;
+    let config = Config {
+        database_url: url.clone(),
+        tenant_requests_per_second: 1_000_000,
+        tenant_requests_burst: 1_000_000,
+        agent_requests_per_second: 1_000_000,
+        agent_requests_burst: 1_000_000,
+        ..Config::default()
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr: SocketAddr = listener.local_addr()?;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(inbox_server::run(config.clone(), listener, async move {
+        let _ = stopped.await;
+    }));
+    let base = format!("http://{addr}");
+    let client = reqwest::Client::builder().pool_max_idle_per_host(64).build()?;
+    wait_ready(&client, &base).await?;
+    let tokens = TokenService::new(store.clone(), &config).await.map_err(|e| -> BenchError { e.into() })?;
+    let tenant_id = TenantId::new(TENANT)?;
+    let mut agents = Vec::new();
+    for n in 0..args.agents {
+        let id = RecipientId::new(format!("agent-{n:03}"))?;
+        let token = tokens
+            .issue(&tenant_id, &id, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES, None, false)
+            .await
+            .map_err(|e| format!("{}: {}", e.code, e.detail))?
+            .access_token;
+        let mut seed = [0u8; 32];
+        getrandom::fill(&mut seed)?;
+        let ed25519 = SigningKey::ed25519_from_seed(&seed);
+        let public = ed25519.verifying_key().ed25519_public_bytes().unwrap_or_default();
+        let body = json!({"algorithm": "ed25519", "public_key": base64url(&public)});
+        let response =
+            client.post(format!("{base}/v1/agent-keys")).bearer_auth(&token).json(&body).send().await?;
+        let registered: Value = response.json().await?;
+        let ed25519_id = registered["key_id"]
+            .as_str()
+            .ok_or_else(|| format!("key registration failed: {registered}"))?
+            .to_owned();
+        // The second key must be signed by the first.
+        let body = json!({"algorithm": "hmac-sha256"});
+        let issued = post(
+            &client,
+            &base,
+            &addr.to_string(),
+            &token,
+            "/v1/agent-keys",
+            &body,
+            Some((&ed25519, &ed25519_id)),
+        )
+        .await?;
+        let secret = base64url_decode(issued["secret"].as_str().unwrap_or_default())
+            .ok_or_else(|| format!("hmac key registration failed: {issued}"))?;
+        let hmac = SigningKey::hmac_sha256(&secret)?;
+        let hmac_id = issued["key_id"].as_str().unwrap_or_default().to_owned();
+        agents.push((id, Agent { token, keys: [(ed25519, ed25519_id), (hmac, hmac_id)] }));
+    }
+
+    let authority = addr.to_string();
+    let mut rates: [Vec<f64>; 3] = Default::default();
+    for round in 0..args.rounds * 3 {
+        // Rounds of three phases, one per mode, the order rotating by one each round.
+        let mode = Mode::ALL[(round + round / 3) % 3];
+        for n in 0..args.events {
+            let recipient = Recipient::agent(agents[n % agents.len()].0.clone());
+            let publish = Publish::new(
+                tenant_id.clone(),
+                vec![recipient],
+                EventType::new("bench.tick")?,
+                EventBody::json("{}")?,
+            );
+            store.publish(&publish).await?;
+        }
+        let started = Instant::now();
+        let drained = drain(&client, &base, &authority, &agents, mode).await?;
+        let rate = drained as f64 / started.elapsed().as_secs_f64();
+        eprintln!("phase {round}: {} {rate:.0} events/s", mode.label());
+        rates[Mode::ALL.iter().position(|m| *m == mode).unwrap_or(0)].push(rate);
+    }
+    let metrics = client.get(format!("{base}/metrics")).send().await?.text().await?;
+    let _ = stop.send(());
+    server.await?.map_err(|e| -> BenchError { e.to_string().into() })?;
+    store.close().await;
+
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let unsigned_rate = mean(&rates[0]);
+    let server_verify_us = histogram_mean(&metrics, "agent_inbox_signature_verify_seconds").map(|s| s * 1e6);
+    let mut out = String::new();
+    out.push_str(&format!(
+        "HTTP claim {BATCH} + ack, {} agents (own keys and inbox each), {} events x {} phases per mode, MariaDB\n",
+        args.agents, args.events, args.rounds
+    ));
+    out.push_str(&format!("{:<48}{:>12}{:>12}\n", "throughput", "events/s", "/ unsigned"));
+    for (mode, rates) in Mode::ALL.iter().zip(&rates) {
+        let rate = mean(rates);
+        out.push_str(&format!("{:<48}{rate:>12.0}{:>12.2}\n", mode.label(), rate / unsigned_rate));
+    }
+    if let Some(us) = server_verify_us {
+        out.push_str(&format!(
+            "\nserver-side verification, wall time incl. key cache and the batched nonce insert: {us:.0} us/request (mean)\n"
+        ));
+    }
+    for (mode, rates) in Mode::ALL.iter().zip(&rates).skip(1) {
+        let ratio = mean(rates) / unsigned_rate;
+        out.push_str(&format!(
+            "{} / unsigned = {ratio:.2} (target >= {TARGET_RATIO}): {}\n",
+            mode.label(),
+            if ratio >= TARGET_RATIO { "met" } else { "NOT met" }
+        ));
+    }
+    Ok(out)
+}
+
+/// Every agent claims and acknowledges until its inbox is empty; returns the events done.
+async fn drain(
+    client: &reqwest::Client,
+    base: &str,
+    authority: &str,
+    agents: &[(RecipientId, Agent)],
+    mode: Mode,
+) -> Result<u64, BenchError> {
+    let mut workers = JoinSet::new();
+    for (_, agent) in agents {
+        let client = client.clone();
+        let base = base.to_owned();
+        let authority = authority.to_owned();
+        let token = agent.token.clone();
+        let key = mode.key().map(|i| agent.keys[i].clone());
+        workers.spawn(async move {
+            let signer = key.as_ref().map(|(key, key_id)| (key, key_id.as_str()));
+            let mut done = 0u64;
+            loop {
+                let claim = json!({"limit": BATCH});
+                let claimed =
+                    post(&client, &base, &authority, &token, "/v1/inbox/claim", &claim, signer).await?;
+                let acks: Vec<Value> = claimed["claims"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|c| json!({"event_id": c["event_id"], "lease_token": c["lease_token"]}))
+                    .collect();
+                if acks.is_empty() {
+                    return Ok::<_, BenchError>(done);
+                }
+                done += acks.len() as u64;
+                let ack = json!({"acks": acks});
+                post(&client, &base, &authority, &token, "/v1/inbox/acknowledge", &ack, signer).await?;
+            }
+        });
+    }
+    let mut total = 0;
+    while let Some(worker) = workers.join_next().await {
+        total += worker??;
+    }
+    Ok(total)
+}
+
+async fn post(
+    client: &reqwest::Client,
+    base: &str,
+    authority: &str,
+    token: &str,
+    path: &str,
+    body: &Value,
+    signer: Option<(&SigningKey, &str)>,
+) -> Result<Value, BenchError> {
+    let bytes = serde_json::to_vec(body)?;
+    let mut request =
+        client.post(format!("{base}{path}")).bearer_auth(token).header("content-type", "application/json");
+    if let Some((key, key_id)) = signer {
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce)?;
+        let now = inbox_api::time::now_ms() / 1000;
+        let headers = inbox_trust::sign_inbox_request(
+            "POST",
+            authority,
+            path,
+            &bytes,
+            key,
+            key_id,
+            now,
+            &base64url(&nonce),
+        )?;
+        for (name, value) in headers.pairs() {
+            request = request.header(name, value);
+        }
+    }
+    let response = request.body(bytes).send().await?;
+    let status = response.status();
+    let value: Value = response.json().await?;
+    if !status.is_success() {
+        return Err(format!("{path} answered {status}: {value}").into());
+    }
+    Ok(value)
+}
+
+async fn wait_ready(client: &reqwest::Client, base: &str) -> Result<(), BenchError> {
+    for _ in 0..400 {
+        if client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    Err("the in-process server did not become ready".into())
+}
+
+/// `sum / count` of an unlabelled histogram in Prometheus text.
+fn histogram_mean(metrics: &str, name: &str) -> Option<f64> {
+    let value = |suffix: &str| {
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{name}_{suffix} ")))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    let (sum, count) = (value("sum")?, value("count")?);
+    (count > 0.0).then(|| sum / count)
+}
+
+fn base64url(bytes: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+fn base64url_decode(text: &str) -> Option<Vec<u8>> {
+    URL_SAFE_NO_PAD.decode(text).ok()
+}
