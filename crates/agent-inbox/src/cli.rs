@@ -23,6 +23,42 @@ pub enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Store a service address and a refresh token for `listen`, `wait` and the service.
+    Login(LoginArgs),
+    /// Forget the stored refresh token and profile.
+    Logout(ProfileArgs),
+    /// Run a command once per event of your inbox, until interrupted.
+    Listen(ListenArgs),
+    /// Block until work is waiting (exit 0), or until --timeout passes (exit 1).
+    Wait(WaitArgs),
+    /// Install, remove or inspect the user service (systemd or launchd) that runs `listen`.
+    Service {
+        #[command(subcommand)]
+        command: ServiceCommand,
+    },
+    /// Rotate or list the keys the service signs access tokens with (no restart needed).
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Add a new token signing key; older keys keep verifying for --overlap, then retire.
+    Rotate(RotateArgs),
+    /// List the live token signing keys, newest first.
+    List(ServeArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RotateArgs {
+    #[command(flatten)]
+    pub server: ServeArgs,
+    /// How long tokens signed with the older keys stay valid, such as 24h. At least the
+    /// access token lifetime, or tokens issued just before the rotation stop early.
+    #[arg(long, default_value = "24h")]
+    pub overlap: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -109,4 +145,190 @@ pub struct IssueArgs {
     /// Also print a refresh token (second line).
     #[arg(long)]
     pub refresh: bool,
+}
+
+/// Which stored login to use.
+#[derive(Debug, Clone, Args)]
+pub struct ProfileArgs {
+    /// Profile name: several logins can live side by side.
+    #[arg(long, env = "AGENT_INBOX_PROFILE", default_value = "default")]
+    pub profile: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LoginArgs {
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+    /// The service, such as http://127.0.0.1:8080.
+    #[arg(long)]
+    pub server: String,
+    /// The refresh token (from `agent-inbox token issue --refresh`). Leave it out, or pass -,
+    /// to read it from stdin, which keeps it out of the process list and shell history.
+    #[arg(long)]
+    pub refresh_token: Option<String>,
+    /// Where to keep the refresh token: auto (the OS secret store when there is one, else a
+    /// 0600 file), secret-tool, keychain or file.
+    #[arg(long, env = "AGENT_INBOX_SECRET_STORE", default_value = "auto")]
+    pub secret_store: String,
+}
+
+/// How a command reaches the service: a stored login profile, or a fixed access token.
+#[derive(Debug, Clone, Args)]
+pub struct ConnectArgs {
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+    /// The service URL [default: the profile's].
+    #[arg(long, env = "AGENT_INBOX_SERVER")]
+    pub server: Option<String>,
+    /// A fixed access token instead of the profile's refresh token (not refreshed).
+    #[arg(long, env = "AGENT_INBOX_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// The local state file (cursor and processed events) [default: <profile>.state.db in
+    /// the agent-inbox config directory].
+    #[arg(long, env = "AGENT_INBOX_STATE")]
+    pub state: Option<PathBuf>,
+}
+
+/// What `listen` does with events; shared with `service install`, which passes it on.
+#[derive(Debug, Clone, Args)]
+pub struct ListenOptions {
+    /// The command, run with `sh -c` once per event: the event JSON on stdin, its id, type and
+    /// sequence in AGENT_INBOX_EVENT_ID, AGENT_INBOX_EVENT_TYPE and AGENT_INBOX_INBOX_SEQ.
+    /// Exit 0 acknowledges; --retry-exit-code releases for a retry; anything else fails the
+    /// event (it is dead-lettered).
+    #[arg(long)]
+    pub exec: String,
+    /// Events handled at once.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: u16,
+    /// The exit code that means "try again later" (75 is EX_TEMPFAIL).
+    #[arg(long, default_value_t = 75)]
+    pub retry_exit_code: i32,
+    /// How long a released event waits before it is claimable again.
+    #[arg(long, default_value = "30s")]
+    pub retry_after: String,
+    /// A command run (with `sh -c`) after a cursor reset, with the resync snapshot JSON on
+    /// stdin; exit 0 continues, 75 retries later, anything else stops the agent [default:
+    /// log a warning and continue].
+    #[arg(long)]
+    pub on_resync: Option<String>,
+    /// Lease asked for per event, such as 5m [default: the service's]; heartbeats extend it
+    /// while the command runs.
+    #[arg(long)]
+    pub lease: Option<String>,
+    /// The best transport to try: sse, long-poll or poll; worse ones are the fallbacks.
+    #[arg(long, default_value = "sse")]
+    pub transport: String,
+    /// Shortest and longest adaptive poll interval.
+    #[arg(long)]
+    pub poll_min: Option<String>,
+    #[arg(long)]
+    pub poll_max: Option<String>,
+    /// Longest wait between attempts to reopen a failing stream or long poll while the
+    /// service itself answers [default: --poll-max]. While the service does not answer at
+    /// all, the agent retries on the poll schedule.
+    #[arg(long)]
+    pub reconnect_max: Option<String>,
+    /// A stream that ends sooner than this counts as cut (by a proxy) [default: 20s].
+    #[arg(long)]
+    pub stream_life_min: Option<String>,
+    /// How long to stay on a fallback transport before trying the better one [default: 5m].
+    #[arg(long)]
+    pub upgrade_after: Option<String>,
+    /// On SIGINT/SIGTERM, how long running commands get to finish before their events are
+    /// released [default: 30s].
+    #[arg(long)]
+    pub shutdown_grace: Option<String>,
+    /// A name for this machine, shown in the service's session records.
+    #[arg(long)]
+    pub device_id: Option<String>,
+    /// Log as JSON lines instead of text (when stderr is not a terminal).
+    #[arg(long, env = "AGENT_INBOX_LOG_JSON")]
+    pub log_json: bool,
+}
+
+impl ListenOptions {
+    /// The options as `listen` arguments, for a service definition.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = vec![
+            "--exec".to_owned(),
+            self.exec.clone(),
+            "--concurrency".to_owned(),
+            self.concurrency.to_string(),
+            "--retry-exit-code".to_owned(),
+            self.retry_exit_code.to_string(),
+            "--retry-after".to_owned(),
+            self.retry_after.clone(),
+            "--transport".to_owned(),
+            self.transport.clone(),
+        ];
+        let optional = [
+            ("--on-resync", &self.on_resync),
+            ("--lease", &self.lease),
+            ("--poll-min", &self.poll_min),
+            ("--poll-max", &self.poll_max),
+            ("--reconnect-max", &self.reconnect_max),
+            ("--stream-life-min", &self.stream_life_min),
+            ("--upgrade-after", &self.upgrade_after),
+            ("--shutdown-grace", &self.shutdown_grace),
+            ("--device-id", &self.device_id),
+        ];
+        for (flag, value) in optional {
+            if let Some(value) = value {
+                args.push(flag.to_owned());
+                args.push(value.clone());
+            }
+        }
+        if self.log_json {
+            args.push("--log-json".to_owned());
+        }
+        args
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ListenArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    #[command(flatten)]
+    pub options: ListenOptions,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct WaitArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Give up after this long, such as 10m, with exit code 1 [default: wait indefinitely].
+    #[arg(long)]
+    pub timeout: Option<String>,
+}
+
+// Parsed once per process; the size of a variant does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Subcommand)]
+pub enum ServiceCommand {
+    /// Write and enable a user service running `listen` (systemd --user on Linux, a launchd
+    /// agent on macOS). It only makes outbound connections.
+    Install(ServiceInstallArgs),
+    /// Stop, disable and remove the user service.
+    Uninstall(ServiceArgs),
+    /// Show whether the user service is installed and running.
+    Status(ServiceArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServiceArgs {
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServiceInstallArgs {
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+    /// Print the service definition and where it would go; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub listen: ListenOptions,
 }

@@ -1,20 +1,54 @@
 //! `agent-inbox`: the one binary. `serve` runs the service, `migrate` applies the schema,
 //! `token issue` prints an access token (and optionally a refresh token) for an operator.
+//! The agent side: `login` stores credentials, `listen` runs a command per event, `wait`
+//! blocks until work exists, `service` installs `listen` as a user service.
 
 mod cli;
+mod connect;
+mod keys;
+mod listen;
+mod login;
+mod progress;
 mod serve;
+mod service;
 mod token;
+mod wait;
+
+use std::process::ExitCode;
 
 use clap::Parser;
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(async move {
-        match cli.command {
-            cli::Command::Serve(args) => serve::serve(args).await,
-            cli::Command::Migrate(args) => serve::migrate(args).await,
-            cli::Command::Token { command: cli::TokenCommand::Issue(args) } => token::issue(args).await,
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
         }
-    })
+    };
+    // `wait` reserves exit code 1 for "no work before the timeout"; its errors exit 2.
+    let error_code = if matches!(cli.command, cli::Command::Wait(_)) { 2 } else { 1 };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            cli::Command::Serve(args) => serve::serve(args).await.map(|()| ExitCode::SUCCESS),
+            cli::Command::Migrate(args) => serve::migrate(args).await.map(|()| ExitCode::SUCCESS),
+            cli::Command::Token { command: cli::TokenCommand::Issue(args) } => {
+                token::issue(args).await.map(|()| ExitCode::SUCCESS)
+            }
+            cli::Command::Login(args) => login::login(args).await.map(|()| ExitCode::SUCCESS),
+            cli::Command::Logout(args) => login::logout(args).map(|()| ExitCode::SUCCESS),
+            cli::Command::Listen(args) => listen::listen(args).await.map(|()| ExitCode::SUCCESS),
+            cli::Command::Wait(args) => wait::wait(args).await,
+            cli::Command::Service { command } => service::run(command).map(|()| ExitCode::SUCCESS),
+            cli::Command::Keys { command } => keys::run(command).await.map(|()| ExitCode::SUCCESS),
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(error_code)
+        }
+    }
 }

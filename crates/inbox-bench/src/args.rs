@@ -131,6 +131,25 @@ fn parse_trust(mut args: impl Iterator<Item = String>) -> Result<Command, String
     Ok(Command::Trust(trust))
 }
 
+fn parse_http(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
+    let mut http = crate::http::HttpArgs::default();
+    while let Some(flag) = args.next() {
+        let value = args.next().ok_or_else(|| format!("{flag} needs a number after it"))?;
+        let number = value
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=COUNT_MAX).contains(n))
+            .ok_or_else(|| format!("{flag} is {value:?}; give a whole number from 1 to {COUNT_MAX}"))?;
+        match flag.as_str() {
+            "--agents" => http.agents = number.min(256),
+            "--events" => http.events = number,
+            "--seconds" => http.seconds = number.min(600) as u64,
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(Command::Http(http))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,23 +177,4 @@ mod tests {
         assert!(parse(words("hints --subscribers 0")).is_err());
         assert!(parse(Vec::new()).is_err());
     }
-}
-
-fn parse_http(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
-    let mut http = crate::http::HttpArgs::default();
-    while let Some(flag) = args.next() {
-        let value = args.next().ok_or_else(|| format!("{flag} needs a number after it"))?;
-        let number = value
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=COUNT_MAX).contains(n))
-            .ok_or_else(|| format!("{flag} is {value:?}; give a whole number from 1 to {COUNT_MAX}"))?;
-        match flag.as_str() {
-            "--agents" => http.agents = number.min(256),
-            "--events" => http.events = number,
-            "--seconds" => http.seconds = number.min(600) as u64,
-            other => return Err(format!("unknown option {other:?}")),
-        }
-    }
-    Ok(Command::Http(http))
 }

@@ -1,0 +1,103 @@
+//! `listen --exec`: exit codes decide an event's fate, the command gets the event on stdin and
+//! in its environment, and two processes with one identity share work through claims.
+
+use std::time::Duration;
+
+use inbox_store::conformance::Backend;
+use serde_json::{Value, json};
+
+use crate::support::{AGENT, Listen, Server, TempDir, assert_once, wait_until};
+
+async fn exit_codes_ack_release_and_dead_letter(backend: Backend) {
+    let server = Server::start_on(backend, &[]).await;
+    let publisher = server.publisher_token().await;
+    let agent = server.agent_token(AGENT).await;
+    let dir = TempDir::new("exit-codes");
+    let ok = server.publish(&publisher, AGENT, "t.ok", json!({"n": 1})).await;
+    let retry = server.publish(&publisher, AGENT, "t.retry", json!({"n": 2})).await;
+    let fail = server.publish(&publisher, AGENT, "t.fail", json!({"n": 3})).await;
+    // Saves stdin and the environment, logs the run, then exits by event type; `t.retry`
+    // asks for a retry the first time only.
+    let script = format!(
+        r#"d='{dir}'; cat > "$d/$AGENT_INBOX_EVENT_ID.json"
+echo "$AGENT_INBOX_EVENT_ID $AGENT_INBOX_EVENT_TYPE $AGENT_INBOX_INBOX_SEQ" >> "$d/runs"
+case "$AGENT_INBOX_EVENT_TYPE" in
+  t.ok) exit 0 ;;
+  t.fail) exit 3 ;;
+  t.retry) if [ -f "$d/retried" ]; then exit 0; fi; touch "$d/retried"; exit 75 ;;
+esac"#,
+        dir = dir.0.display()
+    );
+    let listen = Listen::spawn(&server.base, &agent, &dir.0, &dir.path("state.db"), &script, &[]);
+    wait_until("every event reached its final state", Duration::from_secs(30), || async {
+        let events = server.events(&agent).await;
+        events.get(&ok).is_some_and(|e| e["ack_state"] == "acked")
+            && events.get(&retry).is_some_and(|e| e["ack_state"] == "acked")
+            && events.get(&fail).is_some_and(|e| e["ack_state"] == "dead_letter")
+    })
+    .await;
+    let events = server.events(&agent).await;
+    assert_eq!(events[&ok]["delivery_attempts"], 1, "{}", listen.dump());
+    assert_eq!(events[&retry]["delivery_attempts"], 2, "released once, then handled");
+    assert_eq!(events[&fail]["delivery_attempts"], 1, "a failure is not retried");
+    assert_eq!(events[&fail]["dead_letter_state"], "handler_failed");
+    let runs = dir.lines("runs");
+    assert_eq!(runs.iter().filter(|r| r.starts_with(&ok)).count(), 1);
+    assert_eq!(runs.iter().filter(|r| r.starts_with(&retry)).count(), 2);
+    assert_eq!(runs.iter().filter(|r| r.starts_with(&fail)).count(), 1);
+    let ok_run = runs.iter().find(|r| r.starts_with(&ok)).unwrap();
+    assert_eq!(ok_run, &format!("{ok} t.ok {}", events[&ok]["inbox_seq"]));
+    let stdin: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path(&format!("{ok}.json"))).unwrap())
+            .expect("the event JSON on stdin");
+    assert_eq!(stdin["event_id"], ok.as_str());
+    assert_eq!(stdin["event_type"], "t.ok");
+    assert_eq!(stdin["payload"], json!({"n": 1}));
+    assert_eq!(stdin["recipient_id"], AGENT);
+    assert!(listen.logged("event finished", &[("outcome", json!("released"))]), "{}", listen.dump());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_codes_ack_release_and_dead_letter_on_sqlite() {
+    exit_codes_ack_release_and_dead_letter(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_codes_ack_release_and_dead_letter_on_mariadb() {
+    exit_codes_ack_release_and_dead_letter(Backend::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_listen_processes_with_one_identity_share_the_work() {
+    let server = Server::start(&[]).await;
+    let publisher = server.publisher_token().await;
+    let agent = server.agent_token(AGENT).await;
+    let dir = TempDir::new("two-agents");
+    let handler = |name: &str| {
+        format!(
+            "echo \"$AGENT_INBOX_EVENT_ID\" >> '{}'; echo \"$AGENT_INBOX_EVENT_ID\" >> '{}'; sleep 0.05",
+            dir.path("handled").display(),
+            dir.path(name).display()
+        )
+    };
+    // Separate state files: only the service's claims keep them apart.
+    let a = Listen::spawn(&server.base, &agent, &dir.0, &dir.path("a.db"), &handler("by-a"), &[]);
+    let b = Listen::spawn(&server.base, &agent, &dir.0, &dir.path("b.db"), &handler("by-b"), &[]);
+    wait_until("both agents subscribed", Duration::from_secs(20), || async {
+        a.logged("subscribed", &[]) && b.logged("subscribed", &[])
+    })
+    .await;
+    let mut published = Vec::new();
+    for n in 0..30 {
+        published.push(server.publish(&publisher, AGENT, "task", json!({"n": n})).await);
+    }
+    wait_until("all 30 events are acknowledged", Duration::from_secs(60), || {
+        server.all_in_state(&agent, &published, "acked")
+    })
+    .await;
+    assert_once(&dir.lines("handled"), &published);
+    let (by_a, by_b) = (dir.lines("by-a").len(), dir.lines("by-b").len());
+    assert!(by_a > 0 && by_b > 0, "both processes worked: {by_a} and {by_b}");
+    drop(a);
+    drop(b);
+}

@@ -1,0 +1,302 @@
+//! The SDK in process against the real service: heartbeats keep a long handler's lease, a
+//! cursor reset goes through the resync callback, and a polling-only agent still gets work.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use inbox_api::ResyncResponse;
+use inbox_client::schedule::PollSchedule;
+use inbox_client::{
+    Agent, AgentConfig, Api, ContinueAfterReset, Credentials, Event, HandlerError, LocalState, Secret,
+    TransportConfig, TransportKind,
+};
+use serde_json::json;
+use tokio::sync::{Notify, oneshot};
+
+use crate::support::{AGENT, Server, TENANT, TempDir, wait_until};
+
+fn quick_config() -> AgentConfig {
+    AgentConfig {
+        poll: PollSchedule {
+            interval_min: Duration::from_millis(100),
+            interval_max: Duration::from_secs(2),
+            ..PollSchedule::default()
+        },
+        shutdown_grace: Duration::from_secs(2),
+        ..AgentConfig::default()
+    }
+}
+
+/// Starts an agent in this process; the returned sender stops it.
+async fn start_agent<H, R>(
+    server: &Server,
+    token: &str,
+    state: &LocalState,
+    config: AgentConfig,
+    handler: H,
+    resync: R,
+) -> (oneshot::Sender<()>, tokio::task::JoinHandle<Result<inbox_client::RunSummary, inbox_client::ClientError>>)
+where
+    H: inbox_client::Handler,
+    R: inbox_client::Resync,
+{
+    let api = Api::new(&server.base, Credentials::access_token(Secret::new(token))).unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let agent = Agent::new(api, state.clone(), config);
+    let running = tokio::spawn(agent.run(handler, resync, async move {
+        let _ = stopped.await;
+    }));
+    (stop, running)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_keep_a_long_handlers_lease_alive() {
+    let server = Server::start(&[]).await;
+    let publisher = server.publisher_token().await;
+    let agent = server.agent_token(AGENT).await;
+    let dir = TempDir::new("heartbeats");
+    let state = LocalState::open(&dir.path("state.db"), 100).await.unwrap();
+    let runs = Arc::new(Mutex::new(0u32));
+    let finish = Arc::new(Notify::new());
+    let handler = {
+        let (runs, finish) = (runs.clone(), finish.clone());
+        move |_event: Event| {
+            let (runs, finish) = (runs.clone(), finish.clone());
+            async move {
+                *runs.lock().unwrap() += 1;
+                finish.notified().await;
+                Ok(())
+            }
+        }
+    };
+    let id = server.publish(&publisher, AGENT, "long.task", json!({})).await;
+    let (stop, running) =
+        start_agent(&server, &agent, &state, quick_config(), handler, ContinueAfterReset).await;
+    // The lease is 2 s. Watch it being extended, again and again, for well past its length.
+    let leases: Mutex<Vec<String>> = Mutex::default();
+    wait_until("the lease was extended four times", Duration::from_secs(30), || {
+        let (server, agent, id, leases) = (&server, &agent, &id, &leases);
+        async move {
+            let event = server.events(agent).await.remove(id).unwrap();
+            let attempts = event["delivery_attempts"].as_u64().unwrap();
+            assert!(event["ack_state"] == "claimed" || attempts == 0, "the lease ran out: {event}");
+            assert!(attempts <= 1, "redelivered: {event}");
+            let mut leases = leases.lock().unwrap();
+            if let Some(until) = event["visibility_lease_until_utc"].as_str() {
+                if leases.last().map(String::as_str) != Some(until) {
+                    leases.push(until.to_owned());
+                }
+            }
+            leases.len() >= 5
+        }
+    })
+    .await;
+    let leases = leases.into_inner().unwrap();
+    let first = inbox_api::time::parse_utc(&leases[0]).unwrap();
+    let last = inbox_api::time::parse_utc(leases.last().unwrap()).unwrap();
+    assert!(last - first >= 1_500, "the lease moved forward by {} ms", last - first);
+    finish.notify_one();
+    wait_until("the event is acknowledged", Duration::from_secs(20), || {
+        server.all_in_state(&agent, std::slice::from_ref(&id), "acked")
+    })
+    .await;
+    assert_eq!(*runs.lock().unwrap(), 1);
+    assert_eq!(server.events(&agent).await[&id]["delivery_attempts"], 1);
+    stop.send(()).unwrap();
+    let summary = running.await.unwrap().unwrap();
+    assert_eq!(summary.acked, 1);
+    state.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_reset_calls_resync_then_continues_after_the_services_resume_point() {
+    let server = Server::start(&[]).await;
+    let publisher = server.publisher_token().await;
+    let agent = server.agent_token(AGENT).await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        ids.push(server.publish(&publisher, AGENT, "task", json!({"n": n})).await);
+    }
+    // Another client takes and finishes the first two; retention then archives them, so a
+    // fresh agent's cursor (0) points before retained data.
+    let claimed: serde_json::Value = server
+        .client
+        .post(format!("{}/v1/inbox/claim", server.base))
+        .bearer_auth(&agent)
+        .json(&json!({"limit": 2}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let acks: Vec<_> = claimed["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| json!({"event_id": c["event_id"], "lease_token": c["lease_token"]}))
+        .collect();
+    assert_eq!(acks.len(), 2);
+    let acked = server
+        .client
+        .post(format!("{}/v1/inbox/acknowledge", server.base))
+        .bearer_auth(&agent)
+        .json(&json!({"acks": acks}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(acked.status(), 200);
+    // Run retention through a second store on the same database whose clock is moved past it.
+    server.db.clock.advance_ms(server.db.store.config().retention_ms + 60_000);
+    server.db.store.scavenge(100).await.unwrap();
+
+    let dir = TempDir::new("resync");
+    let state = LocalState::open(&dir.path("state.db"), 100).await.unwrap();
+    let snapshots: Arc<Mutex<Vec<ResyncResponse>>> = Arc::default();
+    let resync = {
+        let snapshots = snapshots.clone();
+        move |snapshot: ResyncResponse| {
+            let snapshots = snapshots.clone();
+            async move {
+                snapshots.lock().unwrap().push(snapshot);
+                Ok::<(), HandlerError>(())
+            }
+        }
+    };
+    let handled: Arc<Mutex<Vec<String>>> = Arc::default();
+    let handler = {
+        let handled = handled.clone();
+        move |event: Event| {
+            let handled = handled.clone();
+            async move {
+                handled.lock().unwrap().push(event.event_id().to_owned());
+                Ok(())
+            }
+        }
+    };
+    let (stop, running) = start_agent(&server, &agent, &state, quick_config(), handler, resync).await;
+    wait_until("the open event is handled after the resync", Duration::from_secs(20), || async {
+        handled.lock().unwrap().len() == 1
+    })
+    .await;
+    stop.send(()).unwrap();
+    let summary = running.await.unwrap().unwrap();
+    assert_eq!(summary.resyncs, 1);
+    let snapshots = snapshots.lock().unwrap().clone();
+    assert_eq!(snapshots.len(), 1, "resync called once");
+    assert_eq!(snapshots[0].head_seq, 3);
+    assert_eq!(snapshots[0].resume_after_seq, 3);
+    assert_eq!(snapshots[0].open_events.len(), 1);
+    assert_eq!(snapshots[0].open_events[0].event_id, ids[2]);
+    assert_eq!(handled.lock().unwrap().clone(), vec![ids[2].clone()]);
+    assert!(
+        state.cursor(&format!("{TENANT}/{AGENT}")).await.unwrap() >= 3,
+        "continues after the resume point"
+    );
+    state.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_polling_only_agent_gets_every_event() {
+    let server = Server::start(&[]).await;
+    let publisher = server.publisher_token().await;
+    let agent = server.agent_token(AGENT).await;
+    let dir = TempDir::new("poll-only");
+    let state = LocalState::open(&dir.path("state.db"), 100).await.unwrap();
+    let handled: Arc<Mutex<Vec<String>>> = Arc::default();
+    let handler = {
+        let handled = handled.clone();
+        move |event: Event| {
+            let handled = handled.clone();
+            async move {
+                handled.lock().unwrap().push(event.event_id().to_owned());
+                Ok(())
+            }
+        }
+    };
+    let config = AgentConfig {
+        transport: TransportConfig { allowed: vec![TransportKind::Poll], ..TransportConfig::default() },
+        concurrency: 4,
+        ..quick_config()
+    };
+    let (stop, running) = start_agent(&server, &agent, &state, config, handler, ContinueAfterReset).await;
+    let mut published = Vec::new();
+    for n in 0..12 {
+        published.push(server.publish(&publisher, AGENT, "task", json!({"n": n})).await);
+    }
+    wait_until("all events are acknowledged", Duration::from_secs(30), || {
+        server.all_in_state(&agent, &published, "acked")
+    })
+    .await;
+    wait_until("the cursor follows the work", Duration::from_secs(10), || async {
+        state.cursor(&format!("{TENANT}/{AGENT}")).await.unwrap() >= 12
+    })
+    .await;
+    stop.send(()).unwrap();
+    let summary = running.await.unwrap().unwrap();
+    assert_eq!(summary.acked, 12);
+    crate::support::assert_once(&handled.lock().unwrap(), &published);
+    state.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_lost_the_service_only_knocks_on_the_poll_schedule() {
+    let mut server = Server::start(&[]).await;
+    let agent = server.agent_token(AGENT).await;
+    let proxy = crate::proxy::Proxy::start(server.port).await;
+    let dir = TempDir::new("outage");
+    let state = LocalState::open(&dir.path("state.db"), 100).await.unwrap();
+    let poll = PollSchedule {
+        interval_min: Duration::from_millis(100),
+        interval_max: Duration::from_millis(400),
+        ..PollSchedule::default()
+    };
+    // A transport left to itself would retry every 100 ms and never give up.
+    let transport = TransportConfig {
+        reconnect: inbox_client::schedule::Backoff {
+            base: Duration::from_millis(100),
+            max: Duration::from_millis(100),
+        },
+        policy: inbox_client::schedule::TransportPolicy {
+            failures_before_fallback: 1_000,
+            ..Default::default()
+        },
+        ..TransportConfig::default()
+    };
+    let streaming = Arc::new(Streaming::default());
+    let config = AgentConfig { poll, transport, observer: Some(streaming.clone()), ..quick_config() };
+    let api = Api::new(&proxy.base, Credentials::access_token(Secret::new(agent.as_str()))).unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let handler = |_event: Event| async { Ok(()) };
+    let running =
+        tokio::spawn(Agent::new(api, state.clone(), config).run(handler, ContinueAfterReset, async move {
+            let _ = stopped.await;
+        }));
+    wait_until("the agent streams", Duration::from_secs(20), || async { *streaming.0.lock().unwrap() }).await;
+    server.kill();
+    let before = proxy.connections();
+    let window = Duration::from_secs(6);
+    tokio::time::sleep(window).await; // the measured interval itself, not a synchronisation
+    let knocks = proxy.connections() - before;
+    // The runner's schedule: one failed scan at once, then 100, 200 and 400 ms waits, each
+    // shortened by at most a fifth: at most 21 polls in 6 s (about 19 on average). Allow
+    // three transport attempts made before the outage was known. Left to itself, the
+    // transport alone would make 60.
+    assert!(knocks <= 24, "{knocks} connection attempts in {window:?}");
+    assert!(knocks >= 8, "the agent kept trying: {knocks}");
+    stop.send(()).unwrap();
+    let _ = running.await.unwrap();
+    state.close().await;
+}
+
+/// Notes whether the SSE stream is open.
+#[derive(Debug, Default)]
+struct Streaming(Mutex<bool>);
+
+impl inbox_client::Observer for Streaming {
+    fn progress(&self, progress: &inbox_client::Progress<'_>) {
+        if let inbox_client::Progress::Transport(status) = progress {
+            *self.0.lock().unwrap() = status.kind == TransportKind::Sse && status.connected;
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! `service install | status | uninstall` with a stand-in `systemctl` on PATH: the unit is
+//! printed by --dry-run, refused clearly when there is no user service manager, and written,
+//! enabled and removed through `systemctl --user` when there is one.
+
+use std::path::Path;
+use std::process::Command;
+
+use inbox_client::{Home, Profile, SecretStoreKind};
+
+use crate::support::{BIN, TempDir};
+
+/// A fake `systemctl` that logs its arguments and exits with `code`.
+fn fake_systemctl(bin: &Path, log: &Path, code: i32) {
+    std::fs::create_dir_all(bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\necho \"$*\" >> '{}'\n[ {code} -ne 0 ] && echo 'Failed to connect to bus: No medium found' >&2\nexit {code}\n",
+        log.display()
+    );
+    let path = bin.join("systemctl");
+    std::fs::write(&path, script).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+fn service(dir: &TempDir, path_env: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .arg("service")
+        .args(args)
+        .env("HOME", dir.path("home"))
+        .env("XDG_CONFIG_HOME", dir.path("config"))
+        .env("AGENT_INBOX_HOME", dir.path("agent-home"))
+        .env("PATH", path_env)
+        .output()
+        .unwrap()
+}
+
+fn log_in(dir: &TempDir) {
+    Home::at(dir.path("agent-home"))
+        .save_profile(
+            "default",
+            &Profile {
+                server_url: "http://127.0.0.1:9".into(),
+                secret_store: SecretStoreKind::File,
+                tenant_id: "t1".into(),
+                agent_id: "agent_alpha".into(),
+            },
+        )
+        .unwrap();
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn dry_run_prints_the_unit_without_touching_anything() {
+    let dir = TempDir::new("service-dry-run");
+    let out = service(
+        &dir,
+        &dir.path("empty-bin"),
+        &["install", "--dry-run", "--exec", "handle-task --fast", "--concurrency", "2"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let unit_path = dir.path("config/systemd/user/agent-inbox.service");
+    assert!(stdout.starts_with(&format!("# {}\n", unit_path.display())), "{stdout}");
+    let exec = stdout.lines().find(|l| l.starts_with("ExecStart=")).unwrap();
+    assert!(exec.ends_with(
+        "agent-inbox listen --profile default --exec \"handle-task --fast\" --concurrency 2 --retry-exit-code 75 --retry-after 30s --transport sse"
+    ), "{exec}");
+    assert!(
+        stdout.contains(&format!("Environment=\"AGENT_INBOX_HOME={}\"", dir.path("agent-home").display()))
+    );
+    assert!(stdout.contains("WantedBy=default.target"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("agent-inbox login"),
+        "warns that no login exists yet"
+    );
+    assert!(!unit_path.exists());
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn install_says_what_to_do_when_systemctl_user_is_unavailable() {
+    let dir = TempDir::new("service-unavailable");
+    log_in(&dir);
+    // No systemctl at all.
+    let out = service(&dir, &dir.path("empty-bin"), &["install", "--exec", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("systemctl --user is not available here (systemctl is not installed)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--dry-run"), "{stderr}");
+    // A systemctl without a user manager (a container, CI).
+    fake_systemctl(&dir.path("bin"), &dir.path("systemctl.log"), 1);
+    let out = service(&dir, &dir.path("bin"), &["install", "--exec", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("systemctl --user is not available here (Failed to connect to bus"), "{stderr}");
+    assert!(!dir.path("config/systemd/user/agent-inbox.service").exists(), "nothing half-installed");
+    // Without a login there is nothing to run.
+    let dir = TempDir::new("service-no-login");
+    fake_systemctl(&dir.path("bin"), &dir.path("systemctl.log"), 0);
+    let out = service(&dir, &dir.path("bin"), &["install", "--exec", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("run: agent-inbox login"));
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn install_status_and_uninstall_go_through_systemctl_user() {
+    let dir = TempDir::new("service-install");
+    log_in(&dir);
+    fake_systemctl(&dir.path("bin"), &dir.path("systemctl.log"), 0);
+    let out = service(&dir, &dir.path("bin"), &["install", "--exec", "python3 handle.py"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let unit_path = dir.path("config/systemd/user/agent-inbox.service");
+    let unit = std::fs::read_to_string(&unit_path).unwrap();
+    assert!(unit.contains("--exec \"python3 handle.py\""), "{unit}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("journalctl --user -u agent-inbox.service"));
+    let calls = std::fs::read_to_string(dir.path("systemctl.log")).unwrap();
+    assert_eq!(
+        calls.lines().collect::<Vec<_>>(),
+        ["--user show-environment", "--user daemon-reload", "--user enable --now agent-inbox.service"]
+    );
+
+    let out = service(&dir, &dir.path("bin"), &["status"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("installed: {}", unit_path.display())));
+
+    let out = service(&dir, &dir.path("bin"), &["uninstall"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!unit_path.exists());
+    let calls = std::fs::read_to_string(dir.path("systemctl.log")).unwrap();
+    assert!(calls.contains("--user disable --now agent-inbox.service\n"), "{calls}");
+    let out = service(&dir, &dir.path("bin"), &["status"]);
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("not installed"));
+}

@@ -1,0 +1,290 @@
+//! The service's HTTP API as typed calls: one method per endpoint the agent uses, bearer
+//! authentication with one retry after a refresh on 401, and RFC 9457 problem decoding into
+//! [`ClientError::Refused`]. Nothing here decides what to do next; the runner does.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use inbox_api::{
+    AcknowledgeRequest, AcknowledgeResponse, ClaimRequest, ClaimResponse, HeadResponse, HeartbeatRequest,
+    HeartbeatResponse, PollRequest, PollResponse, Problem, PublishRequest, PublishResponse, RefreshRequest,
+    ReleaseRequest, ReleaseResponse, ResyncResponse, SessionHeartbeatRequest, SessionHeartbeatResponse,
+    SubscribeRequest, SubscribeResponse, TokenResponse,
+};
+use reqwest::{Method, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::credentials::Credentials;
+use crate::error::ClientError;
+use crate::secret_store::Secret;
+
+/// How long an ordinary request may take before it counts as lost.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+/// Extra time a long poll gets beyond the wait it asked for.
+const LONG_POLL_GRACE: Duration = Duration::from_secs(10);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest problem body read from an error answer.
+const PROBLEM_BYTES_MAX: usize = 16 * 1024;
+
+/// A connection to one agent-inbox service as one identity. Cheap to clone.
+#[derive(Clone)]
+pub struct Api {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    base: String,
+    /// Pooled connections for request/response calls.
+    http: reqwest::Client,
+    /// Streams get their own connections (no pooling), so a stream never shares a
+    /// connection with a request that a proxy could hold up behind it, and each stream is
+    /// the first request on its connection.
+    streams: reqwest::Client,
+    credentials: Credentials,
+}
+
+impl fmt::Debug for Api {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Api").field("base", &self.inner.base).finish_non_exhaustive()
+    }
+}
+
+impl Api {
+    /// `base_url` like `http://127.0.0.1:8080`.
+    pub fn new(base_url: &str, credentials: Credentials) -> Result<Api, ClientError> {
+        let base = check_base_url(base_url)?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .user_agent(concat!("agent-inbox-client/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|err| ClientError::Config(format!("cannot build an HTTP client: {err}")))?;
+        let streams = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .pool_max_idle_per_host(0)
+            .user_agent(concat!("agent-inbox-client/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|err| ClientError::Config(format!("cannot build an HTTP client: {err}")))?;
+        Ok(Api { inner: Arc::new(Inner { base, http, streams, credentials }) })
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.inner.base
+    }
+
+    pub async fn subscribe(&self, request: &SubscribeRequest) -> Result<SubscribeResponse, ClientError> {
+        self.call(Method::POST, "/v1/agent-sessions/subscribe", Some(request), REQUEST_TIMEOUT).await
+    }
+
+    /// Poll after cursor; a long poll when `wait_seconds` is set. A long poll gets a
+    /// connection of its own, like a stream, so a proxy's cut is timed from its start.
+    pub async fn poll(&self, request: &PollRequest) -> Result<PollResponse, ClientError> {
+        let wait = Duration::from_secs(u64::from(request.wait_seconds.unwrap_or(0)));
+        let client = if wait.is_zero() { Client::Pooled } else { Client::Stream };
+        self.call_with(
+            client,
+            Method::POST,
+            "/v1/inbox/poll-after-cursor",
+            Some(request),
+            REQUEST_TIMEOUT + wait + LONG_POLL_GRACE,
+        )
+        .await
+    }
+
+    pub async fn head(&self) -> Result<HeadResponse, ClientError> {
+        self.call::<(), _>(Method::GET, "/v1/inbox/head", None, REQUEST_TIMEOUT).await
+    }
+
+    pub async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, ClientError> {
+        self.call(Method::POST, "/v1/inbox/claim", Some(request), REQUEST_TIMEOUT).await
+    }
+
+    pub async fn acknowledge(
+        &self,
+        request: &AcknowledgeRequest,
+    ) -> Result<AcknowledgeResponse, ClientError> {
+        self.call(Method::POST, "/v1/inbox/acknowledge", Some(request), REQUEST_TIMEOUT).await
+    }
+
+    pub async fn release(&self, request: &ReleaseRequest) -> Result<ReleaseResponse, ClientError> {
+        self.call(Method::POST, "/v1/inbox/release", Some(request), REQUEST_TIMEOUT).await
+    }
+
+    pub async fn heartbeat(&self, request: &HeartbeatRequest) -> Result<HeartbeatResponse, ClientError> {
+        self.call(Method::POST, "/v1/inbox/heartbeat", Some(request), REQUEST_TIMEOUT).await
+    }
+
+    pub async fn session_heartbeat(
+        &self,
+        session_id: &str,
+        request: &SessionHeartbeatRequest,
+    ) -> Result<SessionHeartbeatResponse, ClientError> {
+        let path = format!("/v1/agent-sessions/{session_id}/heartbeat");
+        self.call(Method::POST, &path, Some(request), REQUEST_TIMEOUT).await
+    }
+
+    pub async fn resync(&self) -> Result<ResyncResponse, ClientError> {
+        self.call::<(), _>(Method::GET, "/v1/inbox/resync", None, REQUEST_TIMEOUT).await
+    }
+
+    /// Publishes an event (needs a publisher token): for tools and tests built on the SDK.
+    pub async fn publish(&self, request: &PublishRequest) -> Result<PublishResponse, ClientError> {
+        self.call(Method::POST, "/v1/events", Some(request), REQUEST_TIMEOUT).await
+    }
+
+    /// Opens a Server-Sent Events stream at `path` (the `sse_url` of subscribe), resuming after
+    /// `last_event_id`. The answer's body is the stream; read it with `chunk()`.
+    pub async fn open_sse(&self, path: &str, last_event_id: u64) -> Result<reqwest::Response, ClientError> {
+        let url = self.url(path);
+        for attempt in 0..2 {
+            let token = self.inner.credentials.bearer(&self.inner.http, &self.inner.base).await?;
+            let response = self
+                .inner
+                .streams
+                .get(&url)
+                .bearer_auth(token.expose())
+                .header("accept", "text/event-stream")
+                .header("last-event-id", last_event_id.to_string())
+                .timeout(Duration::from_secs(24 * 3600))
+                .send()
+                .await
+                .map_err(|err| ClientError::from_request(&err))?;
+            if response.status() == StatusCode::UNAUTHORIZED
+                && attempt == 0
+                && self.inner.credentials.invalidate(&token).await
+            {
+                continue;
+            }
+            if !response.status().is_success() {
+                return Err(problem(response).await);
+            }
+            return Ok(response);
+        }
+        unreachable!("the loop returns on its second attempt")
+    }
+
+    async fn call<Req: Serialize, Resp: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Req>,
+        timeout: Duration,
+    ) -> Result<Resp, ClientError> {
+        self.call_with(Client::Pooled, method, path, body, timeout).await
+    }
+
+    async fn call_with<Req: Serialize, Resp: DeserializeOwned>(
+        &self,
+        client: Client,
+        method: Method,
+        path: &str,
+        body: Option<&Req>,
+        timeout: Duration,
+    ) -> Result<Resp, ClientError> {
+        let url = self.url(path);
+        let http = match client {
+            Client::Pooled => &self.inner.http,
+            Client::Stream => &self.inner.streams,
+        };
+        for attempt in 0..2 {
+            let token = self.inner.credentials.bearer(&self.inner.http, &self.inner.base).await?;
+            let mut request = http.request(method.clone(), &url).bearer_auth(token.expose()).timeout(timeout);
+            if let Some(body) = body {
+                request = request.json(body);
+            }
+            let response = request.send().await.map_err(|err| ClientError::from_request(&err))?;
+            if response.status() == StatusCode::UNAUTHORIZED
+                && attempt == 0
+                && self.inner.credentials.invalidate(&token).await
+            {
+                continue;
+            }
+            return decode(response).await;
+        }
+        unreachable!("the loop returns on its second attempt")
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.inner.base)
+    }
+}
+
+/// Which connections a request uses.
+#[derive(Debug, Clone, Copy)]
+enum Client {
+    Pooled,
+    Stream,
+}
+
+/// Trades a refresh token for new tokens. No access token is involved.
+pub(crate) async fn refresh(
+    http: &reqwest::Client,
+    base: &str,
+    refresh_token: &Secret,
+) -> Result<TokenResponse, ClientError> {
+    let body = RefreshRequest { refresh_token: refresh_token.expose().to_owned() };
+    let response = http
+        .post(format!("{base}/v1/auth/refresh"))
+        .json(&body)
+        .timeout(REQUEST_TIMEOUT)
+        .send()
+        .await
+        .map_err(|err| ClientError::from_request(&err))?;
+    decode(response).await
+}
+
+/// Normalizes a server URL (no trailing slash) and refuses what this build cannot reach.
+pub fn check_base_url(base_url: &str) -> Result<String, ClientError> {
+    let base = base_url.trim().trim_end_matches('/');
+    let host = base.strip_prefix("https://").or_else(|| base.strip_prefix("http://"));
+    if host.is_none_or(str::is_empty) {
+        return Err(ClientError::Config(format!(
+            "{base_url:?} is not a server URL such as https://inbox.example or http://127.0.0.1:8080"
+        )));
+    }
+    Ok(base.to_owned())
+}
+
+async fn decode<T: DeserializeOwned>(response: reqwest::Response) -> Result<T, ClientError> {
+    if !response.status().is_success() {
+        return Err(problem(response).await);
+    }
+    let bytes = response.bytes().await.map_err(|err| ClientError::from_request(&err))?;
+    serde_json::from_slice(&bytes).map_err(|err| ClientError::Protocol(format!("{err}")))
+}
+
+/// The problem document of an error answer, or one made up from the status when the body is
+/// not one (a proxy's HTML page, an empty body).
+async fn problem(response: reqwest::Response) -> ClientError {
+    let status = response.status();
+    let retry_after = response.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let bytes = response.bytes().await.unwrap_or_default();
+    let bytes = &bytes[..bytes.len().min(PROBLEM_BYTES_MAX)];
+    let mut problem = serde_json::from_slice::<Problem>(bytes).unwrap_or_else(|_| {
+        Problem::new(
+            status.as_u16(),
+            &format!("http_{}", status.as_u16()),
+            status.canonical_reason().unwrap_or("error"),
+            format!("the service (or a proxy in front of it) answered {status} without a problem document"),
+        )
+    });
+    if let Some(retry_after) = retry_after {
+        problem.extensions.entry("retry_after".to_owned()).or_insert(retry_after.into());
+    }
+    ClientError::Refused { problem: Box::new(problem) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_urls_are_normalized_and_unreachable_ones_named() {
+        assert_eq!(check_base_url("http://127.0.0.1:8080/").unwrap(), "http://127.0.0.1:8080");
+        assert_eq!(check_base_url(" http://inbox.lan ").unwrap(), "http://inbox.lan");
+        assert_eq!(check_base_url("https://inbox.example/").unwrap(), "https://inbox.example");
+        assert!(check_base_url("inbox.example").unwrap_err().to_string().contains("is not a server URL"));
+        assert!(check_base_url("http://").is_err());
+    }
+}

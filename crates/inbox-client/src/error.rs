@@ -1,0 +1,90 @@
+//! The SDK's errors, named in the agent's terms, and which of them are worth retrying.
+
+use std::path::PathBuf;
+
+use inbox_api::Problem;
+
+/// Everything that can go wrong talking to the service or keeping local state. Messages never
+/// contain a token: request errors are reduced to their kind and URL path.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The service could not be reached, or the connection broke before an answer.
+    #[error("cannot reach the service ({0}); it is retried with backoff")]
+    Unreachable(String),
+    /// The service answered with a problem document.
+    #[error("the service refused the request: {} {} ({})", .problem.status, .problem.code, .problem.detail)]
+    Refused { problem: Box<Problem> },
+    /// The service answered with something that is not the expected JSON.
+    #[error("unexpected answer from the service: {0}")]
+    Protocol(String),
+    /// No usable credentials: not logged in, or the refresh token was spent or revoked.
+    #[error("{0}")]
+    Credentials(String),
+    /// The OS secret store or the credential file failed.
+    #[error("secret store: {0}")]
+    SecretStore(String),
+    /// The local state file (cursor and processed events) failed.
+    #[error("local state {path}: {source}")]
+    LocalState { path: PathBuf, source: sqlx::Error },
+    /// A configuration or argument that cannot work.
+    #[error("{0}")]
+    Config(String),
+    /// The resync callback failed permanently after a cursor reset; the agent stops rather
+    /// than skip data.
+    #[error("the resync callback failed: {0}")]
+    Resync(String),
+    /// The resync callback asked to be called again later.
+    #[error("the resync callback asked to retry: {0}")]
+    ResyncDeferred(String),
+}
+
+impl ClientError {
+    /// The problem's stable code, when the service refused.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ClientError::Refused { problem } => Some(&problem.code),
+            _ => None,
+        }
+    }
+
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ClientError::Refused { problem } => Some(problem.status),
+            _ => None,
+        }
+    }
+
+    /// Whether repeating the same request later may succeed: network failures, server errors,
+    /// rate limits and overload. Refusals about the request itself are final.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ClientError::Unreachable(_) => true,
+            ClientError::Refused { problem } => {
+                problem.status >= 500 || problem.status == 429 || problem.status == 408
+            }
+            ClientError::Protocol(_) | ClientError::ResyncDeferred(_) => true,
+            _ => false,
+        }
+    }
+
+    /// The lease this request used no longer holds the event (expired, released, taken).
+    pub fn is_lease_lost(&self) -> bool {
+        matches!(self.code(), Some("lease_mismatch" | "lease_expired" | "event_terminal" | "already_acked"))
+    }
+
+    pub(crate) fn from_request(err: &reqwest::Error) -> ClientError {
+        // reqwest's Display includes the URL, which carries no secret (tokens travel in
+        // headers); still, keep only the path, not any query string.
+        let kind = if err.is_timeout() {
+            "timed out"
+        } else if err.is_connect() {
+            "connection failed"
+        } else if err.is_body() || err.is_decode() {
+            "the connection broke during the answer"
+        } else {
+            "request failed"
+        };
+        let path = err.url().map(|u| u.path().to_owned()).unwrap_or_default();
+        ClientError::Unreachable(format!("{kind}: {path}"))
+    }
+}

@@ -1,0 +1,51 @@
+//! The agent side of agent-inbox: an async SDK for agents that are often offline.
+//!
+//! An [`Agent`] subscribes, then hears about new work over Server-Sent Events, falling back to
+//! long polls when streams fail or are cut by a proxy, and to adaptive polling (about 1 s after
+//! work, growing with jitter to 5 min while idle or disconnected) when long polls fail too.
+//! On every hint, timer or reconnection it polls after its persisted cursor, claims, runs a
+//! [`Handler`] under lease heartbeats, and acknowledges or releases. A local SQLite file keeps
+//! the cursor and the ids of processed events, so a redelivered event is acknowledged without
+//! running the handler again, across restarts. Access tokens are refreshed with a rotating
+//! refresh token kept in the OS secret store, or a 0600 file.
+//!
+//! Every push is a hint; the inbox is the record. Nothing here trusts a hint's content: the
+//! runner always reads the inbox itself.
+//!
+//! ```no_run
+//! use inbox_client::{Agent, AgentConfig, Api, ContinueAfterReset, Credentials, Event, LocalState, Secret};
+//!
+//! # async fn example() -> Result<(), inbox_client::ClientError> {
+//! let api = Api::new("http://127.0.0.1:8080", Credentials::access_token(Secret::new("eyJ...")))?;
+//! let state = LocalState::open("agent.state.db".as_ref(), 10_000).await?;
+//! let handler = |event: Event| async move {
+//!     println!("{} {}", event.event_type(), event.event_id());
+//!     Ok(())
+//! };
+//! Agent::new(api, state, AgentConfig::default())
+//!     .run(handler, ContinueAfterReset, std::future::pending::<()>())
+//!     .await?;
+//! # Ok(()) }
+//! ```
+
+mod agent;
+mod api;
+mod credentials;
+pub mod cursor;
+mod error;
+mod local_state;
+pub mod schedule;
+mod secret_store;
+pub mod sse;
+mod transport;
+
+pub use agent::{
+    Agent, AgentConfig, ContinueAfterReset, Event, Handler, HandlerError, Observer, Outcome, Progress,
+    Resync, RunSummary, wait_for_work,
+};
+pub use api::{Api, REQUEST_TIMEOUT, check_base_url};
+pub use credentials::{Credentials, Home, LoginReport, Profile, login, logout};
+pub use error::ClientError;
+pub use local_state::{LocalState, PROCESSED_CAPACITY_DEFAULT, Processed};
+pub use secret_store::{SECRET_SERVICE, Secret, SecretStore, SecretStoreKind, on_path};
+pub use transport::{TransportConfig, TransportKind, TransportStatus};

@@ -1,0 +1,453 @@
+//! The agent's time-based policies as pure functions: the adaptive poll interval, reconnect
+//! backoff, when to heartbeat a lease and refresh an access token, how long a long poll may
+//! wait behind a proxy that cuts requests, when a transport has failed often enough to fall
+//! back, and wall-clock jump detection. Time and randomness arrive as arguments (a `jitter`
+//! is a number in `[0, 1]`), so tests pin them; only the runner reads clocks.
+
+use std::time::Duration;
+
+/// Adaptive polling: the interval drops to `interval_min` right after a poll that found work
+/// and grows by `growth` per idle poll up to `interval_max`. Jitter only ever shortens a wait
+/// (by up to `jitter_fraction`), so the ceiling is a promise and agents that went idle
+/// together drift apart instead of polling in lockstep.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PollSchedule {
+    pub interval_min: Duration,
+    pub interval_max: Duration,
+    pub growth: f64,
+    pub jitter_fraction: f64,
+}
+
+impl Default for PollSchedule {
+    fn default() -> Self {
+        Self {
+            interval_min: Duration::from_secs(1),
+            interval_max: Duration::from_secs(300),
+            growth: 2.0,
+            jitter_fraction: 0.2,
+        }
+    }
+}
+
+impl PollSchedule {
+    /// The nominal interval after a poll: the minimum when it found work (or there was no
+    /// previous interval), else the previous one grown, capped at the maximum.
+    pub fn next_nominal(&self, previous: Option<Duration>, found_work: bool) -> Duration {
+        let min = self.interval_min.min(self.interval_max);
+        match previous {
+            Some(previous) if !found_work => {
+                let grown = previous.max(min).as_secs_f64() * self.growth.max(1.0);
+                Duration::from_secs_f64(grown.min(self.interval_max.as_secs_f64())).max(min)
+            }
+            _ => min,
+        }
+    }
+
+    /// The wait actually slept for a nominal interval: shortened by up to `jitter_fraction`.
+    pub fn jittered(&self, nominal: Duration, jitter: f64) -> Duration {
+        let cut = self.jitter_fraction.clamp(0.0, 1.0) * jitter.clamp(0.0, 1.0);
+        nominal.mul_f64(1.0 - cut)
+    }
+
+    /// How many polls an agent idle from the start makes in `span`, counting the jitter as
+    /// its mean: the cost of an idle agent, for the benchmark table.
+    pub fn polls_within(&self, span: Duration) -> u64 {
+        let mut elapsed = Duration::ZERO;
+        let mut nominal = None;
+        let mut polls = 0;
+        loop {
+            let next = self.next_nominal(nominal, false);
+            elapsed += self.jittered(next, 0.5);
+            if elapsed > span {
+                return polls;
+            }
+            polls += 1;
+            nominal = Some(next);
+        }
+    }
+}
+
+/// What one runner cycle found, for choosing when to run the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CycleFound {
+    /// Events claimed.
+    pub claimed: usize,
+    /// The claim was full: more may be claimable right away.
+    pub more: bool,
+    /// When an event not claimable yet may become so (a retry delay, another's lease).
+    pub until_change: Option<Duration>,
+}
+
+/// The wait before the next cycle, and the new nominal poll interval. While hints flow
+/// (`connected`) the timer is a safety net at the schedule's ceiling; otherwise it is the
+/// adaptive interval, back at the minimum after a cycle that found work. A known change
+/// comes sooner, plus `slack` for the service to notice it (an expired lease waits for its
+/// scavenger).
+pub fn next_cycle_after(
+    schedule: &PollSchedule,
+    nominal: Option<Duration>,
+    found: CycleFound,
+    connected: bool,
+    slack: Duration,
+    jitter: f64,
+) -> (Duration, Option<Duration>) {
+    // Work resets the interval, even when the claim was full and the cycle repeats at once:
+    // the next idle poll after the batch then comes after the minimum.
+    let nominal = if found.claimed > 0 { None } else { nominal };
+    if found.more {
+        return (Duration::ZERO, nominal);
+    }
+    let (base, nominal) = if connected {
+        (schedule.interval_max, None)
+    } else {
+        let next = schedule.next_nominal(nominal, found.claimed > 0);
+        (schedule.jittered(next, jitter), Some(next))
+    };
+    let wait = found.until_change.map_or(base, |d| (d + slack).min(base));
+    (wait.max(Duration::from_millis(20)), nominal)
+}
+
+/// Reconnect backoff: doubles from `base` to `max` with "equal jitter" (half fixed, half
+/// random), so a fleet that lost the server at once does not return at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    pub base: Duration,
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self { base: Duration::from_secs(1), max: Duration::from_secs(300) }
+    }
+}
+
+impl Backoff {
+    /// The delay before retry number `attempt` (1 for the first retry).
+    pub fn delay(&self, attempt: u32, jitter: f64) -> Duration {
+        let exponent = attempt.saturating_sub(1).min(30);
+        let full = self.base.saturating_mul(1u32 << exponent).min(self.max);
+        let half = full / 2;
+        half + (full - half).mul_f64(jitter.clamp(0.0, 1.0))
+    }
+}
+
+/// When to extend a lease that is `lease` long: at half of it, so one lost heartbeat still
+/// leaves time for a second before the lease runs out.
+pub fn heartbeat_delay(lease: Duration) -> Duration {
+    (lease / 2).max(Duration::from_millis(200))
+}
+
+/// How soon to try again after a heartbeat failed on the network: often enough to get
+/// several tries in before the lease ends.
+pub fn heartbeat_retry_delay(lease: Duration) -> Duration {
+    (lease / 8).max(Duration::from_millis(100))
+}
+
+/// Whether an access token `lifetime` long and `age` old should be refreshed before its next
+/// use: when less than a fifth of its life (between 5 s and 2 min) remains, so a request
+/// never leaves with a token that expires on the way.
+pub fn refresh_due(age: Duration, lifetime: Duration) -> bool {
+    let margin = (lifetime / 5).clamp(Duration::from_secs(5), Duration::from_secs(120));
+    age + margin >= lifetime
+}
+
+/// The long-poll wait in whole seconds, adapted to intermediaries: a proxy that cuts requests
+/// after some seconds sets a ceiling three quarters of that; waits that come back normally
+/// grow by one second towards the ceiling or the configured maximum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LongPollWait {
+    pub wait_seconds: u32,
+    pub max_seconds: u32,
+    /// Learned from cuts; never raised again in this process.
+    pub ceiling_seconds: Option<u32>,
+}
+
+impl LongPollWait {
+    pub fn new(max_seconds: u32) -> Self {
+        let max_seconds = max_seconds.max(1);
+        Self { wait_seconds: max_seconds, max_seconds, ceiling_seconds: None }
+    }
+
+    /// A long poll was cut (connection closed, no answer) after `elapsed`.
+    pub fn on_cut(&mut self, elapsed: Duration) {
+        let ceiling = ((elapsed.as_secs_f64() * 0.75) as u32).max(1);
+        let ceiling = self.ceiling_seconds.map_or(ceiling, |c| c.min(ceiling));
+        self.ceiling_seconds = Some(ceiling);
+        self.wait_seconds = self.wait_seconds.min(ceiling);
+    }
+
+    /// A long poll came back with an answer.
+    pub fn on_answer(&mut self) {
+        let limit = self.ceiling_seconds.unwrap_or(self.max_seconds).min(self.max_seconds);
+        self.wait_seconds = (self.wait_seconds + 1).min(limit);
+    }
+
+    /// The server refused the wait as too long: use half.
+    pub fn on_refused(&mut self) {
+        self.max_seconds = (self.wait_seconds / 2).max(1);
+        self.wait_seconds = self.max_seconds;
+    }
+}
+
+/// When a transport counts as failing, and when to try a better one again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransportPolicy {
+    /// Consecutive failures of one transport before falling back to the next.
+    pub failures_before_fallback: u32,
+    /// A stream that ends sooner than this was cut (by a proxy, a load balancer) and counts
+    /// as a failure; one that lived longer ended normally and is reopened at once.
+    pub stream_life_min: Duration,
+    /// How long to stay on a fallback before trying the better transport again.
+    pub upgrade_after: Duration,
+}
+
+impl Default for TransportPolicy {
+    fn default() -> Self {
+        Self {
+            failures_before_fallback: 3,
+            stream_life_min: Duration::from_secs(20),
+            upgrade_after: Duration::from_secs(300),
+        }
+    }
+}
+
+impl TransportPolicy {
+    /// Whether a stream that opened and then ended after `lived` failed.
+    pub fn stream_failed(&self, lived: Duration) -> bool {
+        lived < self.stream_life_min
+    }
+
+    pub fn should_fall_back(&self, consecutive_failures: u32) -> bool {
+        consecutive_failures >= self.failures_before_fallback.max(1)
+    }
+
+    pub fn should_upgrade(&self, on_fallback_for: Duration) -> bool {
+        on_fallback_for >= self.upgrade_after
+    }
+}
+
+/// One reading of both clocks: the monotonic one (which stops while the machine sleeps on
+/// Linux and macOS) and the wall clock (which does not, and which people and NTP move).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockSample {
+    pub monotonic: Duration,
+    pub wall_ms: i64,
+}
+
+/// What a comparison of two clock samples says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockJump {
+    /// The wall clock moved this many milliseconds more (or, negative, less) than the
+    /// monotonic one: a sleep/resume, or a clock that was set.
+    Wall { drift_ms: i64 },
+    /// The process did not run for much longer than expected (stopped, or starved).
+    Stall { late: Duration },
+}
+
+/// Compares two samples taken `expected` apart: connections open before a sleep are usually
+/// dead after it, and the head has likely moved, so the agent reconnects and resyncs at once.
+pub fn clock_jump(
+    previous: ClockSample,
+    now: ClockSample,
+    expected: Duration,
+    tolerance: Duration,
+) -> Option<ClockJump> {
+    let monotonic = now.monotonic.saturating_sub(previous.monotonic);
+    let wall = now.wall_ms - previous.wall_ms;
+    let drift_ms = wall - monotonic.as_millis() as i64;
+    if drift_ms.unsigned_abs() > tolerance.as_millis() as u64 {
+        return Some(ClockJump::Wall { drift_ms });
+    }
+    let late = monotonic.saturating_sub(expected);
+    if late > tolerance {
+        return Some(ClockJump::Stall { late });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: fn(u64) -> Duration = Duration::from_secs;
+
+    #[test]
+    fn poll_interval_drops_after_work_and_grows_to_the_ceiling_when_idle() {
+        let schedule = PollSchedule::default();
+        assert_eq!(schedule.next_nominal(None, false), S(1));
+        assert_eq!(schedule.next_nominal(Some(S(64)), true), S(1));
+        let mut nominal = S(1);
+        let mut seen = vec![nominal];
+        for _ in 0..12 {
+            nominal = schedule.next_nominal(Some(nominal), false);
+            seen.push(nominal);
+        }
+        assert_eq!(&seen[..6], &[S(1), S(2), S(4), S(8), S(16), S(32)]);
+        assert_eq!(*seen.last().unwrap(), S(300), "capped at five minutes");
+        assert!(seen.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn jitter_only_shortens_a_wait() {
+        let schedule = PollSchedule::default();
+        assert_eq!(schedule.jittered(S(300), 0.0), S(300));
+        assert_eq!(schedule.jittered(S(300), 1.0), S(240));
+        assert_eq!(schedule.jittered(S(300), 7.0), S(240), "jitter is clamped");
+        let between = schedule.jittered(S(100), 0.5);
+        assert!(between > S(80) && between < S(100));
+    }
+
+    #[test]
+    fn an_idle_agent_at_the_ceiling_polls_about_thirteen_times_an_hour() {
+        let schedule = PollSchedule::default();
+        // From idle start: 1+2+...+256 s ramp (about 8.5 min), then every 270 s on average.
+        let first_hour = schedule.polls_within(S(3600));
+        assert!((18..=22).contains(&first_hour), "{first_hour}");
+        let later = schedule.polls_within(S(10 * 3600)) - schedule.polls_within(S(9 * 3600));
+        assert!((13..=14).contains(&later), "{later}");
+    }
+
+    #[test]
+    fn custom_schedules_keep_their_bounds() {
+        let schedule = PollSchedule {
+            interval_min: Duration::from_millis(50),
+            interval_max: Duration::from_millis(400),
+            growth: 3.0,
+            jitter_fraction: 0.0,
+        };
+        let a = schedule.next_nominal(Some(Duration::from_millis(50)), false);
+        assert_eq!(a, Duration::from_millis(150));
+        assert_eq!(schedule.next_nominal(Some(a), false), Duration::from_millis(400));
+        assert_eq!(schedule.jittered(Duration::from_millis(400), 1.0), Duration::from_millis(400));
+    }
+
+    #[test]
+    fn the_next_cycle_comes_a_second_after_work_and_later_while_idle() {
+        let schedule = PollSchedule::default();
+        let slack = Duration::from_millis(250);
+        let found = |claimed, more| CycleFound { claimed, more, until_change: None };
+        // Idle for a while: the interval has grown to the ceiling.
+        let (wait, nominal) = next_cycle_after(&schedule, Some(S(300)), found(0, false), false, slack, 0.0);
+        assert_eq!((wait, nominal), (S(300), Some(S(300))));
+        // One event, claimed by a full claim of one: run again at once (the slot is busy, so
+        // the runner waits for the handler), with the interval reset.
+        let (wait, nominal) = next_cycle_after(&schedule, nominal, found(1, true), false, slack, 0.0);
+        assert_eq!((wait, nominal), (Duration::ZERO, None));
+        // The cycle after the handler finished finds nothing: poll again in a second.
+        let (wait, nominal) = next_cycle_after(&schedule, nominal, found(0, false), false, slack, 0.0);
+        assert_eq!((wait, nominal), (S(1), Some(S(1))));
+        let (wait, _) = next_cycle_after(&schedule, nominal, found(0, false), false, slack, 0.0);
+        assert_eq!(wait, S(2));
+    }
+
+    #[test]
+    fn while_hints_flow_the_timer_is_a_safety_net_unless_a_change_is_due() {
+        let schedule = PollSchedule::default();
+        let slack = Duration::from_millis(250);
+        let idle = CycleFound { claimed: 0, more: false, until_change: None };
+        assert_eq!(next_cycle_after(&schedule, Some(S(8)), idle, true, slack, 1.0), (S(300), None));
+        let lease_ends = CycleFound { until_change: Some(S(2)), ..idle };
+        let (wait, _) = next_cycle_after(&schedule, None, lease_ends, true, slack, 1.0);
+        assert_eq!(wait, Duration::from_millis(2_250));
+        let past = CycleFound { until_change: Some(Duration::ZERO), ..idle };
+        assert_eq!(
+            next_cycle_after(&schedule, None, past, false, Duration::ZERO, 0.0).0,
+            Duration::from_millis(20)
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_with_equal_jitter_up_to_the_maximum() {
+        let backoff = Backoff { base: S(1), max: S(60) };
+        assert_eq!(backoff.delay(1, 1.0), S(1));
+        assert_eq!(backoff.delay(2, 1.0), S(2));
+        assert_eq!(backoff.delay(3, 0.0), S(2));
+        assert_eq!(backoff.delay(7, 1.0), S(60));
+        assert_eq!(backoff.delay(u32::MAX, 1.0), S(60));
+        for attempt in 1..40 {
+            for jitter in [0.0, 0.3, 1.0] {
+                let delay = backoff.delay(attempt, jitter);
+                assert!(delay <= S(60) && delay >= Duration::from_millis(500));
+            }
+        }
+    }
+
+    #[test]
+    fn heartbeats_come_at_half_the_lease() {
+        assert_eq!(heartbeat_delay(S(120)), S(60));
+        assert_eq!(heartbeat_delay(S(2)), S(1));
+        assert_eq!(heartbeat_delay(Duration::ZERO), Duration::from_millis(200));
+        assert_eq!(heartbeat_retry_delay(S(2)), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn tokens_are_refreshed_before_they_expire() {
+        let fifteen_minutes = S(900);
+        assert!(!refresh_due(S(0), fifteen_minutes));
+        assert!(!refresh_due(S(779), fifteen_minutes));
+        assert!(refresh_due(S(780), fifteen_minutes), "two minutes before the end");
+        assert!(refresh_due(S(2000), fifteen_minutes));
+        assert!(!refresh_due(S(40), S(60)));
+        assert!(refresh_due(S(48), S(60)), "a fifth of a short life");
+        assert!(refresh_due(S(0), S(3)), "a token too short to use is refreshed at once");
+    }
+
+    #[test]
+    fn long_poll_wait_learns_a_proxy_cut_and_recovers_only_to_the_ceiling() {
+        let mut wait = LongPollWait::new(25);
+        wait.on_answer();
+        assert_eq!(wait.wait_seconds, 25);
+        wait.on_cut(Duration::from_millis(4_100));
+        assert_eq!((wait.wait_seconds, wait.ceiling_seconds), (3, Some(3)));
+        wait.on_answer();
+        assert_eq!(wait.wait_seconds, 3, "never above the learned ceiling");
+        wait.on_cut(Duration::from_millis(900));
+        assert_eq!(wait.wait_seconds, 1, "at least one second");
+        wait.on_cut(S(20));
+        assert_eq!(wait.ceiling_seconds, Some(1), "a later, longer cut does not raise it");
+        let mut refused = LongPollWait::new(25);
+        refused.on_refused();
+        assert_eq!((refused.wait_seconds, refused.max_seconds), (12, 12));
+        let mut recovering = LongPollWait { wait_seconds: 5, max_seconds: 25, ceiling_seconds: None };
+        recovering.on_answer();
+        assert_eq!(recovering.wait_seconds, 6);
+    }
+
+    #[test]
+    fn transports_fall_back_after_repeated_failures_and_retry_later() {
+        let policy = TransportPolicy::default();
+        assert!(policy.stream_failed(S(3)), "cut by a proxy");
+        assert!(!policy.stream_failed(S(600)));
+        assert!(!policy.should_fall_back(2));
+        assert!(policy.should_fall_back(3));
+        assert!(!policy.should_upgrade(S(299)));
+        assert!(policy.should_upgrade(S(300)));
+    }
+
+    #[test]
+    fn clock_jumps_are_told_apart_from_ordinary_ticks() {
+        let at = |monotonic_ms: u64, wall_ms: i64| ClockSample {
+            monotonic: Duration::from_millis(monotonic_ms),
+            wall_ms,
+        };
+        let tolerance = S(5);
+        let expected = S(1);
+        let start = at(10_000, 1_700_000_000_000);
+        assert_eq!(clock_jump(start, at(11_000, 1_700_000_001_020), expected, tolerance), None);
+        assert_eq!(
+            clock_jump(start, at(11_000, 1_700_003_601_000), expected, tolerance),
+            Some(ClockJump::Wall { drift_ms: 3_600_000 }),
+            "an hour of suspend: the wall clock ran, the monotonic one did not"
+        );
+        assert_eq!(
+            clock_jump(start, at(11_000, 1_699_999_941_000), expected, tolerance),
+            Some(ClockJump::Wall { drift_ms: -60_000 }),
+            "the clock was set back"
+        );
+        assert_eq!(
+            clock_jump(start, at(41_000, 1_700_000_031_000), expected, tolerance),
+            Some(ClockJump::Stall { late: S(30) }),
+            "the process was stopped for half a minute"
+        );
+    }
+}
