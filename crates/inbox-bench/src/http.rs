@@ -220,15 +220,15 @@ async fn run(args: HttpArgs, url: String) -> Result<String, BenchError> {
     ] {
         out.push_str(&format!(
             "{name:<12}{:>11.2}{:>11.2}{:>14.2}{:>14.2}\n",
-            p(peak_v, 0.50),
-            p(peak_v, 0.99),
-            p(half_v, 0.50),
-            p(half_v, 0.99)
+            p(peak_v, 50.0),
+            p(peak_v, 99.0),
+            p(half_v, 50.0),
+            p(half_v, 99.0)
         ));
     }
     let ratio = peak_rate / raw_rate;
-    let claim_p99 = if half.claim.is_empty() { Duration::ZERO } else { percentile(&half.claim, 0.99) };
-    let ack_p99 = if half.ack.is_empty() { Duration::ZERO } else { percentile(&half.ack, 0.99) };
+    let claim_p99 = if half.claim.is_empty() { Duration::ZERO } else { percentile(&half.claim, 99.0) };
+    let ack_p99 = if half.ack.is_empty() { Duration::ZERO } else { percentile(&half.ack, 99.0) };
     out.push_str(&format!(
         "\nHTTP claim+ack / raw SQL = {ratio:.2} (target >= {TARGET_RATIO}): {}\n",
         if ratio >= TARGET_RATIO { "met" } else { "NOT met" }
