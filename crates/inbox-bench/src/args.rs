@@ -83,12 +83,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
             "--help" | "-h" => return Ok(Command::Help),
             other => return Err(format!("unknown option {other:?}")),
         };
-        let value = args.next().ok_or_else(|| format!("{flag} needs a number after it"))?;
-        *target = value
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=COUNT_MAX).contains(n))
-            .ok_or_else(|| format!("{flag} is {value:?}; give a whole number from 1 to {COUNT_MAX}"))?;
+        *target = count_after(&flag, &mut args)?;
     }
     Ok(Command::Store(store))
 }
@@ -102,12 +97,7 @@ fn parse_hints(mut args: impl Iterator<Item = String>) -> Result<Command, String
             "--help" | "-h" => return Ok(Command::Help),
             other => return Err(format!("unknown option {other:?}")),
         };
-        let value = args.next().ok_or_else(|| format!("{flag} needs a number after it"))?;
-        *target = value
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=COUNT_MAX).contains(n))
-            .ok_or_else(|| format!("{flag} is {value:?}; give a whole number from 1 to {COUNT_MAX}"))?;
+        *target = count_after(&flag, &mut args)?;
     }
     Ok(Command::Hints(hints))
 }
@@ -115,12 +105,10 @@ fn parse_hints(mut args: impl Iterator<Item = String>) -> Result<Command, String
 fn parse_trust(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
     let mut trust = crate::trust::TrustArgs::default();
     while let Some(flag) = args.next() {
-        let value = args.next().ok_or_else(|| format!("{flag} needs a number after it"))?;
-        let number = value
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=COUNT_MAX).contains(n))
-            .ok_or_else(|| format!("{flag} is {value:?}; give a whole number from 1 to {COUNT_MAX}"))?;
+        if matches!(flag.as_str(), "--help" | "-h") {
+            return Ok(Command::Help);
+        }
+        let number = count_after(&flag, &mut args)?;
         match flag.as_str() {
             "--agents" => trust.agents = number.min(256),
             "--events" => trust.events = number,
@@ -134,12 +122,10 @@ fn parse_trust(mut args: impl Iterator<Item = String>) -> Result<Command, String
 fn parse_http(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
     let mut http = crate::http::HttpArgs::default();
     while let Some(flag) = args.next() {
-        let value = args.next().ok_or_else(|| format!("{flag} needs a number after it"))?;
-        let number = value
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=COUNT_MAX).contains(n))
-            .ok_or_else(|| format!("{flag} is {value:?}; give a whole number from 1 to {COUNT_MAX}"))?;
+        if matches!(flag.as_str(), "--help" | "-h") {
+            return Ok(Command::Help);
+        }
+        let number = count_after(&flag, &mut args)?;
         match flag.as_str() {
             "--agents" => http.agents = number.min(256),
             "--events" => http.events = number,
@@ -148,6 +134,16 @@ fn parse_http(mut args: impl Iterator<Item = String>) -> Result<Command, String>
         }
     }
     Ok(Command::Http(http))
+}
+
+/// The whole number that follows `flag`, within `1..=COUNT_MAX`.
+fn count_after(flag: &str, args: &mut impl Iterator<Item = String>) -> Result<usize, String> {
+    let value = args.next().ok_or_else(|| format!("{flag} needs a number after it"))?;
+    value
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (1..=COUNT_MAX).contains(n))
+        .ok_or_else(|| format!("{flag} is {value:?}; give a whole number from 1 to {COUNT_MAX}"))
 }
 
 #[cfg(test)]

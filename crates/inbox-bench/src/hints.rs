@@ -18,11 +18,10 @@ use inbox_core::{RecipientId, TenantId};
 use inbox_server::{CallerKind, Config, TokenService};
 use inbox_store::{ConnectOptions, SqlStore, StoreConfig};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use crate::BenchError;
 use crate::cpu::process_cpu;
+use crate::node::Node;
 use crate::report::percentile;
 
 /// Sizes of the `hints` benchmark.
@@ -83,16 +82,8 @@ pub async fn main(args: HintsArgs) -> ExitCode {
 }
 
 async fn run(args: HintsArgs, url: String) -> Result<String, BenchError> {
-    let config = Config {
-        database_url: url.clone(),
-        heartbeat_interval: HEARTBEAT,
-        tenant_requests_per_second: 1_000_000,
-        tenant_requests_burst: 1_000_000,
-        agent_requests_per_second: 1_000_000,
-        agent_requests_burst: 1_000_000,
-        waiters_per_tenant: 1_000_000,
-        ..Config::default()
-    };
+    let config =
+        Config { heartbeat_interval: HEARTBEAT, waiters_per_tenant: 1_000_000, ..Node::config(&url) };
     let a = Node::start(config.clone()).await?;
     let b = Node::start(config.clone()).await?;
     let store = SqlStore::connect(&ConnectOptions::new(&url), StoreConfig::default()).await?;
@@ -125,53 +116,6 @@ async fn run(args: HintsArgs, url: String) -> Result<String, BenchError> {
     b.stop().await;
     store.close().await;
     Ok(render(&args, &latency, heads_per_second, &idle?))
-}
-
-/// A service node running in this process on port 0.
-struct Node {
-    base: String,
-    client: reqwest::Client,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
-}
-
-impl Node {
-    async fn start(config: Config) -> Result<Node, BenchError> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let base = format!("http://{}", listener.local_addr()?);
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            if let Err(err) = inbox_server::run(config, listener, async { drop(stopped.await) }).await {
-                eprintln!("inbox-bench: a node stopped with an error: {err}");
-            }
-        });
-        let client = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let ready = client.get(format!("{base}/readyz")).send().await;
-            if ready.is_ok_and(|r| r.status().is_success()) {
-                return Ok(Node { base, client, stop, task });
-            }
-            if Instant::now() > deadline {
-                return Err("a node did not become ready within 30 s".into());
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = self.task.await;
-    }
-
-    async fn metric(&self, series: &str) -> Result<f64, BenchError> {
-        let text = self.client.get(format!("{}/metrics", self.base)).send().await?.text().await?;
-        Ok(text
-            .lines()
-            .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(0.0))
-    }
 }
 
 /// Per publish: commit-to-hint on the publishing node and on the other node (from the
@@ -329,7 +273,7 @@ async fn idle_subscribers(node: &Node, tokens: Vec<String>) -> Result<Idle, Benc
     let quiet_cpu = process_cpu().zip(cpu_before).map(|(after, before)| after.saturating_sub(before));
     let rss_before = vm_rss_kib();
 
-    let addr = node.base.trim_start_matches("http://").to_owned();
+    let addr = node.authority().to_owned();
     let mut child = tokio::process::Command::new(std::env::current_exe()?)
         .args(["hints-idle-clients", &addr])
         .stdin(Stdio::piped())

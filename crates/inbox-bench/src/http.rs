@@ -6,7 +6,6 @@
 //! pre-seeded backlog); and the HTTP at half of that peak (publishers paced at half the peak
 //! event rate while the agents keep up, which is where the latency target applies).
 
-use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,9 +14,9 @@ use inbox_core::{EventBody, EventType, Recipient, RecipientId, TenantId};
 use inbox_server::{CallerKind, Config, TokenService};
 use inbox_store::Publish;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
+use crate::node::Node;
 use crate::report::percentile;
 use crate::subjects::{Side, Subjects, tenant};
 use crate::{BenchError, claim_ack, mysql_db};
@@ -119,23 +118,9 @@ async fn run(args: HttpArgs, url: String) -> Result<String, BenchError> {
     .await?;
     let raw_rate = raw.events_per_second();
 
-    // Limits sized for a benchmark: the point is the service's cost, not its rate limits.
-    let config = Config {
-        database_url: url.clone(),
-        tenant_requests_per_second: 1_000_000,
-        tenant_requests_burst: 1_000_000,
-        agent_requests_per_second: 1_000_000,
-        agent_requests_burst: 1_000_000,
-        waiters_per_agent: 64,
-        ..Config::default()
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr: SocketAddr = listener.local_addr()?;
-    let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(inbox_server::run(config.clone(), listener, async move {
-        let _ = stopped.await;
-    }));
-    let base = format!("http://{addr}");
+    let config = Config { waiters_per_agent: 64, ..Node::config(&url) };
+    let node = Node::start(config.clone()).await?;
+    let base = node.base.clone();
     let tokens =
         TokenService::new(subjects.store.clone(), &config).await.map_err(|e| -> BenchError { e.into() })?;
     let tenant_id = TenantId::new(TENANT)?;
@@ -160,7 +145,6 @@ async fn run(args: HttpArgs, url: String) -> Result<String, BenchError> {
         .map_err(|e| format!("{}: {}", e.code, e.detail))?
         .access_token;
     let client = reqwest::Client::builder().pool_max_idle_per_host(64).build()?;
-    wait_ready(&client, &base).await?;
 
     eprintln!("http peak: seeding {} events over {} agents", args.events, args.agents);
     for n in 0..args.events {
@@ -185,8 +169,7 @@ async fn run(args: HttpArgs, url: String) -> Result<String, BenchError> {
     let mut half = drained?.0;
     half.absorb(published?);
 
-    let _ = stop.send(());
-    server.await?.map_err(|e| -> BenchError { e.to_string().into() })?;
+    node.stop().await;
     subjects.close().await;
 
     peak.sort();
@@ -246,16 +229,6 @@ async fn run(args: HttpArgs, url: String) -> Result<String, BenchError> {
         if claim_p99 < TARGET_P99 && ack_p99 < TARGET_P99 { "met" } else { "NOT met" }
     ));
     Ok(out)
-}
-
-async fn wait_ready(client: &reqwest::Client, base: &str) -> Result<(), BenchError> {
-    for _ in 0..400 {
-        if client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    Err("the in-process server did not become ready".into())
 }
 
 /// Every agent loops poll → claim → ack. Without `until`, each stops when its inbox is empty

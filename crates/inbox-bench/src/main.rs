@@ -10,6 +10,7 @@ mod cpu;
 mod hints;
 mod http;
 mod mysql_db;
+mod node;
 mod publish;
 mod raw;
 mod report;

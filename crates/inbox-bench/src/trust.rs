@@ -8,23 +8,22 @@
 //! fresh backlog. The agents run in the benchmark's process, so their signing competes with
 //! the server for the same CPUs (a pessimistic setup: real agents sign on their own machines).
 
-use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use inbox_core::{EventBody, EventType, Recipient, RecipientId, TenantId};
-use inbox_server::{CallerKind, Config, TokenService};
+use inbox_server::{CallerKind, TokenService};
 use inbox_store::{ConnectOptions, Publish, SqlStore, StoreConfig};
 use inbox_trust::content_digest::content_digest_header;
 use inbox_trust::message_signatures::{
     RequestParts, SignatureParams, SigningKey, VerifyPolicy, check_signature_headers, sign,
 };
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
+use crate::node::Node;
 use crate::{BenchError, mysql_db};
 
 /// Sizes of the `trust` benchmark.
@@ -166,23 +165,10 @@ impl Mode {
 async fn http(args: TrustArgs, url: String) -> Result<String, BenchError> {
     let store = SqlStore::connect(&ConnectOptions::new(&url), StoreConfig::default()).await?;
     store.migrate().await?;
-    let config = Config {
-        database_url: url.clone(),
-        tenant_requests_per_second: 1_000_000,
-        tenant_requests_burst: 1_000_000,
-        agent_requests_per_second: 1_000_000,
-        agent_requests_burst: 1_000_000,
-        ..Config::default()
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr: SocketAddr = listener.local_addr()?;
-    let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(inbox_server::run(config.clone(), listener, async move {
-        let _ = stopped.await;
-    }));
-    let base = format!("http://{addr}");
+    let config = Node::config(&url);
+    let node = Node::start(config.clone()).await?;
+    let base = node.base.clone();
     let client = reqwest::Client::builder().pool_max_idle_per_host(64).build()?;
-    wait_ready(&client, &base).await?;
     let tokens = TokenService::new(store.clone(), &config).await.map_err(|e| -> BenchError { e.into() })?;
     let tenant_id = TenantId::new(TENANT)?;
     let mut agents = Vec::new();
@@ -210,7 +196,7 @@ async fn http(args: TrustArgs, url: String) -> Result<String, BenchError> {
         let issued = post(
             &client,
             &base,
-            &addr.to_string(),
+            node.authority(),
             &token,
             "/v1/agent-keys",
             &body,
@@ -224,7 +210,7 @@ async fn http(args: TrustArgs, url: String) -> Result<String, BenchError> {
         agents.push((id, Agent { token, keys: [(ed25519, ed25519_id), (hmac, hmac_id)] }));
     }
 
-    let authority = addr.to_string();
+    let authority = node.authority().to_owned();
     let mut rates: [Vec<f64>; 3] = Default::default();
     for round in 0..args.rounds * 3 {
         // Rounds of three phases, one per mode, the order rotating by one each round.
@@ -246,8 +232,7 @@ async fn http(args: TrustArgs, url: String) -> Result<String, BenchError> {
         rates[Mode::ALL.iter().position(|m| *m == mode).unwrap_or(0)].push(rate);
     }
     let metrics = client.get(format!("{base}/metrics")).send().await?.text().await?;
-    let _ = stop.send(());
-    server.await?.map_err(|e| -> BenchError { e.to_string().into() })?;
+    node.stop().await;
     store.close().await;
 
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
@@ -360,16 +345,6 @@ async fn post(
         return Err(format!("{path} answered {status}: {value}").into());
     }
     Ok(value)
-}
-
-async fn wait_ready(client: &reqwest::Client, base: &str) -> Result<(), BenchError> {
-    for _ in 0..400 {
-        if client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    Err("the in-process server did not become ready".into())
 }
 
 /// `sum / count` of an unlabelled histogram in Prometheus text.
