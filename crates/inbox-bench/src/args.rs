@@ -43,6 +43,8 @@ pub enum Command {
     Trust(crate::trust::TrustArgs),
     /// The hidden child process of `hints`: idle SSE clients for the node at this address.
     HintsIdleClients(String),
+    /// The hidden child process of `http`: a service node on this database URL.
+    Node(String),
     Help,
 }
 
@@ -70,6 +72,10 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
         Some("hints-idle-clients") => {
             let addr = args.next().ok_or("hints-idle-clients needs the node's address")?;
             return Ok(Command::HintsIdleClients(addr));
+        }
+        Some("node") => {
+            let url = args.next().ok_or("node needs the database URL")?;
+            return Ok(Command::Node(url));
         }
         Some("--help" | "-h" | "help") => return Ok(Command::Help),
         Some(other) => return Err(format!("unknown command {other:?}; use `store`, `hints` or `http`")),

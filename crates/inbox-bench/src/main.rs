@@ -66,6 +66,7 @@ async fn main() -> ExitCode {
         Ok(Command::Http(http_args)) => return http::main(http_args).await,
         Ok(Command::Trust(trust_args)) => return trust::main(trust_args).await,
         Ok(Command::HintsIdleClients(addr)) => return hints::idle_clients(addr).await,
+        Ok(Command::Node(url)) => return node::serve_child(url).await,
         Ok(Command::Help) => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

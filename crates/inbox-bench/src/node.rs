@@ -1,25 +1,39 @@
-//! A service node the benchmarks run in their own process on port 0, started and stopped
-//! the way `inbox_server::run` expects.
+//! A service node for the benchmarks, on port 0: in this process (`start`), or in a child
+//! process of this binary (`spawn`), so a load generator does not share the server's runtime.
 
+use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use inbox_server::Config;
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
+use tokio::process::{Child, ChildStdin};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::BenchError;
 
-/// A service node running in this process on port 0.
+/// A service node on port 0.
 pub struct Node {
     pub base: String,
     pub client: reqwest::Client,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
+    running: Running,
+}
+
+enum Running {
+    InProcess {
+        stop: oneshot::Sender<()>,
+        task: JoinHandle<()>,
+    },
+    /// The child stops when its stdin closes.
+    Child {
+        child: Child,
+        stdin: ChildStdin,
+    },
 }
 
 impl Node {
-    /// A configuration on `database_url` whose rate limits never bind: the benchmarks measure
-    /// the service's cost, not its limits.
+    /// A configuration on `database_url` whose rate limits and waiter caps never bind: the
+    /// benchmarks measure the service's cost, not its limits.
     pub fn config(database_url: &str) -> Config {
         Config {
             database_url: database_url.to_owned(),
@@ -27,10 +41,12 @@ impl Node {
             tenant_requests_burst: 1_000_000,
             agent_requests_per_second: 1_000_000,
             agent_requests_burst: 1_000_000,
+            waiters_per_agent: 64,
             ..Config::default()
         }
     }
 
+    /// Runs a node with `config` inside this process.
     pub async fn start(config: Config) -> Result<Node, BenchError> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let base = format!("http://{}", listener.local_addr()?);
@@ -40,12 +56,33 @@ impl Node {
                 eprintln!("inbox-bench: a node stopped with an error: {err}");
             }
         });
+        Node::ready(base, Running::InProcess { stop, task }).await
+    }
+
+    /// Runs a node with `Node::config(database_url)` in a child process (`inbox-bench node`).
+    pub async fn spawn(database_url: &str) -> Result<Node, BenchError> {
+        let mut child = tokio::process::Command::new(std::env::current_exe()?)
+            .args(["node", database_url])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stdin = child.stdin.take().ok_or("no stdin for the node process")?;
+        let stdout = child.stdout.take().ok_or("no stdout for the node process")?;
+        let line =
+            BufReader::new(stdout).lines().next_line().await?.ok_or("the node process exited early")?;
+        let addr =
+            line.strip_prefix("listening ").ok_or_else(|| format!("the node process said {line:?}"))?;
+        Node::ready(format!("http://{addr}"), Running::Child { child, stdin }).await
+    }
+
+    async fn ready(base: String, running: Running) -> Result<Node, BenchError> {
         let client = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let ready = client.get(format!("{base}/readyz")).send().await;
             if ready.is_ok_and(|r| r.status().is_success()) {
-                return Ok(Node { base, client, stop, task });
+                return Ok(Node { base, client, running });
             }
             if Instant::now() > deadline {
                 return Err("a node did not become ready within 30 s".into());
@@ -60,8 +97,16 @@ impl Node {
     }
 
     pub async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = self.task.await;
+        match self.running {
+            Running::InProcess { stop, task } => {
+                let _ = stop.send(());
+                let _ = task.await;
+            }
+            Running::Child { mut child, stdin } => {
+                drop(stdin);
+                let _ = child.wait().await;
+            }
+        }
     }
 
     pub async fn metric(&self, series: &str) -> Result<f64, BenchError> {
@@ -71,5 +116,35 @@ impl Node {
             .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
             .and_then(|value| value.parse().ok())
             .unwrap_or(0.0))
+    }
+}
+
+/// The child process of `Node::spawn`: serves `Node::config(database_url)` on port 0, prints
+/// `listening <addr>`, and shuts down gracefully when stdin closes.
+pub async fn serve_child(database_url: String) -> ExitCode {
+    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+        Ok(listener) => listener,
+        Err(err) => {
+            eprintln!("inbox-bench node: cannot listen: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match listener.local_addr() {
+        Ok(addr) => println!("listening {addr}"),
+        Err(err) => {
+            eprintln!("inbox-bench node: {err}");
+            return ExitCode::FAILURE;
+        }
+    }
+    let stdin_closed = async {
+        let mut sink = Vec::new();
+        let _ = tokio::io::stdin().read_to_end(&mut sink).await;
+    };
+    match inbox_server::run(Node::config(&database_url), listener, stdin_closed).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("inbox-bench node: {err}");
+            ExitCode::FAILURE
+        }
     }
 }
