@@ -11,7 +11,7 @@ use sqlx::sqlite::{
     Sqlite, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteRow, SqliteSynchronous,
 };
-use sqlx::{Executor as _, Row as _};
+use sqlx::{Connection as _, Executor as _, Row as _};
 
 use crate::{Dialect, StoreError};
 
@@ -253,6 +253,9 @@ impl ConnectOptions {
     }
 }
 
+/// How long a pooled MySQL connection may sit unused before it is pinged before its next use.
+const IDLE_BEFORE_PING: Duration = Duration::from_secs(1);
+
 impl Pools {
     pub(crate) async fn connect(options: &ConnectOptions) -> Result<Pools, StoreError> {
         let url = options.url.trim();
@@ -262,6 +265,18 @@ impl Pools {
             let pool = MySqlPoolOptions::new()
                 .max_connections(options.connections_max.max(1))
                 .acquire_timeout(options.acquire_timeout)
+                // A ping before every use costs a round trip per operation under load; only a
+                // connection that sat idle (where a restarted server or a dropped link would
+                // show) is checked first.
+                .test_before_acquire(false)
+                .before_acquire(|conn, meta| {
+                    Box::pin(async move {
+                        if meta.idle_for >= IDLE_BEFORE_PING {
+                            conn.ping().await?;
+                        }
+                        Ok(true)
+                    })
+                })
                 .after_connect(|conn, _meta| {
                     Box::pin(async move {
                         // Claims use SKIP LOCKED; READ COMMITTED takes record locks only, so
