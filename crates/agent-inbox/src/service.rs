@@ -11,6 +11,7 @@ use anyhow::{Context as _, bail};
 use inbox_client::Home;
 
 use crate::cli::{ServiceArgs, ServiceCommand, ServiceInstallArgs};
+use crate::listen::SUPERSEDED_EXIT_CODE;
 
 /// What a service runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,9 +43,11 @@ pub fn systemd_unit(spec: &ServiceSpec) -> String {
     for (key, value) in &spec.environment {
         unit.push_str(&format!("Environment={}\n", systemd_environment(key, value)));
     }
-    unit.push_str(
+    unit.push_str(&format!(
         "Restart=on-failure\n\
          RestartSec=10\n\
+         # Replaced by another process of this agent (single-active-session): stay stopped.\n\
+         RestartPreventExitStatus={SUPERSEDED_EXIT_CODE}\n\
          # SIGTERM to `listen` only: it lets running commands finish, then exits.\n\
          KillMode=mixed\n\
          TimeoutStopSec=45\n\
@@ -52,7 +55,7 @@ pub fn systemd_unit(spec: &ServiceSpec) -> String {
          \n\
          [Install]\n\
          WantedBy=default.target\n",
-    );
+    ));
     unit
 }
 
@@ -414,6 +417,7 @@ mod tests {
         );
         assert!(unit.contains("Environment=\"AGENT_INBOX_HOME=/home/me/agent inbox\"\n"));
         assert!(unit.contains("Restart=on-failure\n"));
+        assert!(unit.contains("RestartPreventExitStatus=3\n"), "a replaced listener stays stopped");
         assert!(unit.contains("[Install]\nWantedBy=default.target\n"));
         assert!(unit.contains("Description=agent-inbox listener (default)\n"));
         assert!(!unit.contains("ListenStream"), "outbound only: no sockets");

@@ -12,7 +12,10 @@ use serde_json::value::RawValue;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StreamSignal {
-    /// `inbox.updated`, or `heartbeat` (WebSocket only).
+    /// `inbox.updated`, `heartbeat` (WebSocket only), or `session.superseded`: the last message
+    /// of a stream whose session a newer subscribe of the same agent superseded (the tenant's
+    /// single-active-session policy); the stream then closes. Stop taking work, or subscribe
+    /// again to take over.
     pub signal_type: String,
     pub tenant_id: String,
     pub recipient_id: String,

@@ -6,6 +6,13 @@
 //! event delivered again after a crash or a lost acknowledgement is acknowledged from the
 //! record instead of being run twice. Acknowledgements and releases that fail on the network
 //! are repeated: both are idempotent for the same lease token.
+//!
+//! The runner sends its session id with every claim. When the tenant allows one active session
+//! per agent and a newer process with the same identity subscribes, the service refuses this
+//! session's claims (or ends its stream) with `session_superseded`: the runner then stops
+//! claiming, lets running handlers finish within the shutdown grace period (their leases stay
+//! valid, so they are acknowledged as usual), releases what is still running after it, and
+//! returns [`ClientError::SessionSuperseded`].
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -114,9 +121,11 @@ where
 }
 
 /// Rebuilds the agent's view after `cursor_reset_required`: the agent was away longer than the
-/// service keeps history. It gets the head and every open event (`GET /v1/inbox/resync`); the
-/// runner then continues after `resume_after_seq`. A retryable error tries again on the next
-/// wake; a permanent one stops the agent rather than skip data silently.
+/// service keeps history. It gets the head and every open event up to `resume_after_seq`, in one
+/// snapshot however many pages the service sent them in (`GET /v1/inbox/resync`; the snapshot's
+/// `more_available` is false); the runner then continues after `resume_after_seq`. A retryable
+/// error tries again on the next wake; a permanent one stops the agent rather than skip data
+/// silently.
 pub trait Resync: Send + Sync + 'static {
     fn resync(&self, snapshot: ResyncResponse) -> impl Future<Output = Result<(), HandlerError>> + Send;
 }
@@ -296,6 +305,11 @@ struct Shared {
 }
 
 impl Shared {
+    /// The error of a session a newer one superseded.
+    fn superseded(&self) -> ClientError {
+        ClientError::SessionSuperseded { session_id: self.session_id.clone().unwrap_or_default() }
+    }
+
     fn observe(&self, progress: Progress<'_>) {
         if let Some(observer) = &self.config.observer {
             observer.progress(&progress);
@@ -319,7 +333,9 @@ impl Agent {
 
     /// Runs until `shutdown` completes (then lets running handlers finish, up to the grace
     /// period) or a fatal error: credentials refused, a permanent resync failure, local state
-    /// unusable. Network trouble is never fatal: the agent waits and tries again.
+    /// unusable, or [`ClientError::SessionSuperseded`] when another process took over under the
+    /// tenant's single-active-session policy (running handlers finish first, as on shutdown).
+    /// Network trouble is never fatal: the agent waits and tries again.
     pub async fn run<H: Handler, R: Resync>(
         self,
         handler: H,
@@ -476,6 +492,11 @@ impl Runner {
             }
             tokio::select! {
                 _ = &mut shutdown => break,
+                _ = self.signals.superseded.notified() => {
+                    tracing::warn!("a newer session of this agent took over; finishing what runs, then stopping");
+                    self.drain().await;
+                    return Err(self.shared.superseded());
+                }
                 Some(joined) = self.tasks.join_next(), if !self.tasks.is_empty() => {
                     self.count(joined);
                     next_cycle = next_cycle.min(Instant::now());
@@ -565,7 +586,11 @@ impl Runner {
                 lease_seconds: self.shared.config.lease.map(|l| l.as_secs().max(1)),
                 ..ClaimRequest::default()
             })
-            .await?;
+            .await
+            .map_err(|err| match err.code() {
+                Some("session_superseded") => self.shared.superseded(),
+                _ => err,
+            })?;
         let n_claimed = claimed.claims.len();
         if n_claimed < limit as usize {
             self.claim_backlog = false;
@@ -616,10 +641,11 @@ impl Runner {
         Ok(ScanReport { claimable: scan.claimable, truncated, scan })
     }
 
-    /// After `cursor_reset_required`: hands the service's snapshot to the resync callback, then
-    /// continues after `resume_after_seq`. Returns the new cursor.
+    /// After `cursor_reset_required`: hands the service's snapshot, every page of it, to the
+    /// resync callback, then continues after `resume_after_seq`. Returns the new cursor.
     async fn resync<R: Resync>(&mut self, resync: &R) -> Result<u64, ClientError> {
-        let snapshot = self.shared.api.resync().await?;
+        let page_size = self.shared.config.page_size.clamp(1, 500);
+        let snapshot = crate::resync::snapshot(&self.shared.api, page_size).await?;
         self.shared.observe(Progress::Resynced { snapshot: &snapshot });
         let resume = snapshot.resume_after_seq;
         match resync.resync(snapshot).await {

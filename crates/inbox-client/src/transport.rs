@@ -5,6 +5,10 @@
 //!
 //! Every (re)connection wakes the runner as well, since hints may have been missed while the
 //! transport was down. Waits between attempts use jittered backoff.
+//!
+//! A stream that ends with `session.superseded`, or is refused with `session_superseded` (the
+//! tenant's single-active-session policy, a newer process took over), stops the transport and
+//! tells the runner, which stops too.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -94,6 +98,8 @@ pub(crate) struct Signals {
     /// for `reachable` instead of probing on its own schedule.
     pub service_down: Arc<AtomicBool>,
     pub reachable: Arc<Notify>,
+    /// Set by the transport when the service says a newer session of this agent took over.
+    pub superseded: Arc<Notify>,
 }
 
 impl Signals {
@@ -104,11 +110,12 @@ impl Signals {
             reconnect: Arc::new(Notify::new()),
             service_down: Arc::new(AtomicBool::new(false)),
             reachable: Arc::new(Notify::new()),
+            superseded: Arc::new(Notify::new()),
         }
     }
 }
 
-/// Runs the transports until the task is aborted.
+/// Runs the transports until the task is aborted, or the session is superseded.
 pub(crate) struct Transport {
     pub api: Api,
     pub config: TransportConfig,
@@ -125,6 +132,8 @@ enum StreamEnd {
     Closed { lived: Duration },
     /// The runner asked for a reconnect.
     Reconnect,
+    /// The service said this session was superseded: nothing more to hear.
+    Superseded,
 }
 
 impl Transport {
@@ -151,6 +160,11 @@ impl Transport {
                     Ok(StreamEnd::Reconnect) => {
                         failures = 0;
                         continue;
+                    }
+                    Ok(StreamEnd::Superseded) => {
+                        self.set_status(kind, false);
+                        self.signals.superseded.notify_one();
+                        return;
                     }
                     Ok(StreamEnd::Closed { lived }) => {
                         self.set_status(kind, false);
@@ -268,6 +282,7 @@ impl Transport {
         };
         let mut response = match opened {
             Ok(response) => response,
+            Err(err) if err.code() == Some("session_superseded") => return Ok(StreamEnd::Superseded),
             Err(err) if err.code() == Some("session_not_found") => {
                 // The session was swept; a stream without one works the same.
                 self.sse_path = Some("/v1/streams/sse".to_owned());
@@ -297,6 +312,10 @@ impl Transport {
             };
             let events = parser.feed(&bytes).map_err(|err| ClientError::Protocol(err.to_string()))?;
             for event in events {
+                if event.event == "session.superseded" {
+                    tracing::info!("the service says a newer session of this agent took over");
+                    return Ok(StreamEnd::Superseded);
+                }
                 if event.event != "inbox.updated" {
                     continue;
                 }

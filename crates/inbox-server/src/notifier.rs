@@ -1,7 +1,9 @@
 //! The notifier: every node tails `outbox_signal` and feeds each committed publish's heads into
 //! its [`crate::hints::Hints`], so a publish on node A wakes long polls and streams on node B
 //! without a broker. Only committed rows are readable, so no hint ever precedes its commit;
-//! re-reading a signal is harmless because a hint only says "the head is at least N".
+//! re-reading a signal is harmless because a hint only says "the head is at least N". A
+//! `session.superseded` signal (a subscribe under the single-active-session policy) goes to
+//! [`crate::session_changes::SessionChanges`] instead, to end the superseded sessions' streams.
 //!
 //! # Skipped ids
 //!
@@ -20,7 +22,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use inbox_core::RecipientKey;
-use inbox_store::{SIGNALS_READ_MAX, Signal};
+use inbox_store::{SIGNALS_READ_MAX, Signal, SignalKind};
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
@@ -102,16 +104,25 @@ async fn run(state: AppState) {
     }
 }
 
-/// Hands one signal's heads to this node's waiters.
+/// Hands one signal's heads to this node's waiters, or a superseding subscribe to the open
+/// streams of that agent.
 fn deliver(state: &AppState, signal: &Signal, started: inbox_core::UnixMillis) {
     for (recipient, head) in &signal.heads {
-        let inbox = RecipientKey { tenant_id: signal.tenant_id.clone(), recipient: recipient.clone() };
-        state.hints.advanced(&inbox, *head);
+        match signal.kind {
+            SignalKind::InboxUpdated => {
+                let inbox =
+                    RecipientKey { tenant_id: signal.tenant_id.clone(), recipient: recipient.clone() };
+                state.hints.advanced(&inbox, *head);
+            }
+            SignalKind::SessionSuperseded => {
+                state.session_changes.superseded(&signal.tenant_id, &recipient.id);
+            }
+        }
     }
     state.metrics.count("agent_inbox_signals_read_total", vec![], 1);
     // Signals re-read at start-up were published before this node listened: their age says
     // nothing about the notifier's latency.
-    if signal.created_at >= started {
+    if signal.created_at >= started && signal.kind == SignalKind::InboxUpdated {
         let now = state.store.now();
         state.metrics.observe(
             "agent_inbox_publish_to_signal_seconds",

@@ -5,6 +5,11 @@
 //! A subscription subscribes to hints *before* it reads the head from the database, so a
 //! commit between the two cannot be missed; it only ever announces a head higher than the
 //! last one it announced, and a burst of commits coalesces into one signal.
+//!
+//! Under the single-active-session policy (`session_policy.rs`) a stream must name its agent's
+//! newest session to open, and ends with a final `session.superseded` signal when a newer
+//! subscribe supersedes that session: at once when the notifier reports it, at the latest at
+//! the stream's next heartbeat.
 
 use std::time::Duration;
 
@@ -20,6 +25,7 @@ use crate::AppState;
 use crate::auth::{Caller, random};
 use crate::error::ApiError;
 use crate::limits::WaiterGuard;
+use crate::session_policy::{is_superseded, require_active_session};
 
 /// What woke a subscription.
 #[derive(Debug)]
@@ -28,6 +34,9 @@ pub(crate) enum Wake {
     Signal(StreamSignal),
     /// Time for a keep-alive (and a session touch, [`Subscription::beat`]).
     Heartbeat,
+    /// A subscribe superseded sessions of this agent; ask [`Subscription::superseded`] whether
+    /// this stream's was one of them.
+    SessionChanged,
     /// The server is shutting down: end the stream.
     Closed,
 }
@@ -40,6 +49,8 @@ pub(crate) struct Subscription {
     transport: &'static str,
     session_id: Option<SessionId>,
     hints: watch::Receiver<u64>,
+    /// Reports that a subscribe superseded sessions of this agent (with a session only).
+    session_changes: Option<watch::Receiver<u64>>,
     announced: u64,
     heartbeat: Interval,
     tenant_label: String,
@@ -48,7 +59,8 @@ pub(crate) struct Subscription {
 }
 
 impl Subscription {
-    /// Opens a stream for `caller`: checks the scope, takes a waiter slot (429
+    /// Opens a stream for `caller`: checks the scope and the session policy (409
+    /// `session_superseded` or `session_required`), takes a waiter slot (429
     /// `too_many_waiters` past the caps), touches the session, and returns the signal to send
     /// at once when the head is already past `last_event_id` (missing counts as 0).
     pub async fn open(
@@ -59,6 +71,10 @@ impl Subscription {
         last_event_id: Option<u64>,
     ) -> Result<(Subscription, Option<StreamSignal>), ApiError> {
         caller.require("stream.subscribe")?;
+        // Watch before checking, so a supersede between the two still wakes this stream.
+        let session_changes =
+            session_id.as_ref().map(|_| state.session_changes.watch(&caller.tenant_id, &caller.subject));
+        require_active_session(state, caller, session_id.as_ref()).await?;
         let slot = state.limits.hold_waiter(caller.tenant_id.as_str(), caller.subject.as_str())?;
         let inbox = caller.inbox();
         if let Some(session_id) = &session_id {
@@ -81,6 +97,7 @@ impl Subscription {
             transport,
             session_id,
             hints,
+            session_changes,
             announced: last_event_id.unwrap_or(0),
             heartbeat,
             _slot: slot,
@@ -107,14 +124,46 @@ impl Subscription {
                         return Wake::Signal(signal);
                     }
                 }
+                changed = session_changed(&mut self.session_changes) => {
+                    if changed.is_err() {
+                        // Swept only without receivers, as with hints: re-subscribe.
+                        let (tenant, agent) = (&self.inbox.tenant_id, &self.inbox.recipient.id);
+                        self.session_changes = Some(self.state.session_changes.watch(tenant, agent));
+                    }
+                    return Wake::SessionChanged;
+                }
                 _ = self.heartbeat.tick() => return Wake::Heartbeat,
                 _ = self.state.shutdown.cancelled() => return Wake::Closed,
             }
         }
     }
 
-    /// A heartbeat went out: keep the session from being swept as gone.
-    pub async fn beat(&self) {
+    /// A heartbeat is due: keeps the session from being swept as gone, and returns the final
+    /// signal to send before closing when the session has been superseded (this is how a
+    /// supersede is learnt when its signal was missed).
+    pub async fn beat(&self) -> Option<StreamSignal> {
+        self.touch().await;
+        self.superseded().await
+    }
+
+    /// The final `session.superseded` signal when this stream's session is no longer its
+    /// agent's active one under the policy; `None` otherwise (or when that cannot be read now:
+    /// the next heartbeat asks again).
+    pub async fn superseded(&self) -> Option<StreamSignal> {
+        let session_id = self.session_id.as_ref()?;
+        let (tenant, agent) = (&self.inbox.tenant_id, &self.inbox.recipient.id);
+        match is_superseded(&self.state, tenant, agent, session_id).await {
+            Ok(true) => Some(signal(&self.state, &self.inbox, SESSION_SUPERSEDED, self.announced)),
+            Ok(false) => None,
+            Err(err) => {
+                let error = err.internal.as_deref().unwrap_or(&err.detail);
+                tracing::warn!(error, "a stream could not check its session; asking again later");
+                None
+            }
+        }
+    }
+
+    async fn touch(&self) {
         let Some(session_id) = &self.session_id else { return };
         let touch = SessionTouch {
             session_id,
@@ -141,6 +190,17 @@ impl Subscription {
 
     pub fn heartbeat_signal(&self) -> StreamSignal {
         signal(&self.state, &self.inbox, "heartbeat", self.announced)
+    }
+}
+
+/// The `signal_type` of a stream's last message when its session was superseded.
+pub(crate) const SESSION_SUPERSEDED: &str = "session.superseded";
+
+/// Waits for a report on `changes`; never, without a session.
+async fn session_changed(changes: &mut Option<watch::Receiver<u64>>) -> Result<(), watch::error::RecvError> {
+    match changes {
+        Some(changes) => changes.changed().await,
+        None => std::future::pending().await,
     }
 }
 

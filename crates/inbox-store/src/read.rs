@@ -53,19 +53,22 @@ impl SqlStore {
         read_head(&mut pooled.conn(), inbox, "").await
     }
 
-    /// Events not yet acknowledged or parked (available, scheduled or claimed), oldest first:
-    /// what an agent must still handle after it rebuilt its state from scratch.
+    /// Events after `after_seq` not yet acknowledged or parked (available, scheduled or
+    /// claimed), oldest first, at most `limit`, and whether more remain: what an agent must
+    /// still handle after it rebuilt its state from scratch. Page on with the last one's seq.
     pub async fn open_events(
         &self,
         inbox: &RecipientKey,
+        after_seq: InboxSeq,
         limit: u32,
     ) -> Result<(Vec<EventRecord>, bool), StoreError> {
         self.batch_len("limit", limit as usize)?;
         let mut args = inbox_args(inbox);
+        args.push(seq_arg(after_seq));
         args.push(Arg::I64(i64::from(limit) + 1));
         let sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE {INBOX} AND ack_state IN ('available', 'claimed') \
-             ORDER BY inbox_seq LIMIT ?"
+            "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE {INBOX} AND inbox_seq > ? \
+             AND ack_state IN ('available', 'claimed') ORDER BY inbox_seq LIMIT ?"
         );
         let mut pooled = self.pools().reader().await?;
         let mut events = pooled

@@ -1,12 +1,24 @@
 //! Agent sessions: one row per device or process that subscribed, with its transport and the
 //! last sequence it reported. Streams and the session heartbeat touch it; sessions that stop
 //! heartbeating are marked gone.
+//!
+//! Every subscribe also names itself the agent's newest session (`agent_active_session`), so
+//! seed 001's single-active-session policy can be decided from the database on any node. With
+//! the policy on, a subscribe marks the agent's earlier sessions `superseded` in the same
+//! transaction and writes a `session.superseded` signal that every node's notifier reads, so
+//! open streams of those sessions end promptly wherever they are. What a superseded session may
+//! still do is the server's decision (`session_policy.rs`); the store only records who is newest.
 
-use inbox_core::{InboxSeq, RecipientId, SessionId, TenantId, UnixMillis};
+use inbox_core::{InboxSeq, Recipient, RecipientId, SessionId, TenantId, UnixMillis};
 
-use crate::db::Arg;
+use crate::db::{Arg, DbConnection};
 use crate::record::seq_arg;
+use crate::store::with_retries;
 use crate::{SqlStore, StoreError};
+
+/// The `signal_type` of the `outbox_signal` row a superseding subscribe writes; its
+/// `recipient_heads` names the agent (with head 0: it reports no new work).
+pub const SESSION_SUPERSEDED_SIGNAL: &str = "session.superseded";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionRecord {
@@ -17,6 +29,26 @@ pub struct SessionRecord {
     pub transport: String,
     pub last_seen_seq: InboxSeq,
     pub auth_subject: String,
+}
+
+/// What a subscribe did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenedSession {
+    pub connected_at: UnixMillis,
+    /// Earlier sessions of the agent this one superseded (always 0 without the policy).
+    pub superseded: u64,
+}
+
+/// Where a session stands among its agent's sessions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionStanding {
+    /// No such session belongs to this agent.
+    Unknown,
+    /// The agent's newest session (or one opened before the store tracked the newest).
+    Newest,
+    /// A later subscribe of the same agent opened `newest`. Under the policy this session is
+    /// also marked `superseded`; without it, it only matters once the policy is turned on.
+    Older { newest: SessionId },
 }
 
 /// A sign of life from a session, see [`SqlStore::touch_session`].
@@ -34,8 +66,11 @@ fn seq_i64(seq: InboxSeq) -> i64 {
 }
 
 impl SqlStore {
-    /// Records a new session as connected now.
-    pub async fn open_session(&self, session: &SessionRecord) -> Result<UnixMillis, StoreError> {
+    /// Records a new session as connected now and makes it the agent's newest. When the tenant's
+    /// policy is single-active-session, the agent's earlier sessions are marked superseded (by
+    /// this one) in the same transaction; concurrent subscribes of one agent serialize on its
+    /// `agent_active_session` row, so exactly one of them ends up newest.
+    pub async fn open_session(&self, session: &SessionRecord) -> Result<OpenedSession, StoreError> {
         if session
             .device_id
             .as_ref()
@@ -46,33 +81,88 @@ impl SqlStore {
                 "must be 1 to 128 bytes without control characters",
             ));
         }
+        with_retries!(self, self.open_session_once(session))
+    }
+
+    async fn open_session_once(&self, session: &SessionRecord) -> Result<OpenedSession, StoreError> {
         let now = self.now();
-        let mut pooled = self.pools().writer().await?;
-        pooled
+        let (tenant_id, agent_id) = (session.tenant_id.as_str(), session.agent_id.as_str());
+        let mut tx = self.pools().begin().await?;
+        let mut conn = tx.conn();
+        // The agent's row first: it is the lock that orders this agent's subscribes.
+        let claim_newest = format!(
+            "INSERT INTO agent_active_session (tenant_id, agent_id, session_id, opened_at_utc) VALUES (?, ?, ?, ?){}",
+            conn.dialect().on_conflict_keep("tenant_id, agent_id")
+        );
+        let newest_args = [
+            Arg::Str(tenant_id),
+            Arg::Str(agent_id),
+            Arg::Str(session.session_id.as_str()),
+            Arg::I64(now.get()),
+        ];
+        conn.execute(&claim_newest, &newest_args).await?;
+        conn.execute(
+            "UPDATE agent_active_session SET session_id = ?, opened_at_utc = ? WHERE tenant_id = ? AND agent_id = ?",
+            &[Arg::Str(session.session_id.as_str()), Arg::I64(now.get()), Arg::Str(tenant_id), Arg::Str(agent_id)],
+        )
+        .await?;
+        conn.execute(
+            "INSERT INTO agent_session (session_id, tenant_id, agent_id, device_id, transport, connected_at_utc, \
+             last_heartbeat_at_utc, last_seen_seq, auth_subject, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active')",
+            &[
+                Arg::Str(session.session_id.as_str()),
+                Arg::Str(tenant_id),
+                Arg::Str(agent_id),
+                Arg::OptStr(session.device_id.as_deref()),
+                Arg::Str(&session.transport),
+                Arg::I64(now.get()),
+                Arg::I64(now.get()),
+                seq_arg(session.last_seen_seq),
+                Arg::Str(&session.auth_subject),
+            ],
+        )
+        .await?;
+        let superseded = if single_active_session(&mut conn, &session.tenant_id).await? {
+            supersede_others(&mut conn, session, now).await?
+        } else {
+            0
+        };
+        tx.commit().await?;
+        Ok(OpenedSession { connected_at: now, superseded })
+    }
+
+    /// Where `session_id` stands among the agent's sessions: one primary-key read of each table.
+    pub async fn session_standing(
+        &self,
+        tenant_id: &TenantId,
+        agent_id: &RecipientId,
+        session_id: &SessionId,
+    ) -> Result<SessionStanding, StoreError> {
+        let mut pooled = self.pools().reader().await?;
+        let row = pooled
             .conn()
-            .execute(
-                "INSERT INTO agent_session (session_id, tenant_id, agent_id, device_id, transport, connected_at_utc, \
-                 last_heartbeat_at_utc, last_seen_seq, auth_subject, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active')",
-                &[
-                    Arg::Str(session.session_id.as_str()),
-                    Arg::Str(session.tenant_id.as_str()),
-                    Arg::Str(session.agent_id.as_str()),
-                    Arg::OptStr(session.device_id.as_deref()),
-                    Arg::Str(&session.transport),
-                    Arg::I64(now.get()),
-                    Arg::I64(now.get()),
-                    seq_arg(session.last_seen_seq),
-                    Arg::Str(&session.auth_subject),
-                ],
+            .fetch_optional(
+                "SELECT newest.session_id AS newest_session_id FROM agent_session s \
+                 LEFT JOIN agent_active_session newest ON newest.tenant_id = s.tenant_id AND newest.agent_id = s.agent_id \
+                 WHERE s.session_id = ? AND s.tenant_id = ? AND s.agent_id = ?",
+                &[Arg::Str(session_id.as_str()), Arg::Str(tenant_id.as_str()), Arg::Str(agent_id.as_str())],
             )
             .await?;
-        Ok(now)
+        let Some(row) = row else { return Ok(SessionStanding::Unknown) };
+        Ok(match row.opt_string("newest_session_id")? {
+            Some(newest) if newest != session_id.as_str() => SessionStanding::Older {
+                newest: SessionId::new(newest)
+                    .map_err(|e| StoreError::Corrupt(format!("agent_active_session: {e}")))?,
+            },
+            // No row: every session of the agent predates migration 0008.
+            _ => SessionStanding::Newest,
+        })
     }
 
     /// Records that a session is alive now (a stream connected or beat, or the agent called
     /// the session heartbeat), optionally with its transport and the last sequence it saw. A
-    /// session swept as gone comes back to `active`. `false` when no such session belongs to
-    /// this agent.
+    /// session swept as gone comes back to `active`; a superseded one stays superseded. `false`
+    /// when no such session belongs to this agent.
     pub async fn touch_session(&self, touch: &SessionTouch<'_>) -> Result<bool, StoreError> {
         if let Some(transport) = touch.transport {
             if transport.is_empty()
@@ -87,7 +177,8 @@ impl SqlStore {
         let done = pooled
             .conn()
             .execute(
-                "UPDATE agent_session SET last_heartbeat_at_utc = ?, status = 'active', \
+                "UPDATE agent_session SET last_heartbeat_at_utc = ?, \
+                 status = CASE WHEN status = 'superseded' THEN status ELSE 'active' END, \
                  transport = COALESCE(?, transport), \
                  last_seen_seq = CASE WHEN ? IS NULL OR ? < last_seen_seq THEN last_seen_seq ELSE ? END \
                  WHERE session_id = ? AND tenant_id = ? AND agent_id = ?",
@@ -134,4 +225,58 @@ impl SqlStore {
             .await?;
         Ok(done.rows_affected)
     }
+}
+
+/// Whether the tenant runs the single-active-session policy, read inside the subscribe's
+/// transaction so a policy change and a subscribe never disagree.
+async fn single_active_session(
+    conn: &mut DbConnection<'_>,
+    tenant_id: &TenantId,
+) -> Result<bool, StoreError> {
+    let row = conn
+        .fetch_optional(
+            "SELECT single_active_session FROM tenant_policy WHERE tenant_id = ?",
+            &[Arg::Str(tenant_id.as_str())],
+        )
+        .await?;
+    Ok(row.map(|r| r.i64("single_active_session")).transpose()?.unwrap_or(0) != 0)
+}
+
+/// Marks the agent's other sessions superseded by `session` and, when there were any, writes
+/// the signal that wakes their streams on every node. Returns how many were marked.
+async fn supersede_others(
+    conn: &mut DbConnection<'_>,
+    session: &SessionRecord,
+    now: UnixMillis,
+) -> Result<u64, StoreError> {
+    let done = conn
+        .execute(
+            "UPDATE agent_session SET status = 'superseded', superseded_by_session_id = ?, superseded_at_utc = ? \
+             WHERE tenant_id = ? AND agent_id = ? AND session_id <> ? AND status <> 'superseded'",
+            &[
+                Arg::Str(session.session_id.as_str()),
+                Arg::I64(now.get()),
+                Arg::Str(session.tenant_id.as_str()),
+                Arg::Str(session.agent_id.as_str()),
+                Arg::Str(session.session_id.as_str()),
+            ],
+        )
+        .await?;
+    if done.rows_affected > 0 {
+        let recipient = Recipient::agent(session.agent_id.clone());
+        let heads = serde_json::to_string(&[(recipient.kind.as_str(), recipient.id.as_str(), 0u64)])
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        conn.execute(
+            "INSERT INTO outbox_signal (tenant_id, signal_type, recipient_heads, n_recipients, status, \
+             attempt_count, created_at_utc) VALUES (?, ?, ?, 1, 'pending', 0, ?)",
+            &[
+                Arg::Str(session.tenant_id.as_str()),
+                Arg::Str(SESSION_SUPERSEDED_SIGNAL),
+                Arg::Str(&heads),
+                Arg::I64(now.get()),
+            ],
+        )
+        .await?;
+    }
+    Ok(done.rows_affected)
 }

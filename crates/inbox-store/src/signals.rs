@@ -12,23 +12,36 @@ use inbox_core::{InboxSeq, Recipient, RecipientId, RecipientKind, TenantId, Unix
 
 use crate::db::{Arg, DbRow};
 use crate::dialect::placeholders;
+use crate::sessions::SESSION_SUPERSEDED_SIGNAL;
 use crate::{SqlStore, StoreError};
 
 /// Rows one read returns at most.
 pub const SIGNALS_READ_MAX: u32 = 1_000;
 
-/// One committed publish: which inboxes advanced, and to which head.
+/// One committed publish: which inboxes advanced, and to which head. Or, with
+/// [`SignalKind::SessionSuperseded`], one subscribe that superseded an agent's sessions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Signal {
     pub outbox_id: i64,
     pub tenant_id: TenantId,
+    pub kind: SignalKind,
     /// Each recipient of the publish with its new head: "the head is at least this".
     pub heads: Vec<(Recipient, InboxSeq)>,
     /// When the publishing transaction wrote the row (the store's clock).
     pub created_at: UnixMillis,
 }
 
-const SIGNAL_COLUMNS: &str = "outbox_id, tenant_id, recipient_heads, created_at_utc";
+/// What a signal reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignalKind {
+    /// Committed work: each head is "at least this".
+    InboxUpdated,
+    /// A subscribe superseded the sessions of the agents named (single-active-session policy);
+    /// their heads did not move.
+    SessionSuperseded,
+}
+
+const SIGNAL_COLUMNS: &str = "outbox_id, tenant_id, signal_type, recipient_heads, created_at_utc";
 
 impl SqlStore {
     /// Committed signals with `outbox_id > after_id`, in id order, at most `limit`
@@ -159,5 +172,11 @@ fn signal_from_row(row: &DbRow) -> Result<Signal, StoreError> {
             ))
         })
         .collect::<Result<_, StoreError>>()?;
-    Ok(Signal { outbox_id, tenant_id, heads, created_at: UnixMillis(row.i64("created_at_utc")?) })
+    // Publishes (the store's and the MySQL procedure's) write `inbox.updated`; an unknown type
+    // from a newer node is read as one, which at worst wakes a waiter for nothing.
+    let kind = match row.string("signal_type")?.as_str() {
+        SESSION_SUPERSEDED_SIGNAL => SignalKind::SessionSuperseded,
+        _ => SignalKind::InboxUpdated,
+    };
+    Ok(Signal { outbox_id, tenant_id, kind, heads, created_at: UnixMillis(row.i64("created_at_utc")?) })
 }

@@ -1,9 +1,10 @@
-//! Per-tenant trust settings (whether agents must sign their critical calls), and the tenant
-//! row lock that serializes a tenant's registrations so their limits hold exactly.
+//! Per-tenant settings (whether agents must sign their critical calls, whether each agent may
+//! have only one active session), and the tenant row lock that serializes a tenant's
+//! registrations so their limits hold exactly.
 
 use inbox_core::{TenantId, UnixMillis};
 
-use crate::db::{Arg, DbConnection};
+use crate::db::{Arg, DbConnection, DbRow};
 use crate::store::with_retries;
 use crate::{SqlStore, StoreError};
 
@@ -12,6 +13,16 @@ use crate::{SqlStore, StoreError};
 pub struct TenantPolicy {
     /// Claim, acknowledge, release and heartbeat must carry a valid RFC 9421 signature.
     pub signatures_required: bool,
+    /// Seed 001's concurrency policy: an agent's newest session supersedes its earlier ones,
+    /// and only that session may take new work (see `sessions.rs`).
+    pub single_active_session: bool,
+}
+
+/// A change to a tenant's policy: `None` keeps the current value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TenantPolicyChange {
+    pub signatures_required: Option<bool>,
+    pub single_active_session: Option<bool>,
 }
 
 impl SqlStore {
@@ -21,14 +32,11 @@ impl SqlStore {
         let row = pooled
             .conn()
             .fetch_optional(
-                "SELECT signatures_required FROM tenant_policy WHERE tenant_id = ?",
+                &format!("SELECT {POLICY_COLUMNS} FROM tenant_policy WHERE tenant_id = ?"),
                 &[Arg::Str(tenant_id.as_str())],
             )
             .await?;
-        Ok(match row {
-            Some(row) => TenantPolicy { signatures_required: row.i64("signatures_required")? != 0 },
-            None => TenantPolicy::default(),
-        })
+        row.as_ref().map_or(Ok(TenantPolicy::default()), policy_from_row)
     }
 
     /// Replaces the tenant's policy.
@@ -37,25 +45,67 @@ impl SqlStore {
         tenant_id: &TenantId,
         policy: TenantPolicy,
     ) -> Result<(), StoreError> {
-        with_retries!(self, self.set_policy_once(tenant_id, policy))
+        let change = TenantPolicyChange {
+            signatures_required: Some(policy.signatures_required),
+            single_active_session: Some(policy.single_active_session),
+        };
+        self.change_tenant_policy(tenant_id, change).await.map(drop)
     }
 
-    async fn set_policy_once(&self, tenant_id: &TenantId, policy: TenantPolicy) -> Result<(), StoreError> {
+    /// Changes the settings `change` names and keeps the others, under the tenant's row lock so
+    /// two operators changing different settings at once both take effect; returns the result.
+    pub async fn change_tenant_policy(
+        &self,
+        tenant_id: &TenantId,
+        change: TenantPolicyChange,
+    ) -> Result<TenantPolicy, StoreError> {
+        with_retries!(self, self.change_policy_once(tenant_id, change))
+    }
+
+    async fn change_policy_once(
+        &self,
+        tenant_id: &TenantId,
+        change: TenantPolicyChange,
+    ) -> Result<TenantPolicy, StoreError> {
         let now = self.now();
         let mut tx = self.pools().begin().await?;
         let mut conn = tx.conn();
         lock_tenant(&mut conn, tenant_id, now).await?;
+        let current = conn
+            .fetch_optional(
+                &format!("SELECT {POLICY_COLUMNS} FROM tenant_policy WHERE tenant_id = ?"),
+                &[Arg::Str(tenant_id.as_str())],
+            )
+            .await?
+            .as_ref()
+            .map_or(Ok(TenantPolicy::default()), policy_from_row)?;
+        let policy = TenantPolicy {
+            signatures_required: change.signatures_required.unwrap_or(current.signatures_required),
+            single_active_session: change.single_active_session.unwrap_or(current.single_active_session),
+        };
         conn.execute(
-            "UPDATE tenant_policy SET signatures_required = ?, updated_at_utc = ? WHERE tenant_id = ?",
+            "UPDATE tenant_policy SET signatures_required = ?, single_active_session = ?, updated_at_utc = ? \
+             WHERE tenant_id = ?",
             &[
                 Arg::I64(i64::from(policy.signatures_required)),
+                Arg::I64(i64::from(policy.single_active_session)),
                 Arg::I64(now.get()),
                 Arg::Str(tenant_id.as_str()),
             ],
         )
         .await?;
-        tx.commit().await
+        tx.commit().await?;
+        Ok(policy)
     }
+}
+
+const POLICY_COLUMNS: &str = "signatures_required, single_active_session";
+
+fn policy_from_row(row: &DbRow) -> Result<TenantPolicy, StoreError> {
+    Ok(TenantPolicy {
+        signatures_required: row.i64("signatures_required")? != 0,
+        single_active_session: row.i64("single_active_session")? != 0,
+    })
 }
 
 /// Creates the tenant's policy row if missing and locks it until the transaction ends: the

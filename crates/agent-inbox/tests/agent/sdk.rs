@@ -300,3 +300,94 @@ impl inbox_client::Observer for Streaming {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_resync_callback_gets_every_open_event_across_pages() {
+    let server = Server::start(&[]).await;
+    let publisher = server.publisher_token().await;
+    let agent = server.agent_token(AGENT).await;
+    for n in 0..2 {
+        server.publish(&publisher, AGENT, "done", json!({"n": n})).await;
+    }
+    let claimed: serde_json::Value = server
+        .client
+        .post(format!("{}/v1/inbox/claim", server.base))
+        .bearer_auth(&agent)
+        .json(&json!({"limit": 2}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let acks: Vec<_> = claimed["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| json!({"event_id": c["event_id"], "lease_token": c["lease_token"]}))
+        .collect();
+    let acked = server
+        .client
+        .post(format!("{}/v1/inbox/acknowledge", server.base))
+        .bearer_auth(&agent)
+        .json(&json!({"acks": acks}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(acked.status(), 200);
+    let mut open = Vec::new();
+    for n in 0..7 {
+        open.push(server.publish(&publisher, AGENT, "task", json!({"n": n})).await);
+    }
+    // Retention archives the two finished events: a fresh agent's cursor (0) needs a reset.
+    server.db.clock.advance_ms(server.db.store.config().retention_ms + 60_000);
+    server.db.store.scavenge(100).await.unwrap();
+
+    let dir = TempDir::new("resync-pages");
+    let state = LocalState::open(&dir.path("state.db"), 100).await.unwrap();
+    let snapshots: Arc<Mutex<Vec<ResyncResponse>>> = Arc::default();
+    let resync = {
+        let snapshots = snapshots.clone();
+        move |snapshot: ResyncResponse| {
+            let snapshots = snapshots.clone();
+            async move {
+                snapshots.lock().unwrap().push(snapshot);
+                Ok::<(), HandlerError>(())
+            }
+        }
+    };
+    let handled: Arc<Mutex<Vec<String>>> = Arc::default();
+    let handler = {
+        let handled = handled.clone();
+        move |event: Event| {
+            let handled = handled.clone();
+            async move {
+                handled.lock().unwrap().push(event.event_id().to_owned());
+                Ok(())
+            }
+        }
+    };
+    // Pages of two: the seven open events arrive in four pages.
+    let config = AgentConfig { page_size: 2, ..quick_config() };
+    let (stop, running) = start_agent(&server, &agent, &state, config, handler, resync).await;
+    wait_until("the open events are handled after the resync", Duration::from_secs(20), || async {
+        handled.lock().unwrap().len() == open.len()
+    })
+    .await;
+    stop.send(()).unwrap();
+    assert_eq!(running.await.unwrap().unwrap().resyncs, 1);
+    let snapshots = snapshots.lock().unwrap().clone();
+    assert_eq!(snapshots.len(), 1, "resync called once, with every page");
+    let snapshot = &snapshots[0];
+    let seen: Vec<String> = snapshot.open_events.iter().map(|e| e.event_id.clone()).collect();
+    assert_eq!(seen, open, "every open event, in order");
+    assert_eq!((snapshot.resume_after_seq, snapshot.more_available), (9, false));
+    let metrics =
+        server.client.get(format!("{}/metrics", server.base)).send().await.unwrap().text().await.unwrap();
+    assert!(
+        metrics.contains("agent_inbox_http_requests_total{route=\"/v1/inbox/resync\",status=\"200\"} 4"),
+        "four pages of two were read: {metrics}"
+    );
+    crate::support::assert_once(&handled.lock().unwrap(), &open);
+    state.close().await;
+}

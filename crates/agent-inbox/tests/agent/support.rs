@@ -197,6 +197,21 @@ impl Server {
         body["deliveries"][0]["event_id"].as_str().unwrap().to_owned()
     }
 
+    /// Changes the tenant's policy as an operator would, such as
+    /// `{"single_active_session": true}`.
+    pub async fn set_tenant_policy(&self, change: Value) {
+        let (admin, _) = self.token("ops", CallerKind::Admin, "admin", false).await;
+        let response = self
+            .client
+            .post(format!("{}/v1/admin/tenant-policy", self.base))
+            .bearer_auth(admin)
+            .json(&change)
+            .send()
+            .await
+            .expect("set the tenant policy");
+        assert_eq!(response.status(), 200);
+    }
+
     /// Every event of the agent's inbox by id (state, attempts, ...).
     pub async fn events(&self, agent: &str) -> HashMap<String, Value> {
         let mut events = HashMap::new();

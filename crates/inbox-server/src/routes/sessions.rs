@@ -1,6 +1,10 @@
 //! Agent sessions: `POST /v1/agent-sessions/subscribe` records a session and tells the agent
 //! how to learn about new work (the recommended transport and its URLs) and where to fetch it;
 //! `POST /v1/agent-sessions/{session_id}/heartbeat` keeps a session without a stream alive.
+//!
+//! Under the tenant's single-active-session policy a subscribe supersedes the agent's earlier
+//! sessions (see `session_policy.rs` for what they may still do); their open streams on this
+//! node are told right after the commit, on other nodes through the notifier.
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -18,6 +22,7 @@ use crate::AppState;
 use crate::auth::{Caller, hex, random};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, parse_json};
+use crate::session_policy::require_active_session;
 use crate::streams::{session_not_found, websocket_url};
 
 pub fn router() -> Router<AppState> {
@@ -32,6 +37,12 @@ const OFFERED: &[&str] = &["sse", "websocket", "long-poll", "poll"];
 /// Transports that need the `stream.subscribe` scope.
 const STREAMS: &[&str] = &["sse", "websocket"];
 
+/// Opens a session. When the tenant runs the single-active-session policy, the new session
+/// supersedes the agent's earlier ones: they are kept, marked `superseded`, and from now on
+/// refused for claims and stream opens (409 `session_superseded`), their open streams get a last
+/// `session.superseded` signal and close, and their session heartbeats answer 409; the leases
+/// they hold stay valid, so in-flight work can be acknowledged or released. A later subscribe
+/// (the old process starting again) takes over in turn.
 #[utoipa::path(post, path = "/v1/agent-sessions/subscribe", tag = "sessions", request_body = SubscribeRequest,
     responses((status = 200, body = SubscribeResponse)))]
 pub async fn subscribe(
@@ -63,7 +74,7 @@ pub async fn subscribe(
         .map_err(|e| ApiError::invalid_field("last_seen_seq", e.problem))?;
     let session_id = SessionId::new(format!("sess_{}", hex(&random::<16>())))
         .map_err(|e| ApiError::internal(e.to_string()))?;
-    state
+    let opened = state
         .store
         .open_session(&SessionRecord {
             session_id: session_id.clone(),
@@ -75,6 +86,9 @@ pub async fn subscribe(
             auth_subject: caller.subject.to_string(),
         })
         .await?;
+    if opened.superseded > 0 {
+        state.session_changes.superseded(&caller.tenant_id, &caller.subject);
+    }
     let head = state.store.head(&caller.inbox()).await?;
     let config = &state.config;
     Ok(Json(SubscribeResponse {
@@ -97,10 +111,12 @@ pub async fn subscribe(
 
 /// Keeps a session alive for clients on long poll or poll (a stream keeps its session alive by
 /// itself); a session silent for three heartbeat intervals is marked gone. Optionally records
-/// the last sequence the agent processed.
+/// the last sequence the agent processed. A session superseded under the single-active-session
+/// policy gets 409 `session_superseded`, which is how a polling agent learns it.
 #[utoipa::path(post, path = "/v1/agent-sessions/{session_id}/heartbeat", tag = "sessions",
     params(("session_id" = String, Path)), request_body(content = SessionHeartbeatRequest, description = "optional"),
-    responses((status = 200, body = SessionHeartbeatResponse), (status = 404, description = "session_not_found", body = inbox_api::Problem)))]
+    responses((status = 200, body = SessionHeartbeatResponse), (status = 404, description = "session_not_found", body = inbox_api::Problem),
+        (status = 409, description = "session_superseded", body = inbox_api::Problem)))]
 pub async fn heartbeat(
     State(state): State<AppState>,
     caller: Caller,
@@ -120,6 +136,7 @@ pub async fn heartbeat(
         .map(InboxSeq::new)
         .transpose()
         .map_err(|e| ApiError::invalid_field("last_seen_seq", e.problem))?;
+    require_active_session(&state, &caller, Some(&session_id)).await?;
     let touch = SessionTouch {
         session_id: &session_id,
         tenant_id: &caller.tenant_id,

@@ -27,7 +27,9 @@ use crate::AppState;
 use crate::auth::{Caller, hex, random};
 use crate::error::ApiError;
 use crate::extract::{COOKIE_PREFIX, STREAM_COOKIE, StreamCaller, StreamQuery, TICKET_PREFIX, parse_json};
-use crate::streams::{Subscription, Wake, forwarded_https, session_param, touch, websocket_url};
+use crate::streams::{
+    SESSION_SUPERSEDED, Subscription, Wake, forwarded_https, session_param, touch, websocket_url,
+};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -42,6 +44,7 @@ pub fn router() -> Router<AppState> {
     responses(
         (status = 200, description = "text/event-stream of inbox.updated events (data: StreamSignal) and heartbeats", body = StreamSignal, content_type = "text/event-stream"),
         (status = 401, description = "unauthorized, invalid_ticket or invalid_stream_cookie", body = inbox_api::Problem),
+        (status = 409, description = "session_superseded or session_required: the tenant allows one active session per agent, and this stream does not name the agent's newest one. A stream whose session is superseded while open gets a last `session.superseded` event, then ends", body = inbox_api::Problem),
         (status = 429, description = "too_many_waiters", body = inbox_api::Problem)))]
 pub async fn sse(State(state): State<AppState>, caller: StreamCaller) -> Result<Response, ApiError> {
     open_sse(state, caller).await
@@ -74,23 +77,40 @@ async fn open_sse(state: AppState, caller: StreamCaller) -> Result<Response, Api
 }
 
 /// The event stream: the opening frame, then hints and heartbeats until the client goes away
-/// (the response body is dropped) or the server shuts down. A frame is made only when the
-/// connection asks for the next one, so a client that stops reading costs nothing but its
-/// socket buffers, and the hint it gets when it reads again is the latest head.
+/// (the response body is dropped), the server shuts down, or the session is superseded (a last
+/// `session.superseded` event, then the end). A frame is made only when the connection asks
+/// for the next one, so a client that stops reading costs nothing but its socket buffers, and
+/// the hint it gets when it reads again is the latest head.
 fn events(subscription: Subscription, opening: Event) -> impl Stream<Item = Result<Event, Infallible>> {
-    futures_util::stream::unfold((subscription, Some(opening)), |(mut subscription, opening)| async move {
+    let start = (Some(subscription), Some(opening));
+    futures_util::stream::unfold(start, |(subscription, opening)| async move {
+        // No subscription: the last event went out.
+        let mut subscription = subscription?;
         if let Some(event) = opening {
-            return Some((Ok(event), (subscription, None)));
+            return Some((Ok(event), (Some(subscription), None)));
         }
-        let event = match subscription.next().await {
-            Wake::Signal(signal) => hint_event(Event::default(), &signal),
-            Wake::Heartbeat => {
-                subscription.beat().await;
-                Event::default().event("heartbeat").data("{}")
+        let final_signal = loop {
+            match subscription.next().await {
+                Wake::Signal(signal) => {
+                    return Some((Ok(hint_event(Event::default(), &signal)), (Some(subscription), None)));
+                }
+                Wake::Heartbeat => match subscription.beat().await {
+                    None => {
+                        let beat = Event::default().event("heartbeat").data("{}");
+                        return Some((Ok(beat), (Some(subscription), None)));
+                    }
+                    Some(last) => break last,
+                },
+                Wake::SessionChanged => {
+                    if let Some(last) = subscription.superseded().await {
+                        break last;
+                    }
+                }
+                Wake::Closed => return None,
             }
-            Wake::Closed => return None,
         };
-        Some((Ok(event), (subscription, None)))
+        let data = serde_json::to_string(&final_signal).unwrap_or_default();
+        Some((Ok(Event::default().event(SESSION_SUPERSEDED).data(data)), (None, None)))
     })
 }
 

@@ -1,12 +1,14 @@
-//! The tenant's trust policy, for operators: whether agents must sign their claim,
-//! acknowledge, release and heartbeat calls. Other nodes see a change within
-//! [`crate::signatures::POLICY_CACHE_TTL`].
+//! The tenant's policy, for operators: whether agents must sign their claim, acknowledge,
+//! release and heartbeat calls, and whether each agent may have only one active session (seed
+//! 001's single-active-session, `session_policy.rs`). Other nodes see a change within
+//! [`crate::signatures::POLICY_CACHE_TTL`] and
+//! [`crate::session_policy::SESSION_POLICY_CACHE_TTL`].
 
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use inbox_api::{TenantPolicyRequest, TenantPolicyResponse};
-use inbox_store::TenantPolicy;
+use inbox_store::{TenantPolicy, TenantPolicyChange};
 
 use crate::AppState;
 use crate::auth::{Caller, CallerKind};
@@ -35,13 +37,10 @@ pub async fn get_policy(
 ) -> Result<Json<TenantPolicyResponse>, ApiError> {
     require_admin(&caller)?;
     let policy = state.store.tenant_policy(&caller.tenant_id).await?;
-    Ok(Json(TenantPolicyResponse {
-        tenant_id: caller.tenant_id.to_string(),
-        signatures_required: policy.signatures_required,
-    }))
+    Ok(Json(response(&caller, policy)))
 }
 
-/// Sets the policy of the admin token's tenant.
+/// Changes the policy of the admin token's tenant; settings left out keep their value.
 #[utoipa::path(post, path = "/v1/admin/tenant-policy", tag = "admin", request_body = TenantPolicyRequest,
     responses((status = 200, body = TenantPolicyResponse)))]
 pub async fn set_policy(
@@ -50,11 +49,20 @@ pub async fn set_policy(
     ApiJson(request): ApiJson<TenantPolicyRequest>,
 ) -> Result<Json<TenantPolicyResponse>, ApiError> {
     require_admin(&caller)?;
-    let policy = TenantPolicy { signatures_required: request.signatures_required };
-    state.store.set_tenant_policy(&caller.tenant_id, policy).await?;
+    let change = TenantPolicyChange {
+        signatures_required: request.signatures_required,
+        single_active_session: request.single_active_session,
+    };
+    let policy = state.store.change_tenant_policy(&caller.tenant_id, change).await?;
     state.trust.caches.remember_policy(&caller.tenant_id, policy.signatures_required);
-    Ok(Json(TenantPolicyResponse {
+    state.session_policies.remember(&caller.tenant_id, policy.single_active_session);
+    Ok(Json(response(&caller, policy)))
+}
+
+fn response(caller: &Caller, policy: TenantPolicy) -> TenantPolicyResponse {
+    TenantPolicyResponse {
         tenant_id: caller.tenant_id.to_string(),
         signatures_required: policy.signatures_required,
-    }))
+        single_active_session: policy.single_active_session,
+    }
 }

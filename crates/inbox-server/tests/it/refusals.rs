@@ -11,6 +11,7 @@ both_backends!(
     malformed_requests_get_precise_problems_and_change_nothing,
     event_and_lease_refusals,
     cursor_reset_points_to_resync,
+    resync_pages_through_open_events,
     rate_limits_answer_429_with_retry_after,
     authentication_refusals,
 );
@@ -199,6 +200,35 @@ async fn event_and_lease_refusals(backend: Backend) {
         .post("/v1/inbox/acknowledge", &agent, json!({"acks": [{"event_id": id, "lease_token": foreign}]}))
         .await;
     assert_eq!(late["results"][0]["error"]["code"], "already_acked");
+    server.stop().await;
+}
+
+/// The resync route pages: `?after_seq=` the last open event's seq, `?limit=` per page.
+async fn resync_pages_through_open_events(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let publisher = server.publisher("t1").await;
+    let agent = server.agent("t1", "agent_alpha").await;
+    for _ in 0..5 {
+        server.publish(&publisher, &["agent_alpha"], json!({})).await;
+    }
+    let page = |query: &'static str| server.call(Method::GET, query, Some(&agent), None);
+    let seqs = |body: &serde_json::Value| -> Vec<u64> {
+        body["open_events"].as_array().unwrap().iter().map(|e| e["inbox_seq"].as_u64().unwrap()).collect()
+    };
+    let (status, first) = page("/v1/inbox/resync?limit=2").await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    assert_eq!(
+        (seqs(&first), &first["more_available"], &first["resume_after_seq"]),
+        (vec![1, 2], &json!(true), &json!(5))
+    );
+    let (_, second) = page("/v1/inbox/resync?after_seq=2&limit=2").await;
+    assert_eq!((seqs(&second), &second["more_available"]), (vec![3, 4], &json!(true)));
+    let (_, last) = page("/v1/inbox/resync?after_seq=4&limit=2").await;
+    assert_eq!((seqs(&last), &last["more_available"]), (vec![5], &json!(false)));
+    let (_, all) = page("/v1/inbox/resync").await;
+    assert_eq!(seqs(&all), vec![1, 2, 3, 4, 5], "one page of up to 500 by default");
+    assert_problem(&page("/v1/inbox/resync?limit=0").await, StatusCode::BAD_REQUEST, "invalid_field");
+    assert_problem(&page("/v1/inbox/resync?after=2").await, StatusCode::BAD_REQUEST, "invalid_query");
     server.stop().await;
 }
 

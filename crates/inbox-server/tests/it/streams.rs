@@ -34,27 +34,32 @@ both_backends!(
 
 /// How long a hint may take to arrive: generous for a loaded CI machine, far below anything
 /// that would pass without the mechanism under test.
-const HINT_DEADLINE: Duration = Duration::from_secs(5);
+pub(crate) const HINT_DEADLINE: Duration = Duration::from_secs(5);
 /// A window in which nothing may arrive: many notifier passes (30 ms each).
 const QUIET: Duration = Duration::from_millis(600);
 
 // ---- an SSE client: reqwest's streaming body and a small line parser ----
 
 #[derive(Debug, Default, Clone)]
-struct SseEvent {
-    event: String,
-    id: Option<String>,
-    data: String,
-    retry: Option<String>,
+pub(crate) struct SseEvent {
+    pub event: String,
+    pub id: Option<String>,
+    pub data: String,
+    pub retry: Option<String>,
 }
 
-struct Sse {
+pub(crate) struct Sse {
     response: reqwest::Response,
     buffer: String,
 }
 
 impl Sse {
-    async fn open(server: &TestServer, path: &str, token: Option<&str>, headers: &[(&str, &str)]) -> Sse {
+    pub(crate) async fn open(
+        server: &TestServer,
+        path: &str,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> Sse {
         let mut request =
             server.request(Method::GET, path, token, None).header("accept", "text/event-stream");
         for (name, value) in headers {
@@ -68,7 +73,7 @@ impl Sse {
 
     /// The next event (or retry-only frame), or `None` when the deadline passes or the stream
     /// ends.
-    async fn next(&mut self, within: Duration) -> Option<SseEvent> {
+    pub(crate) async fn next(&mut self, within: Duration) -> Option<SseEvent> {
         let deadline = tokio::time::Instant::now() + within;
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
@@ -93,7 +98,7 @@ impl Sse {
     }
 
     /// The next `inbox.updated` signal, skipping heartbeats and retry advice.
-    async fn next_hint(&mut self, within: Duration) -> Option<Value> {
+    pub(crate) async fn next_hint(&mut self, within: Duration) -> Option<Value> {
         let deadline = Instant::now() + within;
         loop {
             let event = self.next(deadline.saturating_duration_since(Instant::now())).await?;
@@ -299,7 +304,8 @@ async fn reconnecting_behind_the_head_gets_an_immediate_hint(backend: Backend) {
     server.stop().await;
 }
 
-type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+pub(crate) type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 async fn ws_connect(server: &TestServer, token: &str) -> Socket {
     let ws_url = server.base.replace("http://", "ws://") + "/v1/streams/ws";
@@ -309,7 +315,7 @@ async fn ws_connect(server: &TestServer, token: &str) -> Socket {
 }
 
 /// The next JSON text message.
-async fn ws_next(socket: &mut Socket) -> Value {
+pub(crate) async fn ws_next(socket: &mut Socket) -> Value {
     loop {
         let message = tokio::time::timeout(HINT_DEADLINE, socket.next()).await.expect("a message in time");
         if let tungstenite::Message::Text(text) = message.expect("the socket is open").expect("a frame") {
@@ -319,7 +325,7 @@ async fn ws_next(socket: &mut Socket) -> Value {
 }
 
 /// Sends one op and returns its reply, skipping signals.
-async fn ws_call(socket: &mut Socket, message: Value) -> Value {
+pub(crate) async fn ws_call(socket: &mut Socket, message: Value) -> Value {
     socket.send(tungstenite::Message::Text(message.to_string().into())).await.unwrap();
     loop {
         let value = ws_next(socket).await;

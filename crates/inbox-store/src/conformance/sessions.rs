@@ -1,0 +1,172 @@
+//! Conformance cases of agent sessions under seed 001's single-active-session policy (who is an
+//! agent's newest session, what a superseding subscribe records), and of the open events a
+//! resync pages through.
+
+use inbox_core::{InboxSeq, Recipient, RecipientId, SessionId};
+
+use super::{Harness, ack_of, claim_next, inbox_of, publish_to, tenant};
+use crate::{SessionRecord, SessionStanding, SessionTouch, SignalKind, TenantPolicyChange};
+
+fn record(session: &str, agent: &str) -> SessionRecord {
+    SessionRecord {
+        session_id: SessionId::new(session).unwrap(),
+        tenant_id: tenant("t1"),
+        agent_id: RecipientId::new(agent).unwrap(),
+        device_id: None,
+        transport: "sse".into(),
+        last_seen_seq: InboxSeq(0),
+        auth_subject: agent.into(),
+    }
+}
+
+async fn standing(h: &Harness, agent: &str, session: &str) -> SessionStanding {
+    h.store
+        .session_standing(&tenant("t1"), &RecipientId::new(agent).unwrap(), &SessionId::new(session).unwrap())
+        .await
+        .unwrap()
+}
+
+fn older(newest: &str) -> SessionStanding {
+    SessionStanding::Older { newest: SessionId::new(newest).unwrap() }
+}
+
+async fn status(h: &Harness, session: &str) -> String {
+    let superseded = h
+        .scalar(
+            "SELECT CASE status WHEN 'active' THEN 1 WHEN 'gone' THEN 2 WHEN 'superseded' THEN 3 ELSE 0 END AS n \
+             FROM agent_session WHERE session_id = ?",
+            &[session],
+        )
+        .await;
+    ["?", "active", "gone", "superseded"][superseded as usize].to_owned()
+}
+
+/// Every subscribe makes its session the agent's newest. Without the policy nothing else
+/// changes; with it, the agent's earlier sessions are marked superseded (touches do not revive
+/// them, the sweeper leaves them), one signal tells every node, and other agents are untouched.
+pub async fn a_subscribe_supersedes_earlier_sessions_under_the_policy(h: &Harness) {
+    let opened = h.store.open_session(&record("sess_a1", "alpha")).await.unwrap();
+    assert_eq!(opened.superseded, 0);
+    assert_eq!(standing(h, "alpha", "sess_a1").await, SessionStanding::Newest);
+    h.store.open_session(&record("sess_a2", "alpha")).await.unwrap();
+    assert_eq!(standing(h, "alpha", "sess_a1").await, older("sess_a2"), "newest even without the policy");
+    assert_eq!(standing(h, "alpha", "sess_a2").await, SessionStanding::Newest);
+    assert_eq!(status(h, "sess_a1").await, "active", "no policy, nothing superseded");
+    assert_eq!(standing(h, "beta", "sess_a1").await, SessionStanding::Unknown, "another agent's");
+    assert_eq!(standing(h, "alpha", "sess_none").await, SessionStanding::Unknown);
+    h.store.open_session(&record("sess_b1", "beta")).await.unwrap();
+
+    // Policy changes keep the setting they do not name.
+    let signed = TenantPolicyChange { signatures_required: Some(true), ..TenantPolicyChange::default() };
+    h.store.change_tenant_policy(&tenant("t1"), signed).await.unwrap();
+    let single = TenantPolicyChange { single_active_session: Some(true), ..TenantPolicyChange::default() };
+    let policy = h.store.change_tenant_policy(&tenant("t1"), single).await.unwrap();
+    assert!(policy.signatures_required && policy.single_active_session);
+    assert_eq!(h.store.tenant_policy(&tenant("t1")).await.unwrap(), policy);
+    assert!(!h.store.tenant_policy(&tenant("t2")).await.unwrap().single_active_session);
+
+    let signals_before = h.store.signals_after(0, 100).await.unwrap().len();
+    let opened = h.store.open_session(&record("sess_a3", "alpha")).await.unwrap();
+    assert_eq!(opened.superseded, 2, "both earlier sessions of alpha");
+    for old in ["sess_a1", "sess_a2"] {
+        assert_eq!(status(h, old).await, "superseded");
+        assert_eq!(standing(h, "alpha", old).await, older("sess_a3"));
+        let by = h
+            .scalar(
+                "SELECT COUNT(*) AS n FROM agent_session WHERE session_id = ? \
+                 AND superseded_by_session_id = 'sess_a3' AND superseded_at_utc IS NOT NULL",
+                &[old],
+            )
+            .await;
+        assert_eq!(by, 1, "{old} records who took over, and when");
+    }
+    assert_eq!(
+        (status(h, "sess_b1").await, standing(h, "beta", "sess_b1").await),
+        ("active".into(), SessionStanding::Newest)
+    );
+
+    // Every node reads the signal; it names the agent and moves no head.
+    let signals = h.second_node().await.signals_after(0, 100).await.unwrap();
+    assert_eq!(signals.len(), signals_before + 1);
+    let signal = signals.last().unwrap();
+    assert_eq!(signal.kind, SignalKind::SessionSuperseded);
+    assert_eq!(signal.heads, vec![(Recipient::agent(RecipientId::new("alpha").unwrap()), InboxSeq(0))]);
+
+    // A superseded session stays superseded: touched (an old stream beating) or swept.
+    let alpha = RecipientId::new("alpha").unwrap();
+    let a1 = SessionId::new("sess_a1").unwrap();
+    let touch = SessionTouch {
+        session_id: &a1,
+        tenant_id: &tenant("t1"),
+        agent_id: &alpha,
+        transport: None,
+        last_seen_seq: Some(InboxSeq(3)),
+    };
+    assert!(h.store.touch_session(&touch).await.unwrap(), "it still exists");
+    assert_eq!(status(h, "sess_a1").await, "superseded");
+    h.clock.advance_ms(100_000);
+    assert_eq!(
+        h.store.mark_silent_sessions_gone(h.store.now().minus_ms(90_000)).await.unwrap(),
+        2,
+        "a3 and b1"
+    );
+    assert_eq!(status(h, "sess_a2").await, "superseded");
+    assert_eq!(standing(h, "alpha", "sess_a3").await, SessionStanding::Newest, "gone is not superseded");
+
+    // The next subscribe supersedes only what is not superseded yet, and writes one signal.
+    assert_eq!(h.store.open_session(&record("sess_a4", "alpha")).await.unwrap().superseded, 1);
+    assert_eq!(h.store.signals_after(0, 100).await.unwrap().len(), signals_before + 2);
+}
+
+/// Concurrent subscribes of one agent on two nodes leave exactly one newest session; each
+/// superseded the one before it, so every other session is superseded exactly once.
+pub async fn concurrent_subscribes_leave_one_newest_session(h: &Harness) {
+    const SUBSCRIBES: usize = 8;
+    let single = TenantPolicyChange { single_active_session: Some(true), ..TenantPolicyChange::default() };
+    h.store.change_tenant_policy(&tenant("t1"), single).await.unwrap();
+    let other = h.second_node().await;
+    let mut tasks = Vec::new();
+    for n in 0..SUBSCRIBES {
+        let store = if n % 2 == 0 { h.store.clone() } else { other.clone() };
+        tasks.push(tokio::spawn(async move {
+            store.open_session(&record(&format!("sess_c{n}"), "alpha")).await.unwrap().superseded
+        }));
+    }
+    let mut superseded = 0;
+    for task in tasks {
+        superseded += task.await.unwrap();
+    }
+    assert_eq!(superseded, SUBSCRIBES as u64 - 1, "each subscribe superseded exactly its predecessor");
+    let mut newest = Vec::new();
+    for n in 0..SUBSCRIBES {
+        let session = format!("sess_c{n}");
+        match standing(h, "alpha", &session).await {
+            SessionStanding::Newest => newest.push(session),
+            SessionStanding::Older { .. } => assert_eq!(status(h, &session).await, "superseded"),
+            SessionStanding::Unknown => panic!("{session} was lost"),
+        }
+    }
+    assert_eq!(newest.len(), 1, "one newest session: {newest:?}");
+    assert_eq!(status(h, &newest[0]).await, "active");
+}
+
+/// Open events page after a sequence in sequence order; acknowledged ones are left out.
+pub async fn open_events_page_after_a_sequence(h: &Harness) {
+    let inbox = inbox_of("t1", "alpha");
+    for n in 0..5 {
+        publish_to(h, "t1", "alpha", &format!("{{\"n\":{n}}}")).await;
+    }
+    let claimed = h.store.claim_next(&claim_next(&inbox, 2)).await.unwrap();
+    h.store.acknowledge(&ack_of(&inbox, &claimed[1])).await.unwrap();
+    let page = |after: u64, limit: u32| {
+        let inbox = inbox.clone();
+        async move {
+            let (events, more) = h.store.open_events(&inbox, InboxSeq(after), limit).await.unwrap();
+            (events.iter().map(|e| e.inbox_seq.get()).collect::<Vec<_>>(), more)
+        }
+    };
+    assert_eq!(page(0, 2).await, (vec![1, 3], true), "claimed 1 is open, acked 2 is not");
+    assert_eq!(page(3, 2).await, (vec![4, 5], false));
+    assert_eq!(page(5, 2).await, (vec![], false));
+    assert_eq!(page(0, 500).await, (vec![1, 3, 4, 5], false));
+}
