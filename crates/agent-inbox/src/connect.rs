@@ -1,5 +1,6 @@
 //! How the agent commands find their service and credentials: a fixed access token (with
-//! `--server`), or a stored login profile whose refresh token is rotated as it is used.
+//! `--server`), or a stored login profile whose refresh token is rotated as it is used, and
+//! whose request-signing key (if `login` set one up) signs the critical calls.
 
 use std::path::PathBuf;
 
@@ -37,6 +38,22 @@ pub fn connect(args: &ConnectArgs) -> anyhow::Result<Connection> {
         }
     };
     Ok(Connection { api, state_path })
+}
+
+/// `api` signing with the profile's request-signing key, when the profile's credentials are in
+/// use and `login` stored a key; otherwise `api` as it is.
+pub async fn with_profile_signing_key(args: &ConnectArgs, api: Api) -> anyhow::Result<Api> {
+    if args.token.is_some() {
+        return Ok(api);
+    }
+    let profile = &args.profile.profile;
+    let home = Home::from_env()?;
+    let kind = home.load_profile(profile)?.secret_store;
+    let key = home.load_signing_key(profile, kind).await.context("cannot read the profile's signing key")?;
+    Ok(match key {
+        Some(key) => api.with_signing_key(key),
+        None => api,
+    })
 }
 
 /// Parses a human duration flag such as `30s` or `5m`.

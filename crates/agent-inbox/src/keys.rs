@@ -2,7 +2,8 @@
 //! straight in the database every node reads. Running nodes pick the new key up on their
 //! next reload (`signing_keys_reload_interval`, 30 s) or as soon as a token names it; it
 //! starts signing after a short activation delay, once every node has had time to load it,
-//! and tokens signed with the older keys stay valid through the overlap.
+//! and tokens signed with the older keys stay valid through the overlap, and not a moment
+//! longer (nodes re-read keys held longer than the shortest overlap, 1 s, before trusting them).
 
 use std::time::Duration;
 

@@ -15,6 +15,7 @@ use crate::api::{self, Api, check_base_url};
 use crate::error::ClientError;
 use crate::schedule::refresh_due;
 use crate::secret_store::{Secret, SecretStore, SecretStoreKind, create_private_dir};
+use crate::signing::RequestSigningKey;
 
 /// Where an agent's profiles, refresh-token files and local state live: `AGENT_INBOX_HOME`,
 /// else `$XDG_CONFIG_HOME/agent-inbox`, else `~/.config/agent-inbox`.
@@ -59,12 +60,56 @@ impl Home {
         self.dir.join(format!("{profile}.state.db"))
     }
 
+    pub fn signing_key_path(&self, profile: &str) -> PathBuf {
+        self.dir.join(format!("{profile}.signing-key"))
+    }
+
     fn lock_path(&self, profile: &str) -> PathBuf {
         self.dir.join(format!("{profile}.refresh.lock"))
     }
 
     pub fn secret_store(&self, profile: &str, kind: SecretStoreKind) -> SecretStore {
         SecretStore::new(kind, profile, self.refresh_token_path(profile))
+    }
+
+    /// The slot of a profile's request-signing key: the store that holds its refresh token
+    /// (account `<profile>.signing-key`), or a 0600 file beside the refresh token's.
+    pub fn signing_key_store(&self, profile: &str, kind: SecretStoreKind) -> SecretStore {
+        SecretStore::new(kind, &format!("{profile}.signing-key"), self.signing_key_path(profile))
+            .holding("request signing key")
+    }
+
+    /// The request-signing key stored for `profile`, if any.
+    pub async fn load_signing_key(
+        &self,
+        profile: &str,
+        kind: SecretStoreKind,
+    ) -> Result<Option<RequestSigningKey>, ClientError> {
+        check_profile_name(profile)?;
+        let store = self.signing_key_store(profile, kind);
+        match blocking(move || store.load()).await? {
+            Some(secret) => RequestSigningKey::from_secret(&secret).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Stores `key` as the profile's request-signing key, replacing any other.
+    pub async fn save_signing_key(
+        &self,
+        profile: &str,
+        kind: SecretStoreKind,
+        key: &RequestSigningKey,
+    ) -> Result<(), ClientError> {
+        check_profile_name(profile)?;
+        let (store, secret) = (self.signing_key_store(profile, kind), key.to_secret());
+        blocking(move || store.save(&secret)).await
+    }
+
+    /// Removes the profile's request-signing key; removing nothing is fine.
+    pub async fn delete_signing_key(&self, profile: &str, kind: SecretStoreKind) -> Result<(), ClientError> {
+        check_profile_name(profile)?;
+        let store = self.signing_key_store(profile, kind);
+        blocking(move || store.delete()).await
     }
 
     pub fn load_profile(&self, profile: &str) -> Result<Profile, ClientError> {
@@ -125,6 +170,9 @@ pub struct LoginReport {
     pub stored_in: String,
     /// Set when the OS store was present but refused, and the file was used instead.
     pub fell_back: Option<String>,
+    /// A connection with the access token the login obtained (not refreshed): for follow-up
+    /// calls such as registering a signing key.
+    pub api: Api,
 }
 
 /// Logs in: trades `refresh_token` for fresh tokens (proving it works and rotating it at
@@ -180,13 +228,15 @@ pub async fn login(
         agent_id: head.recipient_id,
     };
     home.save_profile(profile, &record)?;
-    Ok(LoginReport { profile: record, stored_in: secrets.describe(), fell_back })
+    Ok(LoginReport { profile: record, stored_in: secrets.describe(), fell_back, api })
 }
 
-/// Removes a profile's refresh token and record.
+/// Removes a profile's refresh token, request-signing key and record. The signing key stays
+/// registered with the service: retire it first ([`Api::retire_signing_key`]).
 pub fn logout(home: &Home, profile: &str) -> Result<(), ClientError> {
     let loaded = home.load_profile(profile)?;
     home.secret_store(profile, loaded.secret_store).delete()?;
+    home.signing_key_store(profile, loaded.secret_store).delete()?;
     std::fs::remove_file(home.profile_path(profile))
         .map_err(|err| ClientError::Config(format!("cannot remove the profile: {err}")))
 }
@@ -400,6 +450,27 @@ mod tests {
         drop(first);
         second.await.unwrap().unwrap();
         assert!(!path.exists());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn a_signing_key_is_kept_in_its_own_owner_only_slot() {
+        let dir = std::env::temp_dir().join(format!("inbox-client-signing-{}", std::process::id()));
+        let home = Home::at(&dir);
+        assert!(home.load_signing_key("default", SecretStoreKind::File).await.unwrap().is_none());
+        let key = RequestSigningKey::generate_ed25519().unwrap();
+        home.save_signing_key("default", SecretStoreKind::File, &key).await.unwrap();
+        let loaded = home.load_signing_key("default", SecretStoreKind::File).await.unwrap().unwrap();
+        assert_eq!((loaded.key_id(), loaded.public_key()), (key.key_id(), key.public_key()));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(home.signing_key_path("default")).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        assert!(!home.refresh_token_path("default").exists(), "a slot of its own");
+        home.delete_signing_key("default", SecretStoreKind::File).await.unwrap();
+        assert!(home.load_signing_key("default", SecretStoreKind::File).await.unwrap().is_none());
         let _ = std::fs::remove_dir_all(dir);
     }
 

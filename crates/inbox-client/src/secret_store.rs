@@ -60,7 +60,7 @@ impl SecretStoreKind {
 /// The service name under which tokens are filed in OS secret stores.
 pub const SECRET_SERVICE: &str = "agent-inbox";
 
-/// One profile's refresh-token slot.
+/// One secret's slot: a profile's refresh token, or its request-signing key.
 #[derive(Debug, Clone)]
 pub struct SecretStore {
     kind: SecretStoreKind,
@@ -68,11 +68,19 @@ pub struct SecretStore {
     account: String,
     /// The file used by [`SecretStoreKind::File`].
     file: PathBuf,
+    /// What the secret is, for labels and messages.
+    what: &'static str,
 }
 
 impl SecretStore {
     pub fn new(kind: SecretStoreKind, account: &str, file: PathBuf) -> SecretStore {
-        SecretStore { kind, account: account.to_owned(), file }
+        SecretStore { kind, account: account.to_owned(), file, what: "refresh token" }
+    }
+
+    /// The same kind of slot for another secret (`what` names it in labels and messages).
+    pub(crate) fn holding(mut self, what: &'static str) -> SecretStore {
+        self.what = what;
+        self
     }
 
     /// The OS store when its tool is installed, else the file.
@@ -94,7 +102,7 @@ impl SecretStore {
     /// The same slot in the file store: the fallback when an OS store is installed but not
     /// usable (no desktop session, a locked keychain).
     pub fn file_fallback(&self) -> SecretStore {
-        SecretStore::new(SecretStoreKind::File, &self.account, self.file.clone())
+        SecretStore::new(SecretStoreKind::File, &self.account, self.file.clone()).holding(self.what)
     }
 
     /// Where the secret is, for a person.
@@ -135,10 +143,10 @@ impl SecretStore {
 
     /// Stores `secret`, replacing what was there. Returns only once the secret is durable.
     pub fn save(&self, secret: &Secret) -> Result<(), ClientError> {
-        check_single_line(secret)?;
+        check_single_line(secret, self.what)?;
         match self.kind {
             SecretStoreKind::SecretTool => {
-                let label = format!("agent-inbox refresh token ({})", self.account);
+                let label = format!("agent-inbox {} ({})", self.what, self.account);
                 let stored = run(
                     "secret-tool",
                     &[
@@ -212,12 +220,12 @@ fn store_failed(what: &str) -> ClientError {
     ))
 }
 
-fn check_single_line(secret: &Secret) -> Result<(), ClientError> {
+fn check_single_line(secret: &Secret, what: &str) -> Result<(), ClientError> {
     let value = secret.expose();
     if value.is_empty() || value.contains(['\n', '\r', ' ', '"', '\'', '\\']) {
-        return Err(ClientError::Credentials(
-            "a refresh token is one word without spaces or quotes; check what was pasted".to_owned(),
-        ));
+        return Err(ClientError::Credentials(format!(
+            "a {what} is one word without spaces or quotes; check what was pasted"
+        )));
     }
     Ok(())
 }

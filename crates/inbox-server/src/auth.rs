@@ -8,8 +8,10 @@ use std::collections::BTreeSet;
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
-use inbox_core::{Recipient, RecipientId, RecipientKey, TenantId};
-use inbox_store::{RefreshGrant, RefreshRefusal, SigningKey, SqlStore, StoreError};
+use inbox_core::{Recipient, RecipientId, RecipientKey, TenantId, UnixMillis};
+use inbox_store::{
+    RefreshGrant, RefreshRefusal, SIGNING_KEY_OVERLAP_MS_MIN, SigningKey, SqlStore, StoreError,
+};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
@@ -162,6 +164,16 @@ pub enum AuthFailure {
     Malformed(String),
     Expired,
     Invalid(String),
+    /// The signing keys could not be re-read, so the token could be neither trusted nor
+    /// refused; not the caller's fault (503).
+    KeysUnavailable(String),
+}
+
+impl AuthFailure {
+    /// Whether the failure says something about the token (and counts against its sender).
+    pub fn is_the_callers(&self) -> bool {
+        !matches!(self, AuthFailure::KeysUnavailable(_))
+    }
 }
 
 impl From<AuthFailure> for ApiError {
@@ -181,6 +193,16 @@ impl From<AuthFailure> for ApiError {
             AuthFailure::Invalid(why) => {
                 ApiError::unauthorized("invalid_token", format!("the access token is not valid: {why}"))
             }
+            AuthFailure::KeysUnavailable(why) => {
+                let mut err = ApiError::new(
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                    "database_unavailable",
+                    "the token signing keys cannot be read right now; retry in a moment",
+                )
+                .retry_after(2);
+                err.internal = Some(why);
+                err
+            }
         }
     }
 }
@@ -191,9 +213,20 @@ pub struct TokenService {
     issuer: String,
     access_ttl: Duration,
     refresh_ttl: Duration,
-    own_keys: RwLock<Vec<SigningKey>>,
+    own_keys: RwLock<KeySnapshot>,
+    /// One re-read of a stale snapshot at a time; the others wait for it.
+    refreshing: tokio::sync::Mutex<()>,
     last_reload: RwLock<Instant>,
     external: Option<External>,
+}
+
+/// The signing keys as read from the database at one time.
+struct KeySnapshot {
+    keys: Vec<SigningKey>,
+    /// Store time until which the snapshot knows every retirement that can have taken effect:
+    /// a rotation after the read retires keys at least [`SIGNING_KEY_OVERLAP_MS_MIN`] later.
+    /// Past it, the keys are read again before one verifies or signs anything.
+    trusted_until: UnixMillis,
 }
 
 struct External {
@@ -213,8 +246,9 @@ const KEY_RELOAD_MIN_INTERVAL: Duration = Duration::from_secs(5);
 
 impl TokenService {
     pub async fn new(store: SqlStore, config: &crate::Config) -> Result<TokenService, String> {
-        let own_keys =
-            store.access_signing_keys().await.map_err(|e| format!("cannot load signing keys: {e}"))?;
+        let read_at = store.now();
+        let keys = store.access_signing_keys().await.map_err(|e| format!("cannot load signing keys: {e}"))?;
+        let own_keys = KeySnapshot { keys, trusted_until: read_at.plus_ms(SIGNING_KEY_OVERLAP_MS_MIN) };
         let external = match &config.jwks_file {
             None => None,
             Some(path) => {
@@ -235,6 +269,7 @@ impl TokenService {
             access_ttl: config.access_token_ttl,
             refresh_ttl: config.refresh_token_ttl,
             own_keys: RwLock::new(own_keys),
+            refreshing: tokio::sync::Mutex::new(()),
             last_reload: RwLock::new(Instant::now()),
             external,
         })
@@ -252,6 +287,7 @@ impl TokenService {
     ) -> Result<IssuedTokens, ApiError> {
         let scope = normalize_scope(scope)?;
         let ttl = ttl.unwrap_or(self.access_ttl);
+        self.fresh_keys().await.map_err(ApiError::from)?;
         let access_token = self.sign(tenant_id, subject, kind, &scope, ttl)?;
         let refresh_token = if refresh {
             let (token, hash) = new_refresh_token();
@@ -304,6 +340,7 @@ impl TokenService {
         };
         let subject = RecipientId::new(grant.subject).map_err(|e| ApiError::internal(e.to_string()))?;
         let kind = CallerKind::parse(&grant.kind).ok_or_else(|| ApiError::internal("stored kind"))?;
+        self.fresh_keys().await.map_err(ApiError::from)?;
         let access_token = self.sign(&grant.tenant_id, &subject, kind, &grant.scope, self.access_ttl)?;
         Ok(IssuedTokens {
             access_token,
@@ -325,7 +362,8 @@ impl TokenService {
         // every node has loaded it before the first token signed with it arrives.
         let store_now = self.store.now();
         let key = {
-            let keys = self.own_keys.read().expect("key lock");
+            let snapshot = self.own_keys.read().expect("key lock");
+            let keys = &snapshot.keys;
             keys.iter()
                 .find(|k| k.signs_at(store_now))
                 .or_else(|| keys.iter().find(|k| k.is_live(store_now)))
@@ -353,7 +391,7 @@ impl TokenService {
     pub async fn verify(&self, token: &str) -> Result<Caller, AuthFailure> {
         let header = jsonwebtoken::decode_header(token).map_err(|e| AuthFailure::Malformed(e.to_string()))?;
         let kid = header.kid.clone().unwrap_or_default();
-        if let Some(key) = self.own_key(&kid).await {
+        if let Some(key) = self.own_key(&kid).await? {
             let mut validation = Validation::new(Algorithm::HS256);
             validation.set_issuer(&[&self.issuer]);
             validation.leeway = 30;
@@ -408,24 +446,44 @@ impl TokenService {
 
     /// A signing key by id, re-reading the database (at most every few seconds) for ids this
     /// node has not seen, so keys created by another node or a rotation are picked up.
-    async fn own_key(&self, kid: &str) -> Option<SigningKey> {
-        if let Some(key) = self.own_keys.read().expect("key lock").iter().find(|k| k.key_id == kid) {
-            // A key past its rotation overlap verifies nothing, even before the next reload.
-            return key.is_live(self.store.now()).then(|| key.clone());
+    /// `Ok(None)`: no such key, or one retired by now.
+    async fn own_key(&self, kid: &str) -> Result<Option<SigningKey>, AuthFailure> {
+        self.fresh_keys().await.map_err(|e| AuthFailure::KeysUnavailable(e.to_string()))?;
+        let live = |snapshot: &KeySnapshot| {
+            // A key whose rotation overlap has ended verifies nothing, to the millisecond.
+            let now = self.store.now();
+            snapshot.keys.iter().find(|k| k.key_id == kid).map(|k| k.is_live(now).then(|| k.clone()))
+        };
+        if let Some(found) = live(&self.own_keys.read().expect("key lock")) {
+            return Ok(found);
         }
         let due = self.last_reload.read().expect("reload lock").elapsed() >= KEY_RELOAD_MIN_INTERVAL;
         if !due || kid.is_empty() {
-            return None;
+            return Ok(None);
         }
         *self.last_reload.write().expect("reload lock") = Instant::now();
-        self.reload_keys().await.ok()?;
-        self.own_keys.read().expect("key lock").iter().find(|k| k.key_id == kid).cloned()
+        if self.reload_keys().await.is_err() {
+            return Ok(None);
+        }
+        Ok(live(&self.own_keys.read().expect("key lock")).flatten())
+    }
+
+    /// Reads the keys again when the snapshot may miss a retirement that has taken effect.
+    async fn fresh_keys(&self) -> Result<(), StoreError> {
+        let stale = || self.store.now() >= self.own_keys.read().expect("key lock").trusted_until;
+        if !stale() {
+            return Ok(());
+        }
+        let _one_at_a_time = self.refreshing.lock().await;
+        if stale() { self.reload_keys().await } else { Ok(()) }
     }
 
     /// Reads the signing keys from the database again (after a rotation).
     pub async fn reload_keys(&self) -> Result<(), StoreError> {
+        let read_at = self.store.now();
         let keys = self.store.access_signing_keys().await?;
-        *self.own_keys.write().expect("key lock") = keys;
+        *self.own_keys.write().expect("key lock") =
+            KeySnapshot { keys, trusted_until: read_at.plus_ms(SIGNING_KEY_OVERLAP_MS_MIN) };
         Ok(())
     }
 }

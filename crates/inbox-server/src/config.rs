@@ -83,7 +83,8 @@ pub struct Config {
     /// `Host` (such as `inbox.example.com`); by default the request's `Host`.
     pub signatures_authority: Option<String>,
     /// How often every node re-reads the token signing keys, so a rotation (`agent-inbox keys
-    /// rotate`) takes effect without a restart.
+    /// rotate`) takes effect without a restart. Retirement is exact regardless: a node re-reads
+    /// keys it has held longer than the shortest overlap (1 s) before verifying with them.
     #[serde(with = "human_duration")]
     pub signing_keys_reload_interval: Duration,
     /// Development only: accept `http://` callback URLs to loopback, and loopback addresses.

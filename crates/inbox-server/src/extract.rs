@@ -104,7 +104,7 @@ impl FromRequestParts<AppState> for Caller {
         let caller = match verified {
             Ok(caller) => caller,
             Err(failure) => {
-                if let Some(addr) = addr {
+                if let Some(addr) = addr.filter(|_| failure.is_the_callers()) {
                     state.limits.record_auth_failure(addr);
                 }
                 let err = ApiError::from(failure);

@@ -10,12 +10,21 @@
 //! as expired. Every refusal names what to fix, and counts as a failed authentication for the
 //! client address's throttle.
 //!
+//! The extractors only verify; the handler spends the nonce ([`PendingNonce`]) before anything
+//! changes. A claim, which is a transaction anyway, hands it to the store to record inside that
+//! transaction: no commit of its own, and a replay fails the whole claim. Acknowledge, release
+//! and heartbeat ([`spend`]) and key registration record it just before they run: their fast
+//! path is one autocommit statement, and a transaction around it would cost more round trips
+//! than the one insert. A claim refused before its transaction still spends its nonce
+//! ([`settle`]).
+//!
 //! Keys and tenant policies are cached per node for a few seconds
 //! ([`KEY_CACHE_TTL`], [`POLICY_CACHE_TTL`]), which is how long a retirement or a policy
 //! change made on another node takes to reach this one.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::net::IpAddr;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
@@ -23,7 +32,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use inbox_core::{RecipientId, TenantId, UnixMillis};
-use inbox_store::{AgentKey, KeyId, NonceUse};
+use inbox_store::{AgentKey, KeyId, NonceUse, SignatureNonce, StoreError};
 use inbox_trust::message_signatures::{
     RequestParts, SIGNATURE, SIGNATURE_INPUT, VerifiedSignature, VerifyError, VerifyPolicy, VerifyingKey,
     check_signature_headers,
@@ -46,14 +55,93 @@ pub const POLICY_CACHE_TTL: Duration = Duration::from_secs(5);
 /// Entries per cache; past it the cache starts over.
 const CACHE_ENTRIES_MAX: usize = 10_000;
 
-/// A JSON body whose request passed signature verification (or needed none).
+/// A JSON body whose request passed signature verification (or needed none), and the
+/// signature's nonce for the operation to record ([`PendingNonce`]).
 #[derive(Debug)]
-pub struct SignedJson<T>(pub T);
+pub struct SignedJson<T>(pub T, pub Option<PendingNonce>);
 
 /// A body (possibly empty, any content type) whose request passed signature verification.
 #[derive(Debug)]
 pub struct SignedBody {
     pub body: Bytes,
+    pub nonce: Option<PendingNonce>,
+}
+
+/// A verified signature's nonce, not yet recorded: the handler spends it with [`spend`], or a
+/// claim records it in its own transaction (`claim_*_with_nonce`) and reports a replay with
+/// [`store_error`].
+#[derive(Debug, Clone)]
+pub struct PendingNonce {
+    record: SignatureNonce,
+    key_id: String,
+    nonce: String,
+    /// The client address, for the failed-authentication throttle.
+    client: Option<IpAddr>,
+}
+
+impl PendingNonce {
+    /// What the store records.
+    pub fn record(&self) -> &SignatureNonce {
+        &self.record
+    }
+
+    /// The refusal of a replay: counted, throttled and explained like any signature failure.
+    fn replayed(&self, state: &AppState) -> ApiError {
+        state.metrics.count("agent_inbox_signature_replays_total", vec![], 1);
+        refuse_client(
+            state,
+            self.client,
+            "signature_replayed",
+            format!(
+                "nonce {:?} of key {:?} was already used; sign every request with a fresh nonce",
+                self.nonce, self.key_id
+            ),
+            "replayed_nonce",
+        )
+    }
+}
+
+/// The error of an operation a signature covered: a replayed nonce is `signature_replayed`.
+pub fn store_error(state: &AppState, nonce: Option<&PendingNonce>, err: StoreError) -> ApiError {
+    match (err, nonce) {
+        (StoreError::NonceReplayed, Some(nonce)) => nonce.replayed(state),
+        (err, _) => err.into(),
+    }
+}
+
+/// Records a signed request's nonce now, before the operation: a replay is refused here.
+pub async fn spend(state: &AppState, nonce: Option<PendingNonce>) -> Result<(), ApiError> {
+    let Some(nonce) = nonce else { return Ok(()) };
+    match state.store.remember_nonce(&nonce.record.hash, nonce.record.until).await? {
+        NonceUse::Fresh => Ok(()),
+        NonceUse::Replayed => Err(nonce.replayed(state)),
+    }
+}
+
+/// Ends a signed claim: when it was refused before (or without) its transaction recording the
+/// nonce, the nonce is remembered on its own, so a refused request cannot be replayed later
+/// either (say with a token that has the scope the first one lacked).
+pub async fn settle<T>(
+    state: &AppState,
+    nonce: Option<PendingNonce>,
+    result: Result<T, ApiError>,
+) -> Result<T, ApiError> {
+    if let (Err(err), Some(nonce)) = (&result, &nonce) {
+        if err.code != "signature_replayed" {
+            // A refusal after a commit finds the nonce recorded already: spent either way.
+            if let Err(store) = state.store.remember_nonce(&nonce.record.hash, nonce.record.until).await {
+                tracing::warn!(error = %store, "cannot remember the nonce of a refused signed request");
+            }
+        }
+    }
+    result
+}
+
+/// A verified signature and its not yet recorded nonce.
+#[derive(Debug)]
+pub struct Verified {
+    pub signature: VerifiedSignature,
+    pub nonce: PendingNonce,
 }
 
 /// A JSON body verified when signed, but accepted unsigned whatever the tenant's policy: for
@@ -70,7 +158,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for SignedJson<T> {
     async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
         require_json(&request)?;
         let signed = SignedBody::from_request(request, state).await?;
-        parse_json(&signed.body).map(SignedJson)
+        Ok(SignedJson(parse_json(&signed.body)?, signed.nonce))
     }
 }
 
@@ -79,8 +167,8 @@ impl FromRequest<AppState> for SignedBody {
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
         let (caller, parts, body) = split(request, state).await?;
-        verify_request(state, &caller, &parts, &body, true).await?;
-        Ok(SignedBody { body })
+        let nonce = verify_request(state, &caller, &parts, &body, true).await?.map(|v| v.nonce);
+        Ok(SignedBody { body, nonce })
     }
 }
 
@@ -90,7 +178,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for OptionallySignedJson<T> {
     async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
         require_json(&request)?;
         let (caller, parts, body) = split(request, state).await?;
-        let signature = verify_request(state, &caller, &parts, &body, false).await?;
+        let signature = verify_and_remember(state, &caller, &parts, &body).await?;
         Ok(OptionallySignedJson { value: parse_json(&body)?, signature })
     }
 }
@@ -107,9 +195,23 @@ impl FromRequest<AppState> for OptionallySignedBody {
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
         let (caller, parts, body) = split(request, state).await?;
-        let signature = verify_request(state, &caller, &parts, &body, false).await?;
+        let signature = verify_and_remember(state, &caller, &parts, &body).await?;
         Ok(OptionallySignedBody { signature })
     }
+}
+
+/// Verifies a signature if the request has one, and remembers its nonce at once.
+async fn verify_and_remember(
+    state: &AppState,
+    caller: &Caller,
+    parts: &Parts,
+    body: &[u8],
+) -> Result<Option<VerifiedSignature>, ApiError> {
+    let Some(verified) = verify_request(state, caller, parts, body, false).await? else {
+        return Ok(None);
+    };
+    spend(state, Some(verified.nonce)).await?;
+    Ok(Some(verified.signature))
 }
 
 /// For transports that cannot carry a per-request HTTP signature (WebSocket messages):
@@ -160,14 +262,15 @@ fn require_json(request: &Request) -> Result<(), ApiError> {
 }
 
 /// Verifies the request's signature when it carries one, or when `enforce_policy` and the
-/// tenant requires one. Returns the verified signature (`None`: unsigned and allowed).
+/// tenant requires one. Returns the verified signature with its nonce, which the caller must
+/// record (`None`: unsigned and allowed).
 pub async fn verify_request(
     state: &AppState,
     caller: &Caller,
     parts: &Parts,
     body: &[u8],
     enforce_policy: bool,
-) -> Result<Option<VerifiedSignature>, ApiError> {
+) -> Result<Option<Verified>, ApiError> {
     let signed = parts.headers.contains_key(SIGNATURE_INPUT) || parts.headers.contains_key(SIGNATURE);
     if !signed {
         if enforce_policy && state.trust.caches.signatures_required(state, &caller.tenant_id).await? {
@@ -184,7 +287,15 @@ pub async fn verify_request(
         return Ok(None);
     }
     let started = Instant::now();
-    let verified = verify_signed(state, caller, parts, body).await;
+    let verified = verify_signed(state, caller, parts, body).await.map(|(signature, record)| {
+        let nonce = PendingNonce {
+            key_id: signature.keyid.clone(),
+            nonce: signature.nonce.clone().unwrap_or_default(),
+            record,
+            client: client_address(parts),
+        };
+        Verified { signature, nonce }
+    });
     let result = if verified.is_ok() { "valid" } else { "refused" };
     state.metrics.count("agent_inbox_signature_verifications_total", vec![("result", result.to_owned())], 1);
     state.metrics.observe("agent_inbox_signature_verify_seconds", vec![], started.elapsed());
@@ -209,12 +320,13 @@ impl From<Refusal> for Failure {
     }
 }
 
+/// The verified signature and the nonce record the operation must write.
 async fn verify_signed(
     state: &AppState,
     caller: &Caller,
     parts: &Parts,
     body: &[u8],
-) -> Result<VerifiedSignature, Failure> {
+) -> Result<(VerifiedSignature, SignatureNonce), Failure> {
     let now = state.store.now();
     let request = request_parts(state, parts);
     let policy = VerifyPolicy::inbox(now.get().div_euclid(1000));
@@ -244,21 +356,7 @@ async fn verify_signed(
     let nonce = verified.nonce.as_deref().unwrap_or_default();
     let until = UnixMillis(verified.remember_nonce_until.saturating_mul(1000));
     let hash = nonce_hash(&caller.tenant_id, key_id.as_str(), nonce);
-    match state.trust.nonces.remember(state, hash, until).await {
-        Ok(NonceUse::Fresh) => Ok(verified),
-        Ok(NonceUse::Replayed) => {
-            state.metrics.count("agent_inbox_signature_replays_total", vec![], 1);
-            Err(Failure::Refused((
-                "signature_replayed",
-                format!(
-                    "nonce {nonce:?} of key {:?} was already used; sign every request with a fresh nonce",
-                    key_id.as_str()
-                ),
-                "replayed_nonce",
-            )))
-        }
-        Err(err) => Err(Failure::Store(err)),
-    }
+    Ok((verified, SignatureNonce { hash, until }))
 }
 
 /// The request as the signer saw it: method, the authority (configured, or `Host`), path,
@@ -323,11 +421,25 @@ fn refuse(
     detail: String,
     reason: &'static str,
 ) -> ApiError {
-    if let Some(addr) = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>() {
-        state.limits.record_auth_failure(addr.0.ip());
+    refuse_client(state, client_address(parts), code, detail, reason)
+}
+
+fn refuse_client(
+    state: &AppState,
+    client: Option<IpAddr>,
+    code: &'static str,
+    detail: String,
+    reason: &'static str,
+) -> ApiError {
+    if let Some(client) = client {
+        state.limits.record_auth_failure(client);
     }
     state.metrics.count("agent_inbox_auth_failures_total", vec![("code", code.to_owned())], 1);
     ApiError::unauthorized(code, detail).with("reason", reason)
+}
+
+fn client_address(parts: &Parts) -> Option<IpAddr> {
+    parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|addr| addr.0.ip())
 }
 
 /// What the nonce table stores: SHA-256 over the tenant, the key id and the nonce, each
@@ -339,80 +451,6 @@ pub fn nonce_hash(tenant_id: &TenantId, key_id: &str, nonce: &str) -> [u8; 32] {
         hasher.update(part.as_bytes());
     }
     hasher.finalize().into()
-}
-
-/// Nonces written per statement at most.
-const NONCE_BATCH_MAX: usize = 256;
-/// Nonces waiting for a writer at most; past it, requests wait for room (backpressure).
-const NONCE_QUEUE_MAX: usize = 4_096;
-/// Batches written at once: a request arriving during a write does not wait for it to end.
-const NONCE_WRITERS: usize = 3;
-
-type NonceReply = tokio::sync::oneshot::Sender<Result<NonceUse, inbox_store::StoreError>>;
-type NonceQueue = Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<([u8; 32], UnixMillis, NonceReply)>>>;
-
-/// Group commit for nonces: a few writers each take everything queued and write it in one
-/// statement, so under load a signed request pays a share of one commit; alone, it pays one
-/// commit and waits for nothing else.
-#[derive(Debug, Default)]
-pub struct NonceBatcher {
-    queue: std::sync::OnceLock<tokio::sync::mpsc::Sender<([u8; 32], UnixMillis, NonceReply)>>,
-}
-
-impl NonceBatcher {
-    /// Remembers one nonce until `until`; whether it was fresh or a replay.
-    pub async fn remember(
-        &self,
-        state: &AppState,
-        hash: [u8; 32],
-        until: UnixMillis,
-    ) -> Result<NonceUse, inbox_store::StoreError> {
-        let queue = self.queue.get_or_init(|| {
-            let (sender, receiver) = tokio::sync::mpsc::channel(NONCE_QUEUE_MAX);
-            let receiver = Arc::new(tokio::sync::Mutex::new(receiver));
-            for _ in 0..NONCE_WRITERS {
-                tokio::spawn(write_nonces(state.store.clone(), receiver.clone()));
-            }
-            sender
-        });
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        if queue.send((hash, until, reply)).await.is_err() {
-            return state.store.remember_nonce(&hash, until).await;
-        }
-        match answer.await {
-            Ok(result) => result,
-            // The writer is gone (shutting down): decide alone.
-            Err(_) => state.store.remember_nonce(&hash, until).await,
-        }
-    }
-}
-
-/// One of a node's nonce writers: takes everything queued, writes it in one statement,
-/// answers each request, repeats.
-async fn write_nonces(store: inbox_store::SqlStore, queue: NonceQueue) {
-    let mut batch = Vec::with_capacity(NONCE_BATCH_MAX);
-    loop {
-        // One writer takes whatever is queued; while it writes, the next takes what arrives.
-        let taken = queue.lock().await.recv_many(&mut batch, NONCE_BATCH_MAX).await;
-        if taken == 0 {
-            return;
-        }
-        let entries: Vec<([u8; 32], UnixMillis)> =
-            batch.iter().map(|(hash, until, _)| (*hash, *until)).collect();
-        match store.remember_nonces(&entries).await {
-            Ok(outcomes) => {
-                for ((_, _, reply), outcome) in batch.drain(..).zip(outcomes) {
-                    let _ = reply.send(Ok(outcome));
-                }
-            }
-            // Each request then gets its own answer (or its own error) the slow way.
-            Err(_) => {
-                for (hash, until, reply) in batch.drain(..) {
-                    let _ = reply.send(store.remember_nonce(&hash, until).await);
-                }
-            }
-        }
-    }
 }
 
 /// A key ready to verify with.

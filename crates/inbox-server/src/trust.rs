@@ -8,7 +8,7 @@ use tokio::task::JoinHandle;
 
 use crate::AppState;
 use crate::config::Config;
-use crate::signatures::{NonceBatcher, SignatureCaches};
+use crate::signatures::SignatureCaches;
 use crate::webhooks::Webhooks;
 
 /// How long the delivery log is kept.
@@ -21,17 +21,12 @@ const CLEAN_UP_BATCHES: u32 = 10;
 #[derive(Debug)]
 pub struct Trust {
     pub caches: SignatureCaches,
-    pub nonces: NonceBatcher,
     pub webhooks: Webhooks,
 }
 
 impl Trust {
     pub fn new(config: &Config) -> Self {
-        Trust {
-            caches: SignatureCaches::default(),
-            nonces: NonceBatcher::default(),
-            webhooks: Webhooks::new(config),
-        }
+        Trust { caches: SignatureCaches::default(), webhooks: Webhooks::new(config) }
     }
 }
 

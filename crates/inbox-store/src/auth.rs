@@ -66,6 +66,11 @@ pub enum RefreshRefusal {
 
 const PURPOSE_ACCESS: &str = "access_token";
 
+/// The shortest rotation overlap. A node that read the keys at `t` knows every retirement
+/// taking effect before `t` plus this much (a later rotation retires keys no sooner), so it
+/// may verify with what it read until then, and must read again after.
+pub const SIGNING_KEY_OVERLAP_MS_MIN: u64 = 1_000;
+
 impl SqlStore {
     /// The access-token signing keys not yet retired, newest first. Creates the first key
     /// when there is none, so a fresh install needs no set-up.
@@ -142,6 +147,14 @@ impl SqlStore {
         overlap_ms: u64,
         activation_ms: u64,
     ) -> Result<(SigningKey, u64), StoreError> {
+        if overlap_ms < SIGNING_KEY_OVERLAP_MS_MIN {
+            return Err(StoreError::invalid(
+                "overlap",
+                format!(
+                    "must be at least {SIGNING_KEY_OVERLAP_MS_MIN} ms, so every node learns of the retirement first"
+                ),
+            ));
+        }
         let now = self.now();
         let retire_at = now.plus_ms(overlap_ms);
         let mut tx = self.pools().begin().await?;

@@ -2,15 +2,58 @@
 //! could no longer verify, in the database so that a replay sent to any node is refused.
 //! The primary key decides: the second insert of the same nonce fails, atomically, however
 //! many nodes race.
+//!
+//! A signed claim records its nonce inside its own transaction ([`SignatureNonce`]): one
+//! commit for both, and a replay claims nothing because the duplicate key fails the whole
+//! transaction. Other signed calls remember their nonce on its own, before they change
+//! anything ([`SqlStore::remember_nonce`]).
 
 use inbox_core::UnixMillis;
 
-use crate::db::Arg;
+use crate::db::{Arg, DbConnection};
 use crate::dialect::placeholders;
 use crate::{SqlStore, StoreError};
 
+/// A verified signature's nonce, to be recorded with the operation it signs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignatureNonce {
+    /// What the caller derives from tenant, key id and nonce (the table's primary key).
+    pub hash: [u8; 32],
+    /// When the signature stops verifying: until then the nonce is refused a second time.
+    pub until: UnixMillis,
+}
+
 /// Rows one clean-up statement deletes at most.
 pub const NONCES_DELETE_MAX: u32 = 1_000;
+
+/// Records `nonce` on `conn` (inside the caller's transaction), or fails with
+/// [`StoreError::NonceReplayed`] when it is already remembered. A row whose window has passed
+/// is deleted and does not count. Inside a transaction, a failed insert undoes only itself.
+pub(crate) async fn record_nonce(
+    conn: &mut DbConnection<'_>,
+    nonce: &SignatureNonce,
+    now: UnixMillis,
+) -> Result<(), StoreError> {
+    let insert = "INSERT INTO signature_nonce (nonce_hash, expires_at_utc) VALUES (?, ?)";
+    let args = [Arg::Bytes(&nonce.hash), Arg::I64(nonce.until.get())];
+    for _ in 0..2 {
+        match conn.execute(insert, &args).await {
+            Ok(_) => return Ok(()),
+            Err(StoreError::Database(sqlx::Error::Database(db))) if db.is_unique_violation() => {}
+            Err(err) => return Err(err),
+        }
+        let stale = conn
+            .execute(
+                "DELETE FROM signature_nonce WHERE nonce_hash = ? AND expires_at_utc < ?",
+                &[Arg::Bytes(&nonce.hash), Arg::I64(now.get())],
+            )
+            .await?;
+        if stale.rows_affected == 0 {
+            return Err(StoreError::NonceReplayed);
+        }
+    }
+    Err(StoreError::NonceReplayed)
+}
 
 /// Whether a nonce was new.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,72 +75,12 @@ impl SqlStore {
     ) -> Result<NonceUse, StoreError> {
         let now = self.now();
         let mut pooled = self.pools().writer().await?;
-        let mut conn = pooled.conn();
-        let insert = "INSERT INTO signature_nonce (nonce_hash, expires_at_utc) VALUES (?, ?)";
-        let args = [Arg::Bytes(nonce_hash), Arg::I64(until.get())];
-        for _ in 0..2 {
-            match conn.execute(insert, &args).await {
-                Ok(_) => return Ok(NonceUse::Fresh),
-                Err(StoreError::Database(sqlx::Error::Database(db))) if db.is_unique_violation() => {}
-                Err(err) => return Err(err),
-            }
-            let stale = conn
-                .execute(
-                    "DELETE FROM signature_nonce WHERE nonce_hash = ? AND expires_at_utc < ?",
-                    &[Arg::Bytes(nonce_hash), Arg::I64(now.get())],
-                )
-                .await?;
-            if stale.rows_affected == 0 {
-                return Ok(NonceUse::Replayed);
-            }
+        let nonce = SignatureNonce { hash: *nonce_hash, until };
+        match record_nonce(&mut pooled.conn(), &nonce, now).await {
+            Ok(()) => Ok(NonceUse::Fresh),
+            Err(StoreError::NonceReplayed) => Ok(NonceUse::Replayed),
+            Err(err) => Err(err),
         }
-        Ok(NonceUse::Replayed)
-    }
-
-    /// [`Self::remember_nonce`] for many nonces in one statement (one commit), in order. The
-    /// server gathers the nonces of concurrent requests into one call, so signed requests pay
-    /// a share of one commit each instead of a commit each. The same hash twice in `entries`
-    /// is fresh once, then a replay.
-    pub async fn remember_nonces(
-        &self,
-        entries: &[([u8; 32], UnixMillis)],
-    ) -> Result<Vec<NonceUse>, StoreError> {
-        let mut outcomes = vec![NonceUse::Replayed; entries.len()];
-        let mut firsts: Vec<usize> = Vec::with_capacity(entries.len());
-        for (i, (hash, _)) in entries.iter().enumerate() {
-            if !firsts.iter().any(|&j| entries[j].0 == *hash) {
-                firsts.push(i);
-            }
-        }
-        if firsts.is_empty() {
-            return Ok(outcomes);
-        }
-        let mut sql = String::from("INSERT INTO signature_nonce (nonce_hash, expires_at_utc) VALUES ");
-        crate::dialect::push_repeated(&mut sql, firsts.len(), "(?, ?)");
-        let mut args = Vec::with_capacity(firsts.len() * 2);
-        for &i in &firsts {
-            args.push(Arg::Bytes(&entries[i].0));
-            args.push(Arg::I64(entries[i].1.get()));
-        }
-        let inserted = {
-            let mut pooled = self.pools().writer().await?;
-            pooled.conn().execute(&sql, &args).await
-        };
-        match inserted {
-            Ok(_) => {
-                for &i in &firsts {
-                    outcomes[i] = NonceUse::Fresh;
-                }
-            }
-            // One of them was seen before (or a stale row is in the way): decide one by one.
-            Err(StoreError::Database(sqlx::Error::Database(db))) if db.is_unique_violation() => {
-                for &i in &firsts {
-                    outcomes[i] = self.remember_nonce(&entries[i].0, entries[i].1).await?;
-                }
-            }
-            Err(err) => return Err(err),
-        }
-        Ok(outcomes)
     }
 
     /// Deletes up to `limit` nonces whose window ended before `cutoff`; returns how many.

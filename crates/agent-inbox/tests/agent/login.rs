@@ -10,7 +10,8 @@ use serde_json::json;
 
 use crate::support::{AGENT, BIN, Listen, Server, TempDir, wait_until};
 
-fn agent_inbox(home: &TempDir, args: &[&str], stdin: Option<&str>) -> std::process::Output {
+/// Runs the binary with `home` as its config directory and the file secret store.
+pub fn agent_inbox(home: &TempDir, args: &[&str], stdin: Option<&str>) -> std::process::Output {
     let mut child = Command::new(BIN)
         .args(args)
         .env("AGENT_INBOX_HOME", &home.0)

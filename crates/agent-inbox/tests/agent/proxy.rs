@@ -1,6 +1,7 @@
 //! A small TCP proxy in front of the service, for faults a real network has: it can close
 //! every connection after a fixed time (as a proxy with a request timeout does), cut all open
-//! connections at once, and refuse event streams outright.
+//! connections at once, refuse event streams outright, and lose the answers to chosen
+//! requests (the service acts on them; the client sees the connection break).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,6 +21,10 @@ struct Rules {
     /// Bumped to cut every open connection.
     cuts: watch::Sender<u64>,
     connections: AtomicU64,
+    /// Requests whose request line starts with this lose their answer, while `answers_to_lose`
+    /// is above zero.
+    lose_answers_to: std::sync::Mutex<Vec<u8>>,
+    answers_to_lose: AtomicU64,
 }
 
 pub struct Proxy {
@@ -37,6 +42,8 @@ impl Proxy {
             refuse_streams: AtomicBool::new(false),
             cuts: watch::channel(0).0,
             connections: AtomicU64::new(0),
+            lose_answers_to: std::sync::Mutex::new(Vec::new()),
+            answers_to_lose: AtomicU64::new(0),
         });
         let upstream: SocketAddr = format!("127.0.0.1:{upstream_port}").parse().unwrap();
         let task = tokio::spawn({
@@ -69,6 +76,19 @@ impl Proxy {
     pub fn connections(&self) -> u64 {
         self.rules.connections.load(Ordering::Relaxed)
     }
+
+    /// The next `n` requests starting with `request_line` (such as `POST /v1/inbox/acknowledge`)
+    /// reach the service, but their connection is closed instead of answered. Set before the
+    /// client connects: only connections opened afterwards are watched.
+    pub fn lose_answers(&self, request_line: &str, n: u64) {
+        *self.rules.lose_answers_to.lock().unwrap() = request_line.as_bytes().to_vec();
+        self.rules.answers_to_lose.store(n, Ordering::Relaxed);
+    }
+
+    /// How many answers are still to be lost.
+    pub fn answers_to_lose(&self) -> u64 {
+        self.rules.answers_to_lose.load(Ordering::Relaxed)
+    }
 }
 
 impl Drop for Proxy {
@@ -96,6 +116,14 @@ async fn relay(mut client: TcpStream, upstream: SocketAddr, rules: Arc<Rules>) {
         return;
     }
     let Ok(mut server) = TcpStream::connect(upstream).await else { return };
+    if rules.answers_to_lose.load(Ordering::Relaxed) > 0 {
+        tokio::select! {
+            _ = relay_losing_answers(client, server, &first[..n], &rules) => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = cuts.changed() => {}
+        }
+        return;
+    }
     if server.write_all(&first[..n]).await.is_err() {
         return;
     }
@@ -103,5 +131,57 @@ async fn relay(mut client: TcpStream, upstream: SocketAddr, rules: Arc<Rules>) {
         _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
         _ = tokio::time::sleep_until(deadline) => {}
         _ = cuts.changed() => {}
+    }
+}
+
+/// Relays like `copy_bidirectional`, but when a request the rules name passes towards the
+/// service, the answer coming back is dropped with the connection. HTTP/1.1 answers arrive in
+/// request order, so the first bytes back after such a request are its answer.
+async fn relay_losing_answers(client: TcpStream, server: TcpStream, first: &[u8], rules: &Rules) {
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let losing = AtomicBool::new(false);
+    let upstream = async {
+        let mut chunk = first.to_vec();
+        let mut buffer = vec![0u8; 16 * 1024];
+        loop {
+            let marker = rules.lose_answers_to.lock().unwrap().clone();
+            let named = !marker.is_empty() && chunk.windows(marker.len()).any(|w| w == marker.as_slice());
+            if named
+                && rules
+                    .answers_to_lose
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+                    .is_ok()
+            {
+                losing.store(true, Ordering::Release);
+            }
+            if server_write.write_all(&chunk).await.is_err() {
+                return;
+            }
+            match client_read.read(&mut buffer).await {
+                Ok(n) if n > 0 => chunk = buffer[..n].to_vec(),
+                _ => return,
+            }
+        }
+    };
+    let downstream = async {
+        let mut buffer = vec![0u8; 16 * 1024];
+        loop {
+            match server_read.read(&mut buffer).await {
+                Ok(n) if n > 0 => {
+                    if losing.load(Ordering::Acquire) {
+                        return;
+                    }
+                    if client_write.write_all(&buffer[..n]).await.is_err() {
+                        return;
+                    }
+                }
+                _ => return,
+            }
+        }
+    };
+    tokio::select! {
+        _ = upstream => {}
+        _ = downstream => {}
     }
 }

@@ -101,7 +101,7 @@ pub async fn register(
     Ok((StatusCode::CREATED, Json(view)))
 }
 
-/// The calling agent's live keys (never a secret).
+/// The calling agent's live keys (never a secret), and whether its tenant requires signatures.
 #[utoipa::path(get, path = "/v1/agent-keys", tag = "trust", responses((status = 200, body = AgentKeysResponse)))]
 pub async fn list(
     State(state): State<AppState>,
@@ -109,11 +109,13 @@ pub async fn list(
 ) -> Result<Json<AgentKeysResponse>, ApiError> {
     require_agent(&caller)?;
     let keys = state.store.agent_keys(&caller.tenant_id, &caller.subject).await?;
-    Ok(Json(AgentKeysResponse { keys: keys.iter().map(key_view).collect() }))
+    let signatures_required = state.trust.caches.signatures_required(&state, &caller.tenant_id).await?;
+    Ok(Json(AgentKeysResponse { keys: keys.iter().map(key_view).collect(), signatures_required }))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct RetireParams {
     /// Seconds the key keeps verifying (a rotation overlap); 0 (the default) retires it now.
     after_seconds: Option<u64>,

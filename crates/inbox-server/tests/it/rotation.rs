@@ -1,6 +1,7 @@
 //! Rotation of the access-token signing keys while the server runs, as `agent-inbox keys
 //! rotate` does it: tokens of the old key stay valid through the overlap and are refused
-//! after it; the new key starts signing after its activation; no restart anywhere.
+//! after it, on every node as soon as it ends (whatever the reload interval); the new key
+//! starts signing after its activation; no restart anywhere.
 
 use std::time::{Duration, Instant};
 
@@ -14,7 +15,10 @@ use reqwest::{Method, StatusCode};
 use crate::harness::{TestServer, both_backends};
 use inbox_store::conformance::Backend;
 
-both_backends!(rotation_keeps_old_tokens_through_the_overlap_and_refuses_them_after);
+both_backends!(
+    rotation_keeps_old_tokens_through_the_overlap_and_refuses_them_after,
+    a_retired_key_is_refused_the_moment_its_overlap_ends,
+);
 
 const OVERLAP: Duration = Duration::from_secs(3);
 const ACTIVATION: Duration = Duration::from_secs(1);
@@ -109,6 +113,61 @@ async fn rotation_keeps_old_tokens_through_the_overlap_and_refuses_them_after(ba
     );
     assert_eq!(head_status(&other_node, &old_token).await.0, StatusCode::UNAUTHORIZED, "on every node");
     assert_eq!(head_status(&server, &new_token).await.0, StatusCode::OK);
+    store.close().await;
+    other_node.stop().await;
+    server.stop().await;
+}
+
+/// With the periodic reload far away (1 h), nodes that loaded the keys before the rotation
+/// still refuse the old key the moment its overlap ends: a node re-reads keys it has held for
+/// longer than the shortest overlap before it trusts them. An overlap below that minimum is
+/// refused.
+async fn a_retired_key_is_refused_the_moment_its_overlap_ends(backend: Backend) {
+    let tune = |config: &mut Config| config.signing_keys_reload_interval = Duration::from_secs(3600);
+    let server = TestServer::start_with(backend, tune).await;
+    let other_node = server.start_beside(tune).await;
+    let old_token = server.agent("t1", "alpha").await;
+    for node in [&server, &other_node] {
+        assert_eq!(head_status(node, &old_token).await.0, StatusCode::OK);
+    }
+    let store =
+        SqlStore::connect(&ConnectOptions::new(&server.db.url), StoreConfig::default()).await.unwrap();
+    let too_short = store.rotate_signing_keys(inbox_store::SIGNING_KEY_OVERLAP_MS_MIN - 1, 0).await;
+    assert!(
+        matches!(too_short, Err(inbox_store::StoreError::Invalid { field: "overlap", .. })),
+        "{too_short:?}"
+    );
+
+    let overlap = Duration::from_secs(2);
+    let (_, retired) = store.rotate_signing_keys(overlap.as_millis() as u64, 0).await.unwrap();
+    assert!(retired >= 1);
+    let retires_at = store.now().plus_ms(overlap.as_millis() as u64);
+    let rotated_at = Instant::now();
+    // Poll both nodes until each refuses; note when, by the database's clock.
+    let mut refused_at = [None, None];
+    while refused_at.iter().any(Option::is_none) {
+        for (node, refused) in [&server, &other_node].into_iter().zip(&mut refused_at) {
+            if refused.is_some() {
+                continue;
+            }
+            let checked_at = store.now();
+            let (status, code) = head_status(node, &old_token).await;
+            if status == StatusCode::UNAUTHORIZED {
+                assert_eq!(code, "invalid_token");
+                *refused = Some(checked_at);
+            } else {
+                assert_eq!(status, StatusCode::OK, "{code}");
+            }
+        }
+        assert!(rotated_at.elapsed() < Duration::from_secs(15), "the old key stayed valid: {refused_at:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for refused in refused_at.into_iter().flatten() {
+        let late_ms = refused.get() - retires_at.get();
+        // Requests in flight when the overlap ended may straddle it by a little.
+        assert!(late_ms <= 500, "refused {late_ms} ms after the overlap ended");
+        assert!(late_ms >= -200, "refused {} ms before the overlap ended", -late_ms);
+    }
     store.close().await;
     other_node.stop().await;
     server.stop().await;

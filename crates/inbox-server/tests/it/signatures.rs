@@ -16,6 +16,7 @@ use inbox_store::conformance::Backend;
 both_backends!(
     a_signature_is_bound_to_its_path,
     replays_are_refused_inside_the_window_and_expired_outside_it,
+    a_refused_signed_request_still_spends_its_nonce,
     a_tampered_body_fails_the_digest,
     tenants_can_require_signatures_on_critical_calls,
     agents_manage_their_own_keys,
@@ -219,6 +220,48 @@ async fn replays_are_refused_inside_the_window_and_expired_outside_it(backend: B
         server.client.get(format!("{}/metrics", server.base)).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("agent_inbox_signature_replays_total"), "replays are counted");
     other_node.stop().await;
+    server.stop().await;
+}
+
+/// The nonce is recorded in the operation's own transaction; a request refused before that
+/// still spends it, so the captured request cannot be replayed later with a token that lacks
+/// nothing (the token is not covered by the signature). A replayed acknowledgement is refused
+/// whole.
+async fn a_refused_signed_request_still_spends_its_nonce(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let publisher = server.publisher("t1").await;
+    let agent = server.agent("t1", "alpha").await;
+    let poll_only = server.token("t1", "alpha", CallerKind::Agent, "inbox.poll").await;
+    let key = agent_key(6);
+    let keyid = register_key(&server, &agent, &key, "alpha-k6").await;
+    server.publish(&publisher, &["alpha"], json!({"n": 1})).await;
+    let path = "/v1/inbox/claim";
+    let claim = serde_json::to_vec(&json!({"limit": 1})).unwrap();
+    let (created, nonce) = (now_seconds(), fresh_nonce());
+    let send =
+        |token: &str| signed(&server, token, &key, &keyid, created, &nonce, (path, &claim), (path, &claim));
+    assert_problem(
+        &read(send(&poll_only).send().await.unwrap()).await,
+        StatusCode::FORBIDDEN,
+        "scope_missing",
+    );
+    let replay = read(send(&agent).send().await.unwrap()).await;
+    assert_problem(&replay, StatusCode::UNAUTHORIZED, "signature_replayed");
+    assert_eq!(replay.1["reason"], "replayed_nonce");
+
+    let (event_id, lease_token) = claim_one(&server, &agent, &key, &keyid).await;
+    let path = "/v1/inbox/acknowledge";
+    let ack =
+        serde_json::to_vec(&json!({"acks": [{"event_id": event_id, "lease_token": lease_token}]})).unwrap();
+    let (created, nonce) = (now_seconds(), fresh_nonce());
+    let send = || signed(&server, &agent, &key, &keyid, created, &nonce, (path, &ack), (path, &ack));
+    let (status, acked) = read(send().send().await.unwrap()).await;
+    assert_eq!(
+        (status, acked["results"][0]["ack_state"].as_str()),
+        (StatusCode::OK, Some("acked")),
+        "{acked}"
+    );
+    assert_problem(&read(send().send().await.unwrap()).await, StatusCode::UNAUTHORIZED, "signature_replayed");
     server.stop().await;
 }
 
