@@ -26,7 +26,7 @@ enum Running {
     },
     /// The child stops when its stdin closes.
     Child {
-        child: Child,
+        child: Box<Child>,
         stdin: ChildStdin,
     },
 }
@@ -73,7 +73,7 @@ impl Node {
             BufReader::new(stdout).lines().next_line().await?.ok_or("the node process exited early")?;
         let addr =
             line.strip_prefix("listening ").ok_or_else(|| format!("the node process said {line:?}"))?;
-        Node::ready(format!("http://{addr}"), Running::Child { child, stdin }).await
+        Node::ready(format!("http://{addr}"), Running::Child { child: Box::new(child), stdin }).await
     }
 
     async fn ready(base: String, running: Running) -> Result<Node, BenchError> {

@@ -83,4 +83,24 @@ mod tests {
             assert!(parsed["paths"].get(path).is_some(), "{path} is documented");
         }
     }
+
+    /// A parameter documented as `in: path` must be a `{name}` of its route: query parameters
+    /// of `IntoParams` structs need `#[into_params(parameter_in = Query)]`.
+    #[test]
+    fn path_parameters_are_in_their_paths() {
+        let parsed: serde_json::Value = serde_json::from_str(&super::document()).unwrap();
+        for (path, operations) in parsed["paths"].as_object().unwrap() {
+            for operation in operations.as_object().unwrap().values() {
+                for parameter in operation["parameters"].as_array().into_iter().flatten() {
+                    let name = parameter["name"].as_str().unwrap();
+                    if parameter["in"] == "path" {
+                        assert!(
+                            path.contains(&format!("{{{name}}}")),
+                            "{path}: {name} is not a path parameter"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

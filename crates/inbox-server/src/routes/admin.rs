@@ -38,6 +38,7 @@ fn require_admin(caller: &Caller) -> Result<(), ApiError> {
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ParkedParams {
     recipient_id: Option<String>,
     /// `dead_letter` or `quarantined`; both when absent.
@@ -141,6 +142,7 @@ pub async fn purge(
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct InboxesParams {
     limit: Option<u32>,
 }

@@ -20,7 +20,7 @@ use crate::extract::parse_json;
 use crate::routes::inbox::{
     POLL_LIMIT_DEFAULT, ack_outcome, acknowledge_items, claim_for, count_fetch, poll_page, release_event,
 };
-use crate::signatures::{SignedBody, SignedJson};
+use crate::signatures::{self, SignedBody, SignedJson};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -32,6 +32,7 @@ pub fn router() -> Router<AppState> {
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct InboxQuery {
     #[serde(default)]
     after_cursor: u64,
@@ -70,17 +71,26 @@ pub async fn inbox(
 
 /// Claim, as `POST /api/v1/agents/{agent_id}/inbox/claim` (body optional).
 #[utoipa::path(post, path = "/api/v1/agents/{agent_id}/inbox/claim", tag = "agents (seed 000 aliases)",
-    params(("agent_id" = String, Path)), request_body = ClaimRequest, responses((status = 200, body = ClaimResponse)))]
+    params(("agent_id" = String, Path)), request_body = ClaimRequest,
+    responses((status = 200, body = ClaimResponse),
+        (status = 409, description = "session_superseded or session_required (single-active-session policy): name the agent's newest session_id in the body", body = inbox_api::Problem)))]
 pub async fn claim(
     State(state): State<AppState>,
     caller: Caller,
     Path(agent_id): Path<String>,
-    SignedBody { body }: SignedBody,
+    SignedBody { body, nonce }: SignedBody,
 ) -> Result<Json<ClaimResponse>, ApiError> {
-    caller.check_agent(Some(&agent_id))?;
-    let request: ClaimRequest =
-        if body.iter().all(u8::is_ascii_whitespace) { ClaimRequest::default() } else { parse_json(&body)? };
-    claim_for(&state, &caller, request).await.map(Json)
+    let claimed = async {
+        caller.check_agent(Some(&agent_id))?;
+        let request: ClaimRequest = if body.iter().all(u8::is_ascii_whitespace) {
+            ClaimRequest::default()
+        } else {
+            parse_json(&body)?
+        };
+        claim_for(&state, &caller, request, nonce.as_ref()).await
+    }
+    .await;
+    signatures::settle(&state, nonce, claimed).await.map(Json)
 }
 
 /// Acknowledge one event, as `POST /api/v1/agents/{agent_id}/inbox/{event_id}/ack`.
@@ -91,8 +101,9 @@ pub async fn ack(
     State(state): State<AppState>,
     caller: Caller,
     Path((agent_id, event_id)): Path<(String, String)>,
-    SignedJson(request): SignedJson<AckOneRequest>,
+    SignedJson(request, nonce): SignedJson<AckOneRequest>,
 ) -> Result<Json<AckOutcome>, ApiError> {
+    signatures::spend(&state, nonce).await?;
     caller.check_agent(Some(&agent_id))?;
     let item = AckItem {
         event_id: convert::event_id("event_id", &event_id)?,
@@ -111,8 +122,9 @@ pub async fn release(
     State(state): State<AppState>,
     caller: Caller,
     Path((agent_id, event_id)): Path<(String, String)>,
-    SignedJson(request): SignedJson<ReleaseOneRequest>,
+    SignedJson(request, nonce): SignedJson<ReleaseOneRequest>,
 ) -> Result<Json<ReleaseResponse>, ApiError> {
+    signatures::spend(&state, nonce).await?;
     caller.check_agent(Some(&agent_id))?;
     let release = Release {
         inbox: caller.inbox(),
