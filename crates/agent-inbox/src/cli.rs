@@ -27,7 +27,8 @@ pub enum Command {
     Login(LoginArgs),
     /// Forget the stored refresh token and profile.
     Logout(ProfileArgs),
-    /// Run a command once per event of your inbox, until interrupted.
+    /// Run a command once per event of your inbox, until interrupted (or exit 3 when another
+    /// process took over this agent under the tenant's single-active-session policy).
     Listen(ListenArgs),
     /// Block until work is waiting (exit 0), or until --timeout passes (exit 1).
     Wait(WaitArgs),
@@ -170,6 +171,13 @@ pub struct LoginArgs {
     /// 0600 file), secret-tool, keychain or file.
     #[arg(long, env = "AGENT_INBOX_SECRET_STORE", default_value = "auto")]
     pub secret_store: String,
+    /// Whether `listen` signs its claims, acknowledgements, releases and heartbeats (RFC 9421):
+    /// auto keeps the profile's registered key, or registers a new ed25519 key when the tenant
+    /// requires signatures; generate does the same even when signatures are optional; none
+    /// drops the profile's key and signs nothing. The private key is kept like the refresh
+    /// token.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "generate", "none"])]
+    pub signing_key: String,
 }
 
 /// How a command reaches the service: a stored login profile, or a fixed access token.

@@ -2,6 +2,10 @@
 //! `sh -c` once per event, with the event JSON on stdin and its id, type and sequence in the
 //! environment; its exit code decides: 0 acknowledges, the retry code releases the event for a
 //! later retry, anything else fails it (the service dead-letters it).
+//!
+//! `listen` itself exits with [`SUPERSEDED_EXIT_CODE`] when another process with the same
+//! identity took over under the tenant's single-active-session policy, so a service manager can
+//! tell "replaced" from "failed" and not restart it into a tug of war.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -10,18 +14,28 @@ use anyhow::{Context as _, bail};
 use inbox_api::ResyncResponse;
 use inbox_client::schedule::{Backoff, PollSchedule, TransportPolicy};
 use inbox_client::{
-    Agent, AgentConfig, ContinueAfterReset, Event, Handler, HandlerError, LocalState,
+    Agent, AgentConfig, ClientError, ContinueAfterReset, Event, Handler, HandlerError, LocalState,
     PROCESSED_CAPACITY_DEFAULT, Resync, TransportConfig, TransportKind,
 };
 use tokio::io::AsyncWriteExt as _;
 
 use crate::cli::{ListenArgs, ListenOptions};
-use crate::connect::{connect, duration};
+use crate::connect::{connect, duration, with_profile_signing_key};
 use crate::progress::Reporter;
+
+/// The exit code of a `listen` whose session a newer one superseded.
+pub const SUPERSEDED_EXIT_CODE: u8 = 3;
+
+/// The exit code for an error `listen` stopped with, when it is not the generic one.
+pub fn exit_code(err: &anyhow::Error) -> Option<u8> {
+    matches!(err.downcast_ref::<ClientError>(), Some(ClientError::SessionSuperseded { .. }))
+        .then_some(SUPERSEDED_EXIT_CODE)
+}
 
 pub async fn listen(args: ListenArgs) -> anyhow::Result<()> {
     let reporter = Reporter::start(args.options.log_json);
     let connection = connect(&args.connect)?;
+    let api = with_profile_signing_key(&args.connect, connection.api).await?;
     let state = LocalState::open(&connection.state_path, PROCESSED_CAPACITY_DEFAULT).await?;
     let mut config = agent_config(&args.options)?;
     config.observer = Some(reporter.clone());
@@ -35,16 +49,19 @@ pub async fn listen(args: ListenArgs) -> anyhow::Result<()> {
         None => CliResync::Continue,
     };
     tracing::info!(
-        server = connection.api.base_url(),
+        server = api.base_url(),
         state = %connection.state_path.display(),
         concurrency = config.concurrency,
+        signing_key_id = api.signing_key_id().unwrap_or("none"),
         "listening"
     );
-    let summary =
-        Agent::new(connection.api, state.clone(), config).run(handler, resync, shutdown_signal()).await;
+    let summary = Agent::new(api, state.clone(), config).run(handler, resync, shutdown_signal()).await;
     state.close().await;
     reporter.finish();
-    let summary = summary?;
+    if let Err(err @ ClientError::SessionSuperseded { .. }) = &summary {
+        tracing::error!(error = %err, "stopped: a newer session of this agent took over");
+    }
+    let summary = summary.map_err(explain_signature_refusal)?;
     tracing::info!(
         acked = summary.acked,
         failed = summary.failed,
@@ -54,6 +71,22 @@ pub async fn listen(args: ListenArgs) -> anyhow::Result<()> {
         "stopped"
     );
     Ok(())
+}
+
+/// Turns a refused or missing signature into what to do about it.
+fn explain_signature_refusal(err: inbox_client::ClientError) -> anyhow::Error {
+    let hint = match err.code() {
+        Some("signature_required") => {
+            "this tenant requires signed calls and this profile has no signing key; run: agent-inbox login \
+             --signing-key auto"
+        }
+        Some("unknown_signing_key") => {
+            "the profile's signing key is not (or no longer) registered for this agent; run: agent-inbox login \
+             --signing-key generate"
+        }
+        _ => return err.into(),
+    };
+    anyhow::Error::new(err).context(hint)
 }
 
 fn agent_config(options: &ListenOptions) -> anyhow::Result<AgentConfig> {

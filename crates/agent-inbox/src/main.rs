@@ -37,7 +37,7 @@ fn main() -> ExitCode {
                 token::issue(args).await.map(|()| ExitCode::SUCCESS)
             }
             cli::Command::Login(args) => login::login(args).await.map(|()| ExitCode::SUCCESS),
-            cli::Command::Logout(args) => login::logout(args).map(|()| ExitCode::SUCCESS),
+            cli::Command::Logout(args) => login::logout(args).await.map(|()| ExitCode::SUCCESS),
             cli::Command::Listen(args) => listen::listen(args).await.map(|()| ExitCode::SUCCESS),
             cli::Command::Wait(args) => wait::wait(args).await,
             cli::Command::Service { command } => service::run(command).map(|()| ExitCode::SUCCESS),
@@ -48,7 +48,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
-            ExitCode::from(error_code)
+            ExitCode::from(listen::exit_code(&err).unwrap_or(error_code))
         }
     }
 }

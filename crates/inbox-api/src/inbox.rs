@@ -112,6 +112,9 @@ pub struct HeadResponse {
 pub struct ClaimRequest {
     pub tenant_id: Option<String>,
     pub recipient_id: Option<String>,
+    /// The session (from subscribe) claiming. Required when the tenant's policy is
+    /// single-active-session: a session other than the agent's newest is refused with 409
+    /// `session_superseded`, a missing one with 409 `session_required`.
     pub session_id: Option<String>,
     pub event_ids: Option<Vec<String>>,
     /// Claim-next batch size, 1 to 500; default 10.
@@ -245,7 +248,9 @@ pub struct HeartbeatOutcome {
     pub error: Option<ItemError>,
 }
 
-/// `GET /v1/inbox/resync`: what to rebuild from after `cursor_reset_required`.
+/// `GET /v1/inbox/resync`: what to rebuild from after `cursor_reset_required`. Open events come
+/// in pages: while `more_available`, ask again with `?after_seq=` the last open event's
+/// `inbox_seq`, and keep the first page's `resume_after_seq`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ResyncResponse {

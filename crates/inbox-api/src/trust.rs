@@ -44,15 +44,26 @@ pub struct AgentKeyResponse {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentKeysResponse {
     pub keys: Vec<AgentKeyResponse>,
+    /// Whether the agent's tenant requires signed claim, acknowledge, release and heartbeat
+    /// calls, so an agent can tell at login that it needs a key.
+    #[serde(default)]
+    pub signatures_required: bool,
 }
 
-/// `POST /v1/admin/tenant-policy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// `POST /v1/admin/tenant-policy`: settings left out keep their current value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TenantPolicyRequest {
     /// Claim, acknowledge, release and heartbeat must carry a valid signature.
-    pub signatures_required: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signatures_required: Option<bool>,
+    /// Seed 001's single-active-session policy (off by default): an agent's newest subscribe
+    /// supersedes its earlier sessions, and only the newest session may claim or open a
+    /// stream (others get 409 `session_superseded`). Acknowledge, release and heartbeat of
+    /// leases already held keep working, so a superseded process can finish its work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub single_active_session: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +71,7 @@ pub struct TenantPolicyRequest {
 pub struct TenantPolicyResponse {
     pub tenant_id: String,
     pub signatures_required: bool,
+    pub single_active_session: bool,
 }
 
 /// `POST /v1/callback-registrations` (and seed 000's `POST /api/v1/agents/{agent_id}/callbacks`).

@@ -1,5 +1,6 @@
 //! The service's HTTP API as typed calls: one method per endpoint the agent uses, bearer
-//! authentication with one retry after a refresh on 401, and RFC 9457 problem decoding into
+//! authentication with one retry after a refresh on 401, RFC 9421 signatures on the critical
+//! calls when a signing key is set, and RFC 9457 problem decoding into
 //! [`ClientError::Refused`]. Nothing here decides what to do next; the runner does.
 
 use std::fmt;
@@ -7,10 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use inbox_api::{
-    AcknowledgeRequest, AcknowledgeResponse, ClaimRequest, ClaimResponse, HeadResponse, HeartbeatRequest,
-    HeartbeatResponse, PollRequest, PollResponse, Problem, PublishRequest, PublishResponse, RefreshRequest,
-    ReleaseRequest, ReleaseResponse, ResyncResponse, SessionHeartbeatRequest, SessionHeartbeatResponse,
-    SubscribeRequest, SubscribeResponse, TokenResponse,
+    AcknowledgeRequest, AcknowledgeResponse, AgentKeyRequest, AgentKeyResponse, AgentKeysResponse,
+    ClaimRequest, ClaimResponse, HeadResponse, HeartbeatRequest, HeartbeatResponse, PollRequest,
+    PollResponse, Problem, PublishRequest, PublishResponse, RefreshRequest, ReleaseRequest, ReleaseResponse,
+    ResyncResponse, SessionHeartbeatRequest, SessionHeartbeatResponse, SubscribeRequest, SubscribeResponse,
+    TokenResponse,
 };
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
@@ -19,6 +21,7 @@ use serde::de::DeserializeOwned;
 use crate::credentials::Credentials;
 use crate::error::ClientError;
 use crate::secret_store::Secret;
+use crate::signing::{RequestSigningKey, authority_of};
 
 /// How long an ordinary request may take before it counts as lost.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
@@ -43,11 +46,18 @@ struct Inner {
     /// the first request on its connection.
     streams: reqwest::Client,
     credentials: Credentials,
+    /// Signs claim, acknowledge, release and heartbeat (and key changes) when set.
+    signing_key: Option<RequestSigningKey>,
+    /// The `@authority` signatures cover: what the service sees in `Host`.
+    authority: String,
 }
 
 impl fmt::Debug for Api {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Api").field("base", &self.inner.base).finish_non_exhaustive()
+        f.debug_struct("Api")
+            .field("base", &self.inner.base)
+            .field("signing_key_id", &self.signing_key_id())
+            .finish_non_exhaustive()
     }
 }
 
@@ -66,7 +76,39 @@ impl Api {
             .user_agent(concat!("agent-inbox-client/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|err| ClientError::Config(format!("cannot build an HTTP client: {err}")))?;
-        Ok(Api { inner: Arc::new(Inner { base, http, streams, credentials }) })
+        let authority = authority_of(&base)?;
+        let inner = Inner { base, http, streams, credentials, signing_key: None, authority };
+        Ok(Api { inner: Arc::new(inner) })
+    }
+
+    /// The same connection, signing every claim, acknowledge, release and heartbeat with
+    /// `key` (RFC 9421: fresh nonce and creation time per request, so retries are never
+    /// replays). Required when the tenant's policy is `signatures_required`.
+    pub fn with_signing_key(&self, key: RequestSigningKey) -> Api {
+        self.rebuilt(|inner| inner.signing_key = Some(key))
+    }
+
+    /// The same connection, signing for `authority` instead of the URL's host and port: for a
+    /// proxy that rewrites `Host` to something the agent does not connect to.
+    pub fn with_signature_authority(&self, authority: &str) -> Api {
+        self.rebuilt(|inner| inner.authority = authority.to_owned())
+    }
+
+    pub fn signing_key_id(&self) -> Option<&str> {
+        self.inner.signing_key.as_ref().map(RequestSigningKey::key_id)
+    }
+
+    fn rebuilt(&self, change: impl FnOnce(&mut Inner)) -> Api {
+        let mut inner = Inner {
+            base: self.inner.base.clone(),
+            http: self.inner.http.clone(),
+            streams: self.inner.streams.clone(),
+            credentials: self.inner.credentials.clone(),
+            signing_key: self.inner.signing_key.clone(),
+            authority: self.inner.authority.clone(),
+        };
+        change(&mut inner);
+        Api { inner: Arc::new(inner) }
     }
 
     pub fn base_url(&self) -> &str {
@@ -88,6 +130,7 @@ impl Api {
             "/v1/inbox/poll-after-cursor",
             Some(request),
             REQUEST_TIMEOUT + wait + LONG_POLL_GRACE,
+            false,
         )
         .await
     }
@@ -97,22 +140,64 @@ impl Api {
     }
 
     pub async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, ClientError> {
-        self.call(Method::POST, "/v1/inbox/claim", Some(request), REQUEST_TIMEOUT).await
+        self.call_signed(Method::POST, "/v1/inbox/claim", Some(request)).await
     }
 
     pub async fn acknowledge(
         &self,
         request: &AcknowledgeRequest,
     ) -> Result<AcknowledgeResponse, ClientError> {
-        self.call(Method::POST, "/v1/inbox/acknowledge", Some(request), REQUEST_TIMEOUT).await
+        self.call_signed(Method::POST, "/v1/inbox/acknowledge", Some(request)).await
     }
 
     pub async fn release(&self, request: &ReleaseRequest) -> Result<ReleaseResponse, ClientError> {
-        self.call(Method::POST, "/v1/inbox/release", Some(request), REQUEST_TIMEOUT).await
+        self.call_signed(Method::POST, "/v1/inbox/release", Some(request)).await
     }
 
     pub async fn heartbeat(&self, request: &HeartbeatRequest) -> Result<HeartbeatResponse, ClientError> {
-        self.call(Method::POST, "/v1/inbox/heartbeat", Some(request), REQUEST_TIMEOUT).await
+        self.call_signed(Method::POST, "/v1/inbox/heartbeat", Some(request)).await
+    }
+
+    /// The agent's live signing keys, and whether its tenant requires signed calls.
+    pub async fn signing_keys(&self) -> Result<AgentKeysResponse, ClientError> {
+        self.call::<(), _>(Method::GET, "/v1/agent-keys", None, REQUEST_TIMEOUT).await
+    }
+
+    /// Registers `key`'s public half (ed25519) as a signing key of the agent. An agent's first
+    /// key needs only the access token; any further key must be signed by a current one, so
+    /// set that with [`Self::with_signing_key`] first.
+    pub async fn register_signing_key(
+        &self,
+        key: &RequestSigningKey,
+    ) -> Result<AgentKeyResponse, ClientError> {
+        let public_key = key.public_key().ok_or_else(|| {
+            ClientError::Config(
+                "only ed25519 keys are registered by their public key; hmac-sha256 secrets are issued by the \
+                 service (POST /v1/agent-keys with algorithm hmac-sha256)"
+                    .to_owned(),
+            )
+        })?;
+        let request = AgentKeyRequest {
+            algorithm: key.algorithm().to_owned(),
+            public_key: Some(public_key),
+            key_id: Some(key.key_id().to_owned()),
+        };
+        self.call_signed(Method::POST, "/v1/agent-keys", Some(&request)).await
+    }
+
+    /// Retires one of the agent's keys now; the request is signed with the current key.
+    pub async fn retire_signing_key(&self, key_id: &str) -> Result<(), ClientError> {
+        let path = format!("/v1/agent-keys/{key_id}");
+        self.call_with::<(), serde::de::IgnoredAny>(
+            Client::Pooled,
+            Method::DELETE,
+            &path,
+            None,
+            REQUEST_TIMEOUT,
+            true,
+        )
+        .await
+        .map(drop)
     }
 
     pub async fn session_heartbeat(
@@ -126,6 +211,13 @@ impl Api {
 
     pub async fn resync(&self) -> Result<ResyncResponse, ClientError> {
         self.call::<(), _>(Method::GET, "/v1/inbox/resync", None, REQUEST_TIMEOUT).await
+    }
+
+    /// One page of the resync snapshot: at most `limit` open events after `after_seq` (the
+    /// last `inbox_seq` of the previous page).
+    pub async fn resync_page(&self, after_seq: u64, limit: u32) -> Result<ResyncResponse, ClientError> {
+        let path = format!("/v1/inbox/resync?after_seq={after_seq}&limit={limit}");
+        self.call::<(), _>(Method::GET, &path, None, REQUEST_TIMEOUT).await
     }
 
     /// Publishes an event (needs a publisher token): for tools and tests built on the SDK.
@@ -171,7 +263,17 @@ impl Api {
         body: Option<&Req>,
         timeout: Duration,
     ) -> Result<Resp, ClientError> {
-        self.call_with(Client::Pooled, method, path, body, timeout).await
+        self.call_with(Client::Pooled, method, path, body, timeout, false).await
+    }
+
+    /// A critical call: signed when a signing key is set.
+    async fn call_signed<Req: Serialize, Resp: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Req>,
+    ) -> Result<Resp, ClientError> {
+        self.call_with(Client::Pooled, method, path, body, REQUEST_TIMEOUT, true).await
     }
 
     async fn call_with<Req: Serialize, Resp: DeserializeOwned>(
@@ -181,26 +283,49 @@ impl Api {
         path: &str,
         body: Option<&Req>,
         timeout: Duration,
+        sign: bool,
     ) -> Result<Resp, ClientError> {
         let url = self.url(path);
         let http = match client {
             Client::Pooled => &self.inner.http,
             Client::Stream => &self.inner.streams,
         };
+        // Serialized once: the signature's Content-Digest covers these exact bytes.
+        let body = body
+            .map(serde_json::to_vec)
+            .transpose()
+            .map_err(|err| ClientError::Protocol(format!("cannot encode the request: {err}")))?;
+        let signing_key = self.inner.signing_key.as_ref().filter(|_| sign);
         for attempt in 0..2 {
             let token = self.inner.credentials.bearer(&self.inner.http, &self.inner.base).await?;
             let mut request = http.request(method.clone(), &url).bearer_auth(token.expose()).timeout(timeout);
-            if let Some(body) = body {
-                request = request.json(body);
+            if let Some(body) = &body {
+                request = request.header("content-type", "application/json").body(body.clone());
+            }
+            if let Some(key) = signing_key {
+                // Signed per attempt: a retry carries a fresh nonce.
+                // `@path` is the path without its query.
+                let signed_path = path.split('?').next().unwrap_or(path);
+                let signed = key.sign(
+                    method.as_str(),
+                    &self.inner.authority,
+                    signed_path,
+                    body.as_deref().unwrap_or_default(),
+                )?;
+                for (name, value) in signed.pairs() {
+                    request = request.header(name, value);
+                }
             }
             let response = request.send().await.map_err(|err| ClientError::from_request(&err))?;
-            if response.status() == StatusCode::UNAUTHORIZED
-                && attempt == 0
-                && self.inner.credentials.invalidate(&token).await
-            {
+            if response.status() != StatusCode::UNAUTHORIZED {
+                return decode(response).await;
+            }
+            // Only a refused access token is worth a refresh; a refused signature is not.
+            let refused = problem(response).await;
+            if attempt == 0 && is_token_refusal(&refused) && self.inner.credentials.invalidate(&token).await {
                 continue;
             }
-            return decode(response).await;
+            return Err(refused);
         }
         unreachable!("the loop returns on its second attempt")
     }
@@ -215,6 +340,14 @@ impl Api {
 enum Client {
     Pooled,
     Stream,
+}
+
+/// Whether a 401 is about the access token (expired, revoked, malformed) rather than about a
+/// signature, which a new token would not fix.
+fn is_token_refusal(err: &ClientError) -> bool {
+    err.code().is_some_and(|code| {
+        matches!(code, "unauthorized" | "invalid_token" | "token_expired") || code.starts_with("http_")
+    })
 }
 
 /// Trades a refresh token for new tokens. No access token is involved.
@@ -251,7 +384,9 @@ async fn decode<T: DeserializeOwned>(response: reqwest::Response) -> Result<T, C
         return Err(problem(response).await);
     }
     let bytes = response.bytes().await.map_err(|err| ClientError::from_request(&err))?;
-    serde_json::from_slice(&bytes).map_err(|err| ClientError::Protocol(format!("{err}")))
+    // An empty answer (204) reads as JSON null: only a type that expects nothing accepts it.
+    let bytes: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
+    serde_json::from_slice(bytes).map_err(|err| ClientError::Protocol(format!("{err}")))
 }
 
 /// The problem document of an error answer, or one made up from the status when the body is

@@ -36,6 +36,16 @@ pub enum ClientError {
     /// The resync callback asked to be called again later.
     #[error("the resync callback asked to retry: {0}")]
     ResyncDeferred(String),
+    /// The tenant allows one active session per agent (seed 001's single-active-session policy)
+    /// and a newer session of this agent, another process or device with the same identity,
+    /// took over. The agent stopped claiming; handlers already running were let finish (and
+    /// acknowledged) within the shutdown grace period, the rest released.
+    #[error(
+        "session {session_id} was superseded: another process or device started as this agent, and the \
+         tenant allows one active session per agent; leave this one stopped, or start it again to take the \
+         work back"
+    )]
+    SessionSuperseded { session_id: String },
 }
 
 impl ClientError {

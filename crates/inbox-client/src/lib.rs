@@ -7,7 +7,9 @@
 //! [`Handler`] under lease heartbeats, and acknowledges or releases. A local SQLite file keeps
 //! the cursor and the ids of processed events, so a redelivered event is acknowledged without
 //! running the handler again, across restarts. Access tokens are refreshed with a rotating
-//! refresh token kept in the OS secret store, or a 0600 file.
+//! refresh token kept in the OS secret store, or a 0600 file. With a [`RequestSigningKey`]
+//! ([`Api::with_signing_key`]), claims, acknowledgements, releases and heartbeats carry RFC 9421
+//! signatures, as tenants that require them expect.
 //!
 //! Every push is a hint; the inbox is the record. Nothing here trusts a hint's content: the
 //! runner always reads the inbox itself.
@@ -34,8 +36,10 @@ mod credentials;
 pub mod cursor;
 mod error;
 mod local_state;
+mod resync;
 pub mod schedule;
 mod secret_store;
+mod signing;
 pub mod sse;
 mod transport;
 
@@ -48,4 +52,5 @@ pub use credentials::{Credentials, Home, LoginReport, Profile, login, logout};
 pub use error::ClientError;
 pub use local_state::{LocalState, PROCESSED_CAPACITY_DEFAULT, Processed};
 pub use secret_store::{SECRET_SERVICE, Secret, SecretStore, SecretStoreKind, on_path};
+pub use signing::RequestSigningKey;
 pub use transport::{TransportConfig, TransportKind, TransportStatus};

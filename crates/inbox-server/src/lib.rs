@@ -16,6 +16,8 @@ mod middleware;
 mod notifier;
 pub mod openapi;
 mod routes;
+mod session_changes;
+mod session_policy;
 mod signatures;
 mod streams;
 mod tasks;
@@ -44,6 +46,8 @@ pub struct AppState {
     limits: Arc<limits::Limits>,
     metrics: Arc<metrics::Metrics>,
     hints: Arc<hints::Hints>,
+    session_policies: Arc<session_policy::SessionPolicies>,
+    session_changes: Arc<session_changes::SessionChanges>,
     trust: Arc<trust::Trust>,
     shutdown: Shutdown,
 }
@@ -121,6 +125,8 @@ pub async fn prepare(config: Config) -> Result<AppState, ServerError> {
         tokens: Arc::new(tokens),
         metrics: Arc::default(),
         hints: Arc::default(),
+        session_policies: Arc::default(),
+        session_changes: Arc::default(),
         trust,
         shutdown: Shutdown::new(),
     })

@@ -22,9 +22,11 @@ use crate::{
 };
 
 mod rooms;
+mod sessions;
 mod trust;
 
 pub use rooms::*;
+pub use sessions::*;
 pub use trust::*;
 
 /// Which database a harness runs on.

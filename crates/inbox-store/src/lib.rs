@@ -34,7 +34,7 @@ mod tickets;
 
 pub use admin::{BACKLOGS_MAX, Backlog};
 pub use agent_keys::{AGENT_KEYS_PER_AGENT_MAX, AgentKey, KeyId, NewAgentKey};
-pub use auth::{RefreshGrant, RefreshRefusal, SigningKey};
+pub use auth::{RefreshGrant, RefreshRefusal, SIGNING_KEY_OVERLAP_MS_MIN, SigningKey};
 pub use callbacks::{
     CALLBACK_ATTEMPTS_LIST_MAX, CallbackAttempt, CallbackLimits, CallbackRegistration, DeliveryResult,
     DueDelivery, NewCallbackRegistration, PreviousSecret, RegistrationId, VerificationState,
@@ -50,13 +50,13 @@ pub use model::{
     HeartbeatItem, HeartbeatReceipt, InboxHead, InboxStats, ParkedQuery, PollPage, PollQuery, Publish,
     PublishReceipt, Release, ReleaseReceipt, ScavengeReport,
 };
-pub use nonces::{NONCES_DELETE_MAX, NonceUse};
+pub use nonces::{NONCES_DELETE_MAX, NonceUse, SignatureNonce};
 pub use rooms::{
     MESSAGE_POSTED_EVENT_TYPE, MessageId, NewRoom, PostMessage, PostedMessage, ROOM_NAME_BYTES_MAX, Room,
     RoomId,
 };
-pub use sessions::{SessionRecord, SessionTouch};
-pub use signals::{SIGNALS_READ_MAX, Signal};
+pub use sessions::{OpenedSession, SessionRecord, SessionStanding, SessionTouch};
+pub use signals::{SIGNALS_READ_MAX, Signal, SignalKind};
 pub use store::SqlStore;
-pub use tenant_policy::TenantPolicy;
+pub use tenant_policy::{TenantPolicy, TenantPolicyChange};
 pub use tickets::{StreamCredential, StreamGrant};

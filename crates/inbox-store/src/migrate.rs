@@ -36,6 +36,11 @@ const MYSQL: &[Migration] = &[
         sql: include_str!("migrations/mysql/0006_stream_tickets.sql"),
     },
     Migration { version: 7, name: "trust", sql: include_str!("migrations/mysql/0007_trust.sql") },
+    Migration {
+        version: 8,
+        name: "single active session",
+        sql: include_str!("migrations/mysql/0008_single_active_session.sql"),
+    },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -48,6 +53,11 @@ const SQLITE: &[Migration] = &[
         sql: include_str!("migrations/sqlite/0006_stream_tickets.sql"),
     },
     Migration { version: 7, name: "trust", sql: include_str!("migrations/sqlite/0007_trust.sql") },
+    Migration {
+        version: 8,
+        name: "single active session",
+        sql: include_str!("migrations/sqlite/0008_single_active_session.sql"),
+    },
 ];
 
 const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS agent_inbox_migrations (\

@@ -10,4 +10,6 @@ mod login;
 mod proxy;
 mod sdk;
 mod service;
+mod signing;
 mod support;
+mod takeover;

@@ -4,7 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -20,13 +21,15 @@ use inbox_store::{
     AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Heartbeat, HeartbeatItem,
     ItemOutcome, PollQuery, Refusal, Release, StoreError,
 };
+use serde::Deserialize;
 
 use crate::AppState;
 use crate::auth::Caller;
 use crate::convert::{self, envelope};
 use crate::error::{ApiError, item_error};
 use crate::extract::ApiJson;
-use crate::signatures::SignedJson;
+use crate::session_policy::require_active_session;
+use crate::signatures::{self, PendingNonce, SignedJson};
 use crate::streams::Connected;
 
 pub fn router() -> Router<AppState> {
@@ -181,19 +184,24 @@ pub async fn head(
 }
 
 /// Claims the named events, or the next `limit` claimable ones.
-#[utoipa::path(post, path = "/v1/inbox/claim", tag = "inbox", request_body = ClaimRequest, responses((status = 200, body = ClaimResponse)))]
+#[utoipa::path(post, path = "/v1/inbox/claim", tag = "inbox", request_body = ClaimRequest,
+    responses((status = 200, body = ClaimResponse),
+        (status = 409, description = "session_superseded or session_required: the tenant allows one active session per agent (single-active-session policy), and session_id does not name the agent's newest session", body = inbox_api::Problem)))]
 pub async fn claim(
     State(state): State<AppState>,
     caller: Caller,
-    SignedJson(request): SignedJson<ClaimRequest>,
+    SignedJson(request, nonce): SignedJson<ClaimRequest>,
 ) -> Result<Json<ClaimResponse>, ApiError> {
-    claim_for(&state, &caller, request).await.map(Json)
+    let claimed = claim_for(&state, &caller, request, nonce.as_ref()).await;
+    signatures::settle(&state, nonce, claimed).await.map(Json)
 }
 
+/// The whole of a claim after extraction; `nonce` is the signature's, recorded with the claim.
 pub(crate) async fn claim_for(
     state: &AppState,
     caller: &Caller,
     request: ClaimRequest,
+    nonce: Option<&PendingNonce>,
 ) -> Result<ClaimResponse, ApiError> {
     caller.require("inbox.claim")?;
     caller.check_tenant(request.tenant_id.as_deref())?;
@@ -204,13 +212,19 @@ pub(crate) async fn claim_for(
         .map(SessionId::new)
         .transpose()
         .map_err(|e| ApiError::invalid_field("session_id", e.problem))?;
+    require_active_session(state, caller, session_id.as_ref()).await?;
     let lease_ms = request.lease_seconds.map(|s| convert::seconds_to_ms("lease_seconds", s)).transpose()?;
     let inbox = caller.inbox();
     let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
     let (claimed, rejected) = match request.event_ids {
         None => {
             let limit = request.limit.unwrap_or(CLAIM_LIMIT_DEFAULT);
-            let claimed = state.store.claim_next(&ClaimNext { inbox, session_id, limit, lease_ms }).await?;
+            let claim = ClaimNext { inbox, session_id, limit, lease_ms };
+            let claimed = state
+                .store
+                .claim_next_with_nonce(&claim, nonce.map(PendingNonce::record))
+                .await
+                .map_err(|err| signatures::store_error(state, nonce, err))?;
             (claimed, Vec::new())
         }
         Some(ids) => {
@@ -225,8 +239,12 @@ pub(crate) async fn claim_for(
                 .enumerate()
                 .map(|(i, id)| convert::event_id(&format!("event_ids[{i}]"), id))
                 .collect::<Result<Vec<_>, _>>()?;
-            let outcomes =
-                state.store.claim_by_ids(&ClaimByIds { inbox, session_id, event_ids, lease_ms }).await?;
+            let claim = ClaimByIds { inbox, session_id, event_ids, lease_ms };
+            let outcomes = state
+                .store
+                .claim_by_ids_with_nonce(&claim, nonce.map(PendingNonce::record))
+                .await
+                .map_err(|err| signatures::store_error(state, nonce, err))?;
             let mut claimed = Vec::new();
             let mut rejected = Vec::new();
             for outcome in outcomes {
@@ -278,8 +296,9 @@ fn claim_view(c: &ClaimedEvent, now: inbox_core::UnixMillis) -> Claim {
 pub async fn acknowledge(
     State(state): State<AppState>,
     caller: Caller,
-    SignedJson(request): SignedJson<AcknowledgeRequest>,
+    SignedJson(request, nonce): SignedJson<AcknowledgeRequest>,
 ) -> Result<Json<AcknowledgeResponse>, ApiError> {
+    signatures::spend(&state, nonce).await?;
     acknowledge_for(&state, &caller, request).await.map(Json)
 }
 
@@ -345,8 +364,9 @@ pub(crate) fn ack_outcome(outcome: ItemOutcome<AckReceipt>) -> AckOutcome {
 pub async fn release(
     State(state): State<AppState>,
     caller: Caller,
-    SignedJson(request): SignedJson<ReleaseRequest>,
+    SignedJson(request, nonce): SignedJson<ReleaseRequest>,
 ) -> Result<Json<ReleaseResponse>, ApiError> {
+    signatures::spend(&state, nonce).await?;
     release_for(&state, &caller, request).await.map(Json)
 }
 
@@ -387,8 +407,9 @@ pub(crate) async fn release_event(
 pub async fn heartbeat(
     State(state): State<AppState>,
     caller: Caller,
-    SignedJson(request): SignedJson<HeartbeatRequest>,
+    SignedJson(request, nonce): SignedJson<HeartbeatRequest>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
+    signatures::spend(&state, nonce).await?;
     heartbeat_for(&state, &caller, request).await.map(Json)
 }
 
@@ -436,15 +457,34 @@ pub(crate) async fn heartbeat_for(
     })
 }
 
-/// After `cursor_reset_required`: the head, the oldest retained sequence and every event still
-/// open, so the agent can rebuild from its domain's state and continue polling.
-#[utoipa::path(get, path = "/v1/inbox/resync", tag = "inbox", responses((status = 200, body = ResyncResponse)))]
-pub async fn resync(State(state): State<AppState>, caller: Caller) -> Result<Json<ResyncResponse>, ApiError> {
+/// Query parameters of `GET /v1/inbox/resync`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ResyncQuery {
+    /// Open events after this sequence: the last `inbox_seq` of the previous page (default 0).
+    #[serde(default)]
+    after_seq: u64,
+    /// Open events per page, 1 to 500 (default 500).
+    limit: Option<u32>,
+}
+
+/// After `cursor_reset_required`: the head, the oldest retained sequence and the events still
+/// open, page by page, so the agent can rebuild from its domain's state and continue polling.
+#[utoipa::path(get, path = "/v1/inbox/resync", tag = "inbox", params(ResyncQuery), responses((status = 200, body = ResyncResponse)))]
+pub async fn resync(
+    State(state): State<AppState>,
+    caller: Caller,
+    query: Result<Query<ResyncQuery>, QueryRejection>,
+) -> Result<Json<ResyncResponse>, ApiError> {
     caller.require("inbox.poll")?;
+    let Query(query) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
+    let after_seq =
+        InboxSeq::new(query.after_seq).map_err(|e| ApiError::invalid_field("after_seq", e.problem))?;
     let inbox: RecipientKey = caller.inbox();
     let head = state.store.head(&inbox).await?;
-    let (open, more_available) =
-        state.store.open_events(&inbox, state.store.config().batch_events_max).await?;
+    let limit = query.limit.unwrap_or(state.store.config().batch_events_max);
+    let (open, more_available) = state.store.open_events(&inbox, after_seq, limit).await?;
     let now = state.store.now();
     Ok(Json(ResyncResponse {
         head_seq: head.head_seq.get(),

@@ -7,6 +7,10 @@
 //! "body":{...the HTTP response body...}}`, or the problem document with the status HTTP would
 //! have answered. Every op runs through the same functions as its HTTP route, so scopes,
 //! validation, rate limits and errors are the same; ops on one connection run one at a time.
+//! A claim without a `session_id` claims for the connection's session (`?session_id=`).
+//!
+//! Under the single-active-session policy, a socket whose session is superseded gets a last
+//! `session.superseded` signal and is closed with 1008 (policy violation).
 
 use axum::Router;
 use axum::extract::State;
@@ -17,6 +21,7 @@ use axum::routing::get;
 use inbox_api::{
     AcknowledgeRequest, ClaimRequest, HeartbeatRequest, ReleaseRequest, StreamSignal, WsRequest, WsResponse,
 };
+use inbox_core::SessionId;
 use serde::Serialize;
 
 use crate::AppState;
@@ -37,6 +42,7 @@ pub fn router() -> Router<AppState> {
         (status = 400, description = "websocket_upgrade_required", body = inbox_api::Problem),
         (status = 401, description = "unauthorized, invalid_ticket or invalid_stream_cookie", body = inbox_api::Problem),
         (status = 403, description = "scope_missing or origin_mismatch", body = inbox_api::Problem),
+        (status = 409, description = "session_superseded or session_required (single-active-session policy)", body = inbox_api::Problem),
         (status = 429, description = "too_many_waiters", body = inbox_api::Problem)))]
 pub async fn websocket(
     State(state): State<AppState>,
@@ -56,13 +62,22 @@ pub async fn websocket(
     if caller.via == StreamAuth::Cookie {
         same_origin(&headers)?;
     }
+    let session_id = caller.session_id.clone();
     let (subscription, first) =
         Subscription::open(&state, &caller.caller, "websocket", caller.session_id, caller.last_event_id)
             .await?;
     let message_bytes_max = state.body_bytes_limit();
+    let connection = Connection { caller: caller.caller, session_id };
     Ok(upgrade
         .max_message_size(message_bytes_max)
-        .on_upgrade(move |socket| serve(socket, state, caller.caller, subscription, first)))
+        .on_upgrade(move |socket| serve(socket, state, connection, subscription, first)))
+}
+
+/// Who is on the other end of a socket.
+struct Connection {
+    caller: Caller,
+    /// The session the socket was opened for: what its claims claim for by default.
+    session_id: Option<SessionId>,
 }
 
 /// A cookie rides along on any request the browser makes, so a cookie-authenticated
@@ -83,7 +98,7 @@ fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
 async fn serve(
     mut socket: WebSocket,
     state: AppState,
-    caller: Caller,
+    connection: Connection,
     mut subscription: Subscription,
     first: Option<StreamSignal>,
 ) {
@@ -95,7 +110,7 @@ async fn serve(
     loop {
         let outgoing = tokio::select! {
             received = socket.recv() => match received {
-                Some(Ok(Message::Text(text))) => Outgoing::Reply(answer(&state, &caller, text.as_str()).await),
+                Some(Ok(Message::Text(text))) => Outgoing::Reply(answer(&state, &connection, text.as_str()).await),
                 Some(Ok(Message::Binary(_))) => Outgoing::Reply(refuse(None, ApiError::bad_request(
                     "unsupported_message",
                     "send operations as JSON text messages, not binary ones",
@@ -106,10 +121,14 @@ async fn serve(
             },
             wake = subscription.next() => match wake {
                 Wake::Signal(signal) => Outgoing::Signal(signal),
-                Wake::Heartbeat => {
-                    subscription.beat().await;
-                    Outgoing::Signal(subscription.heartbeat_signal())
-                }
+                Wake::Heartbeat => match subscription.beat().await {
+                    None => Outgoing::Signal(subscription.heartbeat_signal()),
+                    Some(last) => return superseded(&mut socket, &last).await,
+                },
+                Wake::SessionChanged => match subscription.superseded().await {
+                    None => continue,
+                    Some(last) => return superseded(&mut socket, &last).await,
+                },
                 Wake::Closed => {
                     let close = CloseFrame { code: close_code::AWAY, reason: "the server is shutting down".into() };
                     let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Close(Some(close)))).await;
@@ -124,6 +143,14 @@ async fn serve(
         if sent.is_err() {
             return;
         }
+    }
+}
+
+/// Sends the last signal of a superseded session and closes with 1008 (policy violation).
+async fn superseded(socket: &mut WebSocket, last: &StreamSignal) {
+    if send_json(socket, last).await.is_ok() {
+        let close = CloseFrame { code: close_code::POLICY, reason: "session_superseded".into() };
+        let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Close(Some(close)))).await;
     }
 }
 
@@ -143,14 +170,14 @@ async fn send_json(socket: &mut WebSocket, message: &impl Serialize) -> Result<(
 }
 
 /// Runs one operation and returns what HTTP would have answered.
-async fn answer(state: &AppState, caller: &Caller, text: &str) -> WsResponse {
+async fn answer(state: &AppState, connection: &Connection, text: &str) -> WsResponse {
     let request: WsRequest = match parse_json(text.as_bytes()) {
         Ok(request) => request,
         Err(err) => return refuse(None, err),
     };
     let id = request.id.clone();
     let op = request.op.clone();
-    let outcome = run(state, caller, request).await;
+    let outcome = run(state, connection, request).await;
     let status = outcome.as_ref().map_or_else(|e| e.status, |_| StatusCode::OK);
     state.metrics.count(
         "agent_inbox_ws_requests_total",
@@ -170,7 +197,12 @@ fn known_op(op: &str) -> &'static str {
     OPS.iter().find(|known| **known == op).copied().unwrap_or("unknown")
 }
 
-async fn run(state: &AppState, caller: &Caller, request: WsRequest) -> Result<serde_json::Value, ApiError> {
+async fn run(
+    state: &AppState,
+    connection: &Connection,
+    request: WsRequest,
+) -> Result<serde_json::Value, ApiError> {
+    let caller = &connection.caller;
     state.limits.admit(caller.tenant_id.as_str(), caller.subject.as_str()).inspect_err(|err| {
         state.metrics.count("agent_inbox_rate_limited_total", vec![("code", err.code.to_owned())], 1)
     })?;
@@ -179,7 +211,13 @@ async fn run(state: &AppState, caller: &Caller, request: WsRequest) -> Result<se
         crate::signatures::refuse_unsigned_if_required(state, caller).await?;
     }
     match request.op.as_str() {
-        "claim" => to_value(claim_for(state, caller, parse_json::<ClaimRequest>(body)?).await?),
+        "claim" => {
+            let mut claim = parse_json::<ClaimRequest>(body)?;
+            if claim.session_id.is_none() {
+                claim.session_id = connection.session_id.as_ref().map(ToString::to_string);
+            }
+            to_value(claim_for(state, caller, claim, None).await?)
+        }
         "acknowledge" => {
             to_value(acknowledge_for(state, caller, parse_json::<AcknowledgeRequest>(body)?).await?)
         }

@@ -10,5 +10,6 @@ mod isolation;
 mod refusals;
 mod rooms;
 mod rotation;
+mod sessions;
 mod signatures;
 mod streams;

@@ -2,12 +2,13 @@
 //! keys, per-tenant policy, webhook registrations with their limits and delivery cursor, and
 //! rotation of the access-token keys.
 
-use inbox_core::{InboxSeq, RecipientId};
+use inbox_core::{AckState, InboxSeq, RecipientId};
 
-use super::{Harness, publish_to, tenant};
+use super::{Harness, ack_of, claim_next, inbox_of, publish_to, tenant};
 use crate::{
-    AGENT_KEYS_PER_AGENT_MAX, CallbackAttempt, CallbackLimits, DeliveryResult, KeyId, NewAgentKey,
-    NewCallbackRegistration, NonceUse, StoreError, TenantPolicy, VerificationState,
+    AGENT_KEYS_PER_AGENT_MAX, CallbackAttempt, CallbackLimits, ClaimByIds, DeliveryResult, KeyId,
+    NewAgentKey, NewCallbackRegistration, NonceUse, SignatureNonce, StoreError, TenantPolicy,
+    VerificationState,
 };
 
 fn agent_id(name: &str) -> RecipientId {
@@ -55,15 +56,63 @@ pub async fn nonces_are_refused_once_on_any_node(h: &Harness) {
     );
     assert_eq!(h.store.delete_expired_nonces(h.store.now(), 100).await.unwrap(), 1, "only [2] had expired");
     assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM signature_nonce", &[]).await, 1);
+}
 
-    // Many at once, as the server batches concurrent requests: one already used, one twice.
+/// A signed claim records its nonce in its own transaction: the nonce's second use, in a claim
+/// by position or by ids on any node, fails as a replay and claims nothing (no event leased, no
+/// attempt counted), even when the first claim found nothing; the nonce table is the one every
+/// signed call shares; past its window a nonce counts as new.
+pub async fn a_replayed_nonce_inside_a_claim_changes_nothing(h: &Harness) {
+    let other = h.second_node().await;
+    let inbox = inbox_of("t1", "alpha");
+    let first = publish_to(h, "t1", "alpha", "{}").await;
+    let second = publish_to(h, "t1", "alpha", "{}").await;
     let until = h.store.now().plus_ms(60_000);
-    let batch = [([3; 32], until), ([1; 32], until), ([4; 32], until), ([3; 32], until)];
-    let outcomes = other.remember_nonces(&batch).await.unwrap();
-    assert_eq!(outcomes, [NonceUse::Fresh, NonceUse::Replayed, NonceUse::Fresh, NonceUse::Replayed]);
-    let fresh = h.store.remember_nonces(&[([5; 32], until), ([6; 32], until)]).await.unwrap();
-    assert_eq!(fresh, [NonceUse::Fresh, NonceUse::Fresh], "the one-statement path");
-    assert_eq!(h.store.remember_nonce(&[4; 32], until).await.unwrap(), NonceUse::Replayed);
+    let nonce = |n: u8| SignatureNonce { hash: [n; 32], until };
+    let state_of = |event_id| async move {
+        let event = h.store.event(&inbox_of("t1", "alpha"), event_id).await.unwrap().unwrap();
+        (event.state(), event.lifecycle.delivery_attempts, event.lifecycle.lease.map(|l| l.until))
+    };
+
+    let claimed = h.store.claim_next_with_nonce(&claim_next(&inbox, 1), Some(&nonce(1))).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].event.event_id, first.event_id);
+    let (held, before) = (state_of(first.event_id).await, state_of(second.event_id).await);
+    assert_eq!(before, (AckState::Available, 0, None));
+    for store in [&h.store, &other] {
+        let replay = store.claim_next_with_nonce(&claim_next(&inbox, 5), Some(&nonce(1))).await;
+        assert!(matches!(replay, Err(StoreError::NonceReplayed)), "{replay:?}");
+    }
+    let by_ids = ClaimByIds {
+        inbox: inbox.clone(),
+        session_id: None,
+        event_ids: vec![second.event_id],
+        lease_ms: None,
+    };
+    let replay = other.claim_by_ids_with_nonce(&by_ids, Some(&nonce(1))).await;
+    assert!(matches!(replay, Err(StoreError::NonceReplayed)), "{replay:?}");
+    assert_eq!(state_of(second.event_id).await, before, "the replayed claims claimed nothing");
+    assert_eq!(state_of(first.event_id).await, held);
+    assert_eq!(h.store.remember_nonce(&[1; 32], until).await.unwrap(), NonceUse::Replayed, "one nonce table");
+    assert_eq!(other.remember_nonce(&[2; 32], until).await.unwrap(), NonceUse::Fresh);
+    let replay = h.store.claim_by_ids_with_nonce(&by_ids, Some(&nonce(2))).await;
+    assert!(matches!(replay, Err(StoreError::NonceReplayed)), "a nonce spent by another call: {replay:?}");
+
+    let empty = h.store.claim_next_with_nonce(&claim_next(&inbox_of("t1", "beta"), 5), Some(&nonce(3))).await;
+    assert!(empty.unwrap().is_empty());
+    let replay = other.claim_next_with_nonce(&claim_next(&inbox, 5), Some(&nonce(3))).await;
+    assert!(matches!(replay, Err(StoreError::NonceReplayed)), "a claim that found nothing spent its nonce");
+    assert_eq!(state_of(second.event_id).await, before);
+
+    let by_ids = other.claim_by_ids_with_nonce(&by_ids, Some(&nonce(4))).await.unwrap();
+    assert_eq!(by_ids[0].as_ref().unwrap().event.event_id, second.event_id, "a fresh nonce claims");
+    h.store.acknowledge(&ack_of(&inbox, &claimed[0])).await.unwrap();
+    // Past its window, a remembered nonce no longer counts, even before the clean-up.
+    publish_to(h, "t1", "alpha", "{}").await;
+    h.clock.advance_ms(61_000);
+    let later = SignatureNonce { hash: [1; 32], until: h.store.now().plus_ms(60_000) };
+    let claimed = h.store.claim_next_with_nonce(&claim_next(&inbox, 1), Some(&later)).await.unwrap();
+    assert_eq!(claimed.len(), 1);
 }
 
 /// Keys register once per id and tenant, up to a limit per agent, and retire.
@@ -102,10 +151,22 @@ pub async fn agent_keys_register_list_and_retire(h: &Harness) {
 /// A tenant without a policy has the default; a set policy is read back.
 pub async fn tenant_policy_defaults_and_changes(h: &Harness) {
     assert_eq!(h.store.tenant_policy(&tenant("t1")).await.unwrap(), TenantPolicy::default());
-    h.store.set_tenant_policy(&tenant("t1"), TenantPolicy { signatures_required: true }).await.unwrap();
+    h.store
+        .set_tenant_policy(
+            &tenant("t1"),
+            TenantPolicy { signatures_required: true, ..TenantPolicy::default() },
+        )
+        .await
+        .unwrap();
     assert!(h.store.tenant_policy(&tenant("t1")).await.unwrap().signatures_required);
     assert!(!h.store.tenant_policy(&tenant("t2")).await.unwrap().signatures_required);
-    h.store.set_tenant_policy(&tenant("t1"), TenantPolicy { signatures_required: false }).await.unwrap();
+    h.store
+        .set_tenant_policy(
+            &tenant("t1"),
+            TenantPolicy { signatures_required: false, ..TenantPolicy::default() },
+        )
+        .await
+        .unwrap();
     assert!(!h.store.tenant_policy(&tenant("t1")).await.unwrap().signatures_required);
 }
 
