@@ -55,30 +55,7 @@ const TENANT: &str = "bench";
 
 /// Runs the benchmark in a database of its own and prints the report.
 pub async fn main(args: HintsArgs) -> ExitCode {
-    let server_url = crate::mysql_db::server_url();
-    let database = match crate::mysql_db::create(&server_url).await {
-        Ok(database) => database,
-        Err(err) => {
-            eprintln!("inbox-bench: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let outcome = tokio::spawn(run(args, database.url.clone())).await;
-    database.drop_best_effort().await;
-    match outcome {
-        Ok(Ok(report)) => {
-            print!("{report}");
-            ExitCode::SUCCESS
-        }
-        Ok(Err(err)) => {
-            eprintln!("inbox-bench: {err}");
-            ExitCode::FAILURE
-        }
-        Err(join) => {
-            eprintln!("inbox-bench: the benchmark stopped abnormally: {join}");
-            ExitCode::FAILURE
-        }
-    }
+    crate::mysql_db::report_in_fresh_database(String::new(), |db| run(args, db.url.clone())).await
 }
 
 async fn run(args: HintsArgs, url: String) -> Result<String, BenchError> {

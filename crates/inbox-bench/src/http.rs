@@ -87,30 +87,7 @@ impl Samples {
 }
 
 pub async fn main(args: HttpArgs) -> ExitCode {
-    let server_url = mysql_db::server_url();
-    let database = match mysql_db::create(&server_url).await {
-        Ok(database) => database,
-        Err(err) => {
-            eprintln!("inbox-bench: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let outcome = tokio::spawn(run(args, database.url.clone())).await;
-    database.drop_best_effort().await;
-    match outcome {
-        Ok(Ok(table)) => {
-            print!("{table}");
-            ExitCode::SUCCESS
-        }
-        Ok(Err(err)) => {
-            eprintln!("inbox-bench: {err}");
-            ExitCode::FAILURE
-        }
-        Err(join) => {
-            eprintln!("inbox-bench: the benchmark stopped abnormally: {join}");
-            ExitCode::FAILURE
-        }
-    }
+    mysql_db::report_in_fresh_database(String::new(), |db| run(args, db.url.clone())).await
 }
 
 async fn run(args: HttpArgs, url: String) -> Result<String, BenchError> {

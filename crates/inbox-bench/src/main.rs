@@ -76,32 +76,10 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let server_url = mysql_db::server_url();
-    let database = match mysql_db::create(&server_url).await {
-        Ok(database) => database,
-        Err(err) => {
-            eprintln!("inbox-bench: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    // A task of its own, so even a panic comes back here and the database is still dropped.
-    let outcome =
-        tokio::spawn(run_store_bench(store_args, database.name.clone(), database.url.clone())).await;
-    database.drop_best_effort().await;
-    match outcome {
-        Ok(Ok(table)) => {
-            print!("{table}");
-            ExitCode::SUCCESS
-        }
-        Ok(Err(err)) => {
-            eprintln!("inbox-bench: {err}");
-            ExitCode::FAILURE
-        }
-        Err(join) => {
-            eprintln!("inbox-bench: the benchmark stopped abnormally: {join}");
-            ExitCode::FAILURE
-        }
-    }
+    mysql_db::report_in_fresh_database(String::new(), |db| {
+        run_store_bench(store_args, db.name.clone(), db.url.clone())
+    })
+    .await
 }
 
 /// Connects both sides, measures every row and returns the rendered report.

@@ -1,6 +1,8 @@
 //! The benchmark's own database on the MariaDB/MySQL server: created under a random name and
 //! dropped at the end, so runs never see each other's rows and leave no tables behind.
 
+use std::future::Future;
+use std::process::ExitCode;
 use std::str::FromStr;
 
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
@@ -22,6 +24,41 @@ pub fn server_url() -> String {
         .iter()
         .find_map(|name| std::env::var(name).ok().filter(|url| !url.trim().is_empty()))
         .unwrap_or_else(|| URL_DEFAULT.to_owned())
+}
+
+/// Runs `bench` in a task of its own (so even a panic comes back here) on a fresh database, drops the database whatever happens, and
+/// prints the report it returns (or the error) after `preamble`: the `main` of every benchmark
+/// that runs against MariaDB.
+pub async fn report_in_fresh_database<F>(
+    preamble: String,
+    bench: impl FnOnce(&BenchDatabase) -> F,
+) -> ExitCode
+where
+    F: Future<Output = Result<String, BenchError>> + Send + 'static,
+{
+    let database = match create(&server_url()).await {
+        Ok(database) => database,
+        Err(err) => {
+            eprintln!("inbox-bench: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = tokio::spawn(bench(&database)).await;
+    database.drop_best_effort().await;
+    match outcome {
+        Ok(Ok(report)) => {
+            print!("{preamble}{report}");
+            ExitCode::SUCCESS
+        }
+        Ok(Err(err)) => {
+            eprintln!("inbox-bench: {err}");
+            ExitCode::FAILURE
+        }
+        Err(join) => {
+            eprintln!("inbox-bench: the benchmark stopped abnormally: {join}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// A database this run created; [`BenchDatabase::drop_best_effort`] removes it.

@@ -52,32 +52,7 @@ const TENANT: &str = "bench-trust";
 const VERIFY_ITERATIONS: u32 = 20_000;
 
 pub async fn main(args: TrustArgs) -> ExitCode {
-    let mut out = micro();
-    let server_url = mysql_db::server_url();
-    let database = match mysql_db::create(&server_url).await {
-        Ok(database) => database,
-        Err(err) => {
-            eprintln!("inbox-bench: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let outcome = tokio::spawn(http(args, database.url.clone())).await;
-    database.drop_best_effort().await;
-    match outcome {
-        Ok(Ok(table)) => {
-            out.push_str(&table);
-            print!("{out}");
-            ExitCode::SUCCESS
-        }
-        Ok(Err(err)) => {
-            eprintln!("inbox-bench: {err}");
-            ExitCode::FAILURE
-        }
-        Err(join) => {
-            eprintln!("inbox-bench: the benchmark stopped abnormally: {join}");
-            ExitCode::FAILURE
-        }
-    }
+    mysql_db::report_in_fresh_database(micro(), |db| http(args, db.url.clone())).await
 }
 
 /// Verification cost per request, in process, for both algorithms.
