@@ -197,11 +197,6 @@ impl From<StoreError> for ApiError {
             )
             .with("limit", limit),
             StoreError::Event(refusal) => refusal.into(),
-            StoreError::NonceReplayed => ApiError::unauthorized(
-                "signature_replayed",
-                "this signature's nonce was already used; sign every request with a fresh nonce",
-            )
-            .with("reason", "replayed_nonce"),
             StoreError::Contention { attempts } => {
                 let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "database_busy", "the database is busy; retry in a moment")
                     .retry_after(1);

@@ -13,6 +13,7 @@ mod hints;
 mod limits;
 mod metrics;
 mod middleware;
+mod nonce_writer;
 mod notifier;
 pub mod openapi;
 mod routes;
@@ -49,6 +50,7 @@ pub struct AppState {
     session_policies: Arc<session_policy::SessionPolicies>,
     session_changes: Arc<session_changes::SessionChanges>,
     trust: Arc<trust::Trust>,
+    nonces: nonce_writer::NonceWriter,
     shutdown: Shutdown,
 }
 
@@ -118,16 +120,19 @@ pub async fn prepare(config: Config) -> Result<AppState, ServerError> {
     store.migrate().await.map_err(|e| ServerError(e.to_string()))?;
     let tokens = TokenService::new(store.clone(), &config).await.map_err(ServerError)?;
     let trust = Arc::new(trust::Trust::new(&config));
+    let metrics = Arc::new(metrics::Metrics::default());
+    let nonces = nonce_writer::NonceWriter::start(store.clone(), metrics.clone());
     Ok(AppState {
         store,
         limits: Arc::new(limits::Limits::new(&config)),
         config: Arc::new(config),
         tokens: Arc::new(tokens),
-        metrics: Arc::default(),
+        metrics,
         hints: Arc::default(),
         session_policies: Arc::default(),
         session_changes: Arc::default(),
         trust,
+        nonces,
         shutdown: Shutdown::new(),
     })
 }

@@ -127,7 +127,17 @@ const HELP: &[(&str, &str, &str)] = &[
     (
         "agent_inbox_signature_verify_seconds",
         "histogram",
-        "Time to verify one request signature, nonce included",
+        "Time to verify one request signature, key lookup included (its nonce is written afterwards)",
+    ),
+    (
+        "agent_inbox_signature_nonce_seconds",
+        "histogram",
+        "Time a signed request waits for its nonce to be recorded (shared statements, see nonce_writer)",
+    ),
+    (
+        "agent_inbox_signature_nonce_writes_total",
+        "counter",
+        "Statements that recorded signature nonces; nonces recorded are valid verifications",
     ),
     ("agent_inbox_signature_replays_total", "counter", "Signed requests refused as replays of a used nonce"),
     ("agent_inbox_callback_challenges_total", "counter", "Callback registration challenges, by outcome"),

@@ -10,13 +10,10 @@
 //! as expired. Every refusal names what to fix, and counts as a failed authentication for the
 //! client address's throttle.
 //!
-//! The extractors only verify; the handler spends the nonce ([`PendingNonce`]) before anything
-//! changes. A claim, which is a transaction anyway, hands it to the store to record inside that
-//! transaction: no commit of its own, and a replay fails the whole claim. Acknowledge, release
-//! and heartbeat ([`spend`]) and key registration record it just before they run: their fast
-//! path is one autocommit statement, and a transaction around it would cost more round trips
-//! than the one insert. A claim refused before its transaction still spends its nonce
-//! ([`settle`]).
+//! The extractors only verify; the handler spends the nonce ([`spend`]) before anything
+//! changes, so a replay changes nothing and a request refused later (a missing scope, say)
+//! still spent its nonce. Spending goes through the node's [`crate::nonce_writer`], which
+//! records the nonces of concurrent requests in one statement.
 //!
 //! Keys and tenant policies are cached per node for a few seconds
 //! ([`KEY_CACHE_TTL`], [`POLICY_CACHE_TTL`]), which is how long a retirement or a policy
@@ -32,7 +29,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use inbox_core::{RecipientId, TenantId, UnixMillis};
-use inbox_store::{AgentKey, KeyId, NonceUse, SignatureNonce, StoreError};
+use inbox_store::{AgentKey, KeyId, NonceUse, SignatureNonce};
 use inbox_trust::message_signatures::{
     RequestParts, SIGNATURE, SIGNATURE_INPUT, VerifiedSignature, VerifyError, VerifyPolicy, VerifyingKey,
     check_signature_headers,
@@ -67,9 +64,7 @@ pub struct SignedBody {
     pub nonce: Option<PendingNonce>,
 }
 
-/// A verified signature's nonce, not yet recorded: the handler spends it with [`spend`], or a
-/// claim records it in its own transaction (`claim_*_with_nonce`) and reports a replay with
-/// [`store_error`].
+/// A verified signature's nonce, not yet recorded: the handler spends it with [`spend`].
 #[derive(Debug, Clone)]
 pub struct PendingNonce {
     record: SignatureNonce,
@@ -80,11 +75,6 @@ pub struct PendingNonce {
 }
 
 impl PendingNonce {
-    /// What the store records.
-    pub fn record(&self) -> &SignatureNonce {
-        &self.record
-    }
-
     /// The refusal of a replay: counted, throttled and explained like any signature failure.
     fn replayed(&self, state: &AppState) -> ApiError {
         state.metrics.count("agent_inbox_signature_replays_total", vec![], 1);
@@ -101,40 +91,17 @@ impl PendingNonce {
     }
 }
 
-/// The error of an operation a signature covered: a replayed nonce is `signature_replayed`.
-pub fn store_error(state: &AppState, nonce: Option<&PendingNonce>, err: StoreError) -> ApiError {
-    match (err, nonce) {
-        (StoreError::NonceReplayed, Some(nonce)) => nonce.replayed(state),
-        (err, _) => err.into(),
-    }
-}
-
-/// Records a signed request's nonce now, before the operation: a replay is refused here.
+/// Records a signed request's nonce now, before the operation: a replay is refused here, and
+/// a request refused later (say for a missing scope) cannot be replayed either.
 pub async fn spend(state: &AppState, nonce: Option<PendingNonce>) -> Result<(), ApiError> {
     let Some(nonce) = nonce else { return Ok(()) };
-    match state.store.remember_nonce(&nonce.record.hash, nonce.record.until).await? {
+    let started = Instant::now();
+    let remembered = state.nonces.remember(nonce.record).await;
+    state.metrics.observe("agent_inbox_signature_nonce_seconds", vec![], started.elapsed());
+    match remembered? {
         NonceUse::Fresh => Ok(()),
         NonceUse::Replayed => Err(nonce.replayed(state)),
     }
-}
-
-/// Ends a signed claim: when it was refused before (or without) its transaction recording the
-/// nonce, the nonce is remembered on its own, so a refused request cannot be replayed later
-/// either (say with a token that has the scope the first one lacked).
-pub async fn settle<T>(
-    state: &AppState,
-    nonce: Option<PendingNonce>,
-    result: Result<T, ApiError>,
-) -> Result<T, ApiError> {
-    if let (Err(err), Some(nonce)) = (&result, &nonce) {
-        if err.code != "signature_replayed" {
-            // A refusal after a commit finds the nonce recorded already: spent either way.
-            if let Err(store) = state.store.remember_nonce(&nonce.record.hash, nonce.record.until).await {
-                tracing::warn!(error = %store, "cannot remember the nonce of a refused signed request");
-            }
-        }
-    }
-    result
 }
 
 /// A verified signature and its not yet recorded nonce.

@@ -56,11 +56,6 @@ pub enum StoreError {
     #[error(transparent)]
     Event(#[from] ItemRefusal),
 
-    /// The request's signature nonce was already used inside its window: a replay. Nothing
-    /// was changed.
-    #[error("the signature's nonce was already used; nothing was changed")]
-    NonceReplayed,
-
     /// Deadlocks, lock-wait timeouts or a busy database persisted through every retry.
     #[error("the database stayed too busy through {attempts} attempts; retry shortly")]
     Contention { attempts: u32 },

@@ -5,11 +5,8 @@
 //! may do, and writes back the result. The slow path decides every rare case and explains every
 //! refusal, so the fast paths never need to.
 //!
-//! A signed claim takes its signature's nonce (`*_with_nonce`) and records it first thing in
-//! its own transaction: no commit of its own, and a replayed nonce fails the whole transaction
-//! with [`StoreError::NonceReplayed`], so a replayed claim claims nothing. (Acknowledge,
-//! release and heartbeat are one autocommit statement on their fast path; the server spends
-//! their nonce just before, which costs one statement where a transaction would cost three.)
+//! A signed call's nonce is not recorded here: the server records it before the call, many
+//! calls' nonces in one statement (see `SqlStore::remember_nonces`).
 
 use std::collections::{HashMap, HashSet};
 
@@ -20,7 +17,6 @@ use inbox_core::{
 use crate::db::{Arg, DbConnection};
 use crate::dialect::{CLAIMABLE, EVENT_COLUMNS, INBOX, placeholders};
 use crate::entropy::random_bytes;
-use crate::nonces::{SignatureNonce, record_nonce};
 use crate::read::{inbox_args, load_events};
 use crate::record::{SAVE_LIFECYCLE, event_from_row, save_lifecycle_args, seq_arg, settle};
 use crate::store::with_retries;
@@ -46,31 +42,18 @@ impl SqlStore {
     /// Claims up to `limit` claimable events, most urgent first, then oldest. Concurrent
     /// claimers of one inbox skip each other's rows instead of waiting for them.
     pub async fn claim_next(&self, claim: &ClaimNext) -> Result<Vec<ClaimedEvent>, StoreError> {
-        self.claim_next_with_nonce(claim, None).await
-    }
-
-    /// [`Self::claim_next`] for a signed request: its nonce is recorded in the same transaction.
-    pub async fn claim_next_with_nonce(
-        &self,
-        claim: &ClaimNext,
-        nonce: Option<&SignatureNonce>,
-    ) -> Result<Vec<ClaimedEvent>, StoreError> {
         self.batch_len("limit", claim.limit as usize)?;
         let lease_ms = self.lease_ms(claim.lease_ms)?;
-        with_retries!(self, self.claim_next_once(claim, lease_ms, nonce))
+        with_retries!(self, self.claim_next_once(claim, lease_ms))
     }
 
     async fn claim_next_once(
         &self,
         claim: &ClaimNext,
         lease_ms: u64,
-        nonce: Option<&SignatureNonce>,
     ) -> Result<Vec<ClaimedEvent>, StoreError> {
         let now = self.now();
         let mut tx = self.pools().begin().await?;
-        if let Some(nonce) = nonce {
-            record_nonce(&mut tx.conn(), nonce, now).await?;
-        }
         let mut args = inbox_args(&claim.inbox);
         args.extend([
             Arg::I64(now.get()),
@@ -102,33 +85,20 @@ impl SqlStore {
         &self,
         claim: &ClaimByIds,
     ) -> Result<Vec<ItemOutcome<ClaimedEvent>>, StoreError> {
-        self.claim_by_ids_with_nonce(claim, None).await
-    }
-
-    /// [`Self::claim_by_ids`] for a signed request: its nonce is recorded in the same transaction.
-    pub async fn claim_by_ids_with_nonce(
-        &self,
-        claim: &ClaimByIds,
-        nonce: Option<&SignatureNonce>,
-    ) -> Result<Vec<ItemOutcome<ClaimedEvent>>, StoreError> {
         self.batch_len("event_ids", claim.event_ids.len())?;
         distinct("event_ids", claim.event_ids.iter())?;
         let lease_ms = self.lease_ms(claim.lease_ms)?;
-        with_retries!(self, self.claim_by_ids_once(claim, lease_ms, nonce))
+        with_retries!(self, self.claim_by_ids_once(claim, lease_ms))
     }
 
     async fn claim_by_ids_once(
         &self,
         claim: &ClaimByIds,
         lease_ms: u64,
-        nonce: Option<&SignatureNonce>,
     ) -> Result<Vec<ItemOutcome<ClaimedEvent>>, StoreError> {
         let now = self.now();
         let mut tx = self.pools().begin().await?;
         let mut conn = tx.conn();
-        if let Some(nonce) = nonce {
-            record_nonce(&mut conn, nonce, now).await?;
-        }
         let locked =
             load_events(&mut conn, &claim.inbox, &claim.event_ids, self.dialect().for_update_skip_locked())
                 .await?;

@@ -3,18 +3,19 @@
 //! The primary key decides: the second insert of the same nonce fails, atomically, however
 //! many nodes race.
 //!
-//! A signed claim records its nonce inside its own transaction ([`SignatureNonce`]): one
-//! commit for both, and a replay claims nothing because the duplicate key fails the whole
-//! transaction. Other signed calls remember their nonce on its own, before they change
-//! anything ([`SqlStore::remember_nonce`]).
+//! A signed call's nonce is remembered before the call changes anything. A busy node records
+//! the nonces of many concurrent calls in one statement ([`SqlStore::remember_nonces`]), so
+//! replay protection costs a fraction of a statement per call, not one of its own.
+
+use std::collections::HashSet;
 
 use inbox_core::UnixMillis;
 
-use crate::db::{Arg, DbConnection};
-use crate::dialect::placeholders;
+use crate::db::Arg;
+use crate::dialect::{placeholders, push_repeated};
 use crate::{SqlStore, StoreError};
 
-/// A verified signature's nonce, to be recorded with the operation it signs.
+/// A verified signature's nonce, to be recorded before the operation it signs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SignatureNonce {
     /// What the caller derives from tenant, key id and nonce (the table's primary key).
@@ -23,37 +24,11 @@ pub struct SignatureNonce {
     pub until: UnixMillis,
 }
 
+/// Nonces one statement of [`SqlStore::remember_nonces`] inserts at most.
+const NONCES_PER_STATEMENT: usize = 128;
+
 /// Rows one clean-up statement deletes at most.
 pub const NONCES_DELETE_MAX: u32 = 1_000;
-
-/// Records `nonce` on `conn` (inside the caller's transaction), or fails with
-/// [`StoreError::NonceReplayed`] when it is already remembered. A row whose window has passed
-/// is deleted and does not count. Inside a transaction, a failed insert undoes only itself.
-pub(crate) async fn record_nonce(
-    conn: &mut DbConnection<'_>,
-    nonce: &SignatureNonce,
-    now: UnixMillis,
-) -> Result<(), StoreError> {
-    let insert = "INSERT INTO signature_nonce (nonce_hash, expires_at_utc) VALUES (?, ?)";
-    let args = [Arg::Bytes(&nonce.hash), Arg::I64(nonce.until.get())];
-    for _ in 0..2 {
-        match conn.execute(insert, &args).await {
-            Ok(_) => return Ok(()),
-            Err(StoreError::Database(sqlx::Error::Database(db))) if db.is_unique_violation() => {}
-            Err(err) => return Err(err),
-        }
-        let stale = conn
-            .execute(
-                "DELETE FROM signature_nonce WHERE nonce_hash = ? AND expires_at_utc < ?",
-                &[Arg::Bytes(&nonce.hash), Arg::I64(now.get())],
-            )
-            .await?;
-        if stale.rows_affected == 0 {
-            return Err(StoreError::NonceReplayed);
-        }
-    }
-    Err(StoreError::NonceReplayed)
-}
 
 /// Whether a nonce was new.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,12 +50,62 @@ impl SqlStore {
     ) -> Result<NonceUse, StoreError> {
         let now = self.now();
         let mut pooled = self.pools().writer().await?;
-        let nonce = SignatureNonce { hash: *nonce_hash, until };
-        match record_nonce(&mut pooled.conn(), &nonce, now).await {
-            Ok(()) => Ok(NonceUse::Fresh),
-            Err(StoreError::NonceReplayed) => Ok(NonceUse::Replayed),
-            Err(err) => Err(err),
+        let mut conn = pooled.conn();
+        let insert = "INSERT INTO signature_nonce (nonce_hash, expires_at_utc) VALUES (?, ?)";
+        let args = [Arg::Bytes(nonce_hash), Arg::I64(until.get())];
+        for _ in 0..2 {
+            match conn.execute(insert, &args).await {
+                Ok(_) => return Ok(NonceUse::Fresh),
+                Err(StoreError::Database(sqlx::Error::Database(db))) if db.is_unique_violation() => {}
+                Err(err) => return Err(err),
+            }
+            let stale = conn
+                .execute(
+                    "DELETE FROM signature_nonce WHERE nonce_hash = ? AND expires_at_utc < ?",
+                    &[Arg::Bytes(nonce_hash), Arg::I64(now.get())],
+                )
+                .await?;
+            if stale.rows_affected == 0 {
+                break;
+            }
         }
+        Ok(NonceUse::Replayed)
+    }
+
+    /// Remembers many nonces at once, with an answer for each, in request order. The usual
+    /// batch, where every nonce is new, is one statement; a batch with a replay, a row left
+    /// from a passed window, or any error is retried one nonce at a time, so each nonce gets
+    /// its own answer. Of a nonce listed twice, the second is a replay.
+    pub async fn remember_nonces(&self, nonces: &[SignatureNonce]) -> Vec<Result<NonceUse, StoreError>> {
+        let mut answers: Vec<Result<NonceUse, StoreError>> =
+            nonces.iter().map(|_| Ok(NonceUse::Replayed)).collect();
+        let mut seen = HashSet::with_capacity(nonces.len());
+        let first_uses: Vec<usize> = (0..nonces.len()).filter(|&i| seen.insert(nonces[i].hash)).collect();
+        for chunk in first_uses.chunks(NONCES_PER_STATEMENT) {
+            let batch: Vec<&SignatureNonce> = chunk.iter().map(|&i| &nonces[i]).collect();
+            if self.insert_new_nonces(&batch).await.is_ok() {
+                for &i in chunk {
+                    answers[i] = Ok(NonceUse::Fresh);
+                }
+                continue;
+            }
+            // The failed statement inserted nothing: decide nonce by nonce.
+            for &i in chunk {
+                answers[i] = self.remember_nonce(&nonces[i].hash, nonces[i].until).await;
+            }
+        }
+        answers
+    }
+
+    /// One multi-row insert: all of `batch`, or (on any duplicate) none of it.
+    async fn insert_new_nonces(&self, batch: &[&SignatureNonce]) -> Result<(), StoreError> {
+        let mut sql = String::from("INSERT INTO signature_nonce (nonce_hash, expires_at_utc) VALUES ");
+        push_repeated(&mut sql, batch.len(), "(?, ?)");
+        let args: Vec<Arg> =
+            batch.iter().flat_map(|nonce| [Arg::Bytes(&nonce.hash), Arg::I64(nonce.until.get())]).collect();
+        let mut pooled = self.pools().writer().await?;
+        pooled.conn().execute(&sql, &args).await?;
+        Ok(())
     }
 
     /// Deletes up to `limit` nonces whose window ended before `cutoff`; returns how many.

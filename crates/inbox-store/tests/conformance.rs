@@ -63,7 +63,7 @@ conformance_suite!(
     concurrent_subscribes_leave_one_newest_session,
     open_events_page_after_a_sequence,
     nonces_are_refused_once_on_any_node,
-    a_replayed_nonce_inside_a_claim_changes_nothing,
+    nonces_remembered_together_each_get_their_own_answer,
     agent_keys_register_list_and_retire,
     tenant_policy_defaults_and_changes,
     callback_registrations_deliver_through_the_database,

@@ -80,17 +80,11 @@ pub async fn claim(
     Path(agent_id): Path<String>,
     SignedBody { body, nonce }: SignedBody,
 ) -> Result<Json<ClaimResponse>, ApiError> {
-    let claimed = async {
-        caller.check_agent(Some(&agent_id))?;
-        let request: ClaimRequest = if body.iter().all(u8::is_ascii_whitespace) {
-            ClaimRequest::default()
-        } else {
-            parse_json(&body)?
-        };
-        claim_for(&state, &caller, request, nonce.as_ref()).await
-    }
-    .await;
-    signatures::settle(&state, nonce, claimed).await.map(Json)
+    signatures::spend(&state, nonce).await?;
+    caller.check_agent(Some(&agent_id))?;
+    let request: ClaimRequest =
+        if body.iter().all(u8::is_ascii_whitespace) { ClaimRequest::default() } else { parse_json(&body)? };
+    claim_for(&state, &caller, request).await.map(Json)
 }
 
 /// Acknowledge one event, as `POST /api/v1/agents/{agent_id}/inbox/{event_id}/ack`.

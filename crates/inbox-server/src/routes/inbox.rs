@@ -29,7 +29,7 @@ use crate::convert::{self, envelope};
 use crate::error::{ApiError, item_error};
 use crate::extract::ApiJson;
 use crate::session_policy::require_active_session;
-use crate::signatures::{self, PendingNonce, SignedJson};
+use crate::signatures::{self, SignedJson};
 use crate::streams::Connected;
 
 pub fn router() -> Router<AppState> {
@@ -192,16 +192,15 @@ pub async fn claim(
     caller: Caller,
     SignedJson(request, nonce): SignedJson<ClaimRequest>,
 ) -> Result<Json<ClaimResponse>, ApiError> {
-    let claimed = claim_for(&state, &caller, request, nonce.as_ref()).await;
-    signatures::settle(&state, nonce, claimed).await.map(Json)
+    signatures::spend(&state, nonce).await?;
+    claim_for(&state, &caller, request).await.map(Json)
 }
 
-/// The whole of a claim after extraction; `nonce` is the signature's, recorded with the claim.
+/// The whole of a claim after extraction (and after its signature's nonce is spent).
 pub(crate) async fn claim_for(
     state: &AppState,
     caller: &Caller,
     request: ClaimRequest,
-    nonce: Option<&PendingNonce>,
 ) -> Result<ClaimResponse, ApiError> {
     caller.require("inbox.claim")?;
     caller.check_tenant(request.tenant_id.as_deref())?;
@@ -220,11 +219,7 @@ pub(crate) async fn claim_for(
         None => {
             let limit = request.limit.unwrap_or(CLAIM_LIMIT_DEFAULT);
             let claim = ClaimNext { inbox, session_id, limit, lease_ms };
-            let claimed = state
-                .store
-                .claim_next_with_nonce(&claim, nonce.map(PendingNonce::record))
-                .await
-                .map_err(|err| signatures::store_error(state, nonce, err))?;
+            let claimed = state.store.claim_next(&claim).await?;
             (claimed, Vec::new())
         }
         Some(ids) => {
@@ -240,11 +235,7 @@ pub(crate) async fn claim_for(
                 .map(|(i, id)| convert::event_id(&format!("event_ids[{i}]"), id))
                 .collect::<Result<Vec<_>, _>>()?;
             let claim = ClaimByIds { inbox, session_id, event_ids, lease_ms };
-            let outcomes = state
-                .store
-                .claim_by_ids_with_nonce(&claim, nonce.map(PendingNonce::record))
-                .await
-                .map_err(|err| signatures::store_error(state, nonce, err))?;
+            let outcomes = state.store.claim_by_ids(&claim).await?;
             let mut claimed = Vec::new();
             let mut rejected = Vec::new();
             for outcome in outcomes {

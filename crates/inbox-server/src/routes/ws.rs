@@ -216,7 +216,7 @@ async fn run(
             if claim.session_id.is_none() {
                 claim.session_id = connection.session_id.as_ref().map(ToString::to_string);
             }
-            to_value(claim_for(state, caller, claim, None).await?)
+            to_value(claim_for(state, caller, claim).await?)
         }
         "acknowledge" => {
             to_value(acknowledge_for(state, caller, parse_json::<AcknowledgeRequest>(body)?).await?)

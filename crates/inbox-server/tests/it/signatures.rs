@@ -17,6 +17,7 @@ both_backends!(
     a_signature_is_bound_to_its_path,
     replays_are_refused_inside_the_window_and_expired_outside_it,
     a_refused_signed_request_still_spends_its_nonce,
+    concurrent_signed_calls_sent_twice_each_succeed_once,
     a_tampered_body_fails_the_digest,
     tenants_can_require_signatures_on_critical_calls,
     agents_manage_their_own_keys,
@@ -223,8 +224,7 @@ async fn replays_are_refused_inside_the_window_and_expired_outside_it(backend: B
     server.stop().await;
 }
 
-/// The nonce is recorded in the operation's own transaction; a request refused before that
-/// still spends it, so the captured request cannot be replayed later with a token that lacks
+/// The nonce is recorded before the operation; a request refused after that still spends it, so the captured request cannot be replayed later with a token that lacks
 /// nothing (the token is not covered by the signature). A replayed acknowledgement is refused
 /// whole.
 async fn a_refused_signed_request_still_spends_its_nonce(backend: Backend) {
@@ -262,6 +262,50 @@ async fn a_refused_signed_request_still_spends_its_nonce(backend: Backend) {
         "{acked}"
     );
     assert_problem(&read(send().send().await.unwrap()).await, StatusCode::UNAUTHORIZED, "signature_replayed");
+    server.stop().await;
+}
+
+/// Many signed claims at once, each sent twice at the same moment: the node records their
+/// nonces together, and of each pair exactly one claims while the other is a replay that
+/// claims nothing.
+async fn concurrent_signed_calls_sent_twice_each_succeed_once(backend: Backend) {
+    const PAIRS: usize = 12;
+    let server = TestServer::start(backend).await;
+    let publisher = server.publisher("t1").await;
+    let agent = server.agent("t1", "alpha").await;
+    let key = agent_key(7);
+    let keyid = register_key(&server, &agent, &key, "alpha-k7").await;
+    for n in 0..PAIRS {
+        server.publish(&publisher, &["alpha"], json!({"n": n})).await;
+    }
+    let path = "/v1/inbox/claim";
+    let body = serde_json::to_vec(&json!({"limit": 1, "lease_seconds": 60})).unwrap();
+    let created = now_seconds();
+    let nonces: Vec<String> = (0..PAIRS).map(|_| fresh_nonce()).collect();
+    let sends = nonces.iter().chain(&nonces).map(|nonce| {
+        let request = signed(&server, &agent, &key, &keyid, created, nonce, (path, &body), (path, &body));
+        async move { (nonce.clone(), read(request.send().await.unwrap()).await) }
+    });
+    let answers = futures_util::future::join_all(sends).await;
+
+    let mut claimed = std::collections::HashSet::new();
+    for nonce in &nonces {
+        let pair: Vec<&(StatusCode, Value)> =
+            answers.iter().filter(|(n, _)| n == nonce).map(|(_, answer)| answer).collect();
+        let ok: Vec<_> = pair.iter().filter(|(status, _)| *status == StatusCode::OK).collect();
+        assert_eq!(ok.len(), 1, "one of the pair succeeds: {pair:?}");
+        let replay = pair.iter().find(|(status, _)| *status != StatusCode::OK).unwrap();
+        assert_problem(replay, StatusCode::UNAUTHORIZED, "signature_replayed");
+        for claim in ok[0].1["claims"].as_array().unwrap() {
+            assert!(claimed.insert(claim["event_id"].as_str().unwrap().to_owned()), "claimed twice");
+        }
+    }
+    let (status, rest) = send_signed(&server, &agent, &key, &keyid, path, &json!({"limit": 50})).await;
+    assert_eq!(status, StatusCode::OK, "{rest}");
+    for claim in rest["claims"].as_array().unwrap() {
+        assert!(claimed.insert(claim["event_id"].as_str().unwrap().to_owned()), "claimed twice");
+    }
+    assert_eq!(claimed.len(), PAIRS, "every event was claimed by a successful call; the replays took none");
     server.stop().await;
 }
 

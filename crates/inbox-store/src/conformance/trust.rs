@@ -2,13 +2,12 @@
 //! keys, per-tenant policy, webhook registrations with their limits and delivery cursor, and
 //! rotation of the access-token keys.
 
-use inbox_core::{AckState, InboxSeq, RecipientId};
+use inbox_core::{InboxSeq, RecipientId};
 
-use super::{Harness, ack_of, claim_next, inbox_of, publish_to, tenant};
+use super::{Harness, publish_to, tenant};
 use crate::{
-    AGENT_KEYS_PER_AGENT_MAX, CallbackAttempt, CallbackLimits, ClaimByIds, DeliveryResult, KeyId,
-    NewAgentKey, NewCallbackRegistration, NonceUse, SignatureNonce, StoreError, TenantPolicy,
-    VerificationState,
+    AGENT_KEYS_PER_AGENT_MAX, CallbackAttempt, CallbackLimits, DeliveryResult, KeyId, NewAgentKey,
+    NewCallbackRegistration, NonceUse, SignatureNonce, StoreError, TenantPolicy, VerificationState,
 };
 
 fn agent_id(name: &str) -> RecipientId {
@@ -58,61 +57,39 @@ pub async fn nonces_are_refused_once_on_any_node(h: &Harness) {
     assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM signature_nonce", &[]).await, 1);
 }
 
-/// A signed claim records its nonce in its own transaction: the nonce's second use, in a claim
-/// by position or by ids on any node, fails as a replay and claims nothing (no event leased, no
-/// attempt counted), even when the first claim found nothing; the nonce table is the one every
-/// signed call shares; past its window a nonce counts as new.
-pub async fn a_replayed_nonce_inside_a_claim_changes_nothing(h: &Harness) {
+/// Nonces remembered together each get their own answer, in order: all new in one statement;
+/// a batch holding a replay, a nonce listed twice, or a row left from a passed window is
+/// decided nonce by nonce, on any node, and every fresh nonce of it is remembered.
+pub async fn nonces_remembered_together_each_get_their_own_answer(h: &Harness) {
+    use NonceUse::{Fresh, Replayed};
     let other = h.second_node().await;
-    let inbox = inbox_of("t1", "alpha");
-    let first = publish_to(h, "t1", "alpha", "{}").await;
-    let second = publish_to(h, "t1", "alpha", "{}").await;
     let until = h.store.now().plus_ms(60_000);
     let nonce = |n: u8| SignatureNonce { hash: [n; 32], until };
-    let state_of = |event_id| async move {
-        let event = h.store.event(&inbox_of("t1", "alpha"), event_id).await.unwrap().unwrap();
-        (event.state(), event.lifecycle.delivery_attempts, event.lifecycle.lease.map(|l| l.until))
+    let answers = |batch: Vec<Result<NonceUse, StoreError>>| -> Vec<NonceUse> {
+        batch.into_iter().map(Result::unwrap).collect()
     };
 
-    let claimed = h.store.claim_next_with_nonce(&claim_next(&inbox, 1), Some(&nonce(1))).await.unwrap();
-    assert_eq!(claimed.len(), 1);
-    assert_eq!(claimed[0].event.event_id, first.event_id);
-    let (held, before) = (state_of(first.event_id).await, state_of(second.event_id).await);
-    assert_eq!(before, (AckState::Available, 0, None));
-    for store in [&h.store, &other] {
-        let replay = store.claim_next_with_nonce(&claim_next(&inbox, 5), Some(&nonce(1))).await;
-        assert!(matches!(replay, Err(StoreError::NonceReplayed)), "{replay:?}");
-    }
-    let by_ids = ClaimByIds {
-        inbox: inbox.clone(),
-        session_id: None,
-        event_ids: vec![second.event_id],
-        lease_ms: None,
-    };
-    let replay = other.claim_by_ids_with_nonce(&by_ids, Some(&nonce(1))).await;
-    assert!(matches!(replay, Err(StoreError::NonceReplayed)), "{replay:?}");
-    assert_eq!(state_of(second.event_id).await, before, "the replayed claims claimed nothing");
-    assert_eq!(state_of(first.event_id).await, held);
-    assert_eq!(h.store.remember_nonce(&[1; 32], until).await.unwrap(), NonceUse::Replayed, "one nonce table");
-    assert_eq!(other.remember_nonce(&[2; 32], until).await.unwrap(), NonceUse::Fresh);
-    let replay = h.store.claim_by_ids_with_nonce(&by_ids, Some(&nonce(2))).await;
-    assert!(matches!(replay, Err(StoreError::NonceReplayed)), "a nonce spent by another call: {replay:?}");
+    assert_eq!(answers(h.store.remember_nonces(&[nonce(1), nonce(2)]).await), [Fresh, Fresh]);
+    assert_eq!(answers(h.store.remember_nonces(&[nonce(3), nonce(3)]).await), [Fresh, Replayed]);
+    assert_eq!(
+        answers(other.remember_nonces(&[nonce(4), nonce(2), nonce(5), nonce(4)]).await),
+        [Fresh, Replayed, Fresh, Replayed],
+        "a replay from the other node among new nonces"
+    );
+    assert_eq!(h.store.remember_nonce(&[4; 32], until).await.unwrap(), Replayed, "4 was remembered");
+    assert_eq!(h.store.remember_nonce(&[5; 32], until).await.unwrap(), Replayed, "5 was remembered");
+    assert!(h.store.remember_nonces(&[]).await.is_empty());
+    assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM signature_nonce", &[]).await, 5);
 
-    let empty = h.store.claim_next_with_nonce(&claim_next(&inbox_of("t1", "beta"), 5), Some(&nonce(3))).await;
-    assert!(empty.unwrap().is_empty());
-    let replay = other.claim_next_with_nonce(&claim_next(&inbox, 5), Some(&nonce(3))).await;
-    assert!(matches!(replay, Err(StoreError::NonceReplayed)), "a claim that found nothing spent its nonce");
-    assert_eq!(state_of(second.event_id).await, before);
-
-    let by_ids = other.claim_by_ids_with_nonce(&by_ids, Some(&nonce(4))).await.unwrap();
-    assert_eq!(by_ids[0].as_ref().unwrap().event.event_id, second.event_id, "a fresh nonce claims");
-    h.store.acknowledge(&ack_of(&inbox, &claimed[0])).await.unwrap();
-    // Past its window, a remembered nonce no longer counts, even before the clean-up.
-    publish_to(h, "t1", "alpha", "{}").await;
     h.clock.advance_ms(61_000);
     let later = SignatureNonce { hash: [1; 32], until: h.store.now().plus_ms(60_000) };
-    let claimed = h.store.claim_next_with_nonce(&claim_next(&inbox, 1), Some(&later)).await.unwrap();
-    assert_eq!(claimed.len(), 1);
+    let new = SignatureNonce { hash: [6; 32], ..later };
+    assert_eq!(
+        answers(other.remember_nonces(&[later, new]).await),
+        [Fresh, Fresh],
+        "a row past its window no longer counts"
+    );
+    assert_eq!(answers(h.store.remember_nonces(&[later, new]).await), [Replayed, Replayed]);
 }
 
 /// Keys register once per id and tenant, up to a limit per agent, and retire.
