@@ -33,7 +33,7 @@ use crate::{BenchError, cpu, mysql_db};
 pub struct TrustArgs {
     /// Concurrent agents, each with its own key and inbox.
     pub agents: usize,
-    /// Events per phase.
+    /// Events per phase (rounded up to a multiple of `agents`).
     pub events: usize,
     /// Phases per mode (signed and unsigned alternate).
     pub rounds: usize,
@@ -41,7 +41,7 @@ pub struct TrustArgs {
 
 impl Default for TrustArgs {
     fn default() -> Self {
-        Self { agents: 16, events: 3_000, rounds: 4 }
+        Self { agents: 16, events: 16_000, rounds: 6 }
     }
 }
 
@@ -194,11 +194,11 @@ async fn http(args: TrustArgs, url: String) -> Result<String, BenchError> {
     for round in 0..args.rounds * 3 {
         // Rounds of three phases, one per mode, the order rotating by one each round.
         let mode = Mode::ALL[(round + round / 3) % 3];
-        for n in 0..args.events {
-            let recipient = Recipient::agent(agents[n % agents.len()].0.clone());
+        // Each publish fans out to every agent, so seeding takes a fraction of the phase.
+        for _ in 0..args.events.div_ceil(agents.len()) {
             let publish = Publish::new(
                 tenant_id.clone(),
-                vec![recipient],
+                agents.iter().map(|(id, _)| Recipient::agent(id.clone())).collect(),
                 EventType::new("bench.tick")?,
                 EventBody::json("{}")?,
             );
@@ -255,7 +255,18 @@ async fn http(args: TrustArgs, url: String) -> Result<String, BenchError> {
     out.push_str("(cpu: this process, i.e. the node and the agents; db cpu: the local database server)\n");
     if let Some(us) = server_verify_us {
         out.push_str(&format!(
-            "\nserver-side verification, wall time incl. the key cache (the nonce is written by the call itself): {us:.0} us/request (mean)\n"
+            "\nserver-side verification, wall time incl. the key cache: {us:.0} us/request (mean)\n"
+        ));
+    }
+    if let Some(us) = histogram_mean(&metrics, "agent_inbox_signature_nonce_seconds").map(|s| s * 1e6) {
+        out.push_str(&format!("wait for the nonce to be recorded: {us:.0} us/request (mean)\n"));
+    }
+    let nonces = sample(&metrics, r#"agent_inbox_signature_verifications_total{result="valid"}"#);
+    let writes = sample(&metrics, "agent_inbox_signature_nonce_writes_total");
+    if let (Some(nonces), Some(writes)) = (nonces, writes.filter(|w| *w > 0.0)) {
+        out.push_str(&format!(
+            "nonces recorded: {nonces:.0} in {writes:.0} statements ({:.1} per statement)\n",
+            nonces / writes
         ));
     }
     for (mode, rates) in Mode::ALL.iter().zip(&rates).skip(1) {
@@ -354,14 +365,16 @@ async fn post(
 
 /// `sum / count` of an unlabelled histogram in Prometheus text.
 fn histogram_mean(metrics: &str, name: &str) -> Option<f64> {
-    let value = |suffix: &str| {
-        metrics
-            .lines()
-            .find_map(|line| line.strip_prefix(&format!("{name}_{suffix} ")))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-    };
-    let (sum, count) = (value("sum")?, value("count")?);
+    let (sum, count) = (sample(metrics, &format!("{name}_sum"))?, sample(metrics, &format!("{name}_count"))?);
     (count > 0.0).then(|| sum / count)
+}
+
+/// The value of the sample named exactly `series` (name and labels) in Prometheus text.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse::<f64>().ok())
 }
 
 fn base64url(bytes: &[u8]) -> String {
