@@ -1,6 +1,7 @@
-//! The claim+ack workload: `concurrency` workers drain one recipient's pre-seeded backlog,
-//! each batch one `claim_next` of [`BATCH_EVENTS`] and one acknowledge of everything claimed;
-//! run once through the store and once through the raw baseline.
+//! The claim+ack workload: `concurrency` workers drain a pre-seeded backlog, one recipient's
+//! that they all share or each worker its own recipient's, each batch one `claim_next` of
+//! [`BATCH_EVENTS`] and one acknowledge of everything claimed; run once through the store and
+//! once through the raw baseline.
 
 use std::time::Instant;
 
@@ -15,36 +16,56 @@ use crate::{BenchError, cpu, raw, verify};
 
 /// Events per claim and per acknowledge.
 pub const BATCH_EVENTS: u32 = 10;
-/// The one recipient whose inbox every worker of a run shares.
-const RECIPIENT: &str = "agent-000";
 
-/// Seeds `n_events` into `tenant`'s recipient (not timed), then drains them in
-/// `n_events / BATCH_EVENTS` (rounded up) batches spread over `concurrency` workers.
+/// Whose backlog the workers of a run drain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inboxes {
+    /// One recipient's, which every worker shares (claimers skip each other's locked rows).
+    Shared,
+    /// Each worker its own recipient's, as agents with their own identity do.
+    OnePerWorker,
+}
+
+/// Seeds `n_events` (not timed), then drains them in batches spread over `concurrency`
+/// workers: `n_events / BATCH_EVENTS` (rounded up) batches in all from a shared inbox, or
+/// each worker's share of the events from its own.
 pub async fn run(
     subjects: &Subjects,
     side: Side,
     tenant: TenantId,
     concurrency: usize,
     n_events: usize,
+    inboxes: Inboxes,
 ) -> Result<Measured, BenchError> {
-    raw::seed_backlog(&subjects.raw, tenant.as_str(), RECIPIENT, n_events).await?;
-    let inbox =
-        RecipientKey { tenant_id: tenant.clone(), recipient: Recipient::agent(RecipientId::new(RECIPIENT)?) };
-    let batches = n_events.div_ceil(BATCH_EVENTS as usize);
+    let recipients = if inboxes == Inboxes::Shared { 1 } else { concurrency };
+    let per_inbox = n_events.div_ceil(recipients);
+    let mut inbox_keys = Vec::with_capacity(recipients);
+    for n in 0..recipients {
+        let recipient = format!("agent-{n:03}");
+        raw::seed_backlog(&subjects.raw, tenant.as_str(), &recipient, per_inbox).await?;
+        inbox_keys.push(RecipientKey {
+            tenant_id: tenant.clone(),
+            recipient: Recipient::agent(RecipientId::new(recipient)?),
+        });
+    }
+    let batches = per_inbox.div_ceil(BATCH_EVENTS as usize);
 
     let cpu_before = cpu::process_cpu();
     let started = Instant::now();
     let mut workers = JoinSet::new();
     for worker in 0..concurrency {
         let subjects = subjects.clone();
-        let inbox = inbox.clone();
+        let inbox = inbox_keys[worker % recipients].clone();
+        // Sharing one inbox, the workers split its batches; each draining its own, a worker
+        // takes all of its own inbox's.
+        let (first, step) = if recipients == 1 { (worker, concurrency) } else { (0, 1) };
         workers.spawn(async move {
             let mut measured = Measured::default();
-            let share = batches / concurrency + 1;
+            let share = batches / step + 1;
             measured.latencies.reserve(share);
             measured.claim_latencies.reserve(share);
             measured.ack_latencies.reserve(share);
-            for _ in (worker..batches).step_by(concurrency) {
+            for _ in (first..batches).step_by(step) {
                 match side {
                     Side::Store => store_batch(&subjects.store, &inbox, &mut measured).await?,
                     Side::Raw => raw_batch(&subjects.raw, &inbox, &mut measured).await?,
@@ -61,10 +82,11 @@ pub async fn run(
     total.client_cpu = cpu::cpu_since(cpu_before);
 
     verify::acknowledged(&subjects.raw, &tenant, total.events).await?;
-    if total.events != n_events as u64 {
+    let seeded = per_inbox * recipients;
+    if total.events != seeded as u64 {
         // Possible when SKIP LOCKED hands a claimer fewer rows than asked; the row's rate
         // still counts only the events really acknowledged.
-        eprintln!("{tenant}: {} of {n_events} seeded events were claimed and acknowledged", total.events);
+        eprintln!("{tenant}: {} of {seeded} seeded events were claimed and acknowledged", total.events);
     }
     Ok(total)
 }

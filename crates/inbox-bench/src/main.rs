@@ -24,6 +24,7 @@ use std::process::ExitCode;
 use sqlx::Row as _;
 
 use crate::args::{Command, StoreArgs, USAGE};
+use crate::claim_ack::Inboxes;
 use crate::report::{Measured, Row};
 use crate::subjects::{CONNECTIONS_MAX, Side, Subjects, tenant};
 
@@ -123,7 +124,15 @@ async fn measure_rows(subjects: &Subjects, store_args: &StoreArgs) -> Result<Vec
     for side in [Side::Store, Side::Raw] {
         eprintln!("warming up {}", side.as_str());
         publish::run(subjects, side, tenant("warmup-publish", warm, side), warm, 0..WARMUP_PUBLISHES).await?;
-        claim_ack::run(subjects, side, tenant("warmup-claim", warm, side), warm, WARMUP_EVENTS).await?;
+        claim_ack::run(
+            subjects,
+            side,
+            tenant("warmup-claim", warm, side),
+            warm,
+            WARMUP_EVENTS,
+            Inboxes::Shared,
+        )
+        .await?;
     }
 
     let mut rows = Vec::new();
@@ -150,7 +159,8 @@ async fn measure_rows(subjects: &Subjects, store_args: &StoreArgs) -> Result<Vec
                         // A fresh backlog per round, seeded off the clock.
                         Workload::ClaimAck => {
                             let tenant = tenant(&format!("claim-r{round}"), concurrency, side);
-                            claim_ack::run(subjects, side, tenant, concurrency, share.len()).await?
+                            claim_ack::run(subjects, side, tenant, concurrency, share.len(), Inboxes::Shared)
+                                .await?
                         }
                     };
                     eprintln!(
