@@ -157,8 +157,20 @@ async fn sigterm_answers_waiting_long_polls_and_exits_cleanly() {
             .await
         }
     });
-    // Wait until the long poll is in flight (it holds a waiter slot), then signal.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Wait until the long poll is in flight (the node counts it as waiting), then signal.
+    let metrics = format!("{}/metrics", server.base);
+    let waiting_poll = |text: &str| {
+        text.lines().any(|l| {
+            l.starts_with("agent_inbox_connected_streams{transport=\"long-poll\"} ") && !l.ends_with(" 0")
+        })
+    };
+    for _ in 0..200 {
+        let text = client.get(&metrics).send().await.unwrap().text().await.unwrap();
+        if waiting_poll(&text) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
     let pid = server.child.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     let (status, page) = waiting.await.unwrap();
