@@ -11,6 +11,11 @@ pub fn process_cpu() -> Option<Duration> {
     threads_cpu("/proc/self")
 }
 
+/// CPU time of process `pid` (all its threads) so far.
+pub fn pid_cpu(pid: u32) -> Option<Duration> {
+    threads_cpu(&format!("/proc/{pid}"))
+}
+
 /// CPU time of a MariaDB or MySQL server running on this machine (the first one found).
 pub fn database_server_cpu() -> Option<Duration> {
     let server = std::fs::read_dir("/proc").ok()?.flatten().find(|entry| {

@@ -91,6 +91,14 @@ impl Node {
         }
     }
 
+    /// The child process's id (`None` for a node in this process).
+    pub fn pid(&self) -> Option<u32> {
+        match &self.running {
+            Running::InProcess { .. } => None,
+            Running::Child { child, .. } => child.id(),
+        }
+    }
+
     /// `host:port` of the node, as a `Host` header carries it.
     pub fn authority(&self) -> &str {
         self.base.trim_start_matches("http://")

@@ -5,10 +5,12 @@
 //! throughput of claim+ack through the HTTP API on MariaDB with every claim and ack signed
 //! (ed25519, then hmac-sha256), beside the same loop unsigned. The three modes take turns in
 //! rotating order, so drift in the database spreads over all of them; each phase drains a
-//! fresh backlog. The agents run in the benchmark's process, so their signing competes with
-//! the server for the same CPUs (a pessimistic setup: real agents sign on their own machines).
-//! Beside throughput it prints the CPU time per event of this process and of a local database
-//! server, which holds steadier than throughput when other work shares the machine.
+//! fresh backlog. The service runs in a child process (as in `http`); the agents run in this
+//! process and sign there, on the same CPUs as the service and the database (a pessimistic
+//! setup: real agents sign on their own machines). Beside throughput it prints the CPU time
+//! per event of the node, of the agents and of a local database server: steadier than
+//! throughput when other work shares the machine, and the node's share says how much of a
+//! node's capacity signatures take wherever the agents and the database run.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -143,7 +145,8 @@ async fn http(args: TrustArgs, url: String) -> Result<String, BenchError> {
     let store = SqlStore::connect(&ConnectOptions::new(&url), StoreConfig::default()).await?;
     store.migrate().await?;
     let config = Node::config(&url);
-    let node = Node::start(config.clone()).await?;
+    let node = Node::spawn(&url).await?;
+    let node_pid = node.pid();
     let base = node.base.clone();
     let client = reqwest::Client::builder().pool_max_idle_per_host(64).build()?;
     let tokens = TokenService::new(store.clone(), &config).await.map_err(|e| -> BenchError { e.into() })?;
@@ -189,8 +192,8 @@ async fn http(args: TrustArgs, url: String) -> Result<String, BenchError> {
 
     let authority = node.authority().to_owned();
     let mut rates: [Vec<f64>; 3] = Default::default();
-    // CPU time per mode while draining: this process (server and agents), the database server.
-    let mut cpu_used: [(Option<Duration>, Option<Duration>, u64); 3] = Default::default();
+    // CPU time per mode while draining: the node, the agents (this process), the database.
+    let mut cpu_used: [Cpu; 3] = Default::default();
     for round in 0..args.rounds * 3 {
         // Rounds of three phases, one per mode, the order rotating by one each round.
         let mode = Mode::ALL[(round + round / 3) % 3];
@@ -204,69 +207,81 @@ async fn http(args: TrustArgs, url: String) -> Result<String, BenchError> {
             );
             store.publish(&publish).await?;
         }
-        let (process_before, database_before) = (cpu::process_cpu(), cpu::database_server_cpu());
+        let before = Cpu::now(node_pid);
         let started = Instant::now();
         let drained = drain(&client, &base, &authority, &agents, mode).await?;
         let rate = drained as f64 / started.elapsed().as_secs_f64();
         eprintln!("phase {round}: {} {rate:.0} events/s", mode.label());
         let index = Mode::ALL.iter().position(|m| *m == mode).unwrap_or(0);
         rates[index].push(rate);
-        let used = &mut cpu_used[index];
-        let add = |sum: Option<Duration>, spent: Option<Duration>| Some(sum.unwrap_or_default() + spent?);
-        used.0 = add(used.0, cpu::cpu_since(process_before));
-        used.1 = add(
-            used.1,
-            cpu::database_server_cpu().zip(database_before).map(|(now, then)| now.saturating_sub(then)),
-        );
-        used.2 += drained;
+        cpu_used[index].add(&before, &Cpu::now(node_pid), drained);
     }
-    let metrics = client.get(format!("{base}/metrics")).send().await?.text().await?;
+    let mean_of = async |histogram: &str| -> Result<Option<f64>, BenchError> {
+        let sum = node.metric(&format!("{histogram}_sum")).await?;
+        let count = node.metric(&format!("{histogram}_count")).await?;
+        Ok((count > 0.0).then(|| sum / count))
+    };
+    let server_verify_us = mean_of("agent_inbox_signature_verify_seconds").await?.map(|s| s * 1e6);
+    let nonce_wait_us = mean_of("agent_inbox_signature_nonce_seconds").await?.map(|s| s * 1e6);
+    let nonces = node.metric(r#"agent_inbox_signature_verifications_total{result="valid"}"#).await?;
+    let nonce_writes = node.metric("agent_inbox_signature_nonce_writes_total").await?;
     node.stop().await;
     store.close().await;
 
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let unsigned_rate = mean(&rates[0]);
-    let server_verify_us = histogram_mean(&metrics, "agent_inbox_signature_verify_seconds").map(|s| s * 1e6);
     let mut out = String::new();
     out.push_str(&format!(
         "HTTP claim {BATCH} + ack, {} agents (own keys and inbox each), {} events x {} phases per mode, MariaDB\n",
         args.agents, args.events, args.rounds
     ));
     out.push_str(&format!(
-        "{:<48}{:>12}{:>12}{:>16}{:>16}\n",
-        "throughput", "events/s", "/ unsigned", "cpu us/event", "db cpu us/event"
+        "{:<36}{:>10}{:>12}{:>12}{:>12}{:>12}\n",
+        "throughput and cpu us/event", "events/s", "/ unsigned", "node", "agents", "database"
     ));
-    for ((mode, rates), (process, database, events)) in Mode::ALL.iter().zip(&rates).zip(&cpu_used) {
+    for ((mode, rates), cpu) in Mode::ALL.iter().zip(&rates).zip(&cpu_used) {
         let rate = mean(rates);
-        let per_event = |cpu: &Option<Duration>| {
-            cpu.map_or_else(
-                || "-".to_owned(),
-                |cpu| format!("{:.0}", cpu.as_secs_f64() * 1e6 / (*events).max(1) as f64),
-            )
-        };
         out.push_str(&format!(
-            "{:<48}{rate:>12.0}{:>12.2}{:>16}{:>16}\n",
+            "{:<36}{rate:>10.0}{:>12.2}{:>12}{:>12}{:>12}\n",
             mode.label(),
             rate / unsigned_rate,
-            per_event(process),
-            per_event(database)
+            cpu.per_event(cpu.node),
+            cpu.per_event(cpu.agents),
+            cpu.per_event(cpu.database)
         ));
     }
-    out.push_str("(cpu: this process, i.e. the node and the agents; db cpu: the local database server)\n");
+    out.push_str(
+        "(node: the service, in a child process; agents: this process, which signs; database: a local \
+         MariaDB)\n",
+    );
+    let node_share = |mode: usize| {
+        let (unsigned, signed) = (&cpu_used[0], &cpu_used[mode]);
+        Some(
+            unsigned.node?.as_secs_f64()
+                / unsigned.events.max(1) as f64
+                / (signed.node?.as_secs_f64() / signed.events.max(1) as f64),
+        )
+    };
+    for (index, mode) in Mode::ALL.iter().enumerate().skip(1) {
+        if let Some(share) = node_share(index) {
+            out.push_str(&format!(
+                "node cpu per event, unsigned / {}: {share:.2} (the node's capacity left with signatures)\n",
+                mode.label()
+            ));
+        }
+    }
     if let Some(us) = server_verify_us {
         out.push_str(&format!(
             "\nserver-side verification, wall time incl. the key cache: {us:.0} us/request (mean)\n"
         ));
     }
-    if let Some(us) = histogram_mean(&metrics, "agent_inbox_signature_nonce_seconds").map(|s| s * 1e6) {
+    if let Some(us) = nonce_wait_us {
         out.push_str(&format!("wait for the nonce to be recorded: {us:.0} us/request (mean)\n"));
     }
-    let nonces = sample(&metrics, r#"agent_inbox_signature_verifications_total{result="valid"}"#);
-    let writes = sample(&metrics, "agent_inbox_signature_nonce_writes_total");
-    if let (Some(nonces), Some(writes)) = (nonces, writes.filter(|w| *w > 0.0)) {
+    if nonce_writes > 0.0 {
         out.push_str(&format!(
-            "nonces recorded: {nonces:.0} in {writes:.0} statements ({:.1} per statement)\n",
-            nonces / writes
+            "nonces recorded: {nonces:.0} in {nonce_writes:.0} statements ({:.1} per statement)\n",
+            nonces / nonce_writes
         ));
     }
     for (mode, rates) in Mode::ALL.iter().zip(&rates).skip(1) {
@@ -363,18 +378,43 @@ async fn post(
     Ok(value)
 }
 
-/// `sum / count` of an unlabelled histogram in Prometheus text.
-fn histogram_mean(metrics: &str, name: &str) -> Option<f64> {
-    let (sum, count) = (sample(metrics, &format!("{name}_sum"))?, sample(metrics, &format!("{name}_count"))?);
-    (count > 0.0).then(|| sum / count)
+/// CPU time spent while draining, and the events drained meanwhile.
+#[derive(Debug, Default)]
+struct Cpu {
+    node: Option<Duration>,
+    agents: Option<Duration>,
+    database: Option<Duration>,
+    events: u64,
 }
 
-/// The value of the sample named exactly `series` (name and labels) in Prometheus text.
-fn sample(metrics: &str, series: &str) -> Option<f64> {
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse::<f64>().ok())
+impl Cpu {
+    /// Readings now (cumulative since each process started).
+    fn now(node_pid: Option<u32>) -> Cpu {
+        Cpu {
+            node: node_pid.and_then(cpu::pid_cpu),
+            agents: cpu::process_cpu(),
+            database: cpu::database_server_cpu(),
+            events: 0,
+        }
+    }
+
+    /// Adds what was spent between the readings `before` and `after`.
+    fn add(&mut self, before: &Cpu, after: &Cpu, events: u64) {
+        let spent = |sum: Option<Duration>, then: Option<Duration>, now: Option<Duration>| {
+            Some(sum.unwrap_or_default() + now?.saturating_sub(then?))
+        };
+        self.node = spent(self.node, before.node, after.node);
+        self.agents = spent(self.agents, before.agents, after.agents);
+        self.database = spent(self.database, before.database, after.database);
+        self.events += events;
+    }
+
+    fn per_event(&self, cpu: Option<Duration>) -> String {
+        cpu.map_or_else(
+            || "-".to_owned(),
+            |cpu| format!("{:.0}", cpu.as_secs_f64() * 1e6 / self.events.max(1) as f64),
+        )
+    }
 }
 
 fn base64url(bytes: &[u8]) -> String {
