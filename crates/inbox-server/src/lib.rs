@@ -22,6 +22,7 @@ mod session_policy;
 mod signatures;
 mod streams;
 mod tasks;
+mod tenant_policies;
 mod trust;
 mod webhooks;
 
@@ -47,7 +48,7 @@ pub struct AppState {
     limits: Arc<limits::Limits>,
     metrics: Arc<metrics::Metrics>,
     hints: Arc<hints::Hints>,
-    session_policies: Arc<session_policy::SessionPolicies>,
+    tenant_policies: Arc<tenant_policies::TenantPolicies>,
     session_changes: Arc<session_changes::SessionChanges>,
     trust: Arc<trust::Trust>,
     nonces: nonce_writer::NonceWriter,
@@ -129,7 +130,7 @@ pub async fn prepare(config: Config) -> Result<AppState, ServerError> {
         tokens: Arc::new(tokens),
         metrics,
         hints: Arc::default(),
-        session_policies: Arc::default(),
+        tenant_policies: Arc::default(),
         session_changes: Arc::default(),
         trust,
         nonces,

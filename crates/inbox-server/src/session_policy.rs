@@ -14,12 +14,8 @@
 //! superseded a moment before its claim may still get that one batch. Leases still keep any
 //! event from being processed twice, and its next claim is refused.
 //!
-//! Each node caches the policy for [`SESSION_POLICY_CACHE_TTL`], which is how long turning it
-//! on or off takes to reach other nodes; subscribes read it from the database.
-
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+//! Each node caches the policy ([`crate::tenant_policies`]), which is how long turning it on or
+//! off takes to reach other nodes; subscribes read it from the database.
 
 use axum::http::StatusCode;
 use inbox_core::{RecipientId, SessionId, TenantId};
@@ -30,44 +26,6 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::streams::session_not_found;
 
-/// How long a node trusts the policy it read.
-pub const SESSION_POLICY_CACHE_TTL: Duration = Duration::from_secs(5);
-/// Tenants cached at most; past it the cache starts over.
-const CACHE_ENTRIES_MAX: usize = 10_000;
-
-/// This node's cache of which tenants run the policy.
-#[derive(Debug, Default)]
-pub struct SessionPolicies {
-    tenants: Mutex<HashMap<TenantId, (Instant, bool)>>,
-}
-
-impl SessionPolicies {
-    /// Whether the tenant runs single-active-session, from the cache when it is fresh.
-    pub async fn single_active_session(
-        &self,
-        state: &AppState,
-        tenant_id: &TenantId,
-    ) -> Result<bool, ApiError> {
-        if let Some((fetched, on)) = self.tenants.lock().expect("session policy cache").get(tenant_id) {
-            if fetched.elapsed() < SESSION_POLICY_CACHE_TTL {
-                return Ok(*on);
-            }
-        }
-        let on = state.store.tenant_policy(tenant_id).await?.single_active_session;
-        self.remember(tenant_id, on);
-        Ok(on)
-    }
-
-    /// Records a policy just read or set on this node.
-    pub fn remember(&self, tenant_id: &TenantId, on: bool) {
-        let mut tenants = self.tenants.lock().expect("session policy cache");
-        if tenants.len() >= CACHE_ENTRIES_MAX {
-            tenants.clear();
-        }
-        tenants.insert(tenant_id.clone(), (Instant::now(), on));
-    }
-}
-
 /// Lets `session_id` take new work (claim, open a stream), or refuses it when the tenant runs
 /// the policy and the session is not the agent's newest.
 pub(crate) async fn require_active_session(
@@ -75,7 +33,7 @@ pub(crate) async fn require_active_session(
     caller: &Caller,
     session_id: Option<&SessionId>,
 ) -> Result<(), ApiError> {
-    if !state.session_policies.single_active_session(state, &caller.tenant_id).await? {
+    if !state.tenant_policies.get(&state.store, &caller.tenant_id).await?.single_active_session {
         return Ok(());
     }
     let Some(session_id) = session_id else { return Err(session_required()) };
@@ -94,7 +52,7 @@ pub(crate) async fn is_superseded(
     agent_id: &RecipientId,
     session_id: &SessionId,
 ) -> Result<bool, ApiError> {
-    if !state.session_policies.single_active_session(state, tenant_id).await? {
+    if !state.tenant_policies.get(&state.store, tenant_id).await?.single_active_session {
         return Ok(false);
     }
     let standing = state.store.session_standing(tenant_id, agent_id, session_id).await?;

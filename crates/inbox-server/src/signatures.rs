@@ -15,8 +15,8 @@
 //! still spent its nonce. Spending goes through the node's [`crate::nonce_writer`], which
 //! records the nonces of concurrent requests in one statement.
 //!
-//! Keys and tenant policies are cached per node for a few seconds
-//! ([`KEY_CACHE_TTL`], [`POLICY_CACHE_TTL`]), which is how long a retirement or a policy
+//! Keys and tenant policies are cached per node for a few seconds ([`KEY_CACHE_TTL`],
+//! [`crate::tenant_policies`]), which is how long a retirement or a policy
 //! change made on another node takes to reach this one.
 
 use std::collections::HashMap;
@@ -47,8 +47,6 @@ pub const KEY_CACHE_TTL: Duration = Duration::from_secs(10);
 /// How long an unknown key id is remembered as unknown (a registration elsewhere shows up
 /// after this).
 const UNKNOWN_KEY_TTL: Duration = Duration::from_secs(1);
-/// How long a tenant's policy is trusted before it is read again.
-pub const POLICY_CACHE_TTL: Duration = Duration::from_secs(5);
 /// Entries per cache; past it the cache starts over.
 const CACHE_ENTRIES_MAX: usize = 10_000;
 
@@ -184,7 +182,7 @@ async fn verify_and_remember(
 /// For transports that cannot carry a per-request HTTP signature (WebSocket messages):
 /// refuses the critical operation when the caller's tenant requires signed calls.
 pub async fn refuse_unsigned_if_required(state: &AppState, caller: &Caller) -> Result<(), ApiError> {
-    if state.trust.caches.signatures_required(state, &caller.tenant_id).await? {
+    if state.tenant_policies.get(&state.store, &caller.tenant_id).await?.signatures_required {
         return Err(ApiError::unauthorized(
             "signature_required",
             "this tenant requires signed claim, acknowledge, release and heartbeat calls, which WebSocket \
@@ -240,7 +238,9 @@ pub async fn verify_request(
 ) -> Result<Option<Verified>, ApiError> {
     let signed = parts.headers.contains_key(SIGNATURE_INPUT) || parts.headers.contains_key(SIGNATURE);
     if !signed {
-        if enforce_policy && state.trust.caches.signatures_required(state, &caller.tenant_id).await? {
+        if enforce_policy
+            && state.tenant_policies.get(&state.store, &caller.tenant_id).await?.signatures_required
+        {
             return Err(refuse(
                 state,
                 parts,
@@ -444,11 +444,10 @@ impl CachedKey {
 
 type KeyEntry = (Instant, Option<CachedKey>);
 
-/// Per-node caches of agent keys and tenant policies.
+/// This node's cache of agent keys.
 #[derive(Debug, Default)]
 pub struct SignatureCaches {
     keys: Mutex<HashMap<(TenantId, KeyId), KeyEntry>>,
-    policies: Mutex<HashMap<TenantId, (Instant, bool)>>,
 }
 
 impl SignatureCaches {
@@ -479,30 +478,5 @@ impl SignatureCaches {
     /// Drops a key from this node's cache (after it was registered or retired here).
     pub fn forget_key(&self, tenant_id: &TenantId, key_id: &KeyId) {
         self.keys.lock().expect("key cache").remove(&(tenant_id.clone(), key_id.clone()));
-    }
-
-    /// Whether the tenant requires signatures, from the cache or the database.
-    pub async fn signatures_required(
-        &self,
-        state: &AppState,
-        tenant_id: &TenantId,
-    ) -> Result<bool, ApiError> {
-        if let Some((fetched, required)) = self.policies.lock().expect("policy cache").get(tenant_id) {
-            if fetched.elapsed() < POLICY_CACHE_TTL {
-                return Ok(*required);
-            }
-        }
-        let required = state.store.tenant_policy(tenant_id).await?.signatures_required;
-        self.remember_policy(tenant_id, required);
-        Ok(required)
-    }
-
-    /// Records a policy just set on this node.
-    pub fn remember_policy(&self, tenant_id: &TenantId, required: bool) {
-        let mut policies = self.policies.lock().expect("policy cache");
-        if policies.len() >= CACHE_ENTRIES_MAX {
-            policies.clear();
-        }
-        policies.insert(tenant_id.clone(), (Instant::now(), required));
     }
 }

@@ -109,7 +109,8 @@ pub async fn list(
 ) -> Result<Json<AgentKeysResponse>, ApiError> {
     require_agent(&caller)?;
     let keys = state.store.agent_keys(&caller.tenant_id, &caller.subject).await?;
-    let signatures_required = state.trust.caches.signatures_required(&state, &caller.tenant_id).await?;
+    let signatures_required =
+        state.tenant_policies.get(&state.store, &caller.tenant_id).await?.signatures_required;
     Ok(Json(AgentKeysResponse { keys: keys.iter().map(key_view).collect(), signatures_required }))
 }
 

@@ -1,8 +1,7 @@
 //! The tenant's policy, for operators: whether agents must sign their claim, acknowledge,
 //! release and heartbeat calls, and whether each agent may have only one active session (seed
 //! 001's single-active-session, `session_policy.rs`). Other nodes see a change within
-//! [`crate::signatures::POLICY_CACHE_TTL`] and
-//! [`crate::session_policy::SESSION_POLICY_CACHE_TTL`].
+//! [`crate::tenant_policies::TENANT_POLICY_CACHE_TTL`].
 
 use axum::extract::State;
 use axum::routing::get;
@@ -54,8 +53,7 @@ pub async fn set_policy(
         single_active_session: request.single_active_session,
     };
     let policy = state.store.change_tenant_policy(&caller.tenant_id, change).await?;
-    state.trust.caches.remember_policy(&caller.tenant_id, policy.signatures_required);
-    state.session_policies.remember(&caller.tenant_id, policy.single_active_session);
+    state.tenant_policies.remember(&caller.tenant_id, policy);
     Ok(Json(response(&caller, policy)))
 }
 
