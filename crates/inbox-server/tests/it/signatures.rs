@@ -458,6 +458,18 @@ async fn agents_manage_their_own_keys(backend: Backend) {
         )
         .await;
     assert_problem(&bad, StatusCode::BAD_REQUEST, "invalid_field");
+    // The identity point: a weak key, which any `R = [s]B` would match.
+    let mut identity = [0u8; 32];
+    identity[0] = 1;
+    let weak = server
+        .post(
+            "/v1/agent-keys",
+            &server.agent("t1", "gamma").await,
+            json!({"algorithm": "ed25519", "public_key": URL_SAFE_NO_PAD.encode(identity)}),
+        )
+        .await;
+    assert_problem(&weak, StatusCode::BAD_REQUEST, "invalid_field");
+    assert!(weak.1["detail"].as_str().is_some_and(|d| d.contains("small order")), "{}", weak.1);
     let publisher = server.publisher("t1").await;
     assert_problem(
         &server.post("/v1/agent-keys", &publisher, json!({"algorithm": "hmac-sha256"})).await,

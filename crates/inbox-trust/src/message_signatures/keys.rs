@@ -52,6 +52,8 @@ pub enum KeyError {
     HmacSecretTooShort { bytes: usize, min: usize },
     #[error("ed25519 public key is not a valid curve point")]
     InvalidEd25519PublicKey,
+    #[error("ed25519 public key has small order (a weak key); generate a new key pair")]
+    WeakEd25519PublicKey,
     #[error("not an RFC 8410 ed25519 {expected} DER document")]
     NotEd25519Der { expected: &'static str },
 }
@@ -135,11 +137,15 @@ enum VerifyingKeyInner {
 }
 
 impl VerifyingKey {
-    /// An ed25519 public key from its 32 bytes.
+    /// An ed25519 public key from its 32 bytes. A small-order key is refused here, once,
+    /// so that [`VerifyingKey::verify`] need not check it on every request.
     pub fn ed25519_from_bytes(bytes: &[u8; 32]) -> Result<Self, KeyError> {
-        ed25519_dalek::VerifyingKey::from_bytes(bytes)
-            .map(|key| VerifyingKey(VerifyingKeyInner::Ed25519(key)))
-            .map_err(|_| KeyError::InvalidEd25519PublicKey)
+        let key =
+            ed25519_dalek::VerifyingKey::from_bytes(bytes).map_err(|_| KeyError::InvalidEd25519PublicKey)?;
+        if key.is_weak() {
+            return Err(KeyError::WeakEd25519PublicKey);
+        }
+        Ok(VerifyingKey(VerifyingKeyInner::Ed25519(key)))
     }
 
     /// An ed25519 public key from an RFC 8410 SubjectPublicKeyInfo DER document (a PEM
@@ -174,12 +180,14 @@ impl VerifyingKey {
     }
 
     /// Whether `signature` is this key's signature of `message`. The HMAC comparison is
-    /// constant-time, and ed25519 uses strict verification (no small-order keys, no
-    /// malleable signatures).
+    /// constant-time. For ed25519, a non-canonical `s` is refused (no malleable signatures)
+    /// and small-order keys never get this far ([`VerifyingKey::ed25519_from_bytes`]); what
+    /// `verify_strict` checks on top, a small-order `R`, lets no one forge another key's
+    /// signature, and skipping it saves a point decompression per request.
     pub(crate) fn verify(&self, message: &[u8], signature: &[u8]) -> bool {
         match &self.0 {
             VerifyingKeyInner::Ed25519(key) => ed25519_dalek::Signature::from_slice(signature)
-                .is_ok_and(|signature| key.verify_strict(message, &signature).is_ok()),
+                .is_ok_and(|signature| ed25519_dalek::Verifier::verify(key, message, &signature).is_ok()),
             VerifyingKeyInner::HmacSha256(secret) => {
                 let mut mac = new_hmac(secret);
                 mac.update(message);
@@ -254,5 +262,50 @@ mod tests {
         assert!(!other.verifying_key().verify(b"message", &signature));
         assert!(!key.verifying_key().verify(b"messagE", &signature));
         assert!(!key.verifying_key().verify(b"message", &signature[..63]));
+    }
+
+    #[test]
+    fn small_order_public_keys_are_refused() {
+        // The identity (y = 1) and the point of order 2 (y = -1): every signature made with
+        // `R = [s]B` would match the identity.
+        let identity = {
+            let mut bytes = [0u8; 32];
+            bytes[0] = 1;
+            bytes
+        };
+        let order_two = {
+            let mut bytes = [0xff; 32];
+            bytes[0] = 0xec;
+            bytes[31] = 0x7f;
+            bytes
+        };
+        for bytes in [identity, order_two] {
+            assert_eq!(VerifyingKey::ed25519_from_bytes(&bytes).unwrap_err(), KeyError::WeakEd25519PublicKey);
+        }
+        let good = SigningKey::ed25519_from_seed(&[1; 32]).verifying_key().ed25519_public_bytes().unwrap();
+        assert!(VerifyingKey::ed25519_from_bytes(&good).is_ok());
+    }
+
+    #[test]
+    fn a_signature_with_the_group_order_added_to_s_is_refused() {
+        // l = 2^252 + 27742317777372353535851937790883648493, little-endian.
+        const L: [u8; 32] = [
+            0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9, 0xde, 0x14,
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
+        ];
+        let key = SigningKey::ed25519_from_seed(&[4; 32]);
+        let mut signature = key.sign(b"message");
+        assert!(key.verifying_key().verify(b"message", &signature));
+        let mut carry = 0u16;
+        for (byte, l) in signature[32..].iter_mut().zip(L) {
+            let sum = u16::from(*byte) + u16::from(l) + carry;
+            *byte = sum as u8;
+            carry = sum >> 8;
+        }
+        assert_eq!(carry, 0);
+        assert!(
+            !key.verifying_key().verify(b"message", &signature),
+            "s + l is the same scalar, but malleable"
+        );
     }
 }
