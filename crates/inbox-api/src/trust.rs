@@ -14,7 +14,8 @@ use serde::{Deserialize, Serialize};
 pub struct AgentKeyRequest {
     /// `ed25519` or `hmac-sha256`.
     pub algorithm: String,
-    /// ed25519 only: the 32-byte public key, or its RFC 8410 SubjectPublicKeyInfo DER.
+    /// ed25519 only: the 32-byte public key, or its RFC 8410 SubjectPublicKeyInfo DER; a
+    /// small-order (weak) key is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub public_key: Option<String>,
     /// The `keyid` signatures will name; unique in the tenant. Generated when absent.

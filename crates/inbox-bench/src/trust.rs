@@ -4,8 +4,8 @@
 //! signature base, the ed25519 or hmac-sha256 check and the Content-Digest, no I/O), and the
 //! throughput of claim+ack through the HTTP API on MariaDB with every claim and ack signed
 //! (ed25519, then hmac-sha256), beside the same loop unsigned. The three modes take turns in
-//! rotating order, so drift in the database spreads over all of them; each phase drains a
-//! fresh backlog. The service runs in a child process (as in `http`); the agents run in this
+//! rotating order, so drift in the database spreads over all of them, after one unmeasured
+//! warm-up phase each; each phase drains a fresh backlog. The service runs in a child process (as in `http`); the agents run in this
 //! process and sign there, on the same CPUs as the service and the database (a pessimistic
 //! setup: real agents sign on their own machines). Beside throughput it prints the CPU time
 //! per event of the node, of the agents and of a local database server: steadier than
