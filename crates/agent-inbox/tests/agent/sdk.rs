@@ -119,33 +119,7 @@ async fn a_cursor_reset_calls_resync_then_continues_after_the_services_resume_po
     }
     // Another client takes and finishes the first two; retention then archives them, so a
     // fresh agent's cursor (0) points before retained data.
-    let claimed: serde_json::Value = server
-        .client
-        .post(format!("{}/v1/inbox/claim", server.base))
-        .bearer_auth(&agent)
-        .json(&json!({"limit": 2}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let acks: Vec<_> = claimed["claims"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| json!({"event_id": c["event_id"], "lease_token": c["lease_token"]}))
-        .collect();
-    assert_eq!(acks.len(), 2);
-    let acked = server
-        .client
-        .post(format!("{}/v1/inbox/acknowledge", server.base))
-        .bearer_auth(&agent)
-        .json(&json!({"acks": acks}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(acked.status(), 200);
+    assert_eq!(server.claim_and_acknowledge(&agent, 2).await, 2);
     // Run retention through a second store on the same database whose clock is moved past it.
     server.db.clock.advance_ms(server.db.store.config().retention_ms + 60_000);
     server.db.store.scavenge(100).await.unwrap();
@@ -309,32 +283,7 @@ async fn the_resync_callback_gets_every_open_event_across_pages() {
     for n in 0..2 {
         server.publish(&publisher, AGENT, "done", json!({"n": n})).await;
     }
-    let claimed: serde_json::Value = server
-        .client
-        .post(format!("{}/v1/inbox/claim", server.base))
-        .bearer_auth(&agent)
-        .json(&json!({"limit": 2}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let acks: Vec<_> = claimed["claims"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| json!({"event_id": c["event_id"], "lease_token": c["lease_token"]}))
-        .collect();
-    let acked = server
-        .client
-        .post(format!("{}/v1/inbox/acknowledge", server.base))
-        .bearer_auth(&agent)
-        .json(&json!({"acks": acks}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(acked.status(), 200);
+    server.claim_and_acknowledge(&agent, 2).await;
     let mut open = Vec::new();
     for n in 0..7 {
         open.push(server.publish(&publisher, AGENT, "task", json!({"n": n})).await);

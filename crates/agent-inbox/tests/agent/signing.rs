@@ -37,16 +37,7 @@ fn quick_config() -> AgentConfig {
 
 /// Turns on the tenant's `signatures_required` policy with an operator token.
 async fn require_signatures(server: &Server) {
-    let (admin, _) = server.token("operator", CallerKind::Admin, "admin", false).await;
-    let response = server
-        .client
-        .post(format!("{}/v1/admin/tenant-policy", server.base))
-        .bearer_auth(admin)
-        .json(&json!({"signatures_required": true}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
+    server.set_tenant_policy(json!({"signatures_required": true})).await;
 }
 
 /// An SDK connection for the agent at `base`, signing with a freshly registered key.

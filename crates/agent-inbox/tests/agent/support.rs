@@ -212,6 +212,38 @@ impl Server {
         assert_eq!(response.status(), 200);
     }
 
+    /// Claims up to `limit` of the agent's events and acknowledges them, as another client
+    /// of the same agent would; returns how many it finished.
+    pub async fn claim_and_acknowledge(&self, agent: &str, limit: u32) -> usize {
+        let claimed: Value = self
+            .client
+            .post(format!("{}/v1/inbox/claim", self.base))
+            .bearer_auth(agent)
+            .json(&json!({"limit": limit}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let acks: Vec<Value> = claimed["claims"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| json!({"event_id": c["event_id"], "lease_token": c["lease_token"]}))
+            .collect();
+        let acked = self
+            .client
+            .post(format!("{}/v1/inbox/acknowledge", self.base))
+            .bearer_auth(agent)
+            .json(&json!({"acks": acks}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(acked.status(), 200);
+        acks.len()
+    }
+
     /// Every event of the agent's inbox by id (state, attempts, ...).
     pub async fn events(&self, agent: &str) -> HashMap<String, Value> {
         let mut events = HashMap::new();
