@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from agent_inbox import Client, PollRequest, PublishRequest
+from agent_inbox import Client, PollRequest, ProblemError, PublishRequest
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -188,7 +188,13 @@ class Server:
         after = 0
         with Client(self.base, token) as client:
             while True:
-                page = client.poll(PollRequest(after_seq=after, limit=500))
+                try:
+                    page = client.poll(PollRequest(after_seq=after, limit=500))
+                except ProblemError as err:
+                    if err.code != "cursor_reset_required":
+                        raise
+                    after = client.head().oldest_available_seq - 1
+                    continue
                 for event in page.events:
                     events[event.event_id] = event
                 after = page.next_cursor

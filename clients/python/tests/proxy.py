@@ -1,8 +1,10 @@
-"""A small TCP proxy in front of the service that a test can make hostile: it closes every
-connection a set time after it opened (as a proxy that cuts long requests does), or refuses
-nothing and forwards faithfully again."""
+"""A small TCP proxy in front of the service that a test can make hostile: it refuses
+connections whose first request matches a rule (as a middlebox that breaks streams or long
+requests does), closes every connection a set time after it opened, or forwards faithfully."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import socket
 import threading
@@ -20,6 +22,9 @@ class Proxy:
         self.base = f"http://127.0.0.1:{self.port}"
         #: Close each connection this many seconds after it opened; ``None`` forwards as is.
         self.cut_after: float | None = None
+        #: Connections whose first request (head and body) this accepts are closed at once.
+        self.refuse: Callable[[bytes], bool] | None = None
+        self.refused = 0
         self.connections = 0
         self._open: list[tuple[socket.socket, socket.socket, float]] = []
         self._lock = threading.Lock()
@@ -49,16 +54,54 @@ class Proxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self.target_port))
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self.connections += 1
-                self._open.append((client, upstream, time.monotonic()))
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+
+    def _connect(self, client: socket.socket) -> None:
+        first = self._first_request(client)
+        refuse = self.refuse
+        if first is None or (refuse is not None and refuse(first)):
+            self.refused += 1
+            client.close()
+            return
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            upstream.sendall(first)
+        except OSError:
+            client.close()
+            return
+        with self._lock:
+            self.connections += 1
+            self._open.append((client, upstream, time.monotonic()))
+        for a, b in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _first_request(client: socket.socket) -> bytes | None:
+        """The head and body of the first request (by Content-Length), read whole."""
+        data = b""
+        client.settimeout(10)
+        try:
+            while b"\r\n\r\n" not in data:
+                chunk = client.recv(65536)
+                if not chunk:
+                    return None
+                data += chunk
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value.strip())
+            while len(body) < length:
+                chunk = client.recv(65536)
+                if not chunk:
+                    return None
+                body += chunk
+                data += chunk
+        except (OSError, ValueError):
+            return None
+        client.settimeout(None)
+        return data
 
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:

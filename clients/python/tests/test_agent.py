@@ -189,19 +189,27 @@ def test_a_cut_stream_falls_back_to_long_poll_then_polling_and_recovers(server: 
             wait_until("the stream is open", 20, lambda: ("sse", True) in status())
             (first,) = server.publish(agent)
             wait_until("an event arrives over SSE", 20, lambda: first in handled)
-            # The proxy now cuts every connection after 0.4 s: streams and long polls fail.
-            proxy.cut_after = 0.4
+            # A middlebox now breaks every event stream: the agent falls back to long polls.
+            proxy.refuse = lambda request: request.startswith(b"GET /v1/streams/sse")
             proxy.cut_all()
-            wait_until("it falls back to long polls", 30, lambda: ("long-poll", False) in status())
-            wait_until("then to polling", 30, lambda: ("poll", False) in status())
+            wait_until("it long-polls", 30, lambda: ("long-poll", True) in status())
             (second,) = server.publish(agent)
-            wait_until("polling still gets work", 30, lambda: second in handled)
-            # The proxy behaves again: the better transport is tried again and holds.
-            proxy.cut_after = None
+            wait_until("long polls get work", 30, lambda: second in handled)
+            # Then it breaks the long polls too (the transport's probes and waits ask for one
+            # event; the runner's scans for a page): the agent falls back to polling.
+            proxy.refuse = lambda request: request.startswith(b"GET /v1/streams/sse") or (
+                b"/v1/inbox/poll-after-cursor" in request and b'"limit":1' in request
+            )
+            proxy.cut_all()
+            wait_until("then polls", 30, lambda: ("poll", False) in status())
+            (third,) = server.publish(agent)
+            wait_until("polling still gets work", 30, lambda: third in handled)
+            # The middlebox behaves again: the better transport is tried again and holds.
+            proxy.refuse = None
             marker = len(status())
             wait_until("the stream is back", 30, lambda: ("sse", True) in status()[marker:])
-            (third,) = server.publish(agent)
-            wait_until("an event arrives after recovery", 20, lambda: third in handled)
+            (fourth,) = server.publish(agent)
+            wait_until("an event arrives after recovery", 20, lambda: fourth in handled)
     finally:
         proxy.close()
-    assert handled == [first, second, third]
+    assert handled == [first, second, third, fourth]
