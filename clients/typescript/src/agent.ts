@@ -177,6 +177,7 @@ export class Agent {
   #nextCycleAt = 0;
   #pollNominalMs: number | null = null;
   #lastScanAt: number | null = null;
+  #nextChangeMs: number | null = null;
   #claimBacklog = false;
   #serviceDown = false;
   #superseded = false;
@@ -466,7 +467,9 @@ export class Agent {
     const recent = this.#lastScanAt !== null && Date.now() - this.#lastScanAt < 200;
     const scan = forced || !recent ? await this.#scan() : null;
     const worthClaiming = this.#claimBacklog || scan === null || scan.scan.claimable > 0 || scan.truncated;
-    const nextChangeMs = scan?.scan.nextChangeMs ?? null;
+    // A cycle that did not scan keeps the last scan's knowledge of what becomes claimable when.
+    if (scan !== null) this.#nextChangeMs = scan.scan.nextChangeMs;
+    const nextChangeMs = this.#nextChangeMs;
     if (!worthClaiming) return { claimed: 0, more: false, nextChangeMs };
     const limit = Math.min(free, 500);
     let claims: Claim[];
@@ -531,7 +534,7 @@ export class Agent {
     try {
       await this.#options.resync?.(snapshot);
     } catch (error) {
-      if (error instanceof RetryLater) throw new ProtocolError(`the resync callback asked to retry: ${error.message}`);
+      if (error instanceof RetryLater) throw new InboxError("resync_deferred", `the resync callback asked to retry: ${error.message}`, true);
       throw new ResyncError(error instanceof Error ? error.message : String(error), { cause: error });
     }
     await this.#requireState().resetCursor(this.#inbox, snapshot.resume_after_seq);
