@@ -56,6 +56,12 @@ class LocalState:
             self._db.execute("PRAGMA synchronous=NORMAL")
             for statement in _SCHEMA:
                 self._db.execute(statement)
+            # Reads get a connection of their own: in WAL mode they never wait for a write
+            # (nor for the fsync of a checkpoint), so an agent's event loop is not held up.
+            self._reader = sqlite3.connect(
+                self.path, timeout=10.0, isolation_level=None, check_same_thread=False
+            )
+            self._read_lock = threading.Lock()
         except (sqlite3.Error, OSError) as err:
             raise LocalStateError(f"local state {self.path}: {err}") from err
 
@@ -66,9 +72,16 @@ class LocalState:
         except sqlite3.Error as err:
             raise LocalStateError(f"local state {self.path}: {err}") from err
 
+    def _read(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+        try:
+            with self._read_lock:
+                return self._reader.execute(sql, args).fetchall()
+        except sqlite3.Error as err:
+            raise LocalStateError(f"local state {self.path}: {err}") from err
+
     def cursor(self, inbox: str) -> int:
         """The cursor to poll after (0 when none was stored)."""
-        rows = self._run("SELECT after_seq FROM inbox_cursor WHERE inbox = ?", (inbox,))
+        rows = self._read("SELECT after_seq FROM inbox_cursor WHERE inbox = ?", (inbox,))
         return max(int(str(rows[0][0])), 0) if rows else 0
 
     def advance_cursor(self, inbox: str, after_seq: int) -> None:
@@ -91,7 +104,7 @@ class LocalState:
 
     def processed(self, inbox: str, event_id: str) -> str | None:
         """``completed`` or ``failed`` when this agent processed ``event_id`` before."""
-        rows = self._run(
+        rows = self._read(
             "SELECT result FROM processed_event WHERE inbox = ? AND event_id = ?", (inbox, event_id)
         )
         if not rows:
@@ -121,9 +134,10 @@ class LocalState:
         )
 
     def processed_count(self, inbox: str) -> int:
-        rows = self._run("SELECT COUNT(*) FROM processed_event WHERE inbox = ?", (inbox,))
+        rows = self._read("SELECT COUNT(*) FROM processed_event WHERE inbox = ?", (inbox,))
         return int(str(rows[0][0]))
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._read_lock:
             self._db.close()
+            self._reader.close()

@@ -11,14 +11,12 @@ import dataclasses
 import json
 import types
 import typing
+from collections.abc import Callable
 from typing import Any, TypeVar, Union
 
 from ._errors import ProtocolError
 
 T = TypeVar("T")
-
-_hints_cache: dict[type, dict[str, Any]] = {}
-
 
 def to_json_bytes(value: Any) -> bytes:
     """The exact bytes sent as a request body (a signature's Content-Digest covers them)."""
@@ -44,55 +42,104 @@ def to_plain(value: Any) -> Any:
 def decode(cls: type[T], data: Any) -> T:
     """``data`` (parsed JSON) as ``cls``; a missing required field is a protocol error."""
     try:
-        return typing.cast(T, _decode(cls, data))
+        return typing.cast(T, _decoder(cls)(data))
     except (TypeError, ValueError, KeyError) as err:
         raise ProtocolError(f"unexpected answer for {cls.__name__}: {err}") from err
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    hints = _hints_cache.get(cls)
-    if hints is None:
-        hints = typing.get_type_hints(cls)
-        _hints_cache[cls] = hints
-    return hints
+Decoder = Callable[[Any], Any]
+_decoders: dict[Any, Decoder] = {}
 
 
-def _decode(tp: Any, data: Any) -> Any:
+def _decoder(tp: Any) -> Decoder:
+    """A function decoding one type, built once per type from its hints: answers carry
+    hundreds of events, so the per-value work is kept to a dict lookup and a type check."""
+    found = _decoders.get(tp)
+    if found is None:
+        found = _build(tp)
+        _decoders[tp] = found
+    return found
+
+
+def _identity(data: Any) -> Any:
+    return data
+
+
+def _build(tp: Any) -> Decoder:
     if tp is Any:
-        return data
+        return _identity
     origin = typing.get_origin(tp)
     if origin is Union or origin is types.UnionType:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if data is None:
-            return None
-        return _decode(args[0], data)
+        inner = _decoder(args[0])
+        return lambda data: None if data is None else inner(data)
     if origin is list:
-        if not isinstance(data, list):
-            raise TypeError(f"expected a list, got {type(data).__name__}")
-        (item,) = typing.get_args(tp)
-        return [_decode(item, v) for v in data]
+        (item_type,) = typing.get_args(tp)
+        item = _decoder(item_type)
+
+        def decode_list(data: Any) -> Any:
+            if not isinstance(data, list):
+                raise TypeError(f"expected a list, got {type(data).__name__}")
+            return [item(v) for v in data]
+
+        return decode_list
     if origin is dict:
-        if not isinstance(data, dict):
-            raise TypeError(f"expected an object, got {type(data).__name__}")
-        return dict(data)
+
+        def decode_dict(data: Any) -> Any:
+            if not isinstance(data, dict):
+                raise TypeError(f"expected an object, got {type(data).__name__}")
+            return data
+
+        return decode_dict
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        if not isinstance(data, dict):
-            raise TypeError(f"expected an object for {tp.__name__}, got {type(data).__name__}")
-        hints = _hints(tp)
-        kwargs: dict[str, Any] = {}
-        for field in dataclasses.fields(tp):
-            if field.name in data:
-                kwargs[field.name] = _decode(hints[field.name], data[field.name])
-            elif (
-                field.default is dataclasses.MISSING
-                and field.default_factory is dataclasses.MISSING
-            ):
-                raise KeyError(f"{tp.__name__}.{field.name} is missing")
-        return tp(**kwargs)
-    if tp is float and isinstance(data, int):
-        return float(data)
-    if tp in (int, str, bool, float):
-        if not isinstance(data, tp) or (tp is int and isinstance(data, bool)):
-            raise TypeError(f"expected {tp.__name__}, got {type(data).__name__}")
-        return data
+        return _build_dataclass(tp)
+    if tp is float:
+        return lambda data: float(data) if isinstance(data, int) and not isinstance(data, bool) else _checked(data, float)
+    if tp in (int, str, bool):
+        return lambda data: _checked(data, tp)
+    return _identity
+
+
+def _checked(data: Any, tp: type) -> Any:
+    if type(data) is not tp:
+        raise TypeError(f"expected {tp.__name__}, got {type(data).__name__}")
     return data
+
+
+def _build_dataclass(cls: type) -> Decoder:
+    hints = typing.get_type_hints(cls)
+    # Per field: (name, required, plain type to check inline or None, nullable, decoder).
+    fields: list[tuple[str, bool, type | None, bool, Decoder]] = []
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("wire") is False:
+            continue
+        tp = hints[f.name]
+        nullable = False
+        origin = typing.get_origin(tp)
+        if origin is Union or origin is types.UnionType:
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(args) == 1 and args[0] in (int, str, bool):
+                tp, nullable = args[0], True
+        plain = tp if tp in (int, str, bool) else None
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        fields.append((f.name, required, plain, nullable, _decoder(tp)))
+
+    def decode_dataclass(data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise TypeError(f"expected an object for {cls.__name__}, got {type(data).__name__}")
+        kwargs = {}
+        for name, required, plain, nullable, decode_field in fields:
+            if name not in data:
+                if required:
+                    raise KeyError(f"{cls.__name__}.{name} is missing")
+                continue
+            value = data[name]
+            if plain is not None:
+                if type(value) is not plain and not (nullable and value is None):
+                    raise TypeError(f"{cls.__name__}.{name}: expected {plain.__name__}, got {type(value).__name__}")
+                kwargs[name] = value
+            else:
+                kwargs[name] = decode_field(value)
+        return cls(**kwargs)
+
+    return decode_dataclass
