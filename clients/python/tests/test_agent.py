@@ -213,3 +213,72 @@ def test_a_cut_stream_falls_back_to_long_poll_then_polling_and_recovers(server: 
     finally:
         proxy.close()
     assert handled == [first, second, third, fourth]
+
+
+def test_a_superseded_session_stops_the_agent_after_its_running_handler(server: Server, tmp_path: Path) -> None:
+    from agent_inbox import SessionSuperseded, TenantPolicyRequest
+
+    tenant = unique("single")
+    with Client(server.base, server.token("operator", tenant=tenant, kind="admin")) as admin:
+        admin.set_tenant_policy(TenantPolicyRequest(single_active_session=True))
+    agent = unique("single")
+    token = server.token(agent, tenant=tenant)
+    release = threading.Event()
+    handled: list[str] = []
+
+    def handler(event: Event) -> None:
+        release.wait(30)
+        handled.append(event.event_id)
+
+    (event_id,) = server.publish(agent, tenant=tenant)
+    outcome: list[BaseException | RunSummary] = []
+
+    def main() -> None:
+        try:
+            outcome.append(Agent(AsyncClient(server.base, token), LocalState(tmp_path / "a.db"), quick()).run_sync(handler))
+        except BaseException as err:
+            outcome.append(err)
+
+    thread = threading.Thread(target=main, daemon=True)
+    thread.start()
+    try:
+        wait_until("the first agent holds the event", 20,
+                   lambda: server.events(token)[event_id].ack_state == "claimed")
+        with Client(server.base, token) as newer:
+            newer.subscribe()  # another process of the same agent takes over
+        release.set()
+        thread.join(30)
+    finally:
+        release.set()
+    assert not thread.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], SessionSuperseded), outcome
+    assert handled == [event_id]
+    assert server.all_in_state(token, [event_id], "acked"), "the running handler was let finish"
+
+
+def test_an_agent_on_rotating_refresh_tokens(server: Server, tmp_path: Path) -> None:
+    from agent_inbox import Credentials, FileTokenStore
+
+    agent = unique("refreshing")
+    _, refresh = server.token(agent, refresh=True).splitlines()
+    store = FileTokenStore(tmp_path / "agent.refresh-token")
+    store.save(refresh)
+    ids = server.publish(agent, 3)
+    handled: list[str] = []
+    stop = threading.Event()
+    client = AsyncClient(server.base, Credentials.refreshing(store))
+    thread = threading.Thread(
+        target=lambda: Agent(client, LocalState(tmp_path / "s.db"), quick()).run_sync(lambda e: handled.append(e.event_id), stop=stop),
+        daemon=True,
+    )
+    thread.start()
+    try:
+        check = server.token(agent)
+        wait_until("the events are handled", 20, lambda: server.all_in_state(check, ids, "acked"))
+    finally:
+        stop.set()
+        thread.join(20)
+    assert sorted(handled) == sorted(ids)
+    rotated = store.load()
+    assert rotated and rotated != refresh, "the spent refresh token was replaced"
+    assert (tmp_path / "agent.refresh-token").stat().st_mode & 0o777 == 0o600

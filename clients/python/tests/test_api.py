@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -235,3 +236,26 @@ def test_rate_limits_are_retried_after_retry_after(tmp_path_factory: pytest.Temp
             assert wait_until("a rate-limited call goes through after Retry-After", 30, lambda: client.head())
     finally:
         limited.stop()
+
+
+def test_processes_sharing_a_refresh_token_file_never_spend_one_twice(server: Server, tmp_path: Path) -> None:
+    """Several clients (as separate processes would) share one FileTokenStore: the file lock
+    and the re-read under it mean each refresh spends the current token once, so the service
+    never sees a reuse (which would revoke the whole family)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agent_inbox import FileTokenStore
+
+    agent = unique("shared_refresh")
+    _, refresh = server.token(agent, refresh=True).splitlines()
+    path = tmp_path / "shared.refresh-token"
+    FileTokenStore(path).save(refresh)
+
+    def one_client(_: int) -> str:
+        with Client(server.base, Credentials.refreshing(FileTokenStore(path))) as client:
+            return client.head().recipient_id
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(one_client, range(8))) == [agent] * 8
+    with Client(server.base, Credentials.refreshing(FileTokenStore(path))) as client:
+        assert client.head().recipient_id == agent, "the family is still alive"
