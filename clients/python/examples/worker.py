@@ -50,6 +50,7 @@ async def rebuild(snapshot: ResyncResponse) -> None:
 
 async def main() -> None:
     logging.basicConfig(level=logging.INFO)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
     store = FileTokenStore(Path("worker.refresh-token"))
     if store.load() is None:
         store.save(os.environ["AGENT_INBOX_REFRESH_TOKEN"])
