@@ -56,6 +56,8 @@ log = logging.getLogger("agent_inbox")
 
 #: Acknowledgements sent in one request at most.
 _ACK_BATCH_MAX = 100
+#: A scan younger than this is not repeated for a cycle that does not need one.
+_SCAN_REUSE_SECONDS = 0.2
 
 
 class Retry(Exception):
@@ -256,6 +258,10 @@ class _Runner:
         self.claim_backlog = False
         self.signals: Signals | None = None
         self.ack_queue: list[tuple[AckEntry, asyncio.Future[AckOutcome]]] = []
+        #: From the last scan: when something not claimable yet may become so.
+        self.next_change_ms: int | None = None
+        #: A cycle claimed without scanning: the next one is due when the last scan is stale.
+        self.rescan_due = False
         self.ack_flusher: asyncio.Task[None] | None = None
 
     def observe(self, what: str, **details: Any) -> None:
@@ -435,13 +441,21 @@ class _Runner:
             0.25,
             jitter(),
         )
+        if self.rescan_due and self.last_scan is not None:
+            wait = min(wait, max(self.last_scan + _SCAN_REUSE_SECONDS - time.monotonic(), 0.0))
         return time.monotonic() + wait
 
     async def _cycle(self, free: int, forced: bool, eager: bool) -> tuple[int, bool, int | None]:
         """Scans after the cursor (when forced or the last scan is not recent), then claims
         up to ``free`` events and starts them. After a hint the claim goes out beside the
         scan instead of after it: a round trip less between a publish and its handler."""
-        recent = self.last_scan is not None and time.monotonic() - self.last_scan < 0.2
+        recent = self.last_scan is not None and time.monotonic() - self.last_scan < _SCAN_REUSE_SECONDS
+        if eager and recent:
+            # Hints come faster than scans are useful: claim now, scan once the last one is
+            # old enough (the next cycle is due by then; see _after_cycle).
+            n_claimed, more = await self._claim(free)
+            self.rescan_due = True
+            return n_claimed, more, self.next_change_ms
         if eager:
             scanned, claimed = await asyncio.gather(self._scan(), self._claim(free), return_exceptions=True)
             if isinstance(claimed, BaseException):
@@ -507,6 +521,8 @@ class _Runner:
             await asyncio.to_thread(self.state.advance_cursor, self.inbox, scan.cursor)
         assert self.signals is not None
         self.signals.known_head = max(self.signals.known_head, scan.head_seq)
+        self.next_change_ms = scan.next_change_ms
+        self.rescan_due = False
         self.observe("scanned", cursor=scan.cursor, head_seq=scan.head_seq)
         return scan, truncated
 

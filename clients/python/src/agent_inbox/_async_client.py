@@ -14,7 +14,7 @@ import httpx
 from . import _core as core
 from . import _models as m
 from ._credentials import Credentials
-from ._errors import ProblemError, Unreachable
+from ._errors import ProblemError, ProtocolError, Unreachable
 from ._signing import SigningKey, authority_of
 from ._sse import SseEvent, SseParser
 
@@ -160,7 +160,11 @@ class AsyncClient:
                         on_open()
                     parser = SseParser()
                     async for chunk in response.aiter_raw():
-                        for event in parser.feed(chunk):
+                        try:
+                            events = parser.feed(chunk)
+                        except ValueError as err:
+                            raise ProtocolError(str(err)) from err
+                        for event in events:
                             yield event
                     return
             except httpx.TransportError as err:

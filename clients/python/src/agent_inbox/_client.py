@@ -15,7 +15,7 @@ import httpx
 from . import _core as core
 from . import _models as m
 from ._credentials import Credentials
-from ._errors import ProblemError, Unreachable
+from ._errors import ProblemError, ProtocolError, Unreachable
 from ._signing import SigningKey, authority_of
 from ._sse import SseEvent, SseParser
 
@@ -146,7 +146,11 @@ class Client:
                         raise core.problem(response)
                     parser = SseParser()
                     for chunk in response.iter_raw():
-                        yield from parser.feed(chunk)
+                        try:
+                            events = parser.feed(chunk)
+                        except ValueError as err:
+                            raise ProtocolError(str(err)) from err
+                        yield from events
                     return
             except httpx.TransportError as err:
                 raise Unreachable(f"{type(err).__name__}: {path}") from err

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ._async_client import AsyncClient
-from ._errors import InboxError, ProblemError, Unreachable
+from ._errors import InboxError, ProblemError, ProtocolError, Unreachable
 from ._models import PollRequest
 from ._schedule import Backoff, LongPollWait, TransportPolicy, jitter
 
@@ -231,7 +231,10 @@ class Transport:
             return "closed", lived, None
         if isinstance(error, InboxError):
             return "closed", lived, error
-        raise error
+        # Not an operating error (a bug, or something this client does not expect): keep the
+        # transport alive, counting it as a failed stream, rather than go silently deaf.
+        log.error("the event stream failed unexpectedly: %r", error)
+        return "closed", lived, ProtocolError(repr(error))
 
     async def _long_poll(self, wait: LongPollWait, upgrade_at: float | None) -> InboxError | None:
         """One long poll after the known head. Until a poll has answered the first does not
@@ -274,10 +277,11 @@ class Transport:
         if isinstance(error, ProblemError) and error.code == "invalid_field":
             wait.on_refused()
             return error
-        if isinstance(error, InboxError):
-            self._set_status("long-poll", False)
-            elapsed = time.monotonic() - started
-            if isinstance(error, Unreachable) and 0.5 <= elapsed < wait.wait_seconds:
-                wait.on_cut(elapsed)
-            return error
-        raise error
+        self._set_status("long-poll", False)
+        if not isinstance(error, InboxError):
+            log.error("a long poll failed unexpectedly: %r", error)
+            return ProtocolError(repr(error))
+        elapsed = time.monotonic() - started
+        if isinstance(error, Unreachable) and 0.5 <= elapsed < wait.wait_seconds:
+            wait.on_cut(elapsed)
+        return error
