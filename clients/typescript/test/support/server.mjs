@@ -7,6 +7,8 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { request as httpRequest } from "node:http";
+import { request as httpsRequest } from "node:https";
 
 const run = promisify(execFile);
 const here = dirname(fileURLToPath(import.meta.url));
@@ -17,7 +19,7 @@ export const BIN = process.env.AGENT_INBOX_BIN ?? join(REPO, "target/debug/agent
  * Starts a server. `args` are extra `serve` flags. Resolves once it listens; `stop()` ends it
  * (SIGTERM, then waits for the exit) and removes its directory.
  */
-export async function startServer({ args = [], env = {}, scheme = "http" } = {}) {
+export async function startServer({ args = [], env = {}, scheme = "http", ca } = {}) {
   const dir = await mkdtemp(join(tmpdir(), "inbox-ts-"));
   const databaseUrl = `sqlite://${join(dir, "db.sqlite")}`;
   const child = spawn(BIN, ["serve", "--listen", "127.0.0.1:0", "--database-url", databaseUrl, ...args], {
@@ -60,9 +62,24 @@ export async function startServer({ args = [], env = {}, scheme = "http" } = {})
       const [access, refreshToken] = stdout.trim().split("\n");
       return refresh ? { access, refresh: refreshToken } : access;
     },
+    /** One request to the server (trusting `ca` for HTTPS); resolves with status and text. */
+    request(method, path, { token, body } = {}) {
+      return new Promise((resolveRequest, reject) => {
+        const send = scheme === "https" ? httpsRequest : httpRequest;
+        const headers = { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body ? { "content-type": "application/json" } : {}) };
+        const outgoing = send(`${url}${path}`, { method, headers, ...(ca ? { ca } : {}) }, (response) => {
+          const chunks = [];
+          response.on("data", (c) => chunks.push(c));
+          response.on("end", () => resolveRequest({ status: response.statusCode, text: Buffer.concat(chunks).toString() }));
+          response.on("error", reject);
+        });
+        outgoing.on("error", reject);
+        outgoing.end(body ? JSON.stringify(body) : undefined);
+      });
+    },
     async metrics() {
-      const response = await fetch(`http://127.0.0.1:${port}/metrics`).catch(() => null);
-      return response ? response.text() : "";
+      const answer = await this.request("GET", "/metrics").catch(() => null);
+      return answer ? answer.text : "";
     },
     async stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
@@ -101,13 +118,12 @@ export async function publish(server, publisherToken, recipient, count, { perSec
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     }
     const at = Date.now();
-    const response = await fetch(`${server.url}/v1/events`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${publisherToken}`, "content-type": "application/json" },
-      body: JSON.stringify({ recipients: [recipient], event_type: "test.work", deduplication_key: `${prefix}:${i}`, payload: payload(i) }),
+    const answer = await server.request("POST", "/v1/events", {
+      token: publisherToken,
+      body: { recipients: [recipient], event_type: "test.work", deduplication_key: `${prefix}:${i}`, payload: payload(i) },
     });
-    if (!response.ok) throw new Error(`publish answered ${response.status}: ${await response.text()}`);
-    const body = await response.json();
+    if (answer.status !== 201 && answer.status !== 200) throw new Error(`publish answered ${answer.status}: ${answer.text}`);
+    const body = JSON.parse(answer.text);
     published.push({ eventId: body.deliveries[0].event_id, inboxSeq: body.deliveries[0].inbox_seq, publishedAt: at, i });
   }
   return published;
