@@ -29,21 +29,41 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let banner = banner(&args, &config, listener.local_addr()?);
+    let (ready, is_ready) = tokio::sync::oneshot::channel();
+    // Told only once the database is reached and migrated: the token commands need it too.
+    tokio::spawn(async move {
+        if is_ready.await.is_ok() {
+            eprintln!("{banner}");
+        }
+    });
+    inbox_server::run_and_tell(config, listener, shutdown_signal(), ready).await?;
+    Ok(())
+}
+
+/// Where the service listens and how to get tokens for it; never a password. Printed once it
+/// serves (tests and scripts wait for its first line).
+fn banner(args: &ServeArgs, config: &inbox_server::Config, addr: std::net::SocketAddr) -> String {
+    let database = inbox_server::config::redact_database_url(&config.database_url);
     let same_database = match (&args.config, &args.database_url) {
         (Some(file), _) => format!(" --config {}", file.display()),
+        (None, Some(url)) if inbox_server::config::database_password(url).is_some() => {
+            " --database-url \"$AGENT_INBOX_DATABASE_URL\"".to_owned()
+        }
         (None, Some(url)) => format!(" --database-url {url}"),
         (None, None) => String::new(),
     };
-    eprintln!(
-        "agent-inbox listening on {}://{} (database {})\n\
+    let password_note = if same_database.contains("$AGENT_INBOX_DATABASE_URL") {
+        "\n(set AGENT_INBOX_DATABASE_URL to the database URL with its password first; it is not printed)"
+    } else {
+        ""
+    };
+    let scheme = if config.tls_cert.is_some() { "https" } else { "http" };
+    format!(
+        "agent-inbox listening on {scheme}://{addr} (database {database})\n\
          an agent token:     agent-inbox token issue --tenant demo --subject agent_alpha{same_database}\n\
-         a publisher token:  agent-inbox token issue --tenant demo --subject my_app --kind publisher{same_database}",
-        if config.tls_cert.is_some() { "https" } else { "http" },
-        listener.local_addr()?,
-        config.database_url,
-    );
-    inbox_server::run(config, listener, shutdown_signal()).await?;
-    Ok(())
+         a publisher token:  agent-inbox token issue --tenant demo --subject my_app --kind publisher{same_database}{password_note}"
+    )
 }
 
 pub async fn migrate(args: ServeArgs) -> anyhow::Result<()> {

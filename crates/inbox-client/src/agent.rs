@@ -395,7 +395,7 @@ impl Agent {
                 Err(err) if err.is_transient() => {
                     let next = self.config.poll.next_nominal(nominal, false);
                     nominal = Some(next);
-                    let delay = self.config.poll.jittered(next, jitter());
+                    let delay = err.honoured(self.config.poll.jittered(next, jitter()));
                     if let Some(observer) = &self.config.observer {
                         observer.progress(&Progress::Disconnected { error: &err, retry_in: delay });
                     }
@@ -480,7 +480,7 @@ impl Runner {
                         self.signals.service_down.store(true, Ordering::Release);
                         let nominal = config.poll.next_nominal(self.poll_nominal, false);
                         self.poll_nominal = Some(nominal);
-                        let delay = config.poll.jittered(nominal, jitter());
+                        let delay = err.honoured(config.poll.jittered(nominal, jitter()));
                         self.shared.observe(Progress::Disconnected { error: &err, retry_in: delay });
                         Instant::now() + delay
                     }
@@ -923,7 +923,7 @@ where
         match request().await {
             Err(err) if err.is_transient() && attempt + 1 < shared.config.ack_attempts_max => {
                 attempt += 1;
-                tokio::time::sleep(shared.config.ack_retry.delay(attempt, jitter())).await;
+                tokio::time::sleep(err.honoured(shared.config.ack_retry.delay(attempt, jitter()))).await;
             }
             other => return other,
         }
@@ -950,15 +950,17 @@ pub async fn wait_for_work(
     let mut attempt = 0;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let wait_seconds = remaining.as_secs().min(25) as u32;
+        // Whole seconds, rounded up: the last part of a second is one short long poll, never
+        // a burst of immediate polls.
+        let wait_seconds = (remaining.as_millis().div_ceil(1000) as u32).clamp(1, 25);
         let request = PollRequest {
             after_seq,
             limit: Some(100),
-            wait_seconds: (wait_seconds > 0).then_some(wait_seconds),
+            wait_seconds: Some(wait_seconds),
             include_claimable_only: true,
             ..PollRequest::default()
         };
-        match tokio::time::timeout_at(deadline + Duration::from_secs(1), api.poll(&request)).await {
+        match tokio::time::timeout_at(deadline, api.poll(&request)).await {
             Err(_) => return Ok(None),
             Ok(Ok(page)) => {
                 attempt = 0;
@@ -982,7 +984,7 @@ pub async fn wait_for_work(
             }
             Ok(Err(err)) if err.is_transient() => {
                 attempt += 1;
-                let delay = backoff.delay(attempt, jitter()).min(remaining);
+                let delay = err.honoured(backoff.delay(attempt, jitter())).min(remaining);
                 tokio::time::sleep(delay).await;
             }
             Ok(Err(err)) => return Err(err),

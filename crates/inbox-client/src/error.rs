@@ -77,6 +77,24 @@ impl ClientError {
         }
     }
 
+    /// How long the service asked to be left alone (`Retry-After` on a 503 or 429), at most
+    /// five minutes; a retry never comes sooner than this.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        let ClientError::Refused { problem } = self else { return None };
+        let value = problem.extensions.get("retry_after")?;
+        let seconds = match value {
+            serde_json::Value::String(text) => text.trim().parse::<u64>().ok()?,
+            serde_json::Value::Number(n) => n.as_u64()?,
+            _ => return None,
+        };
+        Some(std::time::Duration::from_secs(seconds.min(300)))
+    }
+
+    /// `delay`, or longer if the service asked for a longer pause.
+    pub(crate) fn honoured(&self, delay: std::time::Duration) -> std::time::Duration {
+        self.retry_after().map_or(delay, |asked| asked.max(delay))
+    }
+
     /// The lease this request used no longer holds the event (expired, released, taken).
     pub fn is_lease_lost(&self) -> bool {
         matches!(self.code(), Some("lease_mismatch" | "lease_expired" | "event_terminal" | "already_acked"))

@@ -212,6 +212,14 @@ impl Transport {
                         _ = self.signals.reconnect.notified() => {}
                     }
                 }
+                Some(err) if err.retry_after().is_some() => {
+                    // The service is up but asked for a pause (its database is away, or a
+                    // limit): another transport would be told the same, so wait and retry this one.
+                    let delay = err.honoured(self.config.reconnect.delay(1, jitter()));
+                    tracing::debug!(transport = kind.as_str(), error = %err, retry_in_ms = delay.as_millis() as u64, "the service asked for a pause");
+                    self.signals.hint.notify_one();
+                    self.pause(delay).await;
+                }
                 Some(err) => {
                     failures += 1;
                     self.signals.hint.notify_one();

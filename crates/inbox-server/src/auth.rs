@@ -215,7 +215,8 @@ pub struct TokenService {
     refresh_ttl: Duration,
     own_keys: RwLock<KeySnapshot>,
     /// One re-read of a stale snapshot at a time; the others wait for it.
-    refreshing: tokio::sync::Mutex<()>,
+    /// One reload at a time; holds the last failed one, which callers that waited share.
+    refreshing: tokio::sync::Mutex<Option<(Instant, String)>>,
     last_reload: RwLock<Instant>,
     external: Option<External>,
 }
@@ -243,6 +244,8 @@ impl std::fmt::Debug for TokenService {
 
 /// How long an unknown key id waits before the key list is read from the database again.
 const KEY_RELOAD_MIN_INTERVAL: Duration = Duration::from_secs(5);
+/// How long a failed key reload answers for the requests that queued behind it.
+const RELOAD_FAILURE_SHARED: Duration = Duration::from_secs(1);
 
 impl TokenService {
     pub async fn new(store: SqlStore, config: &crate::Config) -> Result<TokenService, String> {
@@ -269,7 +272,7 @@ impl TokenService {
             access_ttl: config.access_token_ttl,
             refresh_ttl: config.refresh_token_ttl,
             own_keys: RwLock::new(own_keys),
-            refreshing: tokio::sync::Mutex::new(()),
+            refreshing: tokio::sync::Mutex::new(None),
             last_reload: RwLock::new(Instant::now()),
             external,
         })
@@ -287,7 +290,7 @@ impl TokenService {
     ) -> Result<IssuedTokens, ApiError> {
         let scope = normalize_scope(scope)?;
         let ttl = ttl.unwrap_or(self.access_ttl);
-        self.fresh_keys().await.map_err(ApiError::from)?;
+        self.fresh_keys().await.map_err(|why| ApiError::from(AuthFailure::KeysUnavailable(why)))?;
         let access_token = self.sign(tenant_id, subject, kind, &scope, ttl)?;
         let refresh_token = if refresh {
             let (token, hash) = new_refresh_token();
@@ -340,7 +343,7 @@ impl TokenService {
         };
         let subject = RecipientId::new(grant.subject).map_err(|e| ApiError::internal(e.to_string()))?;
         let kind = CallerKind::parse(&grant.kind).ok_or_else(|| ApiError::internal("stored kind"))?;
-        self.fresh_keys().await.map_err(ApiError::from)?;
+        self.fresh_keys().await.map_err(|why| ApiError::from(AuthFailure::KeysUnavailable(why)))?;
         let access_token = self.sign(&grant.tenant_id, &subject, kind, &grant.scope, self.access_ttl)?;
         Ok(IssuedTokens {
             access_token,
@@ -448,7 +451,7 @@ impl TokenService {
     /// node has not seen, so keys created by another node or a rotation are picked up.
     /// `Ok(None)`: no such key, or one retired by now.
     async fn own_key(&self, kid: &str) -> Result<Option<SigningKey>, AuthFailure> {
-        self.fresh_keys().await.map_err(|e| AuthFailure::KeysUnavailable(e.to_string()))?;
+        self.fresh_keys().await.map_err(AuthFailure::KeysUnavailable)?;
         let live = |snapshot: &KeySnapshot| {
             // A key whose rotation overlap has ended verifies nothing, to the millisecond.
             let now = self.store.now();
@@ -469,13 +472,33 @@ impl TokenService {
     }
 
     /// Reads the keys again when the snapshot may miss a retirement that has taken effect.
-    async fn fresh_keys(&self) -> Result<(), StoreError> {
+    /// While the database is away, requests that queued behind a failed reload share its
+    /// answer instead of each waiting out another database timeout in turn.
+    async fn fresh_keys(&self) -> Result<(), String> {
         let stale = || self.store.now() >= self.own_keys.read().expect("key lock").trusted_until;
         if !stale() {
             return Ok(());
         }
-        let _one_at_a_time = self.refreshing.lock().await;
-        if stale() { self.reload_keys().await } else { Ok(()) }
+        let mut last_failure = self.refreshing.lock().await;
+        if !stale() {
+            return Ok(());
+        }
+        if let Some((at, why)) = last_failure.as_ref() {
+            if at.elapsed() < RELOAD_FAILURE_SHARED {
+                return Err(why.clone());
+            }
+        }
+        match self.reload_keys().await {
+            Ok(()) => {
+                *last_failure = None;
+                Ok(())
+            }
+            Err(err) => {
+                let why = err.to_string();
+                *last_failure = Some((Instant::now(), why.clone()));
+                Err(why)
+            }
+        }
     }
 
     /// Reads the signing keys from the database again (after a rotation).

@@ -19,6 +19,19 @@ pub struct Config {
     /// `sqlite://path` (the default, created on first start) or `mysql://user:pass@host/db`.
     pub database_url: String,
     pub database_connections_max: u32,
+    /// How long a request waits for a database connection before it is answered
+    /// `503 database_unavailable` with `Retry-After`, instead of hanging while the database is away.
+    #[serde(with = "human_duration")]
+    pub database_acquire_timeout: Duration,
+    /// How long one MySQL statement may go unanswered (a paused or partitioned server) before
+    /// the request is answered `503 database_unavailable`. Lock waits end sooner, so busy rows
+    /// are retried, not refused.
+    #[serde(with = "human_duration")]
+    pub database_statement_timeout: Duration,
+    /// How long `serve` keeps trying to reach (and migrate) the database at start before it
+    /// exits; unset: for ever. Meanwhile it listens, `/healthz` answers 200 and `/readyz` 503.
+    #[serde(with = "optional_human_duration", skip_serializing_if = "Option::is_none")]
+    pub database_wait_max: Option<Duration>,
     #[serde(with = "human_duration")]
     pub lease_default: Duration,
     #[serde(with = "human_duration")]
@@ -134,6 +147,9 @@ impl Default for Config {
             listen: "127.0.0.1:8080".into(),
             database_url: "sqlite://./data/agent-inbox.db".into(),
             database_connections_max: 16,
+            database_acquire_timeout: Duration::from_secs(2),
+            database_statement_timeout: Duration::from_secs(3),
+            database_wait_max: None,
             lease_default: Duration::from_secs(120),
             lease_max: Duration::from_secs(3600),
             max_attempts: 10,
@@ -189,8 +205,15 @@ pub struct ConfigError(String);
 
 /// The settings whose default is "unset": TOML leaves them out of the defaults' table, so they
 /// are named here to be known to the file, the environment and flags.
-const OPTIONAL_KEYS: &[&str] =
-    &["jwks_file", "jwks_issuer", "jwks_audience", "signatures_authority", "tls_cert", "tls_key"];
+const OPTIONAL_KEYS: &[&str] = &[
+    "database_wait_max",
+    "jwks_file",
+    "jwks_issuer",
+    "jwks_audience",
+    "signatures_authority",
+    "tls_cert",
+    "tls_key",
+];
 
 impl Config {
     /// Layers defaults, the TOML file (if any), `AGENT_INBOX_*` variables from `env`, then
@@ -247,6 +270,12 @@ impl Config {
 
     fn check(&self) -> Result<(), ConfigError> {
         let bad = |what: String| Err(ConfigError(what));
+        if !(Duration::from_millis(100)..=Duration::from_secs(60)).contains(&self.database_acquire_timeout) {
+            return bad("database_acquire_timeout must be between 100ms and 60s".into());
+        }
+        if !(Duration::from_secs(2)..=Duration::from_secs(300)).contains(&self.database_statement_timeout) {
+            return bad("database_statement_timeout must be between 2s and 5m".into());
+        }
         if self.lease_default < Duration::from_secs(1) || self.lease_default > self.lease_max {
             return bad(format!("lease_default must be between 1s and lease_max ({:?})", self.lease_max));
         }
@@ -378,6 +407,23 @@ fn coerce(value: &str) -> toml::Value {
     }
 }
 
+/// `database_url` with any password replaced by `***`, for banners, logs and problems.
+pub fn redact_database_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let Some((credentials, host)) = rest.rsplit_once('@') else { return url.to_owned() };
+    match credentials.split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+/// The password in `database_url`, if it has one, so text that may quote it can be redacted.
+pub fn database_password(url: &str) -> Option<&str> {
+    let (_, rest) = url.split_once("://")?;
+    let (credentials, _) = rest.rsplit_once('@')?;
+    credentials.split_once(':').map(|(_, password)| password).filter(|p| !p.is_empty())
+}
+
 /// A list of strings: a TOML array, or comma-separated text from the environment or a flag.
 mod string_list {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -399,6 +445,24 @@ mod string_list {
                 text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
             }
         })
+    }
+}
+
+/// A duration that may be left unset.
+mod optional_human_duration {
+    use std::time::Duration;
+
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Option<Duration>, serializer: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(value) => super::human_duration::serialize(value, serializer),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Duration>, D::Error> {
+        super::human_duration::deserialize(deserializer).map(Some)
     }
 }
 
@@ -473,6 +537,19 @@ mod tests {
         assert!(err.to_string().contains("no path, query or trailing slash"), "{err}");
         let err = Config::load(None, [], env(&[("cors_origins", "*")])).unwrap_err();
         assert!(err.to_string().contains("wildcard"), "{err}");
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        let url = "mysql://inbox:s3cr:et@db.internal:3306/agent_inbox";
+        assert_eq!(redact_database_url(url), "mysql://inbox:***@db.internal:3306/agent_inbox");
+        assert_eq!(database_password(url), Some("s3cr:et"));
+        assert_eq!(redact_database_url("mysql://root@127.0.0.1/x"), "mysql://root@127.0.0.1/x");
+        assert_eq!(database_password("mysql://root@127.0.0.1/x"), None);
+        assert_eq!(redact_database_url("sqlite://./data/agent-inbox.db"), "sqlite://./data/agent-inbox.db");
+        let config = Config::load(None, env(&[("AGENT_INBOX_DATABASE_WAIT_MAX", "90s")]), []).unwrap();
+        assert_eq!(config.database_wait_max, Some(Duration::from_secs(90)));
+        assert_eq!(Config::load(None, [], []).unwrap().database_wait_max, None, "for ever by default");
     }
 
     #[test]

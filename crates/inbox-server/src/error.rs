@@ -88,9 +88,13 @@ impl ApiError {
     }
 }
 
+/// The problem `code` of an error response, for the middleware that counts refusals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProblemCode(pub &'static str);
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, retry_after_seconds) = (self.status, self.retry_after_seconds);
+        let (status, retry_after_seconds, code) = (self.status, self.retry_after_seconds, self.code);
         let problem = self.into_problem();
         let body = serde_json::to_vec(&problem).unwrap_or_default();
         let mut response = (status, body).into_response();
@@ -102,6 +106,7 @@ impl IntoResponse for ApiError {
         if status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
+        response.extensions_mut().insert(ProblemCode(code));
         response
     }
 }

@@ -21,6 +21,7 @@ mod routes;
 mod session_changes;
 mod session_policy;
 mod signatures;
+mod startup;
 mod streams;
 mod tasks;
 mod tenant_policies;
@@ -29,12 +30,14 @@ mod trust;
 mod webhooks;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use axum::Router;
-use inbox_store::{ConnectOptions, SqlStore, StoreConfig};
+use inbox_store::{ConnectOptions, SqlStore, StoreConfig, StoreError};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+
+use crate::startup::Retry;
 
 pub use auth::{CallerKind, IssuedTokens, TokenService};
 pub use config::Config;
@@ -90,20 +93,34 @@ pub struct ServerError(String);
 
 /// Connects to the database the configuration names, with the configured store limits.
 pub async fn connect_store(config: &Config) -> Result<SqlStore, ServerError> {
+    connect(config).await.map_err(|e| ServerError(redact(config, e.into_reason())))
+}
+
+async fn connect(config: &Config) -> Result<SqlStore, Retry> {
     if let Some(path) = config.database_url.strip_prefix("sqlite://") {
         if let Some(parent) = std::path::Path::new(path).parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| {
-                ServerError(format!("cannot create the database directory {}: {e}", parent.display()))
+                Retry::Never(format!("cannot create the database directory {}: {e}", parent.display()))
             })?;
         }
     }
+    let statement_timeout = config.database_statement_timeout;
     let options = ConnectOptions {
         connections_max: config.database_connections_max,
+        acquire_timeout: config.database_acquire_timeout,
+        statement_timeout: Some(statement_timeout),
+        lock_wait_timeout_seconds: (statement_timeout.as_secs() as u32).saturating_sub(1).max(1),
         ..ConnectOptions::new(&config.database_url)
     };
-    let store =
-        SqlStore::connect(&options, store_config(config)).await.map_err(|e| ServerError(e.to_string()))?;
-    Ok(store)
+    SqlStore::connect(&options, store_config(config)).await.map_err(retry)
+}
+
+/// `text` with the database password, if any, replaced by `***`.
+fn redact(config: &Config, text: String) -> String {
+    match config::database_password(&config.database_url) {
+        Some(password) => text.replace(password, "***"),
+        None => text,
+    }
 }
 
 fn store_config(config: &Config) -> StoreConfig {
@@ -118,12 +135,20 @@ fn store_config(config: &Config) -> StoreConfig {
 }
 
 /// Builds the application state: connects, migrates and loads signing keys.
-pub async fn prepare(config: Config) -> Result<AppState, ServerError> {
-    let store = connect_store(&config).await?;
-    store.migrate().await.map_err(|e| ServerError(e.to_string()))?;
-    let tokens = TokenService::new(store.clone(), &config).await.map_err(ServerError)?;
+async fn prepare(
+    config: Config,
+    metrics: Arc<metrics::Metrics>,
+    shutdown: Shutdown,
+) -> Result<AppState, Retry> {
+    let store = connect(&config).await?;
+    store.migrate().await.map_err(retry)?;
+    let tokens = match TokenService::new(store.clone(), &config).await {
+        Ok(tokens) => tokens,
+        // Was it the database, gone again, or the configuration (an unreadable JWKS file)?
+        Err(reason) if store.ping().await.is_err() => return Err(Retry::Later(reason)),
+        Err(reason) => return Err(Retry::Never(reason)),
+    };
     let trust = Arc::new(trust::Trust::new(&config));
-    let metrics = Arc::new(metrics::Metrics::default());
     let nonces = nonce_writer::NonceWriter::start(store.clone(), metrics.clone());
     Ok(AppState {
         store,
@@ -136,8 +161,16 @@ pub async fn prepare(config: Config) -> Result<AppState, ServerError> {
         session_changes: Arc::default(),
         trust,
         nonces,
-        shutdown: Shutdown::new(),
+        shutdown,
     })
+}
+
+/// An unreachable database is waited for; anything else stops the start.
+fn retry(err: StoreError) -> Retry {
+    match err {
+        StoreError::Unavailable(_) | StoreError::Contention { .. } => Retry::Later(err.to_string()),
+        other => Retry::Never(other.to_string()),
+    }
 }
 
 /// Every route of the service.
@@ -174,10 +207,23 @@ const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Serves until `shutdown` completes, then stops accepting, lets in-flight requests finish,
 /// ends long polls, stops background work and closes the database pools.
+///
+/// It listens at once, before the database is reached: until then `/healthz` answers 200,
+/// `/readyz` 503 with what it is waiting for, and every API route `503 database_unavailable`.
 pub async fn run(
     config: Config,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    run_and_tell(config, listener, shutdown, tokio::sync::oneshot::channel().0).await
+}
+
+/// [`run`], sending on `ready` once the database is reached and migrated and the API serves.
+pub async fn run_and_tell(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    ready_signal: tokio::sync::oneshot::Sender<()>,
 ) -> Result<(), ServerError> {
     let tls = match (&config.tls_cert, &config.tls_key) {
         (Some(cert), Some(key)) => {
@@ -187,39 +233,70 @@ pub async fn run(
         }
         _ => None,
     };
-    let state = prepare(config).await?;
     let addr = listener.local_addr().map_err(|e| ServerError(e.to_string()))?;
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    tracing::info!(%addr, scheme, database = state.store.dialect().name(), "agent-inbox listening");
-    let background = tasks::spawn(state.clone());
-    let stopping = state.shutdown.clone();
-    let app = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
-    let graceful = async move {
-        shutdown.await;
-        tracing::info!("shutting down: no new connections; finishing requests in flight");
-        stopping.cancel();
+    let stopping = Shutdown::new();
+    let metrics = Arc::new(metrics::Metrics::default());
+    metrics.set_gauge("agent_inbox_database_up", vec![], 0.0);
+    let waiting = Arc::new(startup::Waiting::new(config::redact_database_url(&config.database_url)));
+    let ready = Arc::new(OnceLock::new());
+    let dispatch = startup::Dispatch {
+        ready: ready.clone(),
+        waiting: startup::waiting_router(waiting.clone(), metrics.clone()),
     };
-    let serving = match tls {
+    let app = Router::new().fallback_service(dispatch).into_make_service_with_connect_info::<SocketAddr>();
+    let graceful = {
+        let stopping = stopping.clone();
+        async move {
+            tokio::select! {
+                _ = shutdown => tracing::info!("shutting down: no new connections; finishing requests in flight"),
+                _ = stopping.cancelled() => {}
+            }
+            stopping.cancel();
+        }
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let serving: futures_util::future::BoxFuture<'static, std::io::Result<()>> = match tls {
         Some((files, first)) => {
-            let listener = tls::TlsListener::start(
-                listener,
-                files,
-                first,
-                state.metrics.clone(),
-                state.shutdown.clone(),
-            )
-            .map_err(|e| ServerError(format!("cannot start TLS: {e}")))?;
+            let listener = tls::TlsListener::start(listener, files, first, metrics.clone(), stopping.clone())
+                .map_err(|e| ServerError(format!("cannot start TLS: {e}")))?;
             // `tap_io` gives the listener's peer address to `ConnectInfo`, as for plain TCP.
             let listener = axum::serve::ListenerExt::tap_io(listener, |_| {});
-            axum::serve(listener, app).with_graceful_shutdown(graceful).into_future()
+            Box::pin(axum::serve(listener, app).with_graceful_shutdown(graceful).into_future())
         }
-        None => axum::serve(listener, app).with_graceful_shutdown(graceful).into_future(),
+        None => Box::pin(axum::serve(listener, app).with_graceful_shutdown(graceful).into_future()),
     };
+    let serving = tokio::spawn(serving);
+    tracing::info!(%addr, scheme, database = %waiting_database(&config), "agent-inbox listening; connecting to the database");
+
+    let prepared = tokio::select! {
+        prepared = startup::until_reachable(&waiting, config.database_wait_max, |text| redact(&config, text), || {
+            prepare(config.clone(), metrics.clone(), stopping.clone())
+        }) => Some(prepared),
+        _ = stopping.cancelled() => None,
+    };
+    let state = match prepared {
+        Some(Ok(state)) => state,
+        Some(Err(reason)) => {
+            stopping.cancel();
+            let _ = serving.await;
+            return Err(ServerError(reason));
+        }
+        None => {
+            let _ = serving.await;
+            return Ok(());
+        }
+    };
+    metrics.set_gauge("agent_inbox_database_up", vec![], 1.0);
+    let _ = ready.set(router(state.clone()));
+    tracing::info!(%addr, database = state.store.dialect().name(), "agent-inbox ready");
+    let _ = ready_signal.send(());
+    let background = tasks::spawn(state.clone());
+
     // Streams and long polls end at once on shutdown, but a stream whose client stopped reading
     // is not polled again and cannot notice; do not wait for such connections forever.
     let draining = state.shutdown.clone();
     let served = tokio::select! {
-        served = serving => served,
+        served = serving => served.map_err(|e| std::io::Error::other(e.to_string())).and_then(|r| r),
         _ = async { draining.cancelled().await; tokio::time::sleep(DRAIN_TIMEOUT).await } => {
             tracing::warn!(seconds = DRAIN_TIMEOUT.as_secs(), "connections still open after shutdown (clients not reading); stopping anyway");
             Ok(())
@@ -231,4 +308,8 @@ pub async fn run(
     }
     state.store.close().await;
     served.map_err(|e| ServerError(format!("server error: {e}")))
+}
+
+fn waiting_database(config: &Config) -> String {
+    config::redact_database_url(&config.database_url)
 }

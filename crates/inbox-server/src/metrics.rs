@@ -71,6 +71,12 @@ const HELP: &[(&str, &str, &str)] = &[
     ("agent_inbox_cursor_resets_total", "counter", "Polls answered with cursor_reset_required, by tenant"),
     ("agent_inbox_rate_limited_total", "counter", "Requests refused by a rate limit or waiter cap, by code"),
     ("agent_inbox_auth_failures_total", "counter", "Requests refused for authentication, by code"),
+    ("agent_inbox_database_up", "gauge", "1 while the database answers, 0 while it is unreachable"),
+    (
+        "agent_inbox_database_unavailable_total",
+        "counter",
+        "Requests answered 503 database_unavailable because the database could not be reached",
+    ),
     ("agent_inbox_tls_reloads_total", "counter", "TLS certificate reloads, by result (loaded or refused)"),
     ("agent_inbox_backlog", "gauge", "Unacknowledged events (available, scheduled, claimed) per tenant"),
     ("agent_inbox_parked", "gauge", "Dead-lettered and quarantined events per tenant"),
@@ -192,6 +198,12 @@ impl Metrics {
     pub fn add_gauge(&self, name: &'static str, labels: Labels, delta: f64) {
         let mut families = self.families.lock().expect("metrics lock");
         *families.gauges.entry(name).or_default().entry(labels).or_default() += delta;
+    }
+
+    /// Sets one gauge series.
+    pub fn set_gauge(&self, name: &'static str, labels: Labels, value: f64) {
+        let mut families = self.families.lock().expect("metrics lock");
+        families.gauges.entry(name).or_default().insert(labels, value);
     }
 
     /// Replaces every series of a gauge at once (a fresh snapshot of backlogs).

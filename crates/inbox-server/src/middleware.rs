@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use crate::AppState;
 use crate::auth::{hex, random};
-use crate::error::ApiError;
+use crate::error::{ApiError, ProblemCode};
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
@@ -55,6 +55,9 @@ pub async fn observe(State(state): State<AppState>, request: Request, next: Next
         1,
     );
     state.metrics.observe("agent_inbox_http_request_duration_seconds", vec![("route", route)], elapsed);
+    if response.extensions().get::<ProblemCode>() == Some(&ProblemCode("database_unavailable")) {
+        state.metrics.count("agent_inbox_database_unavailable_total", vec![], 1);
+    }
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert(REQUEST_ID_HEADER, value);
     }

@@ -1,6 +1,7 @@
 //! Background work of every node: the scavenger (leases, expiry, retention), the sweep of
 //! silent sessions, the clean-up of old signals and stream credentials, the notifier
-//! (`notifier.rs`), and the backlog snapshot behind the per-tenant gauges. Each loop stops
+//! (`notifier.rs`), the backlog snapshot behind the per-tenant gauges, and the database check
+//! behind `agent_inbox_database_up`. Each loop stops
 //! when the server shuts down; errors are logged and the loop carries on.
 
 use std::collections::BTreeMap;
@@ -24,6 +25,7 @@ pub fn spawn(state: AppState) -> Vec<JoinHandle<()>> {
     tasks.extend([
         tokio::spawn(scavenger(state.clone())),
         tokio::spawn(stats(state.clone())),
+        tokio::spawn(database_health(state.clone())),
         crate::notifier::spawn(state),
     ]);
     tasks
@@ -84,6 +86,37 @@ async fn clean_up_signals(state: &AppState) {
     }
     if let Err(err) = state.store.delete_expired_stream_credentials(now).await {
         tracing::warn!(error = %err, "deleting expired stream credentials failed");
+    }
+}
+
+/// How often the database is asked whether it answers, for `agent_inbox_database_up`.
+const DATABASE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Keeps `agent_inbox_database_up` current and logs when the database goes away and comes
+/// back, once each; requests meanwhile get `503 database_unavailable` after the bounded wait.
+async fn database_health(state: AppState) {
+    let mut tick = tokio::time::interval(DATABASE_CHECK_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut was_up = true;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = state.shutdown.cancelled() => return,
+        }
+        let checked = tokio::select! {
+            checked = state.store.ping() => checked,
+            _ = state.shutdown.cancelled() => return,
+        };
+        let up = checked.is_ok();
+        state.metrics.set_gauge("agent_inbox_database_up", vec![], if up { 1.0 } else { 0.0 });
+        match (was_up, checked) {
+            (true, Err(err)) => {
+                tracing::warn!(error = %err, "the database does not answer; requests get 503 database_unavailable until it is back")
+            }
+            (false, Ok(())) => tracing::info!("the database answers again"),
+            _ => {}
+        }
+        was_up = up;
     }
 }
 

@@ -29,20 +29,45 @@ pub(crate) enum Arg<'a> {
 /// A borrowed connection of either backend: a pooled one, or a host application's own
 /// connection inside its open transaction (see [`crate::SqlStore::publish_in`]).
 #[derive(Debug)]
-pub enum DbConnection<'a> {
+pub struct DbConnection<'a> {
+    backend: Backend<'a>,
+    /// How long one statement may take before the database counts as unreachable (MySQL
+    /// only: a paused or partitioned server never answers, and TCP keeps the socket open).
+    statement_timeout: Option<Duration>,
+}
+
+#[derive(Debug)]
+enum Backend<'a> {
     MySql(&'a mut MySqlConnection),
     Sqlite(&'a mut SqliteConnection),
 }
 
 impl<'a> From<&'a mut MySqlConnection> for DbConnection<'a> {
     fn from(conn: &'a mut MySqlConnection) -> Self {
-        DbConnection::MySql(conn)
+        DbConnection { backend: Backend::MySql(conn), statement_timeout: None }
     }
 }
 
 impl<'a> From<&'a mut SqliteConnection> for DbConnection<'a> {
     fn from(conn: &'a mut SqliteConnection) -> Self {
-        DbConnection::Sqlite(conn)
+        DbConnection { backend: Backend::Sqlite(conn), statement_timeout: None }
+    }
+}
+
+/// Runs one database round trip, giving up after `limit`. A statement given up on is never
+/// reported as done: its transaction is dropped, so the server rolls it back (or, for a
+/// COMMIT, the caller hears "unavailable" and retries an idempotent operation).
+async fn within<T>(
+    limit: Option<Duration>,
+    round_trip: impl Future<Output = Result<T, sqlx::Error>>,
+) -> Result<T, sqlx::Error> {
+    let Some(limit) = limit else { return round_trip.await };
+    match tokio::time::timeout(limit, round_trip).await {
+        Ok(result) => result,
+        Err(_) => Err(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("the database did not answer within {} ms", limit.as_millis()),
+        ))),
     }
 }
 
@@ -78,19 +103,21 @@ macro_rules! bind_all {
 
 impl DbConnection<'_> {
     pub(crate) fn dialect(&self) -> Dialect {
-        match self {
-            DbConnection::MySql(_) => Dialect::MySql,
-            DbConnection::Sqlite(_) => Dialect::Sqlite,
+        match self.backend {
+            Backend::MySql(_) => Dialect::MySql,
+            Backend::Sqlite(_) => Dialect::Sqlite,
         }
     }
 
     pub(crate) async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Executed, StoreError> {
-        Ok(match self {
-            DbConnection::MySql(conn) => {
-                let done = bind_all!(sqlx::query::<MySql>(sql), args).execute(&mut **conn).await?;
+        let limit = self.statement_timeout;
+        Ok(match &mut self.backend {
+            Backend::MySql(conn) => {
+                let done =
+                    within(limit, bind_all!(sqlx::query::<MySql>(sql), args).execute(&mut **conn)).await?;
                 Executed { rows_affected: done.rows_affected(), last_insert_id: done.last_insert_id() as i64 }
             }
-            DbConnection::Sqlite(conn) => {
+            Backend::Sqlite(conn) => {
                 let done = bind_all!(sqlx::query::<Sqlite>(sql), args).execute(&mut **conn).await?;
                 Executed { rows_affected: done.rows_affected(), last_insert_id: done.last_insert_rowid() }
             }
@@ -98,14 +125,16 @@ impl DbConnection<'_> {
     }
 
     pub(crate) async fn fetch_all(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<DbRow>, StoreError> {
-        Ok(match self {
-            DbConnection::MySql(conn) => bind_all!(sqlx::query::<MySql>(sql), args)
-                .fetch_all(&mut **conn)
-                .await?
-                .into_iter()
-                .map(DbRow::MySql)
-                .collect(),
-            DbConnection::Sqlite(conn) => bind_all!(sqlx::query::<Sqlite>(sql), args)
+        let limit = self.statement_timeout;
+        Ok(match &mut self.backend {
+            Backend::MySql(conn) => {
+                within(limit, bind_all!(sqlx::query::<MySql>(sql), args).fetch_all(&mut **conn))
+                    .await?
+                    .into_iter()
+                    .map(DbRow::MySql)
+                    .collect()
+            }
+            Backend::Sqlite(conn) => bind_all!(sqlx::query::<Sqlite>(sql), args)
                 .fetch_all(&mut **conn)
                 .await?
                 .into_iter()
@@ -119,12 +148,14 @@ impl DbConnection<'_> {
         sql: &str,
         args: &[Arg<'_>],
     ) -> Result<Option<DbRow>, StoreError> {
-        Ok(match self {
-            DbConnection::MySql(conn) => bind_all!(sqlx::query::<MySql>(sql), args)
-                .fetch_optional(&mut **conn)
-                .await?
-                .map(DbRow::MySql),
-            DbConnection::Sqlite(conn) => bind_all!(sqlx::query::<Sqlite>(sql), args)
+        let limit = self.statement_timeout;
+        Ok(match &mut self.backend {
+            Backend::MySql(conn) => {
+                within(limit, bind_all!(sqlx::query::<MySql>(sql), args).fetch_optional(&mut **conn))
+                    .await?
+                    .map(DbRow::MySql)
+            }
+            Backend::Sqlite(conn) => bind_all!(sqlx::query::<Sqlite>(sql), args)
                 .fetch_optional(&mut **conn)
                 .await?
                 .map(DbRow::Sqlite),
@@ -133,9 +164,10 @@ impl DbConnection<'_> {
 
     /// Runs text-protocol SQL (DDL, routines) that cannot be prepared.
     pub(crate) async fn execute_raw(&mut self, sql: &str) -> Result<(), StoreError> {
-        match self {
-            DbConnection::MySql(conn) => conn.execute(sqlx::raw_sql(sql)).await.map(drop)?,
-            DbConnection::Sqlite(conn) => conn.execute(sqlx::raw_sql(sql)).await.map(drop)?,
+        // Migrations and routines: no statement timeout, a schema change may take its time.
+        match &mut self.backend {
+            Backend::MySql(conn) => conn.execute(sqlx::raw_sql(sql)).await.map(drop)?,
+            Backend::Sqlite(conn) => conn.execute(sqlx::raw_sql(sql)).await.map(drop)?,
         }
         Ok(())
     }
@@ -190,21 +222,21 @@ impl DbRow {
 /// An open transaction on a store-owned connection.
 #[derive(Debug)]
 pub(crate) enum Tx {
-    MySql(sqlx::Transaction<'static, MySql>),
+    MySql(sqlx::Transaction<'static, MySql>, Option<Duration>),
     Sqlite(sqlx::Transaction<'static, Sqlite>),
 }
 
 impl Tx {
     pub(crate) fn conn(&mut self) -> DbConnection<'_> {
         match self {
-            Tx::MySql(tx) => DbConnection::MySql(tx),
-            Tx::Sqlite(tx) => DbConnection::Sqlite(tx),
+            Tx::MySql(tx, limit) => DbConnection { backend: Backend::MySql(tx), statement_timeout: *limit },
+            Tx::Sqlite(tx) => DbConnection::from(&mut **tx),
         }
     }
 
     pub(crate) async fn commit(self) -> Result<(), StoreError> {
         match self {
-            Tx::MySql(tx) => tx.commit().await?,
+            Tx::MySql(tx, limit) => within(limit, tx.commit()).await?,
             Tx::Sqlite(tx) => tx.commit().await?,
         }
         Ok(())
@@ -214,15 +246,17 @@ impl Tx {
 /// A connection checked out of a store pool, outside any explicit transaction.
 #[derive(Debug)]
 pub(crate) enum Pooled {
-    MySql(PoolConnection<MySql>),
+    MySql(PoolConnection<MySql>, Option<Duration>),
     Sqlite(PoolConnection<Sqlite>),
 }
 
 impl Pooled {
     pub(crate) fn conn(&mut self) -> DbConnection<'_> {
         match self {
-            Pooled::MySql(conn) => DbConnection::MySql(conn),
-            Pooled::Sqlite(conn) => DbConnection::Sqlite(conn),
+            Pooled::MySql(conn, limit) => {
+                DbConnection { backend: Backend::MySql(conn), statement_timeout: *limit }
+            }
+            Pooled::Sqlite(conn) => DbConnection::from(&mut **conn),
         }
     }
 }
@@ -232,7 +266,7 @@ impl Pooled {
 /// separate pool that WAL lets run beside the writer.
 #[derive(Debug, Clone)]
 pub(crate) enum Pools {
-    MySql(MySqlPool),
+    MySql { pool: MySqlPool, statement_timeout: Option<Duration> },
     Sqlite { writer: SqlitePool, reader: SqlitePool },
 }
 
@@ -245,11 +279,23 @@ pub struct ConnectOptions {
     pub connections_max: u32,
     /// How long a caller waits for a free connection before the store answers "unavailable".
     pub acquire_timeout: Duration,
+    /// How long one MySQL statement may go unanswered before the store answers
+    /// "unavailable" (`None`: wait as long as the server takes).
+    pub statement_timeout: Option<Duration>,
+    /// MySQL's `innodb_lock_wait_timeout`: a statement waiting longer for a row lock fails and
+    /// its transaction is retried. Keep it below `statement_timeout`.
+    pub lock_wait_timeout_seconds: u32,
 }
 
 impl ConnectOptions {
     pub fn new(url: impl Into<String>) -> Self {
-        Self { url: url.into(), connections_max: 16, acquire_timeout: Duration::from_secs(10) }
+        Self {
+            url: url.into(),
+            connections_max: 16,
+            acquire_timeout: Duration::from_secs(10),
+            statement_timeout: None,
+            lock_wait_timeout_seconds: 10,
+        }
     }
 }
 
@@ -262,6 +308,11 @@ impl Pools {
         if let Some(rest) = url.strip_prefix("mysql://").or_else(|| url.strip_prefix("mariadb://")) {
             let connect = MySqlConnectOptions::from_str(&format!("mysql://{rest}"))
                 .map_err(|err| StoreError::invalid("database_url", err.to_string()))?;
+            // One plain connection first: a pool that cannot connect reports only that it timed
+            // out, while this names the cause (refused, unknown host, access denied, ...).
+            let probe = MySqlConnection::connect_with(&connect).await.map_err(StoreError::Unavailable)?;
+            let _ = probe.close().await;
+            let lock_wait = options.lock_wait_timeout_seconds.max(1);
             let pool = MySqlPoolOptions::new()
                 .max_connections(options.connections_max.max(1))
                 .acquire_timeout(options.acquire_timeout)
@@ -277,22 +328,22 @@ impl Pools {
                         Ok(true)
                     })
                 })
-                .after_connect(|conn, _meta| {
+                .after_connect(move |conn, _meta| {
                     Box::pin(async move {
                         // Claims use SKIP LOCKED; READ COMMITTED takes record locks only, so
                         // claimers never gap-lock the inserts of concurrent publishers.
                         conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED").await?;
-                        conn.execute(
-                            "SET SESSION innodb_lock_wait_timeout = 10, SESSION time_zone = '+00:00'",
-                        )
-                        .await?;
+                        let session = format!(
+                            "SET SESSION innodb_lock_wait_timeout = {lock_wait}, SESSION time_zone = '+00:00'"
+                        );
+                        conn.execute(session.as_str()).await?;
                         Ok(())
                     })
                 })
                 .connect_with(connect)
                 .await
                 .map_err(StoreError::Unavailable)?;
-            return Ok(Pools::MySql(pool));
+            return Ok(Pools::MySql { pool, statement_timeout: options.statement_timeout });
         }
         if url.starts_with("sqlite:") {
             let connect = SqliteConnectOptions::from_str(url)
@@ -324,7 +375,7 @@ impl Pools {
 
     pub(crate) fn dialect(&self) -> Dialect {
         match self {
-            Pools::MySql(_) => Dialect::MySql,
+            Pools::MySql { .. } => Dialect::MySql,
             Pools::Sqlite { .. } => Dialect::Sqlite,
         }
     }
@@ -333,7 +384,9 @@ impl Pools {
     /// (`BEGIN IMMEDIATE`), so a read-then-write transaction never fails to upgrade.
     pub(crate) async fn begin(&self) -> Result<Tx, StoreError> {
         Ok(match self {
-            Pools::MySql(pool) => Tx::MySql(pool.begin().await?),
+            Pools::MySql { pool, statement_timeout } => {
+                Tx::MySql(within(*statement_timeout, pool.begin()).await?, *statement_timeout)
+            }
             Pools::Sqlite { writer, .. } => Tx::Sqlite(writer.begin_with("BEGIN IMMEDIATE").await?),
         })
     }
@@ -341,7 +394,9 @@ impl Pools {
     /// A connection for single autocommit writes.
     pub(crate) async fn writer(&self) -> Result<Pooled, StoreError> {
         Ok(match self {
-            Pools::MySql(pool) => Pooled::MySql(pool.acquire().await?),
+            Pools::MySql { pool, statement_timeout } => {
+                Pooled::MySql(pool.acquire().await?, *statement_timeout)
+            }
             Pools::Sqlite { writer, .. } => Pooled::Sqlite(writer.acquire().await?),
         })
     }
@@ -349,14 +404,16 @@ impl Pools {
     /// A connection for reads that never block writers.
     pub(crate) async fn reader(&self) -> Result<Pooled, StoreError> {
         Ok(match self {
-            Pools::MySql(pool) => Pooled::MySql(pool.acquire().await?),
+            Pools::MySql { pool, statement_timeout } => {
+                Pooled::MySql(pool.acquire().await?, *statement_timeout)
+            }
             Pools::Sqlite { reader, .. } => Pooled::Sqlite(reader.acquire().await?),
         })
     }
 
     pub(crate) async fn close(&self) {
         match self {
-            Pools::MySql(pool) => pool.close().await,
+            Pools::MySql { pool, .. } => pool.close().await,
             Pools::Sqlite { writer, reader } => {
                 writer.close().await;
                 reader.close().await;

@@ -23,12 +23,15 @@ async fn healthz() -> Json<serde_json::Value> {
 }
 
 async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
-    state.store.ping().await.map_err(|e| {
+    let up = state.store.ping().await;
+    state.metrics.set_gauge("agent_inbox_database_up", vec![], if up.is_ok() { 1.0 } else { 0.0 });
+    up.map_err(|e| {
         let mut err = ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "not_ready",
-            "the database does not answer; retry shortly",
-        );
+            "the database does not answer; requests get 503 database_unavailable until it is back, retry shortly",
+        )
+        .retry_after(1);
         err.internal = Some(e.to_string());
         err
     })?;
@@ -36,7 +39,12 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Value>
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"))], state.metrics.render())
+    metrics_text(&state.metrics)
+}
+
+/// The Prometheus text of `metrics`, also served while the node waits for its database.
+pub(crate) fn metrics_text(metrics: &crate::metrics::Metrics) -> impl IntoResponse + use<> {
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"))], metrics.render())
 }
 
 async fn openapi() -> impl IntoResponse {

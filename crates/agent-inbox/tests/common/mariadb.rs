@@ -1,0 +1,140 @@
+//! A private `mariadbd` the test owns: its own data directory and loopback port, started,
+//! paused (SIGSTOP), resumed and killed by the test, never the machine's own server.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct PrivateMariaDb {
+    dir: PathBuf,
+    pub port: u16,
+    child: Option<Child>,
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl PrivateMariaDb {
+    /// Creates the data directory (system tables included); the server is not started.
+    pub fn install(name: &str) -> PrivateMariaDb {
+        let dir = std::env::temp_dir().join(format!("agent-inbox-mariadb-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        let installed = Command::new("mariadb-install-db")
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", dir.join("data").display()))
+            .args(["--user=root", "--skip-test-db", "--auth-root-authentication-method=normal"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .expect("mariadb-install-db runs (apt-get install mariadb-server)");
+        assert!(
+            installed.status.success(),
+            "mariadb-install-db: {}",
+            String::from_utf8_lossy(&installed.stderr)
+        );
+        PrivateMariaDb { dir, port: free_port(), child: None }
+    }
+
+    pub fn url(&self) -> String {
+        format!("mysql://root@127.0.0.1:{}/agent_inbox_outage", self.port)
+    }
+
+    /// Starts the server and waits until it answers, with the test database created.
+    pub fn start(&mut self) {
+        assert!(self.child.is_none(), "already running");
+        let data = self.dir.join("data");
+        let child = Command::new("/usr/sbin/mariadbd")
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--socket={}", self.dir.join("mariadb.sock").display()))
+            .arg(format!("--pid-file={}", self.dir.join("mariadb.pid").display()))
+            .arg(format!("--port={}", self.port))
+            .args([
+                "--bind-address=127.0.0.1",
+                "--user=root",
+                "--skip-grant-tables",
+                "--skip-log-bin",
+                "--innodb-buffer-pool-size=32M",
+                "--innodb-log-file-size=16M",
+                "--max-connections=200",
+            ])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(self.dir.join("mariadb.err")).unwrap())
+            .spawn()
+            .expect("start mariadbd");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.answers() {
+            assert!(Instant::now() < deadline, "the private mariadbd did not start: {}", self.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.sql("CREATE DATABASE IF NOT EXISTS agent_inbox_outage");
+    }
+
+    fn answers(&self) -> bool {
+        Command::new("mariadb-admin")
+            .args(["--no-defaults", "--protocol=tcp", "-h127.0.0.1", &format!("-P{}", self.port), "-uroot"])
+            .args(["--connect-timeout=1", "ping"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    fn sql(&self, statement: &str) {
+        let done = Command::new("mariadb")
+            .args(["--no-defaults", "--protocol=tcp", "-h127.0.0.1", &format!("-P{}", self.port), "-uroot"])
+            .args(["-e", statement])
+            .output()
+            .expect("the mariadb client runs");
+        assert!(done.status.success(), "{statement}: {}", String::from_utf8_lossy(&done.stderr));
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let sent = Command::new("kill").args([signal, &pid]).status().unwrap();
+        assert!(sent.success(), "kill {signal} {pid}");
+    }
+
+    /// SIGSTOP: connections stay open and nothing answers, as on a hung or partitioned host.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    /// SIGKILL, then waits until the process is gone.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("mariadb.err")).unwrap_or_default()
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for PrivateMariaDb {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            // A paused server would ignore SIGKILL only until it is continued; SIGKILL works
+            // on stopped processes, but continue it first so it never lingers stopped.
+            let _ =
+                Command::new("kill").args(["-CONT", &self.child.as_ref().unwrap().id().to_string()]).status();
+        }
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
