@@ -32,6 +32,9 @@ pub enum Command {
     Listen(ListenArgs),
     /// Block until work is waiting (exit 0), or until --timeout passes (exit 1).
     Wait(WaitArgs),
+    /// Serve the inbox to a language-model client as Model Context Protocol tools over stdio
+    /// (stdout carries the protocol; logs go to stderr).
+    Mcp(McpArgs),
     /// Install, remove or inspect the user service (systemd or launchd) that runs `listen`.
     Service {
         #[command(subcommand)]
@@ -309,6 +312,15 @@ pub struct WaitArgs {
     /// Give up after this long, such as 10m, with exit code 1 [default: wait indefinitely].
     #[arg(long)]
     pub timeout: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Log as JSON lines (on stderr) instead of text.
+    #[arg(long, env = "AGENT_INBOX_LOG_JSON")]
+    pub log_json: bool,
 }
 
 // Parsed once per process; the size of a variant does not matter.
