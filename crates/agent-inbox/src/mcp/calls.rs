@@ -38,8 +38,8 @@ pub async fn wait(api: &Api, args: WaitArgs) -> Answer {
     Ok(success(&json!({
         "work_waiting": found.is_some(),
         "claimable": claimable,
-        // One poll page counts at most 100.
-        "claimable_at_least": claimable >= 100,
+        // One poll page counts at most 100 events: true means "100 or more".
+        "claimable_count_capped": claimable >= 100,
         "head_seq": head.head_seq,
     })))
 }

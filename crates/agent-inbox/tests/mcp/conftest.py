@@ -216,3 +216,94 @@ def structured(result: Any) -> dict:
     assert result.structured_content is not None, result
     assert json.loads(result.content[0].text) == result.structured_content
     return result.structured_content
+
+
+class RefusingProxy:
+    """A loopback HTTP proxy in front of the real server. It forwards every request, except
+    that the next `count` requests to `path` get `status` with a Retry-After header and a
+    problem document, as the service answers when its database is busy (503) or a caller is
+    rate limited (429). It records when each request to a refused path arrived."""
+
+    PROBLEMS = {503: ("database_busy", "the database is busy; retry in a moment"),
+                429: ("rate_limited", "sending requests faster than allowed")}
+
+    def __init__(self, target: str) -> None:
+        import http.client
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import urlsplit
+
+        self.rules: dict[str, list[Any]] = {}
+        self.arrivals: dict[str, list[float]] = {}
+        self.lock = threading.Lock()
+        upstream = urlsplit(target)
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def handle_any(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                path = self.path.split("?")[0]
+                with proxy.lock:
+                    rule = proxy.rules.get(path)
+                    if rule is not None:
+                        proxy.arrivals.setdefault(path, []).append(time.monotonic())
+                    refuse = rule is not None and rule[2] > 0
+                    if refuse:
+                        rule[2] -= 1
+                if refuse:
+                    status, retry_after = rule[0], rule[1]
+                    code, detail = proxy.PROBLEMS[status]
+                    problem = json.dumps(
+                        {"type": f"urn:agent-inbox:problem:{code}", "title": code, "status": status,
+                         "code": code, "detail": detail}
+                    ).encode()
+                    self.send_response(status)
+                    self.send_header("content-type", "application/problem+json")
+                    self.send_header("retry-after", str(retry_after))
+                    self.send_header("content-length", str(len(problem)))
+                    self.end_headers()
+                    self.wfile.write(problem)
+                    return
+                connection = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "host")}
+                headers["host"] = upstream.netloc
+                connection.request(self.command, self.path, body=body or None, headers=headers)
+                answer = connection.getresponse()
+                data = answer.read()
+                self.send_response(answer.status)
+                for key, value in answer.getheaders():
+                    if key.lower() not in ("connection", "transfer-encoding", "content-length"):
+                        self.send_header(key, value)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                connection.close()
+
+            do_GET = do_POST = do_DELETE = handle_any
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def refuse(self, path: str, status: int, retry_after: int, count: int) -> None:
+        with self.lock:
+            self.rules[path] = [status, retry_after, count]
+            self.arrivals[path] = []
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def proxy(server: InboxServer) -> Any:
+    refusing = RefusingProxy(server.base)
+    try:
+        yield refusing
+    finally:
+        refusing.close()

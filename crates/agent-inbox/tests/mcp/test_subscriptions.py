@@ -73,3 +73,34 @@ async def test_an_unknown_resource_is_a_protocol_error(server, home, agent_id):
     async with mcp_client(home, token_args(server, agent_id)) as client:
         with pytest.raises(MCPError):
             await client.read_resource("inbox://tail")
+
+
+async def test_following_the_head_never_takes_the_agents_session(server, home, agent_id):
+    """Under the single-active-session policy a stream without the agent's session is refused;
+    the subscription then follows the head by long polls, and the agent's own session (its
+    `listen`) stays the active one."""
+    tenant = "single"
+    admin = server.issue("operator", kind="admin", tenant=tenant)[0]
+    status, body = server.http("POST", "/v1/admin/tenant-policy", admin, {"single_active_session": True})
+    assert status == 200, body
+    agent_token = server.agent_token(agent_id, tenant=tenant)
+    status, session = server.http("POST", "/v1/agent-sessions/subscribe", agent_token, {"device_id": "laptop"})
+    assert status == 200, session
+
+    updated = anyio.Event()
+
+    async def on_message(message) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.set()
+
+    args = ["--server", server.base, "--token", agent_token]
+    async with mcp_client(home, args, mode="legacy", message_handler=on_message) as client:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await client.subscribe_resource(HEAD)
+        await anyio.to_thread.run_sync(lambda: server.publish(server.publisher_token(tenant), agent_id, {"n": 1}))
+        with anyio.fail_after(NOTIFICATION_SECONDS):
+            await updated.wait()
+    path = f"/v1/agent-sessions/{session['session_id']}/heartbeat"
+    status, beat = server.http("POST", path, agent_token, {"last_seen_seq": 0})
+    assert status == 200, f"the agent's session is still the active one: {beat}"

@@ -61,7 +61,7 @@ async def test_wait_returns_within_a_second_of_a_publish(server, home, agent_id)
     publisher = server.publisher_token()
     async with mcp_client(home, token_args(server, server.agent_token(agent_id))) as client:
         empty = structured(await client.call_tool("inbox_wait", {"timeout_seconds": 1}))
-        assert empty == {"work_waiting": False, "claimable": 0, "claimable_at_least": False, "head_seq": 0}
+        assert empty == {"work_waiting": False, "claimable": 0, "claimable_count_capped": False, "head_seq": 0}
 
         published_at: list[float] = []
 
