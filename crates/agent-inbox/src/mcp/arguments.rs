@@ -153,7 +153,10 @@ impl ClaimArgs {
             (Some(_), Some(_)) => Err(Invalid("give either limit or event_ids, not both".to_owned())),
             (Some(ids), None) => {
                 if ids.is_empty() || ids.len() as u64 > PAGE_MAX {
-                    return Err(Invalid(format!("event_ids must name 1 to {PAGE_MAX} events (got {})", ids.len())));
+                    return Err(Invalid(format!(
+                        "event_ids must name 1 to {PAGE_MAX} events (got {})",
+                        ids.len()
+                    )));
                 }
                 for id in ids {
                     present("each of event_ids", id)?;
@@ -216,17 +219,17 @@ impl PublishArgs {
             present("each of recipients", recipient)?;
         }
         present("event_type", &self.event_type)?;
-        if let Some(payload) = &self.payload {
-            if !payload.is_object() {
-                return Err(Invalid("payload must be a JSON object".to_owned()));
-            }
+        if let Some(payload) = &self.payload
+            && !payload.is_object()
+        {
+            return Err(Invalid("payload must be a JSON object".to_owned()));
         }
-        if let Some(priority) = self.priority.as_deref() {
-            if !matches!(priority, "urgent" | "high" | "normal" | "low") {
-                return Err(Invalid(format!(
-                    "priority must be \"urgent\", \"high\", \"normal\" or \"low\" (got {priority:?})"
-                )));
-            }
+        if let Some(priority) = self.priority.as_deref()
+            && !matches!(priority, "urgent" | "high" | "normal" | "low")
+        {
+            return Err(Invalid(format!(
+                "priority must be \"urgent\", \"high\", \"normal\" or \"low\" (got {priority:?})"
+            )));
         }
         if let Some(max) = self.max_attempts {
             within("max_attempts", Some(u64::from(max)), 1, 1000, 1)?;
@@ -242,7 +245,10 @@ mod tests {
     #[test]
     fn bounds_are_named_in_the_message() {
         let wait = WaitArgs { timeout_seconds: Some(26) };
-        assert_eq!(wait.timeout_seconds().unwrap_err().0, "timeout_seconds must be between 0 and 25 (got 26)");
+        assert_eq!(
+            wait.timeout_seconds().unwrap_err().0,
+            "timeout_seconds must be between 0 and 25 (got 26)"
+        );
         assert_eq!(WaitArgs::default().timeout_seconds().unwrap(), 20);
         assert!(PollArgs { limit: Some(0), ..PollArgs::default() }.limit().is_err());
         let both = ClaimArgs { limit: Some(1), event_ids: Some(vec!["e".into()]), lease_seconds: None };
@@ -269,7 +275,8 @@ mod tests {
 
     #[test]
     fn publish_needs_recipients_a_type_and_an_object_payload() {
-        let mut publish = PublishArgs { recipients: vec![], event_type: "t".into(), ..PublishArgs::default() };
+        let mut publish =
+            PublishArgs { recipients: vec![], event_type: "t".into(), ..PublishArgs::default() };
         assert!(publish.check().unwrap_err().0.starts_with("recipients"));
         publish.recipients = vec!["a".into()];
         publish.payload = Some(Value::from(3));

@@ -45,8 +45,11 @@ pub async fn wait(api: &Api, args: WaitArgs) -> Answer {
 }
 
 pub async fn poll(api: &Api, args: PollArgs) -> Answer {
-    let request =
-        PollRequest { after_seq: args.after_seq.unwrap_or(0), limit: Some(args.limit()?), ..PollRequest::default() };
+    let request = PollRequest {
+        after_seq: args.after_seq.unwrap_or(0),
+        limit: Some(args.limit()?),
+        ..PollRequest::default()
+    };
     let page = retrying(Repeat::Safe, || api.poll(&request)).await.map_err(|err| from_error(&err))?;
     Ok(success(&page))
 }
@@ -57,7 +60,8 @@ pub async fn claim(api: &Api, args: ClaimArgs) -> Answer {
         ClaimWhat::Next(limit) => request.limit = Some(limit),
         ClaimWhat::Named(ids) => request.event_ids = Some(ids),
     }
-    let answer = retrying(Repeat::OnlyIfRefused, || api.claim(&request)).await.map_err(|err| from_error(&err))?;
+    let answer =
+        retrying(Repeat::OnlyIfRefused, || api.claim(&request)).await.map_err(|err| from_error(&err))?;
     if let (true, Some(rejected)) = (answer.claims.is_empty(), answer.rejected.first()) {
         return Err(from_item(&rejected.event_id, &rejected.error));
     }
@@ -74,9 +78,14 @@ pub async fn ack(api: &Api, args: AckArgs) -> Answer {
         tenant_id: None,
         recipient_id: None,
         session_id: None,
-        acks: vec![AckEntry { event_id: args.event_id.clone(), lease_token: args.lease_token, result: Some(result) }],
+        acks: vec![AckEntry {
+            event_id: args.event_id.clone(),
+            lease_token: args.lease_token,
+            result: Some(result),
+        }],
     };
-    let answer = retrying(Repeat::Safe, || api.acknowledge(&request)).await.map_err(|err| from_error(&err))?;
+    let answer =
+        retrying(Repeat::Safe, || api.acknowledge(&request)).await.map_err(|err| from_error(&err))?;
     match answer.results.into_iter().next() {
         Some(outcome) => match &outcome.error {
             Some(error) => Err(from_item(&outcome.event_id, error)),
@@ -144,5 +153,7 @@ pub async fn publish(api: &Api, args: PublishArgs) -> Answer {
 }
 
 fn invalid_answer(event_id: &str) -> CallToolResult {
-    from_error(&inbox_client::ClientError::Protocol(format!("the service answered nothing about event {event_id}")))
+    from_error(&inbox_client::ClientError::Protocol(format!(
+        "the service answered nothing about event {event_id}"
+    )))
 }

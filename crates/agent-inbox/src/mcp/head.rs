@@ -76,11 +76,11 @@ impl HeadWatch {
     async fn unsubscribe(&self) {
         let mut follower = self.inner.follower.lock().await;
         follower.subscribers = follower.subscribers.saturating_sub(1);
-        if follower.subscribers == 0 {
-            if let Some(task) = follower.task.take() {
-                task.abort();
-                tracing::info!("no inbox://head subscribers left; hint stream closed");
-            }
+        if follower.subscribers == 0
+            && let Some(task) = follower.task.take()
+        {
+            task.abort();
+            tracing::info!("no inbox://head subscribers left; hint stream closed");
         }
     }
 }
@@ -161,7 +161,8 @@ async fn long_poll(
     last_seen: &mut Option<u64>,
     head: u64,
 ) -> Result<(), ClientError> {
-    let request = PollRequest { after_seq: head, limit: Some(1), wait_seconds: Some(25), ..PollRequest::default() };
+    let request =
+        PollRequest { after_seq: head, limit: Some(1), wait_seconds: Some(25), ..PollRequest::default() };
     let page = api.poll(&request).await?;
     note(updates, last_seen, page.head_seq);
     Ok(())

@@ -74,9 +74,12 @@ fn hint(code: &str) -> Option<&'static str> {
         }
         "scope_missing" => "this token may not make this call; ask for a token with the named scope",
         "unreachable" => "the inbox service did not answer; try again in a little while",
-        "rate_limited" | "auth_throttled" | "database_busy" | "database_unavailable" | "http_429" | "http_503" => {
-            "the service is busy; wait retry_after_seconds (or a few seconds) and call again"
-        }
+        "rate_limited"
+        | "auth_throttled"
+        | "database_busy"
+        | "database_unavailable"
+        | "http_429"
+        | "http_503" => "the service is busy; wait retry_after_seconds (or a few seconds) and call again",
         "invalid_argument" => "fix the named argument and call again",
         _ => return None,
     })

@@ -70,7 +70,12 @@ impl InboxServer {
                 tool_router.remove_route(name);
             }
         }
-        InboxServer { head: HeadWatch::new(api.clone()), api, tool_router, legacy_subscription: Arc::default() }
+        InboxServer {
+            head: HeadWatch::new(api.clone()),
+            api,
+            tool_router,
+            legacy_subscription: Arc::default(),
+        }
     }
 
     #[tool(
@@ -102,7 +107,12 @@ impl InboxServer {
                        while the lease holds. When the work is done call inbox_ack with the event_id and \
                        lease_token; if you cannot do it, call inbox_release; if it takes longer than the lease, \
                        call inbox_heartbeat. A lease left to expire makes the event come back for a retry.",
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     async fn inbox_claim(&self, Parameters(args): Parameters<ClaimArgs>) -> Result<CallToolResult, McpError> {
         answer(calls::claim(&self.api, args).await)
@@ -113,7 +123,12 @@ impl InboxServer {
                        from inbox_claim: the event is finished and never delivered again. result \"failed\" \
                        instead parks an event that can never succeed for a human. Repeating an acknowledgement \
                        is harmless. A lease_mismatch or lease_expired error means the lease is no longer yours.",
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn inbox_ack(&self, Parameters(args): Parameters<AckArgs>) -> Result<CallToolResult, McpError> {
         answer(calls::ack(&self.api, args).await)
@@ -123,9 +138,17 @@ impl InboxServer {
         description = "Give a claimed event back without finishing it, when you cannot do the work now: it \
                        becomes claimable again after retry_after_seconds (default 0), by you or another worker. \
                        Pass the event_id and lease_token from inbox_claim, and a short reason.",
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
-    async fn inbox_release(&self, Parameters(args): Parameters<ReleaseArgs>) -> Result<CallToolResult, McpError> {
+    async fn inbox_release(
+        &self,
+        Parameters(args): Parameters<ReleaseArgs>,
+    ) -> Result<CallToolResult, McpError> {
         answer(calls::release(&self.api, args).await)
     }
 
@@ -134,9 +157,17 @@ impl InboxServer {
                        extend_by_seconds from now (default 120). Call it before visibility_lease_until_utc \
                        passes, with the event_id and lease_token from inbox_claim; acknowledge with inbox_ack \
                        when done.",
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
-    async fn inbox_heartbeat(&self, Parameters(args): Parameters<HeartbeatArgs>) -> Result<CallToolResult, McpError> {
+    async fn inbox_heartbeat(
+        &self,
+        Parameters(args): Parameters<HeartbeatArgs>,
+    ) -> Result<CallToolResult, McpError> {
         answer(calls::heartbeat(&self.api, args).await)
     }
 
@@ -145,9 +176,17 @@ impl InboxServer {
                        it is, payload (a JSON object) carries the data. Give a deduplication_key whenever you might \
                        send the same thing twice: a repeat then returns the first event instead of a duplicate. \
                        Returns one delivery per recipient with its event_id.",
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
-    async fn inbox_publish(&self, Parameters(args): Parameters<PublishArgs>) -> Result<CallToolResult, McpError> {
+    async fn inbox_publish(
+        &self,
+        Parameters(args): Parameters<PublishArgs>,
+    ) -> Result<CallToolResult, McpError> {
         answer(calls::publish(&self.api, args).await)
     }
 }
@@ -172,8 +211,11 @@ fn check_uri(uri: &str) -> Result<(), McpError> {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for InboxServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities =
-            ServerCapabilities::builder().enable_resources().enable_resources_subscribe().enable_tools().build();
+        let capabilities = ServerCapabilities::builder()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_tools()
+            .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("agent-inbox", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
@@ -196,7 +238,8 @@ impl ServerHandler for InboxServer {
         let head = retrying(Repeat::Safe, || self.api.head()).await.map_err(|err| {
             McpError::internal_error(format!("cannot read the inbox head: {err}"), err.code().map(Into::into))
         })?;
-        let text = serde_json::to_string(&head).map_err(|err| McpError::internal_error(err.to_string(), None))?;
+        let text =
+            serde_json::to_string(&head).map_err(|err| McpError::internal_error(err.to_string(), None))?;
         let contents = ResourceContents::text(text, HEAD_URI).with_mime_type("application/json");
         // The head changes with every event: never serve it from a cache.
         Ok(ReadResourceResult::new(vec![contents]).with_ttl_ms(0).into())
@@ -251,8 +294,11 @@ impl ServerHandler for InboxServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        let wants_head =
-            context.accepted().resource_subscriptions.as_ref().is_some_and(|uris| uris.iter().any(|u| u == HEAD_URI));
+        let wants_head = context
+            .accepted()
+            .resource_subscriptions
+            .as_ref()
+            .is_some_and(|uris| uris.iter().any(|u| u == HEAD_URI));
         if !wants_head {
             context.cancelled().await;
             return Ok(());

@@ -13,7 +13,6 @@ use tokio::task::JoinHandle;
 
 const PIPE_BYTES: usize = 256 * 1024;
 
-
 /// The service's ends of the filtered stdio, and the task that writes stdout: await it after
 /// the service stops so its last answers are flushed.
 #[derive(Debug)]
@@ -78,7 +77,9 @@ async fn read(source: impl AsyncRead + Unpin, mut feed: DuplexStream, errors: mp
 fn refusal(line: &[u8]) -> Option<String> {
     let value = match serde_json::from_slice::<Value>(line) {
         Ok(value) => value,
-        Err(err) => return Some(error(Value::Null, -32700, &format!("Parse error: the line is not JSON ({err})"))),
+        Err(err) => {
+            return Some(error(Value::Null, -32700, &format!("Parse error: the line is not JSON ({err})")));
+        }
     };
     let Value::Object(message) = &value else {
         if value.is_array() {
