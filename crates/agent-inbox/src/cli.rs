@@ -314,13 +314,31 @@ pub struct WaitArgs {
     pub timeout: Option<String>,
 }
 
+/// `mcp` connects like `listen`, but keeps no local state: lease tokens travel in tool calls.
 #[derive(Debug, Clone, Args)]
 pub struct McpArgs {
     #[command(flatten)]
-    pub connect: ConnectArgs,
+    pub profile: ProfileArgs,
+    /// The service URL [default: the profile's].
+    #[arg(long, env = "AGENT_INBOX_SERVER")]
+    pub server: Option<String>,
+    /// A fixed access token instead of the profile's refresh token (not refreshed).
+    #[arg(long, env = "AGENT_INBOX_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
     /// Log as JSON lines (on stderr) instead of text.
     #[arg(long, env = "AGENT_INBOX_LOG_JSON")]
     pub log_json: bool,
+}
+
+impl McpArgs {
+    pub fn connect(&self) -> ConnectArgs {
+        ConnectArgs {
+            profile: self.profile.clone(),
+            server: self.server.clone(),
+            token: self.token.clone(),
+            state: None,
+        }
+    }
 }
 
 // Parsed once per process; the size of a variant does not matter.

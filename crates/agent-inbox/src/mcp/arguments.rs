@@ -19,6 +19,7 @@ const RECIPIENTS_MAX: usize = 1000;
 #[serde(deny_unknown_fields)]
 pub struct WaitArgs {
     /// How long to wait for work, 0 to 25 seconds (default 20). 0 only checks.
+    #[schemars(range(min = 0, max = 25))]
     pub timeout_seconds: Option<u64>,
 }
 
@@ -30,6 +31,7 @@ pub struct PollArgs {
     /// Pass the previous answer's next_cursor to page on.
     pub after_seq: Option<u64>,
     /// At most this many events, 1 to 500 (default 100).
+    #[schemars(range(min = 1, max = 500))]
     pub limit: Option<u64>,
 }
 
@@ -39,11 +41,14 @@ pub struct PollArgs {
 pub struct ClaimArgs {
     /// Claim up to this many of the next claimable events, 1 to 500 (default 1). Leave out
     /// when naming event_ids.
+    #[schemars(range(min = 1, max = 500))]
     pub limit: Option<u64>,
     /// Claim exactly these events (ids from inbox_poll) instead of the next ones.
+    #[schemars(length(min = 1, max = 500))]
     pub event_ids: Option<Vec<String>>,
     /// How long the lease lasts, in seconds (default: the service's, usually 120). Ask for
     /// enough time to finish, or extend it with inbox_heartbeat.
+    #[schemars(range(min = 1, max = 86_400))]
     pub lease_seconds: Option<u64>,
 }
 
@@ -69,8 +74,10 @@ pub struct ReleaseArgs {
     /// The lease_token inbox_claim returned with this event.
     pub lease_token: String,
     /// Seconds before the event may be claimed again, 0 to 604800 (default 0).
+    #[schemars(range(min = 0, max = 604_800))]
     pub retry_after_seconds: Option<u64>,
     /// Why it was given back, for whoever looks at it later (at most 200 characters).
+    #[schemars(length(max = 200))]
     pub reason: Option<String>,
 }
 
@@ -83,6 +90,7 @@ pub struct HeartbeatArgs {
     /// The lease_token inbox_claim returned with this event.
     pub lease_token: String,
     /// Extend the lease to this many seconds from now, 1 to 86400 (default 120).
+    #[schemars(range(min = 1, max = 86_400))]
     pub extend_by_seconds: Option<u64>,
 }
 
@@ -91,6 +99,7 @@ pub struct HeartbeatArgs {
 #[serde(deny_unknown_fields)]
 pub struct PublishArgs {
     /// Agent ids to deliver to: each gets its own copy in its inbox, or none does.
+    #[schemars(length(min = 1, max = 1000))]
     pub recipients: Vec<String>,
     /// What happened, such as "task.assigned" or "meeting_room.message_posted".
     pub event_type: String,
@@ -106,6 +115,7 @@ pub struct PublishArgs {
     /// Dropped unhandled after this time (RFC 3339, UTC).
     pub expires_at_utc: Option<String>,
     /// Delivery attempts before the event is parked for a human, 1 to 1000.
+    #[schemars(range(min = 1, max = 1000))]
     pub max_attempts: Option<u32>,
 }
 

@@ -15,6 +15,7 @@ mod stdio;
 use anyhow::Context as _;
 use inbox_client::Api;
 use rmcp::ServiceExt as _;
+use rmcp::service::ServerInitializeError;
 
 use crate::cli::McpArgs;
 use crate::connect::{connect, with_profile_signing_key};
@@ -24,8 +25,9 @@ use server::InboxServer;
 
 pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     init_logging(args.log_json);
-    let connection = connect(&args.connect)?;
-    let api = with_profile_signing_key(&args.connect, connection.api).await?;
+    let connect_args = args.connect();
+    let connection = connect(&connect_args)?;
+    let api = with_profile_signing_key(&connect_args, connection.api).await?;
     let offer = offer(&api).await?;
     tracing::info!(
         server = api.base_url(),
@@ -34,12 +36,17 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         "serving MCP on stdio"
     );
     let stdio = stdio::filtered_stdio();
-    let service = InboxServer::new(api, offer)
-        .serve((stdio.input, stdio.output))
-        .await
-        .context("the MCP session could not start")?;
-    let reason = service.waiting().await.context("the MCP session failed")?;
-    tracing::info!(?reason, "MCP session ended");
+    match InboxServer::new(api, offer).serve((stdio.input, stdio.output)).await {
+        Ok(service) => {
+            let reason = service.waiting().await.context("the MCP session failed")?;
+            tracing::info!(?reason, "MCP session ended");
+        }
+        // A client that only probed (server/discover) or went away before its first request.
+        Err(ServerInitializeError::ConnectionClosed(_)) => {
+            tracing::info!("the client left before a session began")
+        }
+        Err(err) => return Err(err).context("the MCP session could not start"),
+    }
     // The service dropped its end of stdout; let the last answers reach the client.
     let _ = stdio.writer.await;
     Ok(())
