@@ -165,3 +165,16 @@ async def test_bad_arguments_are_tool_errors_that_name_the_argument(server, home
             result = await client.call_tool(tool, args)
             assert result.is_error, (tool, args)
             assert field in result.content[0].text, (tool, result.content[0].text)
+
+
+async def test_a_lease_outlives_the_server_process_that_took_it(server, home, agent_id):
+    """Lease tokens are tool arguments, not server state: a restarted `agent-inbox mcp` can
+    acknowledge what the previous one claimed."""
+    event_id = server.publish(server.publisher_token(), agent_id, {"n": 1})
+    token = server.agent_token(agent_id)
+    async with mcp_client(home, token_args(server, token)) as first:
+        [claim] = structured(await first.call_tool("inbox_claim", {"lease_seconds": 300}))["claims"]
+    async with mcp_client(home, token_args(server, token)) as second:
+        acked = await second.call_tool("inbox_ack", {"event_id": event_id, "lease_token": claim["lease_token"]})
+        assert not acked.is_error, acked
+        assert structured(acked)["ack_state"] == "acked"
