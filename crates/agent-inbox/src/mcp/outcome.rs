@@ -72,6 +72,14 @@ fn hint(code: &str) -> Option<&'static str> {
             "events before oldest_available_seq were archived: call inbox_poll again with after_seq = \
              oldest_available_seq - 1"
         }
+        "signature_required" | "signature_invalid" => {
+            "this tenant requires signed calls: log in again (agent-inbox login) so the profile has a signing \
+             key, and run agent-inbox mcp on that profile rather than with --token"
+        }
+        "session_required" | "session_superseded" => {
+            "this tenant allows one active session per agent, and that session belongs to another process \
+             (such as agent-inbox listen) of this agent; let that process do the work"
+        }
         "scope_missing" => "this token may not make this call; ask for a token with the named scope",
         "unreachable" => "the inbox service did not answer; try again in a little while",
         "rate_limited"
