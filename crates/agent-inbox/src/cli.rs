@@ -101,6 +101,16 @@ pub struct ServeArgs {
     /// Largest inline payload in bytes.
     #[arg(long)]
     pub payload_bytes_limit: Option<usize>,
+    /// HTTPS: the PEM certificate chain (with --tls-key); re-read when the file changes or on SIGHUP.
+    #[arg(long)]
+    pub tls_cert: Option<String>,
+    /// HTTPS: the PEM private key of --tls-cert.
+    #[arg(long)]
+    pub tls_key: Option<String>,
+    /// Browser-app origins on other origins allowed to call the API, comma-separated, such as
+    /// https://app.example.com,http://127.0.0.1:5173 [default: none].
+    #[arg(long)]
+    pub cors_origins: Option<String>,
     /// Log as JSON lines instead of text.
     #[arg(long, env = "AGENT_INBOX_LOG_JSON")]
     pub log_json: bool,
@@ -123,6 +133,9 @@ impl ServeArgs {
         push("retention", self.retention.clone());
         push("long_poll_wait_max", self.long_poll_wait_max.clone());
         push("payload_bytes_limit", self.payload_bytes_limit.map(|v| v.to_string()));
+        push("tls_cert", self.tls_cert.clone());
+        push("tls_key", self.tls_key.clone());
+        push("cors_origins", self.cors_origins.clone());
         pairs
     }
 }

@@ -12,7 +12,10 @@ pub fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
 fn init_logging(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AGENT_INBOX_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colour only for a person at a terminal, never in a log file or a journal.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     if json {
         builder.json().init();
     } else {
@@ -32,9 +35,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         (None, None) => String::new(),
     };
     eprintln!(
-        "agent-inbox listening on http://{} (database {})\n\
+        "agent-inbox listening on {}://{} (database {})\n\
          an agent token:     agent-inbox token issue --tenant demo --subject agent_alpha{same_database}\n\
          a publisher token:  agent-inbox token issue --tenant demo --subject my_app --kind publisher{same_database}",
+        if config.tls_cert.is_some() { "https" } else { "http" },
         listener.local_addr()?,
         config.database_url,
     );

@@ -91,6 +91,7 @@ pub struct Config {
     pub callbacks_allow_http_loopback: bool,
     /// Host names (or IP literals) admitted as callback targets although they resolve to
     /// internal addresses (private, loopback, link-local...); metadata addresses stay refused.
+    #[serde(with = "string_list")]
     pub callbacks_allow_hosts: Vec<String>,
     /// Webhook registrations per agent, and per tenant.
     pub callbacks_per_recipient_max: u32,
@@ -111,6 +112,16 @@ pub struct Config {
     /// How often each node looks for due deliveries.
     #[serde(with = "human_duration")]
     pub callbacks_poll_interval: Duration,
+    /// HTTPS: the PEM certificate chain and its private key (both or neither). The server then
+    /// speaks HTTP/2 and HTTP/1.1 over TLS, and re-reads both files when they change (or on
+    /// SIGHUP). Without them it serves cleartext HTTP/1.1, and HTTP/2 to clients that know.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// Origins of browser apps on another origin allowed to call the API, exactly as the
+    /// browser sends them (`https://app.example.com`, `http://127.0.0.1:5173`); empty: none.
+    /// A comma-separated list in the environment or a flag.
+    #[serde(with = "string_list")]
+    pub cors_origins: Vec<String>,
     /// How callback host names are resolved; the system resolver unless a test or an embedding
     /// application puts its own here. Not a configuration key.
     #[serde(skip)]
@@ -163,6 +174,9 @@ impl Default for Config {
             callbacks_in_flight_max: 32,
             callbacks_fanout_per_tenant_max: 100,
             callbacks_poll_interval: Duration::from_millis(250),
+            tls_cert: None,
+            tls_key: None,
+            cors_origins: Vec::new(),
             callback_resolver: crate::webhooks::ResolverOverride::default(),
         }
     }
@@ -173,6 +187,11 @@ impl Default for Config {
 #[error("{0}")]
 pub struct ConfigError(String);
 
+/// The settings whose default is "unset": TOML leaves them out of the defaults' table, so they
+/// are named here to be known to the file, the environment and flags.
+const OPTIONAL_KEYS: &[&str] =
+    &["jwks_file", "jwks_issuer", "jwks_audience", "signatures_authority", "tls_cert", "tls_key"];
+
 impl Config {
     /// Layers defaults, the TOML file (if any), `AGENT_INBOX_*` variables from `env`, then
     /// `flags` (key, value) pairs, and checks the result.
@@ -182,6 +201,10 @@ impl Config {
         flags: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Config, ConfigError> {
         let mut table = toml::Table::try_from(Config::default()).map_err(|e| ConfigError(e.to_string()))?;
+        let mut known: Vec<String> = table.keys().cloned().collect();
+        known.extend(OPTIONAL_KEYS.iter().map(|k| k.to_string()));
+        known.sort();
+        let is_known = |key: &str| known.iter().any(|k| k == key);
         if let Some(path) = file {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
@@ -189,29 +212,28 @@ impl Config {
                 .parse()
                 .map_err(|e| ConfigError(format!("config file {} is not valid TOML: {e}", path.display())))?;
             for (key, value) in from_file {
-                if !table.contains_key(&key) {
+                if !is_known(&key) {
                     return Err(ConfigError(format!(
                         "config file {}: unknown key {key:?}; known keys: {}",
                         path.display(),
-                        known_keys(&table)
+                        known.join(", ")
                     )));
                 }
                 table.insert(key, value);
             }
         }
-        let keys: Vec<String> = table.keys().cloned().collect();
         let env: BTreeMap<String, String> =
             env.into_iter().filter(|(k, _)| k.starts_with(ENV_PREFIX)).collect();
-        for key in &keys {
+        for key in &known {
             if let Some(value) = env.get(&format!("{ENV_PREFIX}{}", key.to_uppercase())) {
                 table.insert(key.clone(), coerce(value));
             }
         }
         for (key, value) in flags {
-            if !table.contains_key(&key) {
+            if !is_known(&key) {
                 return Err(ConfigError(format!(
                     "unknown setting {key:?}; known keys: {}",
-                    known_keys(&table)
+                    known.join(", ")
                 )));
             }
             table.insert(key, coerce(&value));
@@ -310,12 +332,37 @@ impl Config {
         if self.tenant_requests_per_second == 0 || self.agent_requests_per_second == 0 {
             return bad("request rates must be at least 1 per second".into());
         }
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return bad("tls_cert and tls_key go together: give both PEM files, or neither".into());
+        }
+        for origin in &self.cors_origins {
+            check_origin(origin).map_err(ConfigError)?;
+        }
         Ok(())
     }
 }
 
-fn known_keys(table: &toml::Table) -> String {
-    table.keys().cloned().collect::<Vec<_>>().join(", ")
+/// An origin as browsers send it in `Origin`: scheme, host and optional port, nothing more.
+fn check_origin(origin: &str) -> Result<(), String> {
+    let refuse = |why: &str| {
+        Err(format!(
+            "cors_origins: {origin:?} {why}; list exact origins such as https://app.example.com or http://127.0.0.1:5173"
+        ))
+    };
+    if origin == "*" {
+        return refuse("is a wildcard, which cannot carry credentials");
+    }
+    let Some((scheme, authority)) = origin.split_once("://") else { return refuse("has no scheme") };
+    if scheme != "http" && scheme != "https" {
+        return refuse("is not an http or https origin");
+    }
+    if authority.is_empty() || authority.contains(['/', '?', '#', '@', ' ']) {
+        return refuse("must be scheme://host[:port] with no path, query or trailing slash");
+    }
+    if authority.chars().any(|c| c.is_ascii_uppercase()) {
+        return refuse("must be lower-case, as browsers send it");
+    }
+    Ok(())
 }
 
 /// Environment and flag values arrive as text; numbers and booleans become TOML values so the
@@ -328,6 +375,30 @@ fn coerce(value: &str) -> toml::Value {
         "true" => toml::Value::Boolean(true),
         "false" => toml::Value::Boolean(false),
         _ => toml::Value::String(value.to_owned()),
+    }
+}
+
+/// A list of strings: a TOML array, or comma-separated text from the environment or a flag.
+mod string_list {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &[String], serializer: S) -> Result<S::Ok, S::Error> {
+        value.serialize(serializer)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            List(Vec<String>),
+            Text(String),
+        }
+        Ok(match Raw::deserialize(deserializer)? {
+            Raw::List(list) => list,
+            Raw::Text(text) => {
+                text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+            }
+        })
     }
 }
 
@@ -396,5 +467,41 @@ mod tests {
         assert!(err.to_string().contains("unknown setting \"lease_defualt\""), "{err}");
         let err = Config::load(None, [], env(&[("lease_default", "2h")])).unwrap_err();
         assert!(err.to_string().contains("lease_default must be"), "{err}");
+        let err = Config::load(None, [], env(&[("tls_cert", "/x/cert.pem")])).unwrap_err();
+        assert!(err.to_string().contains("tls_cert and tls_key go together"), "{err}");
+        let err = Config::load(None, [], env(&[("cors_origins", "https://app.example.com/")])).unwrap_err();
+        assert!(err.to_string().contains("no path, query or trailing slash"), "{err}");
+        let err = Config::load(None, [], env(&[("cors_origins", "*")])).unwrap_err();
+        assert!(err.to_string().contains("wildcard"), "{err}");
+    }
+
+    #[test]
+    fn lists_and_unset_settings_come_from_the_environment_too() {
+        let config = Config::load(
+            None,
+            env(&[
+                ("AGENT_INBOX_CORS_ORIGINS", "https://a.example, http://127.0.0.1:5173"),
+                ("AGENT_INBOX_JWKS_ISSUER", "https://idp.example"),
+                ("AGENT_INBOX_TLS_CERT", "/etc/inbox/cert.pem"),
+                ("AGENT_INBOX_TLS_KEY", "/etc/inbox/key.pem"),
+            ]),
+            [],
+        )
+        .unwrap();
+        assert_eq!(config.cors_origins, ["https://a.example", "http://127.0.0.1:5173"]);
+        assert_eq!(config.jwks_issuer.as_deref(), Some("https://idp.example"));
+        assert_eq!(config.tls_key.as_deref(), Some(Path::new("/etc/inbox/key.pem")));
+        let dir = std::env::temp_dir().join(format!("agent-inbox-config-list-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("config.toml");
+        std::fs::write(
+            &file,
+            "cors_origins = [\"https://b.example\"]\nsignatures_authority = \"inbox.example\"\n",
+        )
+        .unwrap();
+        let config = Config::load(Some(&file), [], []).unwrap();
+        assert_eq!(config.cors_origins, ["https://b.example"]);
+        assert_eq!(config.signatures_authority.as_deref(), Some("inbox.example"));
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

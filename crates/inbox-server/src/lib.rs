@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod config;
 mod convert;
+mod cors;
 mod error;
 mod extract;
 mod hints;
@@ -23,6 +24,7 @@ mod signatures;
 mod streams;
 mod tasks;
 mod tenant_policies;
+pub mod tls;
 mod trust;
 mod webhooks;
 
@@ -140,7 +142,7 @@ pub async fn prepare(config: Config) -> Result<AppState, ServerError> {
 
 /// Every route of the service.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let router = Router::new()
         .merge(routes::inbox::router())
         .merge(routes::agents::router())
         .merge(routes::events::router())
@@ -157,7 +159,14 @@ pub fn router(state: AppState) -> Router {
         .fallback(middleware::not_found)
         .method_not_allowed_fallback(middleware::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::observe))
-        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::normalize));
+    // Outside `observe`, so an approved preflight is answered here and a refused cross-origin
+    // request is still logged and measured like any other.
+    let router = match cors::layer(&state.config) {
+        Some(cors) => router.layer(cors),
+        None => router,
+    };
+    router.with_state(state)
 }
 
 /// How long a stopping server waits for open connections to finish.
@@ -170,19 +179,42 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
+    let tls = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => {
+            let files = tls::TlsFiles { cert: cert.clone(), key: key.clone() };
+            let first = tls::load(&files).map_err(ServerError)?;
+            Some((files, first))
+        }
+        _ => None,
+    };
     let state = prepare(config).await?;
     let addr = listener.local_addr().map_err(|e| ServerError(e.to_string()))?;
-    tracing::info!(%addr, database = state.store.dialect().name(), "agent-inbox listening");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(%addr, scheme, database = state.store.dialect().name(), "agent-inbox listening");
     let background = tasks::spawn(state.clone());
     let stopping = state.shutdown.clone();
     let app = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
-    let serving = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("shutting down: no new connections; finishing requests in flight");
-            stopping.cancel();
-        })
-        .into_future();
+    let graceful = async move {
+        shutdown.await;
+        tracing::info!("shutting down: no new connections; finishing requests in flight");
+        stopping.cancel();
+    };
+    let serving = match tls {
+        Some((files, first)) => {
+            let listener = tls::TlsListener::start(
+                listener,
+                files,
+                first,
+                state.metrics.clone(),
+                state.shutdown.clone(),
+            )
+            .map_err(|e| ServerError(format!("cannot start TLS: {e}")))?;
+            // `tap_io` gives the listener's peer address to `ConnectInfo`, as for plain TCP.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |_| {});
+            axum::serve(listener, app).with_graceful_shutdown(graceful).into_future()
+        }
+        None => axum::serve(listener, app).with_graceful_shutdown(graceful).into_future(),
+    };
     // Streams and long polls end at once on shutdown, but a stream whose client stopped reading
     // is not polled again and cannot notice; do not wait for such connections forever.
     let draining = state.shutdown.clone();

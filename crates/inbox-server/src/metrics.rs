@@ -71,6 +71,7 @@ const HELP: &[(&str, &str, &str)] = &[
     ("agent_inbox_cursor_resets_total", "counter", "Polls answered with cursor_reset_required, by tenant"),
     ("agent_inbox_rate_limited_total", "counter", "Requests refused by a rate limit or waiter cap, by code"),
     ("agent_inbox_auth_failures_total", "counter", "Requests refused for authentication, by code"),
+    ("agent_inbox_tls_reloads_total", "counter", "TLS certificate reloads, by result (loaded or refused)"),
     ("agent_inbox_backlog", "gauge", "Unacknowledged events (available, scheduled, claimed) per tenant"),
     ("agent_inbox_parked", "gauge", "Dead-lettered and quarantined events per tenant"),
     ("agent_inbox_oldest_unacked_age_seconds", "gauge", "Age of the oldest unacknowledged event per tenant"),

@@ -1,10 +1,10 @@
-//! Cross-cutting request handling: a request id on every response and log line, one log line
+//! Cross-cutting request handling: HTTP/2 and TLS requests normalized, a request id on every response and log line, one log line
 //! per request, per-route metrics, and problem documents for unknown routes and methods.
 
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
@@ -14,6 +14,21 @@ use crate::auth::{hex, random};
 use crate::error::ApiError;
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// Gives every request the shape HTTP/1.1 handlers expect: HTTP/2 carries the authority in
+/// the URI instead of a `Host` header, and on a native TLS listener the scheme is known to be
+/// https whatever a client's `X-Forwarded-Proto` claims.
+pub async fn normalize(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    if !request.headers().contains_key(header::HOST) {
+        if let Some(host) = request.uri().authority().and_then(|a| HeaderValue::from_str(a.as_str()).ok()) {
+            request.headers_mut().insert(header::HOST, host);
+        }
+    }
+    if state.config.tls_cert.is_some() {
+        request.headers_mut().insert("x-forwarded-proto", HeaderValue::from_static("https"));
+    }
+    next.run(request).await
+}
 
 pub async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();

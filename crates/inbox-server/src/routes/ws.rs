@@ -17,7 +17,7 @@ use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
-use axum::routing::get;
+use axum::routing::any;
 use inbox_api::{
     AcknowledgeRequest, ClaimRequest, HeartbeatRequest, ReleaseRequest, StreamSignal, WsRequest, WsResponse,
 };
@@ -32,7 +32,8 @@ use crate::routes::inbox::{acknowledge_for, claim_for, heartbeat_for, release_fo
 use crate::streams::{SEND_TIMEOUT, Subscription, Wake};
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/streams/ws", get(websocket))
+    // `any`: HTTP/1.1 upgrades with GET, HTTP/2 (RFC 8441) with an extended CONNECT.
+    Router::new().route("/v1/streams/ws", any(websocket))
 }
 
 /// Hints down and inbox operations up, over one WebSocket.
@@ -60,7 +61,7 @@ pub async fn websocket(
         )
     })?;
     if caller.via == StreamAuth::Cookie {
-        same_origin(&headers)?;
+        same_origin(&state, &headers)?;
     }
     let session_id = caller.session_id.clone();
     let (subscription, first) =
@@ -81,17 +82,20 @@ struct Connection {
 }
 
 /// A cookie rides along on any request the browser makes, so a cookie-authenticated
-/// WebSocket must come from a page of this same host (cross-site WebSocket hijacking).
-fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
+/// WebSocket must come from a page of this same host or of an origin in `cors_origins`
+/// (cross-site WebSocket hijacking).
+fn same_origin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else { return Ok(()) };
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let origin_host = origin.split_once("://").map_or("", |(_, rest)| rest);
-    if !host.is_empty() && origin_host.eq_ignore_ascii_case(host) {
+    if (!host.is_empty() && origin_host.eq_ignore_ascii_case(host))
+        || crate::cors::allowed(&state.config, origin)
+    {
         return Ok(());
     }
     Err(ApiError::forbidden(
         "origin_mismatch",
-        "a cookie-authenticated WebSocket must come from a page of this server's own origin; use a ticket otherwise",
+        "a cookie-authenticated WebSocket must come from a page of this server's own origin or of one listed in cors_origins; use a ticket otherwise",
     ))
 }
 

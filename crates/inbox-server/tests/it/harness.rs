@@ -55,14 +55,20 @@ impl TestServer {
             .expect("the server runs");
         });
         let tokens = Arc::new(TokenService::new(db.store.clone(), &config).await.expect("token service"));
-        let server = TestServer {
-            base: format!("http://{addr}"),
-            tokens,
-            client: reqwest::Client::new(),
-            stop: Some(stop),
-            task: Some(task),
-            db,
+        // A TLS server is called over https with a client that trusts its test certificate,
+        // and that offers HTTP/2 by ALPN.
+        let (base, client) = match &config.tls_cert {
+            Some(cert) => {
+                let pem = std::fs::read(cert).expect("the test certificate");
+                let client = reqwest::Client::builder()
+                    .add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("a PEM certificate"))
+                    .build()
+                    .unwrap();
+                (format!("https://{addr}"), client)
+            }
+            None => (format!("http://{addr}"), reqwest::Client::new()),
         };
+        let server = TestServer { base, tokens, client, stop: Some(stop), task: Some(task), db };
         server.wait_ready().await;
         server
     }

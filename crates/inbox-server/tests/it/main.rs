@@ -13,3 +13,4 @@ mod rotation;
 mod sessions;
 mod signatures;
 mod streams;
+mod transport;

@@ -115,7 +115,7 @@ impl Sse {
     }
 
     /// Reads hints until one says the head reached `head`.
-    async fn wait_for_head(&mut self, head: u64) -> Value {
+    pub(crate) async fn wait_for_head(&mut self, head: u64) -> Value {
         let deadline = Instant::now() + HINT_DEADLINE;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());

@@ -1,0 +1,723 @@
+"""The agent runner and the handler contract, with the Rust SDK's guarantees.
+
+On every hint, timer or reconnection it scans the inbox after its persisted cursor, claims
+what it can run, and runs the handler once per event while heartbeating the event's lease.
+Then: the handler returned, acknowledge as ``completed``; it raised ``Retry``, release for a
+retry after ``after`` seconds; it raised ``Fatal``, acknowledge as ``failed`` (the service
+dead-letters it); any other exception is treated as retryable (released after
+``AgentConfig.unexpected_error_retry_seconds``, and dead-lettered by the service's attempt
+limit). A result is recorded locally *before* it is acknowledged, so an event delivered
+again after a crash or a lost acknowledgement is acknowledged from the record instead of
+being run twice. Acknowledgements and releases failing on the network are repeated: both are
+idempotent for the same lease token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from . import _resync
+from ._async_client import AsyncClient
+from ._cursor import Scan
+from ._errors import (
+    InboxError,
+    ProblemError,
+    ProtocolError,
+    ResyncFailed,
+    SessionSuperseded,
+)
+from ._local_state import LocalState
+from ._models import (
+    AckEntry,
+    AckOutcome,
+    AcknowledgeRequest,
+    Claim,
+    ClaimRequest,
+    EventEnvelope,
+    HeartbeatEntry,
+    HeartbeatRequest,
+    PollRequest,
+    ReleaseRequest,
+    ResyncResponse,
+    SubscribeRequest,
+    SubscribeResponse,
+)
+from ._schedule import Backoff, PollSchedule, heartbeat_delay, heartbeat_retry_delay, jitter, next_cycle_after
+from ._transport import Signals, Transport, TransportConfig, TransportStatus
+
+log = logging.getLogger("agent_inbox")
+
+#: Acknowledgements sent in one request at most.
+_ACK_BATCH_MAX = 100
+
+
+class Retry(Exception):
+    """Raised by a handler: try this event again later. It is released, claimable again
+    after ``after`` seconds."""
+
+    def __init__(self, after: float = 0.0, reason: str = "retry") -> None:
+        super().__init__(f"retry after {after} s: {reason}")
+        self.after = after
+        self.reason = reason
+
+
+class Fatal(Exception):
+    """Raised by a handler: this event is never going to work. It is acknowledged as
+    ``failed`` and dead-lettered for an operator."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class Event:
+    """One claimed event, as the handler gets it."""
+
+    envelope: EventEnvelope
+    #: When the lease ends unless heartbeats extend it (the runner does that).
+    lease_until_utc: str
+
+    @property
+    def event_id(self) -> str:
+        return self.envelope.event_id
+
+    @property
+    def event_type(self) -> str:
+        return self.envelope.event_type
+
+    @property
+    def inbox_seq(self) -> int:
+        return self.envelope.inbox_seq
+
+    @property
+    def payload(self) -> Any:
+        return self.envelope.payload
+
+
+@dataclass
+class Outcome:
+    """How an event ended for this agent: ``acked``, ``failed`` (dead-lettered),
+    ``released``, ``deduplicated`` (processed before, acknowledged without running) or
+    ``unconfirmed`` (its acknowledgement or release did not go through)."""
+
+    kind: str
+    reason: str = ""
+    after: float = 0.0
+
+
+@dataclass
+class Progress:
+    """What the runner reports as it goes: ``subscribed``, ``transport``, ``disconnected``,
+    ``scanned``, ``started``, ``finished``, ``lease_lost``, ``resynced``, ``clock_jumped``."""
+
+    kind: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunSummary:
+    acked: int = 0
+    failed: int = 0
+    released: int = 0
+    deduplicated: int = 0
+    unconfirmed: int = 0
+    resyncs: int = 0
+
+
+@dataclass
+class AgentConfig:
+    """Defaults follow the design: SSE, then long poll, then polling from 1 s growing to
+    5 min; one event at a time; the service's default lease."""
+
+    device_id: str | None = None
+    concurrency: int = 1
+    #: Lease asked for per claim; ``None`` is the service's default.
+    lease_seconds: int | None = None
+    transport: TransportConfig = field(default_factory=TransportConfig)
+    #: Polling while nothing is connected, and retrying while the service is unreachable.
+    poll: PollSchedule = field(default_factory=PollSchedule)
+    ack_retry: Backoff = field(default_factory=lambda: Backoff(base=0.2, max=30.0))
+    ack_attempts_max: int = 30
+    page_size: int = 100
+    scan_pages_max: int = 10
+    clock_check: float = 1.0
+    clock_tolerance: float = 5.0
+    #: On shutdown, how long running handlers get to finish before their events are released.
+    shutdown_grace: float = 30.0
+    #: Retry delay for a handler exception that is neither ``Retry`` nor ``Fatal``.
+    unexpected_error_retry_seconds: float = 30.0
+    observer: Callable[[Progress], None] | None = None
+
+
+Handler = Callable[[Event], Union[Awaitable[None], None]]
+ResyncCallback = Callable[[ResyncResponse], Union[Awaitable[None], None]]
+
+
+def _is_async(function: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        getattr(function, "__call__", None)
+    )
+
+
+async def _invoke(function: Callable[[Any], Any], is_async: bool, argument: Any) -> None:
+    """Awaits an async callback; runs a plain one in a worker thread."""
+    if is_async:
+        await function(argument)
+    else:
+        result = await asyncio.to_thread(function, argument)
+        if inspect.isawaitable(result):
+            await result
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Agent:
+    """One identity, one local state file, one handler."""
+
+    def __init__(self, client: AsyncClient, state: LocalState, config: AgentConfig | None = None):
+        self.client = client
+        self.state = state
+        self.config = config or AgentConfig()
+
+    def run_sync(
+        self,
+        handler: Handler,
+        resync: ResyncCallback | None = None,
+        stop: threading.Event | None = None,
+    ) -> RunSummary:
+        """``run`` for programs without an event loop: blocks until ``stop`` is set (from any
+        thread) or a fatal error. Plain handlers run in worker threads."""
+
+        async def main() -> RunSummary:
+            stopped = asyncio.Event()
+            if stop is not None:
+                loop = asyncio.get_running_loop()
+
+                def watch() -> None:
+                    stop.wait()
+                    loop.call_soon_threadsafe(stopped.set)
+
+                threading.Thread(target=watch, daemon=True, name="agent-inbox-stop").start()
+            return await self.run(handler, resync, stopped)
+
+        return asyncio.run(main())
+
+    async def run(
+        self,
+        handler: Handler,
+        resync: ResyncCallback | None = None,
+        stop: asyncio.Event | None = None,
+    ) -> RunSummary:
+        """Runs until ``stop`` is set (then lets running handlers finish, up to the grace
+        period) or a fatal error: credentials refused, a permanent resync failure, local
+        state unusable, or ``SessionSuperseded``. Network trouble is never fatal."""
+        runner = _Runner(self, handler, resync, stop or asyncio.Event())
+        return await runner.run()
+
+
+class _Runner:
+    def __init__(
+        self, agent: Agent, handler: Handler, resync: ResyncCallback | None, stop: asyncio.Event
+    ) -> None:
+        self.client = agent.client
+        self.state = agent.state
+        self.config = agent.config
+        self.handler = handler
+        self.handler_async = _is_async(handler)
+        self.resync_callback = resync
+        self.stop = stop
+        self.summary = RunSummary()
+        self.tasks: set[asyncio.Task[None]] = set()
+        #: Events being worked on, with their lease tokens (for a release on shutdown).
+        self.held: dict[str, str] = {}
+        self.inbox = ""
+        self.session_id: str | None = None
+        self.lease = 120.0
+        self.wake = asyncio.Event()
+        self.hinted = False
+        self.task_done = False
+        self.status_changed = False
+        self.superseded = False
+        self.status = TransportStatus(self.config.transport.allowed[0] if self.config.transport.allowed else "poll", False)
+        self.poll_nominal: float | None = None
+        self.last_scan: float | None = None
+        #: After a resync, open events may sit at or below the cursor, where scans do not
+        #: look: claim without waiting for a scan to show something, until a claim is short.
+        self.claim_backlog = False
+        self.signals: Signals | None = None
+        self.ack_queue: list[tuple[AckEntry, asyncio.Future[AckOutcome]]] = []
+        self.ack_flusher: asyncio.Task[None] | None = None
+
+    def observe(self, what: str, **details: Any) -> None:
+        if self.config.observer is not None:
+            self.config.observer(Progress(what, details))
+
+    def _poke(self) -> None:
+        self.wake.set()
+
+    def _on_hint(self) -> None:
+        self.hinted = True
+        self._poke()
+
+    def _on_status(self, status: TransportStatus) -> None:
+        self.status = status
+        self.status_changed = True
+        self.observe("transport", kind=status.kind, connected=status.connected)
+        self._poke()
+
+    def _on_superseded(self) -> None:
+        self.superseded = True
+        self._poke()
+
+    async def run(self) -> RunSummary:
+        subscribed = await self._subscribe()
+        if subscribed is None:
+            return self.summary
+        self.signals = Signals(
+            subscribed.current_head_seq, self._on_hint, self._on_status, self._on_superseded
+        )
+        transport = Transport(
+            self.client,
+            self.config.transport,
+            subscribed.sse_url,
+            float(max(subscribed.heartbeat_interval_seconds, 1)),
+            self.signals,
+        )
+        transport_task = asyncio.ensure_future(transport.run())
+        stop_waiter = asyncio.ensure_future(self.stop.wait())
+        stop_waiter.add_done_callback(lambda _: self._poke())
+        try:
+            return await self._loop()
+        finally:
+            stop_waiter.cancel()
+            transport_task.cancel()
+            try:
+                await transport_task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    async def _subscribe(self) -> SubscribeResponse | None:
+        request = SubscribeRequest(
+            device_id=self.config.device_id,
+            supported_transports=["sse", "long-poll", "poll"],
+            wants_claims=True,
+        )
+        nominal: float | None = None
+        while True:
+            if self.stop.is_set():
+                return None
+            try:
+                subscribed = await self.client.subscribe(request)
+                break
+            except InboxError as err:
+                if not err.transient:
+                    raise
+                nominal = self.config.poll.next_nominal(nominal, False)
+                delay = self.config.poll.jittered(nominal, jitter())
+                self.observe("disconnected", error=str(err), retry_in=delay)
+                try:
+                    await asyncio.wait_for(self.stop.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
+        recipient = subscribed.recipient
+        self.inbox = f"{recipient.tenant_id}/{recipient.recipient_id}"
+        self.session_id = subscribed.session_id
+        self.lease = float(self.config.lease_seconds or max(subscribed.lease_default_seconds, 1))
+        self.observe(
+            "subscribed",
+            session_id=subscribed.session_id,
+            recipient_id=recipient.recipient_id,
+            cursor=self.state.cursor(self.inbox),
+            head_seq=subscribed.current_head_seq,
+        )
+        return subscribed
+
+    async def _loop(self) -> RunSummary:
+        config = self.config
+        signals = self.signals
+        assert signals is not None
+        next_cycle = time.monotonic()
+        forced = True
+        #: The cycle answers a hint: new events exist, so claim without waiting for the scan.
+        eager = False
+        last_sample = (time.monotonic(), time.time())
+        while True:
+            if self.stop.is_set():
+                break
+            if self.superseded:
+                log.warning("a newer session of this agent took over; finishing what runs, then stopping")
+                await self._drain()
+                raise SessionSuperseded(self.session_id or "")
+            free = max(config.concurrency, 1) - len(self.tasks)
+            if free > 0 and time.monotonic() >= next_cycle:
+                try:
+                    claimed, more, next_change_ms = await self._cycle(free, forced, eager)
+                    next_cycle = self._after_cycle(claimed, more, next_change_ms)
+                except InboxError as err:
+                    if isinstance(err, ProblemError) and err.code == "session_superseded":
+                        self.superseded = True
+                        continue
+                    if not err.transient:
+                        await self._drain()
+                        raise
+                    # Unreachable: the transports stand by; only this loop knocks, on the
+                    # idle schedule, so an agent that lost the service costs it little.
+                    signals.service_down = True
+                    self.poll_nominal = config.poll.next_nominal(self.poll_nominal, False)
+                    delay = config.poll.jittered(self.poll_nominal, jitter())
+                    if isinstance(err, ProblemError) and err.retry_after is not None:
+                        delay = max(delay, err.retry_after)
+                    self.observe("disconnected", error=str(err), retry_in=delay)
+                    next_cycle = time.monotonic() + delay
+                forced = eager = False
+                last_sample = (time.monotonic(), time.time())
+                continue
+            # Wait for a hint, a finished task, a status change, the timer or the clock check.
+            if not (self.hinted or self.task_done or self.status_changed or self.superseded or self.stop.is_set()):
+                self.wake.clear()
+                timeout = config.clock_check
+                if free > 0:
+                    timeout = min(timeout, max(next_cycle - time.monotonic(), 0.0))
+                try:
+                    await asyncio.wait_for(self.wake.wait(), timeout)
+                except asyncio.TimeoutError:
+                    pass
+            now = time.monotonic()
+            if self.hinted or self.status_changed:
+                eager = eager or self.hinted
+                self.hinted = self.status_changed = False
+                next_cycle = now
+                forced = True
+            elif self.task_done:
+                self.task_done = False
+                next_cycle = min(next_cycle, now)
+            elif free > 0 and now >= next_cycle:
+                forced = True
+            if now - last_sample[0] >= config.clock_check:
+                sample = (now, time.time())
+                drift = (sample[1] - last_sample[1]) - (sample[0] - last_sample[0])
+                # The wall clock ran while the monotonic one did not (suspend), or was set.
+                if abs(drift) > config.clock_tolerance:
+                    log.info("the clock jumped (sleep/resume?); reconnecting and rescanning")
+                    self.observe("clock_jumped", drift_seconds=drift)
+                    signals.reconnect.set()
+                    next_cycle = now
+                    forced = True
+                last_sample = sample
+        await self._drain()
+        return self.summary
+
+    def _after_cycle(self, claimed: int, more: bool, next_change_ms: int | None) -> float:
+        signals = self.signals
+        assert signals is not None
+        if signals.service_down:
+            signals.service_down = False
+            signals.reachable.set()
+        until_change = None if next_change_ms is None else max(next_change_ms - _now_ms(), 0) / 1000
+        # An expired lease comes back on the service's next scavenger pass: allow for it.
+        wait, self.poll_nominal = next_cycle_after(
+            self.config.poll,
+            self.poll_nominal,
+            claimed,
+            more,
+            until_change,
+            self.status.connected,
+            0.25,
+            jitter(),
+        )
+        return time.monotonic() + wait
+
+    async def _cycle(self, free: int, forced: bool, eager: bool) -> tuple[int, bool, int | None]:
+        """Scans after the cursor (when forced or the last scan is not recent), then claims
+        up to ``free`` events and starts them. After a hint the claim goes out beside the
+        scan instead of after it: a round trip less between a publish and its handler."""
+        recent = self.last_scan is not None and time.monotonic() - self.last_scan < 0.2
+        if eager:
+            scanned, claimed = await asyncio.gather(self._scan(), self._claim(free), return_exceptions=True)
+            if isinstance(claimed, BaseException):
+                raise claimed
+            if isinstance(scanned, BaseException):
+                raise scanned
+            return claimed[0], claimed[1], scanned[0].next_change_ms
+        scan: tuple[Scan, bool] | None = None
+        if forced or not recent:
+            scan = await self._scan()
+        worth_claiming = self.claim_backlog or scan is None or scan[0].claimable > 0 or scan[1]
+        next_change_ms = scan[0].next_change_ms if scan else None
+        if not worth_claiming:
+            return 0, False, next_change_ms
+        n_claimed, more = await self._claim(free)
+        return n_claimed, more, next_change_ms
+
+    async def _claim(self, free: int) -> tuple[int, bool]:
+        """Claims up to ``free`` events and starts them; whether the claim came back full."""
+        limit = min(free, 500)
+        answer = await self.client.claim(
+            ClaimRequest(
+                session_id=self.session_id,
+                limit=limit,
+                lease_seconds=self.config.lease_seconds,
+            )
+        )
+        if len(answer.claims) < limit:
+            self.claim_backlog = False
+        for claim in answer.claims:
+            self._start(claim)
+        return len(answer.claims), len(answer.claims) == limit
+
+    async def _scan(self) -> tuple[Scan, bool]:
+        """Reads the inbox after the cursor, page by page; persists where the cursor may move."""
+        cursor = self.state.cursor(self.inbox)
+        held = set(self.held)
+        scan = Scan(cursor)
+        pages = 0
+        while True:
+            request = PollRequest(
+                after_seq=max(scan.seen_through, cursor),
+                limit=min(max(self.config.page_size, 1), 500),
+            )
+            try:
+                page = await self.client.poll(request)
+            except ProblemError as err:
+                if err.code != "cursor_reset_required":
+                    raise
+                cursor = await self._resync()
+                scan = Scan(cursor)
+                continue
+            scan.add_page(page.events, page.next_cursor, page.head_seq, _now_ms(), held)
+            pages += 1
+            if not page.more_available:
+                truncated = False
+                break
+            if pages >= max(self.config.scan_pages_max, 1):
+                truncated = True
+                break
+        self.last_scan = time.monotonic()
+        if scan.cursor > cursor:
+            await asyncio.to_thread(self.state.advance_cursor, self.inbox, scan.cursor)
+        assert self.signals is not None
+        self.signals.known_head = max(self.signals.known_head, scan.head_seq)
+        self.observe("scanned", cursor=scan.cursor, head_seq=scan.head_seq)
+        return scan, truncated
+
+    async def _resync(self) -> int:
+        """After ``cursor_reset_required``: hands every page of the snapshot to the resync
+        callback, then continues after ``resume_after_seq``."""
+        page_size = min(max(self.config.page_size, 1), 500)
+        snapshot = _resync.start(await self.client.resync_page(0, page_size))
+        while (after := _resync.next_page_after(snapshot)) is not None:
+            page = await self.client.resync_page(after, page_size)
+            _resync.add_page(snapshot, page.open_events, page.more_available)
+        self.observe("resynced", snapshot=snapshot)
+        resume = snapshot.resume_after_seq
+        if self.resync_callback is None:
+            log.warning(
+                "cursor reset: events older than the retention window are gone; continuing "
+                "(head %s, resume after %s, %s open events)",
+                snapshot.head_seq, resume, len(snapshot.open_events),
+            )
+        else:
+            try:
+                await _invoke(self.resync_callback, _is_async(self.resync_callback), snapshot)
+            except Retry as err:
+                raise ProblemError(503, "resync_deferred", err.reason) from err
+            except Exception as err:
+                raise ResyncFailed(f"the resync callback failed: {err}") from err
+        await asyncio.to_thread(self.state.reset_cursor, self.inbox, resume)
+        self.summary.resyncs += 1
+        self.claim_backlog = True
+        return resume
+
+    def _start(self, claim: Claim) -> None:
+        self.held[claim.event_id] = claim.lease_token
+        task = asyncio.ensure_future(self._work(claim))
+        self.tasks.add(task)
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self.tasks.discard(finished)
+            self.held.pop(claim.event_id, None)
+            self.task_done = True
+            self._poke()
+
+        task.add_done_callback(done)
+
+    def _count(self, outcome: Outcome) -> None:
+        setattr(self.summary, outcome.kind, getattr(self.summary, outcome.kind) + 1)
+
+    async def _work(self, claim: Claim) -> None:
+        started = time.monotonic()
+        self.observe("started", event=claim.event)
+        try:
+            outcome = await self._outcome(claim)
+        except asyncio.CancelledError:
+            self._count(Outcome("unconfirmed", "stopped"))
+            raise
+        self._count(outcome)
+        self.observe(
+            "finished", event=claim.event, outcome=outcome, elapsed=time.monotonic() - started
+        )
+
+    async def _outcome(self, claim: Claim) -> Outcome:
+        """Deduplicate, or run the handler under heartbeats; then acknowledge or release."""
+        try:
+            previous = self.state.processed(self.inbox, claim.event_id)
+        except InboxError as err:
+            # Without the record we cannot tell whether this ran before; give it back.
+            log.error("local state unreadable; releasing the event: %s", err)
+            return await self._released(claim, 5.0, "local_state_unavailable")
+        if previous is not None:
+            try:
+                await self._acknowledge(claim, previous)
+            except InboxError as err:
+                return Outcome("unconfirmed", str(err))
+            return Outcome("deduplicated", previous)
+        event = Event(claim.event, claim.visibility_lease_until_utc)
+        try:
+            await self._with_heartbeats(claim, _invoke(self.handler, self.handler_async, event))
+            result, reason = "completed", ""
+        except Retry as err:
+            return await self._released(claim, err.after, err.reason)
+        except Fatal as err:
+            result, reason = "failed", err.reason
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            log.warning("handler raised %r for %s; releasing it for a retry", err, claim.event_id)
+            return await self._released(
+                claim, self.config.unexpected_error_retry_seconds, f"{type(err).__name__}: {err}"
+            )
+        try:
+            await asyncio.to_thread(
+                self.state.record_processed, self.inbox, claim.event_id, claim.event.inbox_seq, result
+            )
+        except InboxError as err:
+            log.warning("could not record %s as processed: %s", claim.event_id, err)
+        try:
+            await self._acknowledge(claim, result)
+        except InboxError as err:
+            return Outcome("unconfirmed", str(err))
+        return Outcome("acked") if result == "completed" else Outcome("failed", reason)
+
+    async def _released(self, claim: Claim, after: float, reason: str) -> Outcome:
+        request = ReleaseRequest(
+            event_id=claim.event_id,
+            lease_token=claim.lease_token,
+            retry_after_seconds=int(min(max(after, 0), 604_800)),
+            reason=reason[:200],
+        )
+        try:
+            await self._retrying(lambda: self.client.release(request))
+        except InboxError as err:
+            return Outcome("unconfirmed", str(err))
+        return Outcome("released", reason, after)
+
+    async def _with_heartbeats(self, claim: Claim, work: Awaitable[None]) -> None:
+        """Runs ``work`` while extending the lease at half its length. A lost lease cannot be
+        won back: the handler is left to finish, its result recorded for deduplication."""
+        task = asyncio.ensure_future(work)
+        delay: float | None = heartbeat_delay(self.lease)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=delay)
+                if task in done:
+                    return task.result()
+                request = HeartbeatRequest(
+                    leases=[
+                        HeartbeatEntry(claim.event_id, claim.lease_token, max(int(self.lease), 1))
+                    ],
+                    session_id=self.session_id,
+                )
+                try:
+                    answer = await self.client.heartbeat(request)
+                except InboxError as err:
+                    if err.transient:
+                        delay = heartbeat_retry_delay(self.lease)
+                    else:
+                        log.warning("heartbeat refused for %s: %s", claim.event_id, err)
+                        delay = None
+                    continue
+                error = answer.leases[0].error if answer.leases else None
+                if error is None:
+                    delay = heartbeat_delay(self.lease)
+                else:
+                    log.warning("lease of %s lost while the handler runs: %s", claim.event_id, error.code)
+                    self.observe("lease_lost", event_id=claim.event_id)
+                    delay = None
+        finally:
+            if not task.done():
+                task.cancel()
+
+    async def _acknowledge(self, claim: Claim, result: str) -> None:
+        """Acknowledges one event. Acknowledgements of events that finish while another is on
+        its way share the next request (the endpoint takes a batch; each ack keeps its own
+        outcome), so a busy agent sends far fewer requests without waiting any longer."""
+        done: asyncio.Future[AckOutcome] = asyncio.get_running_loop().create_future()
+        self.ack_queue.append((AckEntry(claim.event_id, claim.lease_token, result), done))
+        if self.ack_flusher is None or self.ack_flusher.done():
+            self.ack_flusher = asyncio.ensure_future(self._flush_acks())
+        outcome = await asyncio.shield(done)
+        if outcome.error is not None:
+            raise ProblemError(409, outcome.error.code, outcome.error.detail)
+
+    async def _flush_acks(self) -> None:
+        while self.ack_queue:
+            batch, self.ack_queue = self.ack_queue[:_ACK_BATCH_MAX], self.ack_queue[_ACK_BATCH_MAX:]
+            request = AcknowledgeRequest([entry for entry, _ in batch], session_id=self.session_id)
+            try:
+                answer = await self._retrying(lambda: self.client.acknowledge(request))
+            except InboxError as err:
+                for _, done in batch:
+                    if not done.done():
+                        done.set_exception(err)
+                continue
+            outcomes = {outcome.event_id: outcome for outcome in answer.results}
+            for entry, done in batch:
+                if done.done():
+                    continue
+                outcome = outcomes.get(entry.event_id)
+                if outcome is None:
+                    done.set_exception(ProtocolError("the acknowledgement answer left an event out"))
+                else:
+                    done.set_result(outcome)
+
+    async def _retrying(self, request: Callable[[], Awaitable[Any]]) -> Any:
+        attempt = 0
+        while True:
+            try:
+                return await request()
+            except InboxError as err:
+                attempt += 1
+                if not err.transient or attempt >= self.config.ack_attempts_max:
+                    raise
+                await asyncio.sleep(self.config.ack_retry.delay(attempt, jitter()))
+
+    async def _drain(self) -> None:
+        """Lets running handlers finish within the grace period, then stops them and releases
+        their events so they need not wait out their leases."""
+        if not self.tasks:
+            return
+        _, pending = await asyncio.wait(set(self.tasks), timeout=self.config.shutdown_grace)
+        if not pending:
+            return
+        unfinished = dict(self.held)
+        for task in pending:
+            task.cancel()
+        await asyncio.wait(pending)
+        for event_id, lease_token in unfinished.items():
+            try:
+                await self.client.release(
+                    ReleaseRequest(event_id, lease_token, 0, "agent_shutdown")
+                )
+                log.info("released %s on shutdown", event_id)
+            except InboxError as err:
+                log.warning("could not release %s on shutdown (its lease will expire): %s", event_id, err)

@@ -1,0 +1,138 @@
+"""The agent's time-based policies as pure functions, as the Rust SDK has them: the adaptive
+poll interval (1 s after work, jittered growth to 5 min), reconnect backoff, when to heartbeat
+a lease and refresh an access token, how long a long poll may wait behind a proxy that cuts
+requests, and when a transport has failed often enough to fall back. Time and randomness are
+arguments (a ``jitter`` is a number in ``[0, 1]``); only the runner reads clocks."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PollSchedule:
+    """Seconds. Jitter only ever shortens a wait, so the ceiling is a promise."""
+
+    interval_min: float = 1.0
+    interval_max: float = 300.0
+    growth: float = 2.0
+    jitter_fraction: float = 0.2
+
+    def next_nominal(self, previous: float | None, found_work: bool) -> float:
+        low = min(self.interval_min, self.interval_max)
+        if previous is not None and not found_work:
+            grown = max(previous, low) * max(self.growth, 1.0)
+            return max(min(grown, self.interval_max), low)
+        return low
+
+    def jittered(self, nominal: float, jitter: float) -> float:
+        cut = min(max(self.jitter_fraction, 0.0), 1.0) * min(max(jitter, 0.0), 1.0)
+        return nominal * (1.0 - cut)
+
+
+def next_cycle_after(
+    schedule: PollSchedule,
+    nominal: float | None,
+    claimed: int,
+    more: bool,
+    until_change: float | None,
+    connected: bool,
+    slack: float,
+    jitter: float,
+) -> tuple[float, float | None]:
+    """The wait before the next cycle and the new nominal interval. While hints flow the
+    timer is a safety net at the ceiling; otherwise the adaptive interval, back at the
+    minimum after work. A known change (a retry delay, another's lease) comes sooner."""
+    if claimed > 0:
+        nominal = None
+    if more:
+        return 0.0, nominal
+    if connected:
+        base, nominal = schedule.interval_max, None
+    else:
+        following = schedule.next_nominal(nominal, claimed > 0)
+        base, nominal = schedule.jittered(following, jitter), following
+    wait = base if until_change is None else min(until_change + slack, base)
+    return max(wait, 0.02), nominal
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Doubling from ``base`` to ``max`` with equal jitter (half fixed, half random)."""
+
+    base: float = 1.0
+    max: float = 300.0
+
+    def delay(self, attempt: int, jitter: float) -> float:
+        exponent = min(max(attempt - 1, 0), 30)
+        full = min(self.base * (1 << exponent), self.max)
+        half = full / 2
+        return half + (full - half) * min(max(jitter, 0.0), 1.0)
+
+
+def heartbeat_delay(lease_seconds: float) -> float:
+    """At half the lease, so one lost heartbeat still leaves time for a second."""
+    return max(lease_seconds / 2, 0.2)
+
+
+def heartbeat_retry_delay(lease_seconds: float) -> float:
+    return max(lease_seconds / 8, 0.1)
+
+
+def refresh_due(age: float, lifetime: float) -> bool:
+    """Refresh when less than a fifth of the token's life (between 5 s and 2 min) remains."""
+    margin = min(max(lifetime / 5, 5.0), 120.0)
+    return age + margin >= lifetime
+
+
+@dataclass
+class LongPollWait:
+    """The long-poll wait in whole seconds, adapted to proxies that cut requests."""
+
+    wait_seconds: int
+    max_seconds: int
+    ceiling_seconds: int | None = None
+
+    @classmethod
+    def new(cls, max_seconds: int) -> LongPollWait:
+        max_seconds = max(max_seconds, 1)
+        return cls(max_seconds, max_seconds)
+
+    def on_cut(self, elapsed: float) -> None:
+        ceiling = max(int(elapsed * 0.75), 1)
+        if self.ceiling_seconds is not None:
+            ceiling = min(ceiling, self.ceiling_seconds)
+        self.ceiling_seconds = ceiling
+        self.wait_seconds = min(self.wait_seconds, ceiling)
+
+    def on_answer(self) -> None:
+        limit = min(self.ceiling_seconds or self.max_seconds, self.max_seconds)
+        self.wait_seconds = min(self.wait_seconds + 1, limit)
+
+    def on_refused(self) -> None:
+        self.max_seconds = max(self.wait_seconds // 2, 1)
+        self.wait_seconds = self.max_seconds
+
+
+@dataclass(frozen=True)
+class TransportPolicy:
+    failures_before_fallback: int = 3
+    #: A stream that ends sooner than this (seconds) was cut and counts as a failure.
+    stream_life_min: float = 20.0
+    #: How long to stay on a fallback before trying the better transport again.
+    upgrade_after: float = 300.0
+
+    def stream_failed(self, lived: float) -> bool:
+        return lived < self.stream_life_min
+
+    def should_fall_back(self, failures: int) -> bool:
+        return failures >= max(self.failures_before_fallback, 1)
+
+    def should_upgrade(self, on_fallback_for: float) -> bool:
+        return on_fallback_for >= self.upgrade_after
+
+
+def jitter() -> float:
+    """A number in ``[0, 1)`` for jitter."""
+    return random.random()

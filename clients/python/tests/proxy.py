@@ -1,0 +1,140 @@
+"""A small TCP proxy in front of the service that a test can make hostile: it refuses
+connections whose first request matches a rule (as a middlebox that breaks streams or long
+requests does), closes every connection a set time after it opened, or forwards faithfully."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import socket
+import threading
+import time
+
+
+class Proxy:
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(128)
+        self.port = int(self.listener.getsockname()[1])
+        self.base = f"http://127.0.0.1:{self.port}"
+        #: Close each connection this many seconds after it opened; ``None`` forwards as is.
+        self.cut_after: float | None = None
+        #: Connections whose first request (head and body) this accepts are closed at once.
+        self.refuse: Callable[[bytes], bool] | None = None
+        self.refused = 0
+        self.connections = 0
+        self._open: list[tuple[socket.socket, socket.socket, float]] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+        threading.Thread(target=self._reaper, daemon=True).start()
+
+    def close(self) -> None:
+        self._closed = True
+        self.listener.close()
+        self.cut_all()
+
+    def cut_all(self) -> None:
+        with self._lock:
+            for client, upstream, _ in self._open:
+                for s in (client, upstream):
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                    s.close()
+            self._open.clear()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+
+    def _connect(self, client: socket.socket) -> None:
+        first = self._first_request(client)
+        refuse = self.refuse
+        if first is None or (refuse is not None and refuse(first)):
+            self.refused += 1
+            client.close()
+            return
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            upstream.sendall(first)
+        except OSError:
+            client.close()
+            return
+        with self._lock:
+            self.connections += 1
+            self._open.append((client, upstream, time.monotonic()))
+        for a, b in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _first_request(client: socket.socket) -> bytes | None:
+        """The head and body of the first request (by Content-Length), read whole."""
+        data = b""
+        client.settimeout(10)
+        try:
+            while b"\r\n\r\n" not in data:
+                chunk = client.recv(65536)
+                if not chunk:
+                    return None
+                data += chunk
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value.strip())
+            while len(body) < length:
+                chunk = client.recv(65536)
+                if not chunk:
+                    return None
+                body += chunk
+                data += chunk
+        except (OSError, ValueError):
+            return None
+        client.settimeout(None)
+        return data
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        for s in (source, sink):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _reaper(self) -> None:
+        while not self._closed:
+            time.sleep(0.05)
+            cut_after = self.cut_after
+            if cut_after is None:
+                continue
+            now = time.monotonic()
+            with self._lock:
+                keep = []
+                for client, upstream, opened in self._open:
+                    if now - opened >= cut_after:
+                        for s in (client, upstream):
+                            try:
+                                s.shutdown(socket.SHUT_RDWR)
+                            except OSError:
+                                pass
+                            s.close()
+                    else:
+                        keep.append((client, upstream, opened))
+                self._open = keep

@@ -1,0 +1,734 @@
+/**
+ * The agent runner and the handler contract, as the Rust SDK's `Agent`. On every hint, timer,
+ * reconnection or lifecycle change it scans the inbox after its durable cursor, claims what it
+ * can run, and calls the handler once per event while heartbeating the event's lease; then it
+ * acknowledges (the handler returned), releases for a retry ({@link RetryLater}, or any other
+ * error) or acknowledges as `failed` ({@link Fatal}, which dead-letters the event).
+ *
+ * A handler's result is recorded in the durable local state *before* the acknowledgement is
+ * sent, so an event delivered again after a crash, a reload or a lost acknowledgement is
+ * acknowledged from the record instead of being run twice. In a browser the record lives in
+ * IndexedDB and is shared by every tab of the origin; the tabs share one hint stream too
+ * (see `tabs.ts`), and claims decide which tab runs which event.
+ */
+
+import type { InboxApi } from "./api.js";
+import { sleep } from "./api.js";
+import { ConfigError, Fatal, InboxError, ProblemError, ProtocolError, ResyncError, RetryLater, SessionSupersededError } from "./errors.js";
+import type { LifecycleChange, Platform } from "./platform.js";
+import { Scan } from "./scan.js";
+import {
+  DEFAULT_POLL_SCHEDULE,
+  backoffDelay,
+  heartbeatDelay,
+  heartbeatRetryDelay,
+  jitter,
+  jittered,
+  nextCycleAfter,
+  nextNominal,
+  wallClockDrift,
+} from "./schedule.js";
+import type { Backoff, PollSchedule } from "./schedule.js";
+import type { LocalState, ProcessedResult } from "./state.js";
+import { DEFAULT_TAB_TIMING, TabGroup } from "./tabs.js";
+import type { TabGroupTiming } from "./tabs.js";
+import { DEFAULT_TRANSPORT_CONFIG, HintTransport } from "./transport.js";
+import type { TransportConfig, TransportStatus } from "./transport.js";
+import { Wakeup, timer } from "./wakeup.js";
+import type { Claim, EventEnvelope, JsonObject, ResyncResponse, SubscribeResponse } from "./wire.js";
+
+/** One claimed event, as the handler gets it. */
+export interface InboxEvent {
+  readonly eventId: string;
+  readonly eventType: string;
+  readonly inboxSeq: number;
+  readonly payload: JsonObject | null;
+  /** When the lease ends unless heartbeats extend it (the runner does that). */
+  readonly leaseUntilUtc: string;
+  /** Seed 001's whole envelope. */
+  readonly envelope: EventEnvelope;
+}
+
+export interface HandlerContext {
+  /** Aborted when the agent stops and the shutdown grace period has run out. */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * Runs one event. Return to acknowledge; throw {@link RetryLater} to release it for a retry,
+ * {@link Fatal} to dead-letter it; any other error releases it for a retry after 30 s (the
+ * event's `max_attempts` bounds the retries). Side effects should be idempotent where they can
+ * be: a lease can be lost (a partition longer than the lease), and then another tab or process
+ * may run the event too.
+ */
+export type Handler = (event: InboxEvent, context: HandlerContext) => Promise<void> | void;
+
+/**
+ * Rebuilds the agent's view after `410 cursor_reset_required` (away longer than the service
+ * keeps history): gets the head and every open event up to `resume_after_seq`, all pages in one
+ * snapshot. Throw {@link RetryLater} to be called again on the next wake, anything else to stop
+ * the agent rather than skip data silently.
+ */
+export type ResyncHandler = (snapshot: ResyncResponse) => Promise<void> | void;
+
+/** How an event ended for this agent. */
+export type Outcome =
+  | { kind: "acked" }
+  | { kind: "failed"; reason: string }
+  | { kind: "released"; retryAfterSeconds: number; reason: string }
+  | { kind: "deduplicated"; result: ProcessedResult }
+  | { kind: "unconfirmed"; error: string };
+
+/** What the runner reports as it goes. Called inline: keep the observer quick. */
+export type Progress =
+  | { type: "subscribed"; sessionId: string; recipientId: string; cursor: number; headSeq: number }
+  | { type: "role"; leader: boolean }
+  | { type: "transport"; status: TransportStatus }
+  | { type: "hint"; headSeq: number | null; from: "stream" | "tab" | "lifecycle" }
+  | { type: "disconnected"; error: InboxError; retryInMs: number }
+  | { type: "scanned"; cursor: number; headSeq: number }
+  | { type: "started"; event: EventEnvelope }
+  | { type: "finished"; event: EventEnvelope; outcome: Outcome; elapsedMs: number }
+  | { type: "lease_lost"; eventId: string }
+  | { type: "resynced"; snapshot: ResyncResponse }
+  | { type: "clock_jumped"; driftMs: number };
+
+export interface AgentOptions {
+  api: InboxApi;
+  handler: Handler;
+  /** After a cursor reset; default: carry on (open events are still claimed as usual). */
+  resync?: ResyncHandler;
+  /** Default: the browser's (IndexedDB, EventSource, Web Locks) or Node's (JSON file). */
+  platform?: Platform;
+  /** Default: the platform's store named `stateName`. */
+  state?: LocalState;
+  /** Default: the inbox, `tenant/agent`. */
+  stateName?: string;
+  deviceId?: string;
+  /** Events handled at once by this tab or process; default 1. */
+  concurrency?: number;
+  /** Lease asked for per claim; default the service's. */
+  leaseSeconds?: number;
+  transport?: Partial<TransportConfig>;
+  /** Polling while no stream or long poll is connected, and retrying while unreachable. */
+  poll?: PollSchedule;
+  ackRetry?: Backoff;
+  ackAttemptsMax?: number;
+  pageSize?: number;
+  scanPagesMax?: number;
+  /** On stop, how long running handlers get before their events are released; default 30 s. */
+  shutdownGraceMs?: number;
+  /** In a browser, share one stream among the agent's tabs (default true). */
+  shareStreamAcrossTabs?: boolean;
+  tabTiming?: TabGroupTiming;
+  observer?: (progress: Progress) => void;
+}
+
+export interface RunSummary {
+  acked: number;
+  failed: number;
+  released: number;
+  deduplicated: number;
+  unconfirmed: number;
+  resyncs: number;
+}
+
+/** Delay before an event whose handler threw an unexpected error is tried again. */
+const UNEXPECTED_ERROR_RETRY_SECONDS = 30;
+/** An expired lease comes back on the service's next scavenger pass: allow for it. */
+const SCAVENGER_SLACK_MS = 250;
+const CLOCK_CHECK_MS = 5_000;
+const CLOCK_TOLERANCE_MS = 5_000;
+
+let defaultPlatform: (() => Platform) | null = null;
+
+/** Set by the package's entry points: the browser's platform, or Node's. */
+export function setDefaultPlatform(factory: () => Platform): void {
+  defaultPlatform = factory;
+}
+
+interface Running {
+  claim: Claim;
+  controller: AbortController;
+  done: Promise<void>;
+}
+
+/** An agent: one identity, one durable state, one handler. */
+export class Agent {
+  readonly #options: AgentOptions;
+  readonly #api: InboxApi;
+  readonly #platform: Platform;
+  readonly #concurrency: number;
+  readonly #poll: PollSchedule;
+  readonly #wake = new Wakeup();
+  readonly #stopController = new AbortController();
+  readonly #running = new Map<string, Running>();
+  readonly #summary: RunSummary = { acked: 0, failed: 0, released: 0, deduplicated: 0, unconfirmed: 0, resyncs: 0 };
+  #started = false;
+  #state: LocalState | null = null;
+  #inbox = "";
+  #session: SubscribeResponse | null = null;
+  #leaseSeconds = 120;
+  #knownHead = 0;
+  #transport: HintTransport | null = null;
+  #tabs: TabGroup | null = null;
+  #leaderConnected = false;
+  #forced = true;
+  #nextCycleAt = 0;
+  #pollNominalMs: number | null = null;
+  #lastScanAt: number | null = null;
+  #nextChangeMs: number | null = null;
+  #claimBacklog = false;
+  #serviceDown = false;
+  #superseded = false;
+
+  constructor(options: AgentOptions) {
+    const platform = options.platform ?? defaultPlatform?.();
+    if (platform === undefined) throw new ConfigError("no platform: pass `platform` (browserPlatform() or nodePlatform())");
+    if (options.concurrency !== undefined && (!Number.isInteger(options.concurrency) || options.concurrency < 1)) {
+      throw new ConfigError(`concurrency must be a whole number of at least 1, not ${options.concurrency}`);
+    }
+    if (options.leaseSeconds !== undefined && !(options.leaseSeconds >= 1)) {
+      throw new ConfigError(`leaseSeconds must be at least 1, not ${options.leaseSeconds}`);
+    }
+    this.#options = options;
+    this.#api = options.api;
+    this.#platform = platform;
+    this.#concurrency = options.concurrency ?? 1;
+    this.#poll = options.poll ?? DEFAULT_POLL_SCHEDULE;
+  }
+
+  /** The session from subscribe, once the agent runs. */
+  get sessionId(): string | null {
+    return this.#session?.session_id ?? null;
+  }
+
+  /** Whether this tab holds the agent's stream (always true outside browsers with tabs). */
+  get isLeader(): boolean {
+    return this.#tabs === null ? this.#transport !== null : this.#tabs.isLeader;
+  }
+
+  get summary(): Readonly<RunSummary> {
+    return this.#summary;
+  }
+
+  /** Asks the agent to stop: running handlers finish within the grace period, then `run` resolves. */
+  stop(): void {
+    this.#stopController.abort();
+    this.#wake.notify();
+  }
+
+  /**
+   * Runs until {@link stop} (resolving with the counts) or a fatal error: credentials refused, a
+   * permanent resync failure, local state unusable, or {@link SessionSupersededError}. Network
+   * trouble is never fatal: the agent waits and tries again.
+   */
+  async run(): Promise<RunSummary> {
+    if (this.#started) throw new ConfigError("an Agent runs once; make a new one");
+    this.#started = true;
+    const stopWatching: (() => void)[] = [];
+    try {
+      const session = await this.#subscribe();
+      if (session === null) return this.#summary;
+      this.#session = session;
+      this.#inbox = `${session.recipient.tenant_id}/${session.recipient.recipient_id}`;
+      this.#state = this.#options.state ?? (await this.#platform.openState(this.#options.stateName ?? this.#inbox));
+      this.#leaseSeconds = this.#options.leaseSeconds ?? Math.max(1, session.lease_default_seconds);
+      this.#knownHead = session.current_head_seq;
+      this.#observe({
+        type: "subscribed",
+        sessionId: session.session_id,
+        recipientId: session.recipient.recipient_id,
+        cursor: await this.#state.cursor(this.#inbox),
+        headSeq: session.current_head_seq,
+      });
+      this.#startHints(session);
+      stopWatching.push(this.#platform.watch((change) => this.#lifecycle(change)));
+      stopWatching.push(this.#watchClock());
+      await this.#loop();
+      return this.#summary;
+    } finally {
+      for (const stop of stopWatching) stop();
+      this.#tabs?.stop();
+      this.#transport?.stop();
+      this.#transport = null;
+      if (this.#options.state === undefined) await this.#state?.close();
+    }
+  }
+
+  async #subscribe(): Promise<SubscribeResponse | null> {
+    let nominal: number | null = null;
+    for (;;) {
+      try {
+        return await this.#api.subscribe(
+          {
+            device_id: this.#options.deviceId ?? null,
+            supported_transports: ["sse", "long-poll", "poll"],
+            wants_claims: true,
+          },
+          { signal: this.#stopController.signal },
+        );
+      } catch (error) {
+        if (this.#stopController.signal.aborted) return null;
+        if (!(error instanceof InboxError) || !error.retryable) throw error;
+        nominal = nextNominal(this.#poll, nominal, false);
+        const delay = jittered(this.#poll, nominal, jitter());
+        this.#observe({ type: "disconnected", error, retryInMs: delay });
+        await sleep(delay, this.#stopController.signal).catch(() => undefined);
+        if (this.#stopController.signal.aborted) return null;
+      }
+    }
+  }
+
+  /** Starts the transport here, or joins the tabs of this agent that share one. */
+  #startHints(session: SubscribeResponse): void {
+    const tabs = this.#platform.tabs;
+    if (tabs === null || this.#options.shareStreamAcrossTabs === false) {
+      this.#lead(session);
+      return;
+    }
+    this.#tabs = new TabGroup(
+      tabs,
+      this.#inbox,
+      {
+        lead: () => {
+          this.#observe({ type: "role", leader: true });
+          this.#lead(session);
+        },
+        follow: () => {
+          this.#observe({ type: "role", leader: false });
+          this.#transport?.stop();
+          this.#transport = null;
+          this.#leaderConnected = false;
+        },
+        hint: (headSeq) => {
+          this.#knownHead = Math.max(this.#knownHead, headSeq);
+          this.#hinted(headSeq, "tab");
+        },
+        leaderConnected: (connected) => {
+          this.#leaderConnected = connected;
+          this.#forced = true;
+          this.#nextCycleAt = Date.now();
+          this.#wake.notify();
+        },
+      },
+      this.#options.tabTiming ?? DEFAULT_TAB_TIMING,
+    );
+    this.#tabs.start();
+  }
+
+  #lead(session: SubscribeResponse): void {
+    this.#transport?.stop();
+    const agent = this;
+    this.#transport = new HintTransport(
+      {
+        api: this.#api,
+        platform: this.#platform,
+        sessionId: session.session_id,
+        sseUrl: session.sse_url ?? null,
+        heartbeatIntervalMs: Math.max(1, session.heartbeat_interval_seconds) * 1000,
+        knownHead: () => agent.#knownHead,
+        noteHead: (headSeq) => {
+          agent.#knownHead = Math.max(agent.#knownHead, headSeq);
+        },
+        hint: (headSeq) => {
+          agent.#tabs?.broadcastHint(headSeq ?? agent.#knownHead);
+          agent.#hinted(headSeq, "stream");
+        },
+        status: (status) => {
+          agent.#tabs?.setConnected(status.connected);
+          agent.#observe({ type: "transport", status });
+          // Connected or not, the timer's basis changed: scan now and reschedule.
+          agent.#forced = true;
+          agent.#nextCycleAt = Date.now();
+          agent.#wake.notify();
+        },
+        superseded: () => {
+          agent.#superseded = true;
+          agent.#wake.notify();
+        },
+        serviceDown: () => agent.#serviceDown,
+      },
+      { ...DEFAULT_TRANSPORT_CONFIG, ...this.#options.transport },
+    );
+    this.#transport.start();
+  }
+
+  #hinted(headSeq: number | null, from: "stream" | "tab" | "lifecycle"): void {
+    this.#observe({ type: "hint", headSeq, from });
+    this.#forced = true;
+    this.#nextCycleAt = Date.now();
+    this.#wake.notify();
+  }
+
+  #lifecycle(change: LifecycleChange): void {
+    switch (change) {
+      case "online":
+        // The network came back: catch up now, and try the best transport again.
+        this.#transport?.reconnect(true);
+        this.#hinted(null, "lifecycle");
+        break;
+      case "visible":
+        this.#hinted(null, "lifecycle");
+        break;
+      case "frozen":
+        this.#tabs?.suspend();
+        break;
+      case "resumed":
+        this.#tabs?.resume();
+        this.#transport?.reconnect(true);
+        this.#hinted(null, "lifecycle");
+        break;
+      case "offline":
+      case "hidden":
+        break;
+    }
+  }
+
+  /** A sleep/resume or a clock change: connections are likely dead, the head likely moved. */
+  #watchClock(): () => void {
+    let previous = { monotonicMs: performance.now(), wallMs: Date.now() };
+    const handle = setInterval(() => {
+      const now = { monotonicMs: performance.now(), wallMs: Date.now() };
+      const drift = wallClockDrift(previous, now, CLOCK_TOLERANCE_MS);
+      previous = now;
+      if (drift !== null) {
+        this.#observe({ type: "clock_jumped", driftMs: drift });
+        this.#transport?.reconnect(true);
+        this.#hinted(null, "lifecycle");
+      }
+    }, CLOCK_CHECK_MS);
+    return () => clearInterval(handle);
+  }
+
+  get #connected(): boolean {
+    if (this.#transport !== null) return this.#transport.status.connected;
+    return this.#leaderConnected;
+  }
+
+  async #loop(): Promise<void> {
+    this.#nextCycleAt = Date.now();
+    this.#forced = true;
+    for (;;) {
+      if (this.#stopController.signal.aborted) break;
+      if (this.#superseded) {
+        await this.#drain();
+        throw new SessionSupersededError(this.sessionId ?? "");
+      }
+      const free = this.#concurrency - this.#running.size;
+      if (free > 0 && Date.now() >= this.#nextCycleAt) {
+        const forced = this.#forced;
+        this.#forced = false;
+        try {
+          const cycle = await this.#cycle(free, forced);
+          this.#nextCycleAt = this.#afterCycle(cycle);
+        } catch (error) {
+          if (error instanceof SessionSupersededError || !(error instanceof InboxError) || !error.retryable) {
+            await this.#drain();
+            throw error;
+          }
+          // Unreachable: the transports stand by, and only this loop knocks, on the idle schedule.
+          this.#serviceDown = true;
+          this.#pollNominalMs = nextNominal(this.#poll, this.#pollNominalMs, false);
+          const delay = jittered(this.#poll, this.#pollNominalMs, jitter());
+          this.#observe({ type: "disconnected", error, retryInMs: delay });
+          this.#nextCycleAt = Date.now() + delay;
+        }
+        continue;
+      }
+      const waitMs = free > 0 ? this.#nextCycleAt - Date.now() : 3_600_000;
+      const wait = timer(waitMs);
+      await Promise.race([wait.promise, this.#wake.wait()]);
+      wait.cancel();
+      if (free > 0 && Date.now() >= this.#nextCycleAt) this.#forced = true;
+    }
+    await this.#drain();
+  }
+
+  #afterCycle(cycle: { claimed: number; more: boolean; nextChangeMs: number | null }): number {
+    if (this.#serviceDown) {
+      this.#serviceDown = false;
+      this.#transport?.reachable();
+    }
+    const { waitMs, nominalMs } = nextCycleAfter(
+      this.#poll,
+      this.#pollNominalMs,
+      { claimed: cycle.claimed, more: cycle.more, untilChangeMs: cycle.nextChangeMs === null ? null : Math.max(0, cycle.nextChangeMs - Date.now()) },
+      this.#connected,
+      SCAVENGER_SLACK_MS,
+      jitter(),
+    );
+    this.#pollNominalMs = nominalMs;
+    return Date.now() + waitMs;
+  }
+
+  /** Scans after the cursor (when forced, or the last scan is not recent), then claims up to `free`. */
+  async #cycle(free: number, forced: boolean): Promise<{ claimed: number; more: boolean; nextChangeMs: number | null }> {
+    const recent = this.#lastScanAt !== null && Date.now() - this.#lastScanAt < 200;
+    const scan = forced || !recent ? await this.#scan() : null;
+    const worthClaiming = this.#claimBacklog || scan === null || scan.scan.claimable > 0 || scan.truncated;
+    // A cycle that did not scan keeps the last scan's knowledge of what becomes claimable when.
+    if (scan !== null) this.#nextChangeMs = scan.scan.nextChangeMs;
+    const nextChangeMs = this.#nextChangeMs;
+    if (!worthClaiming) return { claimed: 0, more: false, nextChangeMs };
+    const limit = Math.min(free, 500);
+    let claims: Claim[];
+    try {
+      const answer = await this.#api.claim({
+        session_id: this.sessionId,
+        limit,
+        ...(this.#options.leaseSeconds === undefined ? {} : { lease_seconds: this.#options.leaseSeconds }),
+      });
+      claims = answer.claims;
+    } catch (error) {
+      if (error instanceof ProblemError && error.code === "session_superseded") throw new SessionSupersededError(this.sessionId ?? "");
+      throw error;
+    }
+    if (claims.length < limit) this.#claimBacklog = false;
+    for (const claim of claims) this.#start(claim);
+    return { claimed: claims.length, more: claims.length === limit, nextChangeMs };
+  }
+
+  /** Reads the inbox after the cursor, page by page; persists the cursor it may move to. */
+  async #scan(): Promise<{ scan: Scan; truncated: boolean }> {
+    const state = this.#requireState();
+    let cursor = await state.cursor(this.#inbox);
+    const held = new Set(this.#running.keys());
+    let scan = new Scan(cursor);
+    let pages = 0;
+    const pageSize = Math.min(Math.max(this.#options.pageSize ?? 100, 1), 500);
+    const pagesMax = Math.max(this.#options.scanPagesMax ?? 10, 1);
+    let truncated = false;
+    for (;;) {
+      let page;
+      try {
+        page = await this.#api.poll({ after_seq: Math.max(scan.seenThrough, cursor), limit: pageSize });
+      } catch (error) {
+        if (error instanceof ProblemError && error.code === "cursor_reset_required") {
+          cursor = await this.#resync();
+          scan = new Scan(cursor);
+          continue;
+        }
+        throw error;
+      }
+      scan.addPage(page.events, page.next_cursor, page.head_seq, Date.now(), held);
+      pages += 1;
+      if (!page.more_available) break;
+      if (pages >= pagesMax) {
+        truncated = true;
+        break;
+      }
+    }
+    this.#lastScanAt = Date.now();
+    if (scan.cursor > cursor) await state.advanceCursor(this.#inbox, scan.cursor);
+    this.#knownHead = Math.max(this.#knownHead, scan.headSeq);
+    this.#observe({ type: "scanned", cursor: scan.cursor, headSeq: scan.headSeq });
+    return { scan, truncated };
+  }
+
+  /** After `cursor_reset_required`: every page of the snapshot to the callback, then continue after it. */
+  async #resync(): Promise<number> {
+    const pageSize = Math.min(Math.max(this.#options.pageSize ?? 100, 1), 500);
+    const snapshot = await resyncSnapshot(this.#api, pageSize);
+    this.#observe({ type: "resynced", snapshot });
+    try {
+      await this.#options.resync?.(snapshot);
+    } catch (error) {
+      if (error instanceof RetryLater) throw new InboxError("resync_deferred", `the resync callback asked to retry: ${error.message}`, true);
+      throw new ResyncError(error instanceof Error ? error.message : String(error), { cause: error });
+    }
+    await this.#requireState().resetCursor(this.#inbox, snapshot.resume_after_seq);
+    this.#summary.resyncs += 1;
+    this.#claimBacklog = true;
+    return snapshot.resume_after_seq;
+  }
+
+  #start(claim: Claim): void {
+    const controller = new AbortController();
+    const started = Date.now();
+    this.#observe({ type: "started", event: claim.event });
+    const done = this.#work(claim, controller.signal).then((outcome) => {
+      this.#running.delete(claim.event_id);
+      this.#count(outcome);
+      this.#observe({ type: "finished", event: claim.event, outcome, elapsedMs: Date.now() - started });
+      this.#nextCycleAt = Math.min(this.#nextCycleAt, Date.now());
+      this.#wake.notify();
+    });
+    this.#running.set(claim.event_id, { claim, controller, done });
+  }
+
+  #count(outcome: Outcome): void {
+    const key = outcome.kind;
+    this.#summary[key === "acked" ? "acked" : key] += 1;
+  }
+
+  /** One event: deduplicate, or run the handler under heartbeats; then acknowledge or release. */
+  async #work(claim: Claim, signal: AbortSignal): Promise<Outcome> {
+    const state = this.#requireState();
+    let prior: ProcessedResult | null;
+    try {
+      prior = await state.processed(this.#inbox, claim.event_id);
+    } catch (error) {
+      // Without the record we cannot tell whether this ran before; give it back.
+      return this.#releaseOutcome(claim, 5, "local_state_unavailable");
+    }
+    if (prior !== null) {
+      try {
+        await this.#acknowledge(claim, prior);
+        return { kind: "deduplicated", result: prior };
+      } catch (error) {
+        return { kind: "unconfirmed", error: String(error) };
+      }
+    }
+    const event: InboxEvent = {
+      eventId: claim.event_id,
+      eventType: claim.event.event_type,
+      inboxSeq: claim.event.inbox_seq,
+      payload: claim.event.payload ?? null,
+      leaseUntilUtc: claim.visibility_lease_until_utc,
+      envelope: claim.event,
+    };
+    let result: ProcessedResult;
+    let reason = "";
+    try {
+      await this.#withHeartbeats(claim, async () => this.#options.handler(event, { signal }));
+      result = "completed";
+    } catch (error) {
+      if (error instanceof Fatal) {
+        result = "failed";
+        reason = error.message;
+      } else {
+        const after = error instanceof RetryLater ? error.retryAfterSeconds : UNEXPECTED_ERROR_RETRY_SECONDS;
+        return this.#releaseOutcome(claim, after, error instanceof Error ? error.message : String(error));
+      }
+    }
+    try {
+      await state.recordProcessed(this.#inbox, claim.event_id, claim.event.inbox_seq, result);
+    } catch {
+      // The ack still goes out; a redelivery (rare) would then run again.
+    }
+    try {
+      await this.#acknowledge(claim, result);
+    } catch (error) {
+      return { kind: "unconfirmed", error: String(error) };
+    }
+    return result === "completed" ? { kind: "acked" } : { kind: "failed", reason };
+  }
+
+  async #releaseOutcome(claim: Claim, retryAfterSeconds: number, reason: string): Promise<Outcome> {
+    try {
+      await this.#retrying(() =>
+        this.#api.release({ event_id: claim.event_id, lease_token: claim.lease_token, reason: reason.slice(0, 200), retry_after_seconds: retryAfterSeconds }),
+      );
+      return { kind: "released", retryAfterSeconds, reason };
+    } catch (error) {
+      return { kind: "unconfirmed", error: String(error) };
+    }
+  }
+
+  /** Runs `work` while extending the lease at half its length. A lost lease is not won back. */
+  async #withHeartbeats<T>(claim: Claim, work: () => Promise<T>): Promise<T> {
+    const leaseMs = this.#leaseSeconds * 1000;
+    let handle: ReturnType<typeof setTimeout> | undefined;
+    let finished = false;
+    const beat = async (): Promise<void> => {
+      let nextMs = heartbeatDelay(leaseMs);
+      try {
+        const answer = await this.#api.heartbeat({
+          session_id: this.sessionId,
+          leases: [{ event_id: claim.event_id, lease_token: claim.lease_token, extend_by_seconds: this.#leaseSeconds }],
+        });
+        if (answer.leases[0]?.error) {
+          this.#observe({ type: "lease_lost", eventId: claim.event_id });
+          return;
+        }
+      } catch (error) {
+        if (!(error instanceof InboxError) || !error.retryable) return;
+        nextMs = heartbeatRetryDelay(leaseMs);
+      }
+      if (!finished) handle = setTimeout(() => void beat(), nextMs);
+    };
+    handle = setTimeout(() => void beat(), heartbeatDelay(leaseMs));
+    try {
+      return await work();
+    } finally {
+      finished = true;
+      clearTimeout(handle);
+    }
+  }
+
+  /** Acknowledges one event, repeating on network failure (the same token twice is success). */
+  async #acknowledge(claim: Claim, result: ProcessedResult): Promise<void> {
+    const answer = await this.#retrying(() =>
+      this.#api.acknowledge({ session_id: this.sessionId, acks: [{ event_id: claim.event_id, lease_token: claim.lease_token, result }] }),
+    );
+    const outcome = answer.results[0];
+    if (outcome === undefined) throw new ProtocolError("the acknowledgement answer was empty");
+    if (outcome.error) {
+      throw new ProblemError({ type: `urn:agent-inbox:problem:${outcome.error.code}`, title: "acknowledge refused", status: 409, code: outcome.error.code, detail: outcome.error.detail });
+    }
+  }
+
+  /** Repeats a request while it fails transiently, with backoff, up to the attempt limit. */
+  async #retrying<T>(request: () => Promise<T>): Promise<T> {
+    const attemptsMax = this.#options.ackAttemptsMax ?? 30;
+    const backoff = this.#options.ackRetry ?? { baseMs: 200, maxMs: 30_000 };
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await request();
+      } catch (error) {
+        if (!(error instanceof InboxError) || !error.retryable || attempt >= attemptsMax) throw error;
+        await sleep(backoffDelay(backoff, attempt, jitter()));
+      }
+    }
+  }
+
+  /** Lets running handlers finish within the grace period, then releases what still runs. */
+  async #drain(): Promise<void> {
+    if (this.#running.size === 0) return;
+    const grace = timer(this.#options.shutdownGraceMs ?? 30_000);
+    const all = Promise.all([...this.#running.values()].map((r) => r.done));
+    await Promise.race([all, grace.promise]);
+    grace.cancel();
+    const unfinished = [...this.#running.values()];
+    for (const running of unfinished) {
+      running.controller.abort(new ConfigError("the agent stopped"));
+      try {
+        await this.#api.release({ event_id: running.claim.event_id, lease_token: running.claim.lease_token, reason: "agent_shutdown", retry_after_seconds: 0 });
+      } catch {
+        // The lease will expire instead.
+      }
+    }
+  }
+
+  #requireState(): LocalState {
+    if (this.#state === null) throw new ConfigError("the agent is not running");
+    return this.#state;
+  }
+
+  #observe(progress: Progress): void {
+    try {
+      this.#options.observer?.(progress);
+    } catch {
+      // An observer's failure is not the agent's.
+    }
+  }
+}
+
+/**
+ * The whole resync snapshot: every page of open events up to the first page's resume point.
+ * Events past it were published during the resync; the scans that follow find them as usual.
+ */
+export async function resyncSnapshot(api: InboxApi, pageSize: number): Promise<ResyncResponse> {
+  const first = await api.resyncPage(0, pageSize);
+  const snapshot: ResyncResponse = { ...first, open_events: [] };
+  let page = first;
+  for (;;) {
+    const pastResume = page.open_events.some((e) => e.inbox_seq > snapshot.resume_after_seq);
+    snapshot.open_events.push(...page.open_events.filter((e) => e.inbox_seq <= snapshot.resume_after_seq));
+    snapshot.more_available = page.more_available && page.open_events.length > 0 && !pastResume;
+    const last = snapshot.open_events[snapshot.open_events.length - 1];
+    if (!snapshot.more_available || last === undefined) return snapshot;
+    page = await api.resyncPage(last.inbox_seq, pageSize);
+  }
+}

@@ -1,0 +1,148 @@
+/**
+ * The client's errors. Every one carries a stable `code`: the service's problem code when it
+ * refused a request (RFC 9457), otherwise one of the client's own codes below. `retryable`
+ * says whether the same request may succeed later (network trouble, 5xx, 429, 408).
+ */
+
+/** The fields of an RFC 9457 problem document as the service sends them. */
+export interface ProblemDocument {
+  type: string;
+  title: string;
+  status: number;
+  code: string;
+  detail: string;
+  instance?: string | null;
+  /** Extra members ride along, such as `oldest_available_seq`. */
+  [extension: string]: unknown;
+}
+
+/** The base class: catch this to catch everything the client throws. */
+export class InboxError extends Error {
+  readonly code: string;
+  readonly retryable: boolean;
+
+  constructor(code: string, message: string, retryable: boolean, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+    this.retryable = retryable;
+  }
+}
+
+/** The service answered with a problem document (or an error status without one). */
+export class ProblemError extends InboxError {
+  readonly status: number;
+  readonly detail: string;
+  readonly title: string;
+  /** Seconds from `Retry-After`, when the answer carried one. */
+  readonly retryAfter: number | undefined;
+  readonly problem: ProblemDocument;
+
+  constructor(problem: ProblemDocument, retryAfter?: number) {
+    const status = problem.status;
+    super(
+      problem.code,
+      `the service refused the request: ${status} ${problem.code} (${problem.detail})`,
+      status >= 500 || status === 429 || status === 408,
+    );
+    this.status = status;
+    this.detail = problem.detail;
+    this.title = problem.title;
+    this.retryAfter = retryAfter;
+    this.problem = problem;
+  }
+}
+
+/** The service could not be reached, or the connection broke before the answer. */
+export class NetworkError extends InboxError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("unreachable", `cannot reach the service (${message}); it is retried with backoff`, true, options);
+  }
+}
+
+/** The service answered with something that is not the expected JSON. */
+export class ProtocolError extends InboxError {
+  constructor(message: string) {
+    super("protocol", `unexpected answer from the service: ${message}`, true);
+  }
+}
+
+/** A setting or argument that cannot work. */
+export class ConfigError extends InboxError {
+  constructor(message: string) {
+    super("config", message, false);
+  }
+}
+
+/** The durable local state (cursor, processed events) could not be read or written. */
+export class LocalStateError extends InboxError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("local_state", `local state: ${message}`, false, options);
+  }
+}
+
+/**
+ * The tenant allows one active session per agent and a newer session of this agent took over.
+ * The runner stopped claiming and let running handlers finish first.
+ */
+export class SessionSupersededError extends InboxError {
+  readonly sessionId: string;
+
+  constructor(sessionId: string) {
+    super(
+      "session_superseded",
+      `session ${sessionId} was superseded: another process or device started as this agent, and the tenant allows one active session per agent`,
+      false,
+    );
+    this.sessionId = sessionId;
+  }
+}
+
+/** The resync callback failed permanently after a cursor reset; the agent stops rather than skip data. */
+export class ResyncError extends InboxError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("resync_failed", `the resync callback failed: ${message}`, false, options);
+  }
+}
+
+/**
+ * Thrown by a handler: try this event again later. The event is released and claimable again
+ * after `retryAfterSeconds`.
+ */
+export class RetryLater extends Error {
+  readonly retryAfterSeconds: number;
+
+  constructor(reason: string, retryAfterSeconds = 30) {
+    super(reason);
+    this.name = "RetryLater";
+    this.retryAfterSeconds = Math.max(0, Math.min(604_800, Math.floor(retryAfterSeconds)));
+  }
+}
+
+/**
+ * Thrown by a handler: this event will never work. It is acknowledged as `failed`, which
+ * dead-letters it for an operator.
+ */
+export class Fatal extends Error {
+  constructor(reason: string) {
+    super(reason);
+    this.name = "Fatal";
+  }
+}
+
+/** Whether a 401 is about the access token (which a new one may fix), not about a signature. */
+export function isTokenRefusal(error: unknown): boolean {
+  if (!(error instanceof ProblemError) || error.status !== 401) return false;
+  const code = error.code;
+  return code === "unauthorized" || code === "invalid_token" || code === "token_expired" || code.startsWith("http_");
+}
+
+/** Seconds from a `Retry-After` value: delay-seconds or an HTTP date. */
+export function parseRetryAfter(value: string | null, nowMs: number): number | undefined {
+  if (value === null) return undefined;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Number(text);
+  const at = Date.parse(text);
+  if (Number.isNaN(at)) return undefined;
+  return Math.max(0, Math.ceil((at - nowMs) / 1000));
+}

@@ -1,0 +1,207 @@
+/**
+ * One hint stream per agent per browser, shared by every tab. Tabs elect a leader with an
+ * exclusive Web Lock named after the agent; the leader runs the transport (EventSource, long
+ * poll) and passes hints to the other tabs over a BroadcastChannel, with a heartbeat that says
+ * whether hints flow. Every tab runs its own runner, and claims decide which tab handles which
+ * event, so nothing runs twice.
+ *
+ * Takeover: a closed leader's lock is released by the browser and the next tab in the lock's
+ * queue gets it at once; a leader that freezes (Page Lifecycle) or goes into the back/forward
+ * cache resigns first; a leader that stops answering (hung) is detected by its silent heartbeat
+ * and its lock stolen. The new leader's stream opening wakes its runner, which catches up from
+ * the cursor.
+ */
+
+import type { HeldLock, TabChannel, TabMessage, TabPrimitives } from "./platform.js";
+
+export interface TabGroupTiming {
+  /** How often the leader says it is alive. */
+  aliveIntervalMs: number;
+  /** A leader silent this long is presumed hung, and its lock stolen. */
+  takeoverAfterMs: number;
+}
+
+export const DEFAULT_TAB_TIMING: TabGroupTiming = Object.freeze({ aliveIntervalMs: 400, takeoverAfterMs: 1_300 });
+
+export interface TabGroupEvents {
+  /** This tab became the leader: start the transport. */
+  lead(): void;
+  /** This tab stopped leading (resigned, or its lock was stolen): stop the transport. */
+  follow(): void;
+  /** The leader heard of new work. */
+  hint(headSeq: number): void;
+  /** Whether the leader's hints flow (false too when no leader is heard from). */
+  leaderConnected(connected: boolean): void;
+}
+
+export class TabGroup {
+  readonly tabId: string;
+  readonly #tabs: TabPrimitives;
+  readonly #lockName: string;
+  readonly #events: TabGroupEvents;
+  readonly #timing: TabGroupTiming;
+  #channel: TabChannel | null = null;
+  #held: HeldLock | null = null;
+  #waiting: AbortController | null = null;
+  #stopped = false;
+  #suspended = false;
+  #lastAliveAt = 0;
+  #leaderConnected = false;
+  #connected = false;
+  #headSeq = 0;
+  #ticker: ReturnType<typeof setInterval> | undefined;
+  #stealing = false;
+
+  constructor(tabs: TabPrimitives, groupName: string, events: TabGroupEvents, timing: TabGroupTiming = DEFAULT_TAB_TIMING) {
+    this.tabId = randomId();
+    this.#tabs = tabs;
+    this.#lockName = `agent-inbox:leader:${groupName}`;
+    this.#events = events;
+    this.#timing = timing;
+    this.#channel = tabs.channel(`agent-inbox:hints:${groupName}`);
+    this.#channel.onMessage((message) => this.#receive(message));
+  }
+
+  get isLeader(): boolean {
+    return this.#held !== null;
+  }
+
+  start(): void {
+    this.#lastAliveAt = Date.now();
+    this.#ticker = setInterval(() => this.#tick(), this.#timing.aliveIntervalMs);
+    this.#compete(false);
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearInterval(this.#ticker);
+    this.#resign();
+    this.#waiting?.abort();
+    this.#channel?.close();
+    this.#channel = null;
+  }
+
+  /** The tab is frozen or cached: give leadership away now rather than be presumed hung. */
+  suspend(): void {
+    this.#suspended = true;
+    this.#waiting?.abort();
+    this.#resign();
+  }
+
+  /** The tab runs again: compete for leadership once more. */
+  resume(): void {
+    if (!this.#suspended || this.#stopped) return;
+    this.#suspended = false;
+    this.#lastAliveAt = Date.now();
+    this.#compete(false);
+  }
+
+  /** The leader's transport heard of work: tell the other tabs. */
+  broadcastHint(headSeq: number): void {
+    this.#headSeq = Math.max(this.#headSeq, headSeq);
+    this.#channel?.post({ type: "hint", tabId: this.tabId, headSeq: this.#headSeq });
+  }
+
+  /** The leader's transport connected or lost its connection. */
+  setConnected(connected: boolean): void {
+    this.#connected = connected;
+    if (this.isLeader) this.#sayAlive();
+  }
+
+  #compete(steal: boolean): void {
+    if (this.#stopped || this.#suspended || this.#held !== null) return;
+    this.#waiting?.abort();
+    const waiting = new AbortController();
+    this.#waiting = waiting;
+    this.#tabs.acquire(this.#lockName, { steal, signal: waiting.signal }).then(
+      (held) => {
+        if (this.#waiting === waiting) this.#waiting = null;
+        if (this.#stopped || this.#suspended) {
+          held.release();
+          return;
+        }
+        this.#held = held;
+        this.#sayAlive();
+        this.#events.lead();
+        void held.lost.then(() => {
+          if (this.#held !== held) return;
+          this.#held = null;
+          this.#lastAliveAt = Date.now();
+          this.#events.follow();
+          this.#compete(false);
+        });
+      },
+      () => {
+        // Aborted while waiting (a steal replaced this request, or the tab stops).
+      },
+    );
+  }
+
+  #resign(): void {
+    const held = this.#held;
+    if (held === null) return;
+    this.#held = null;
+    this.#channel?.post({ type: "resigned", tabId: this.tabId });
+    this.#events.follow();
+    held.release();
+  }
+
+  #tick(): void {
+    if (this.#stopped || this.#suspended) return;
+    if (this.isLeader) {
+      this.#sayAlive();
+      return;
+    }
+    const silentMs = Date.now() - this.#lastAliveAt;
+    if (silentMs > this.#timing.aliveIntervalMs * 2 && this.#leaderConnected) {
+      this.#leaderConnected = false;
+      this.#events.leaderConnected(false);
+    }
+    if (silentMs > this.#timing.takeoverAfterMs && !this.#stealing) {
+      // Spread the followers out, and let a leader that spoke meanwhile keep its place.
+      this.#stealing = true;
+      const seen = this.#lastAliveAt;
+      setTimeout(() => {
+        this.#stealing = false;
+        if (this.#lastAliveAt === seen && !this.isLeader && !this.#stopped && !this.#suspended) this.#compete(true);
+      }, Math.random() * 200);
+    }
+  }
+
+  #sayAlive(): void {
+    this.#channel?.post({ type: "alive", tabId: this.tabId, connected: this.#connected, headSeq: this.#headSeq });
+  }
+
+  #receive(message: TabMessage): void {
+    if (message.tabId === this.tabId || this.#stopped) return;
+    switch (message.type) {
+      case "alive":
+        this.#lastAliveAt = Date.now();
+        this.#headSeq = Math.max(this.#headSeq, message.headSeq);
+        if (message.connected !== this.#leaderConnected) {
+          this.#leaderConnected = message.connected;
+          this.#events.leaderConnected(message.connected);
+        }
+        break;
+      case "hint":
+        this.#lastAliveAt = Date.now();
+        this.#headSeq = Math.max(this.#headSeq, message.headSeq);
+        this.#events.hint(message.headSeq);
+        break;
+      case "resigned":
+        // The lock queue hands leadership on; until the new leader speaks, nothing flows.
+        this.#lastAliveAt = Date.now();
+        if (this.#leaderConnected) {
+          this.#leaderConnected = false;
+          this.#events.leaderConnected(false);
+        }
+        break;
+    }
+  }
+}
+
+function randomId(): string {
+  const bytes = new Uint8Array(8);
+  globalThis.crypto.getRandomValues(bytes);
+  return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+}

@@ -1,0 +1,65 @@
+// One agent tab for the browser tests: an Agent from the package, configured by the query
+// string; it reports to the test through functions the test exposes (inboxToken, report).
+import { Agent, InboxApi, browserPlatform } from "/dist/index.js";
+
+const params = new URLSearchParams(location.search);
+const tab = params.get("tab") ?? "0";
+const handlerMs = Number(params.get("handlerMs") ?? "0");
+const stats = { tab, leader: false, hints: { stream: 0, tab: 0, lifecycle: 0 }, transport: null, running: 0, subscribed: false, errors: [] };
+window.__stats = stats;
+
+const report = (kind, data) => window.report?.({ kind, tab, at: performance.timeOrigin + performance.now(), ...data });
+
+const api = new InboxApi({
+  baseUrl: params.get("server"),
+  accessToken: ({ refresh }) => window.inboxToken({ refresh, tab }),
+});
+
+const agent = new Agent({
+  api,
+  platform: browserPlatform({ streamAuth: params.get("streamAuth") === "cookie" ? "cookie" : "ticket" }),
+  concurrency: Number(params.get("concurrency") ?? "1"),
+  ...(params.has("lease") ? { leaseSeconds: Number(params.get("lease")) } : {}),
+  shareStreamAcrossTabs: params.get("share") !== "0",
+  handler: async (event) => {
+    stats.running += 1;
+    report("start", { eventId: event.eventId, seq: event.inboxSeq });
+    if (handlerMs > 0) await new Promise((r) => setTimeout(r, handlerMs));
+    report("handled", { eventId: event.eventId, seq: event.inboxSeq });
+    stats.running -= 1;
+  },
+  observer: (progress) => {
+    switch (progress.type) {
+      case "subscribed":
+        stats.subscribed = true;
+        report("subscribed", { sessionId: progress.sessionId });
+        break;
+      case "role":
+        stats.leader = progress.leader;
+        report("role", { leader: progress.leader });
+        break;
+      case "transport":
+        stats.transport = progress.status;
+        report("transport", { status: progress.status });
+        break;
+      case "hint":
+        stats.hints[progress.from] += 1;
+        break;
+      case "finished":
+        report("finished", { eventId: progress.event.event_id, outcome: progress.outcome.kind });
+        break;
+      case "disconnected":
+        stats.errors.push(progress.error.code);
+        break;
+    }
+  },
+});
+window.__agent = agent;
+agent.run().then(
+  () => (document.getElementById("status").textContent = "stopped"),
+  (error) => {
+    stats.errors.push(`fatal:${error.code ?? error}`);
+    report("fatal", { message: String(error) });
+  },
+);
+document.getElementById("status").textContent = "running";

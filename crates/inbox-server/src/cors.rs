@@ -1,0 +1,47 @@
+//! CORS for browser apps served from another origin: only the origins in `cors_origins` may
+//! read answers, send credentials and have their preflights approved. With the list empty (the
+//! default) no CORS header is ever sent, so browsers keep every answer from other origins.
+
+use std::time::Duration;
+
+use axum::http::{HeaderName, HeaderValue, Method, header};
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+use crate::config::Config;
+
+/// The CORS layer for the configured origins, or `None` when there are none.
+pub(crate) fn layer(config: &Config) -> Option<CorsLayer> {
+    if config.cors_origins.is_empty() {
+        return None;
+    }
+    let origins: Vec<HeaderValue> =
+        config.cors_origins.iter().filter_map(|origin| HeaderValue::from_str(origin).ok()).collect();
+    Some(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_credentials(true)
+            .allow_methods([Method::GET, Method::POST, Method::PUT, Method::PATCH, Method::DELETE])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                header::IF_NONE_MATCH,
+                HeaderName::from_static("last-event-id"),
+                HeaderName::from_static("content-digest"),
+                HeaderName::from_static("signature"),
+                HeaderName::from_static("signature-input"),
+                HeaderName::from_static("x-request-id"),
+            ])
+            .expose_headers([
+                header::ETAG,
+                header::RETRY_AFTER,
+                header::LOCATION,
+                HeaderName::from_static("x-request-id"),
+            ])
+            .max_age(Duration::from_secs(600)),
+    )
+}
+
+/// Whether `origin` (an `Origin` header) is one of the configured browser-app origins.
+pub(crate) fn allowed(config: &Config, origin: &str) -> bool {
+    config.cors_origins.iter().any(|listed| listed == origin)
+}
