@@ -32,6 +32,9 @@ pub enum Command {
     Listen(ListenArgs),
     /// Block until work is waiting (exit 0), or until --timeout passes (exit 1).
     Wait(WaitArgs),
+    /// Serve the inbox to a language-model client as Model Context Protocol tools over stdio
+    /// (stdout carries the protocol; logs go to stderr).
+    Mcp(McpArgs),
     /// Install, remove or inspect the user service (systemd or launchd) that runs `listen`.
     Service {
         #[command(subcommand)]
@@ -322,6 +325,33 @@ pub struct WaitArgs {
     /// Give up after this long, such as 10m, with exit code 1 [default: wait indefinitely].
     #[arg(long)]
     pub timeout: Option<String>,
+}
+
+/// `mcp` connects like `listen`, but keeps no local state: lease tokens travel in tool calls.
+#[derive(Debug, Clone, Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+    /// The service URL [default: the profile's].
+    #[arg(long, env = "AGENT_INBOX_SERVER")]
+    pub server: Option<String>,
+    /// A fixed access token instead of the profile's refresh token (not refreshed).
+    #[arg(long, env = "AGENT_INBOX_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Log as JSON lines (on stderr) instead of text.
+    #[arg(long, env = "AGENT_INBOX_LOG_JSON")]
+    pub log_json: bool,
+}
+
+impl McpArgs {
+    pub fn connect(&self) -> ConnectArgs {
+        ConnectArgs {
+            profile: self.profile.clone(),
+            server: self.server.clone(),
+            token: self.token.clone(),
+            state: None,
+        }
+    }
 }
 
 // Parsed once per process; the size of a variant does not matter.

@@ -1,13 +1,15 @@
 //! `agent-inbox`: the one binary. `serve` runs the service, `migrate` applies the schema,
 //! `token issue` prints an access token (and optionally a refresh token) for an operator.
 //! The agent side: `login` stores credentials, `listen` runs a command per event, `wait`
-//! blocks until work exists, `service` installs `listen` as a user service.
+//! blocks until work exists, `service` installs `listen` as a user service, `mcp` serves the
+//! inbox as Model Context Protocol tools to a language-model client.
 
 mod cli;
 mod connect;
 mod keys;
 mod listen;
 mod login;
+mod mcp;
 mod progress;
 mod serve;
 mod service;
@@ -40,6 +42,7 @@ fn main() -> ExitCode {
             cli::Command::Logout(args) => login::logout(args).await.map(|()| ExitCode::SUCCESS),
             cli::Command::Listen(args) => listen::listen(args).await.map(|()| ExitCode::SUCCESS),
             cli::Command::Wait(args) => wait::wait(args).await,
+            cli::Command::Mcp(args) => mcp::run(args).await.map(|()| ExitCode::SUCCESS),
             cli::Command::Service { command } => service::run(command).map(|()| ExitCode::SUCCESS),
             cli::Command::Keys { command } => keys::run(command).await.map(|()| ExitCode::SUCCESS),
         }

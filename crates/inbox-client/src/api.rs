@@ -115,6 +115,12 @@ impl Api {
         &self.inner.base
     }
 
+    /// The access token the next request would carry (refreshed first when due), for a caller
+    /// that reads its claims, such as which scopes it holds. Never log it.
+    pub async fn access_token(&self) -> Result<Secret, ClientError> {
+        self.inner.credentials.bearer(&self.inner.http, &self.inner.base).await
+    }
+
     pub async fn subscribe(&self, request: &SubscribeRequest) -> Result<SubscribeResponse, ClientError> {
         self.call(Method::POST, "/v1/agent-sessions/subscribe", Some(request), REQUEST_TIMEOUT).await
     }

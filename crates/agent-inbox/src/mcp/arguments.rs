@@ -1,0 +1,297 @@
+//! The tools' arguments: their JSON schemas (what a model is shown) and the checks that turn
+//! a bad value into a sentence naming the argument, before anything reaches the service.
+
+use rmcp::schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Longest `inbox_wait`: MCP clients commonly give up on a request after 30 s or more.
+pub const WAIT_SECONDS_MAX: u64 = 25;
+pub const WAIT_SECONDS_DEFAULT: u64 = 20;
+const PAGE_MAX: u64 = 500;
+const LEASE_SECONDS_MAX: u64 = 86_400;
+const RETRY_AFTER_MAX: u64 = 604_800;
+const REASON_CHARS_MAX: usize = 200;
+const RECIPIENTS_MAX: usize = 1000;
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct WaitArgs {
+    /// How long to wait for work, 0 to 25 seconds (default 20). 0 only checks.
+    #[schemars(range(min = 0, max = 25))]
+    pub timeout_seconds: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct PollArgs {
+    /// Return events with a larger inbox_seq than this cursor (default 0: from the start).
+    /// Pass the previous answer's next_cursor to page on.
+    pub after_seq: Option<u64>,
+    /// At most this many events, 1 to 500 (default 100).
+    #[schemars(range(min = 1, max = 500))]
+    pub limit: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct ClaimArgs {
+    /// Claim up to this many of the next claimable events, 1 to 500 (default 1). Leave out
+    /// when naming event_ids.
+    #[schemars(range(min = 1, max = 500))]
+    pub limit: Option<u64>,
+    /// Claim exactly these events (ids from inbox_poll) instead of the next ones.
+    #[schemars(length(min = 1, max = 500))]
+    pub event_ids: Option<Vec<String>>,
+    /// How long the lease lasts, in seconds (default: the service's, usually 120). Ask for
+    /// enough time to finish, or extend it with inbox_heartbeat.
+    #[schemars(range(min = 1, max = 86_400))]
+    pub lease_seconds: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct AckArgs {
+    /// The event's id, from inbox_claim.
+    pub event_id: String,
+    /// The lease_token inbox_claim returned with this event.
+    pub lease_token: String,
+    /// "completed" (default) when the work is done; "failed" when it can never succeed, which
+    /// parks the event for a human instead of retrying it.
+    pub result: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseArgs {
+    /// The event's id, from inbox_claim.
+    pub event_id: String,
+    /// The lease_token inbox_claim returned with this event.
+    pub lease_token: String,
+    /// Seconds before the event may be claimed again, 0 to 604800 (default 0).
+    #[schemars(range(min = 0, max = 604_800))]
+    pub retry_after_seconds: Option<u64>,
+    /// Why it was given back, for whoever looks at it later (at most 200 characters).
+    #[schemars(length(max = 200))]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatArgs {
+    /// The event's id, from inbox_claim.
+    pub event_id: String,
+    /// The lease_token inbox_claim returned with this event.
+    pub lease_token: String,
+    /// Extend the lease to this many seconds from now, 1 to 86400 (default 120).
+    #[schemars(range(min = 1, max = 86_400))]
+    pub extend_by_seconds: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct PublishArgs {
+    /// Agent ids to deliver to: each gets its own copy in its inbox, or none does.
+    #[schemars(length(min = 1, max = 1000))]
+    pub recipients: Vec<String>,
+    /// What happened, such as "task.assigned" or "meeting_room.message_posted".
+    pub event_type: String,
+    /// The event's data: a JSON object the recipients read.
+    pub payload: Option<Value>,
+    /// Publishing again with the same key returns the first event instead of a duplicate: use
+    /// one whenever a retry is possible.
+    pub deduplication_key: Option<String>,
+    /// "urgent", "high", "normal" (default) or "low"; urgent events are claimed first.
+    pub priority: Option<String>,
+    /// Not claimable before this time (RFC 3339, UTC), for delayed delivery.
+    pub available_at_utc: Option<String>,
+    /// Dropped unhandled after this time (RFC 3339, UTC).
+    pub expires_at_utc: Option<String>,
+    /// Delivery attempts before the event is parked for a human, 1 to 1000.
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_attempts: Option<u32>,
+}
+
+/// A refused argument, as the sentence a model reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid(pub String);
+
+fn within(name: &str, value: Option<u64>, min: u64, max: u64, default: u64) -> Result<u64, Invalid> {
+    let value = value.unwrap_or(default);
+    if value < min || value > max {
+        return Err(Invalid(format!("{name} must be between {min} and {max} (got {value})")));
+    }
+    Ok(value)
+}
+
+fn present(name: &str, value: &str) -> Result<(), Invalid> {
+    if value.trim().is_empty() {
+        return Err(Invalid(format!("{name} must not be empty")));
+    }
+    Ok(())
+}
+
+impl WaitArgs {
+    pub fn timeout_seconds(&self) -> Result<u64, Invalid> {
+        within("timeout_seconds", self.timeout_seconds, 0, WAIT_SECONDS_MAX, WAIT_SECONDS_DEFAULT)
+    }
+}
+
+impl PollArgs {
+    pub fn limit(&self) -> Result<u32, Invalid> {
+        within("limit", self.limit, 1, PAGE_MAX, 100).map(|n| n as u32)
+    }
+}
+
+/// What to claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimWhat {
+    Next(u32),
+    Named(Vec<String>),
+}
+
+impl ClaimArgs {
+    pub fn what(&self) -> Result<ClaimWhat, Invalid> {
+        match (&self.event_ids, self.limit) {
+            (Some(_), Some(_)) => Err(Invalid("give either limit or event_ids, not both".to_owned())),
+            (Some(ids), None) => {
+                if ids.is_empty() || ids.len() as u64 > PAGE_MAX {
+                    return Err(Invalid(format!(
+                        "event_ids must name 1 to {PAGE_MAX} events (got {})",
+                        ids.len()
+                    )));
+                }
+                for id in ids {
+                    present("each of event_ids", id)?;
+                }
+                Ok(ClaimWhat::Named(ids.clone()))
+            }
+            (None, limit) => within("limit", limit, 1, PAGE_MAX, 1).map(|n| ClaimWhat::Next(n as u32)),
+        }
+    }
+
+    pub fn lease_seconds(&self) -> Result<Option<u64>, Invalid> {
+        self.lease_seconds.map(|s| within("lease_seconds", Some(s), 1, LEASE_SECONDS_MAX, s)).transpose()
+    }
+}
+
+impl AckArgs {
+    pub fn check(&self) -> Result<String, Invalid> {
+        present("event_id", &self.event_id)?;
+        present("lease_token", &self.lease_token)?;
+        match self.result.as_deref().unwrap_or("completed") {
+            result @ ("completed" | "failed") => Ok(result.to_owned()),
+            other => Err(Invalid(format!("result must be \"completed\" or \"failed\" (got {other:?})"))),
+        }
+    }
+}
+
+impl ReleaseArgs {
+    pub fn retry_after_seconds(&self) -> Result<u64, Invalid> {
+        present("event_id", &self.event_id)?;
+        present("lease_token", &self.lease_token)?;
+        if let Some(reason) = &self.reason {
+            let chars = reason.chars().count();
+            if chars > REASON_CHARS_MAX {
+                return Err(Invalid(format!(
+                    "reason must be at most {REASON_CHARS_MAX} characters (got {chars})"
+                )));
+            }
+        }
+        within("retry_after_seconds", self.retry_after_seconds, 0, RETRY_AFTER_MAX, 0)
+    }
+}
+
+impl HeartbeatArgs {
+    pub fn extend_by_seconds(&self) -> Result<u64, Invalid> {
+        present("event_id", &self.event_id)?;
+        present("lease_token", &self.lease_token)?;
+        within("extend_by_seconds", self.extend_by_seconds, 1, LEASE_SECONDS_MAX, 120)
+    }
+}
+
+impl PublishArgs {
+    pub fn check(&self) -> Result<(), Invalid> {
+        if self.recipients.is_empty() || self.recipients.len() > RECIPIENTS_MAX {
+            return Err(Invalid(format!(
+                "recipients must name 1 to {RECIPIENTS_MAX} agent ids (got {})",
+                self.recipients.len()
+            )));
+        }
+        for recipient in &self.recipients {
+            present("each of recipients", recipient)?;
+        }
+        present("event_type", &self.event_type)?;
+        if let Some(payload) = &self.payload
+            && !payload.is_object()
+        {
+            return Err(Invalid("payload must be a JSON object".to_owned()));
+        }
+        if let Some(priority) = self.priority.as_deref()
+            && !matches!(priority, "urgent" | "high" | "normal" | "low")
+        {
+            return Err(Invalid(format!(
+                "priority must be \"urgent\", \"high\", \"normal\" or \"low\" (got {priority:?})"
+            )));
+        }
+        if let Some(max) = self.max_attempts {
+            within("max_attempts", Some(u64::from(max)), 1, 1000, 1)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_are_named_in_the_message() {
+        let wait = WaitArgs { timeout_seconds: Some(26) };
+        assert_eq!(
+            wait.timeout_seconds().unwrap_err().0,
+            "timeout_seconds must be between 0 and 25 (got 26)"
+        );
+        assert_eq!(WaitArgs::default().timeout_seconds().unwrap(), 20);
+        assert!(PollArgs { limit: Some(0), ..PollArgs::default() }.limit().is_err());
+        let both = ClaimArgs { limit: Some(1), event_ids: Some(vec!["e".into()]), lease_seconds: None };
+        assert!(both.what().unwrap_err().0.contains("not both"));
+        assert_eq!(ClaimArgs::default().what().unwrap(), ClaimWhat::Next(1));
+        let zero_lease = ClaimArgs { lease_seconds: Some(0), ..ClaimArgs::default() };
+        assert!(zero_lease.lease_seconds().unwrap_err().0.starts_with("lease_seconds"));
+    }
+
+    #[test]
+    fn lease_arguments_must_be_present_and_results_known() {
+        let ack = AckArgs { event_id: "e".into(), lease_token: " ".into(), result: None };
+        assert_eq!(ack.check().unwrap_err().0, "lease_token must not be empty");
+        let ack = AckArgs { event_id: "e".into(), lease_token: "t".into(), result: Some("done".into()) };
+        assert!(ack.check().unwrap_err().0.contains("\"completed\" or \"failed\""));
+        let release = ReleaseArgs {
+            event_id: "e".into(),
+            lease_token: "t".into(),
+            reason: Some("x".repeat(201)),
+            ..ReleaseArgs::default()
+        };
+        assert!(release.retry_after_seconds().unwrap_err().0.contains("at most 200"));
+    }
+
+    #[test]
+    fn publish_needs_recipients_a_type_and_an_object_payload() {
+        let mut publish =
+            PublishArgs { recipients: vec![], event_type: "t".into(), ..PublishArgs::default() };
+        assert!(publish.check().unwrap_err().0.starts_with("recipients"));
+        publish.recipients = vec!["a".into()];
+        publish.payload = Some(Value::from(3));
+        assert_eq!(publish.check().unwrap_err().0, "payload must be a JSON object");
+        publish.payload = Some(serde_json::json!({"x": 1}));
+        assert!(publish.check().is_ok());
+    }
+}

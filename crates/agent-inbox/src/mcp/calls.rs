@@ -1,0 +1,159 @@
+//! What each tool does against the inbox API. A tool's refusals (bad arguments, the service's
+//! problems, a refused batch item) come back as `Err(CallToolResult)` tool errors; the MCP
+//! wiring in `server` turns both arms into the answer.
+
+use std::time::Duration;
+
+use inbox_api::{
+    AckEntry, AcknowledgeRequest, ClaimRequest, Correlation, HeartbeatEntry, HeartbeatRequest, PollRequest,
+    PublishRequest, ReleaseRequest,
+};
+use inbox_client::schedule::Backoff;
+use inbox_client::{Api, wait_for_work};
+use rmcp::model::CallToolResult;
+use serde_json::{Value, json};
+
+use super::arguments::{
+    AckArgs, ClaimArgs, ClaimWhat, HeartbeatArgs, Invalid, PollArgs, PublishArgs, ReleaseArgs, WaitArgs,
+};
+use super::outcome::{from_error, from_item, invalid_argument, success};
+use super::retry::{Repeat, retrying};
+
+pub type Answer = Result<CallToolResult, CallToolResult>;
+
+impl From<Invalid> for CallToolResult {
+    fn from(invalid: Invalid) -> CallToolResult {
+        invalid_argument(&invalid.0)
+    }
+}
+
+/// How often `inbox_wait` retries a long poll that failed on the network.
+const WAIT_BACKOFF: Backoff = Backoff { base: Duration::from_millis(500), max: Duration::from_secs(5) };
+
+pub async fn wait(api: &Api, args: WaitArgs) -> Answer {
+    let timeout = Duration::from_secs(args.timeout_seconds()?);
+    let found = wait_for_work(api, None, timeout, WAIT_BACKOFF).await.map_err(|err| from_error(&err))?;
+    let head = retrying(Repeat::Safe, || api.head()).await.map_err(|err| from_error(&err))?;
+    let claimable = found.unwrap_or(0);
+    Ok(success(&json!({
+        "work_waiting": found.is_some(),
+        "claimable": claimable,
+        // One poll page counts at most 100 events: true means "100 or more".
+        "claimable_count_capped": claimable >= 100,
+        "head_seq": head.head_seq,
+    })))
+}
+
+pub async fn poll(api: &Api, args: PollArgs) -> Answer {
+    let request = PollRequest {
+        after_seq: args.after_seq.unwrap_or(0),
+        limit: Some(args.limit()?),
+        ..PollRequest::default()
+    };
+    let page = retrying(Repeat::Safe, || api.poll(&request)).await.map_err(|err| from_error(&err))?;
+    Ok(success(&page))
+}
+
+pub async fn claim(api: &Api, args: ClaimArgs) -> Answer {
+    let mut request = ClaimRequest { lease_seconds: args.lease_seconds()?, ..ClaimRequest::default() };
+    match args.what()? {
+        ClaimWhat::Next(limit) => request.limit = Some(limit),
+        ClaimWhat::Named(ids) => request.event_ids = Some(ids),
+    }
+    let answer =
+        retrying(Repeat::OnlyIfRefused, || api.claim(&request)).await.map_err(|err| from_error(&err))?;
+    if let (true, Some(rejected)) = (answer.claims.is_empty(), answer.rejected.first()) {
+        return Err(from_item(&rejected.event_id, &rejected.error));
+    }
+    let mut body = serde_json::to_value(&answer).unwrap_or(Value::Null);
+    if answer.claims.is_empty() {
+        body["note"] = "nothing is claimable now; call inbox_wait to wait for work".into();
+    }
+    Ok(success(&body))
+}
+
+pub async fn ack(api: &Api, args: AckArgs) -> Answer {
+    let result = args.check()?;
+    let request = AcknowledgeRequest {
+        tenant_id: None,
+        recipient_id: None,
+        session_id: None,
+        acks: vec![AckEntry {
+            event_id: args.event_id.clone(),
+            lease_token: args.lease_token,
+            result: Some(result),
+        }],
+    };
+    let answer =
+        retrying(Repeat::Safe, || api.acknowledge(&request)).await.map_err(|err| from_error(&err))?;
+    match answer.results.into_iter().next() {
+        Some(outcome) => match &outcome.error {
+            Some(error) => Err(from_item(&outcome.event_id, error)),
+            None => Ok(success(&outcome)),
+        },
+        None => Err(invalid_answer(&args.event_id)),
+    }
+}
+
+pub async fn release(api: &Api, args: ReleaseArgs) -> Answer {
+    let retry_after_seconds = args.retry_after_seconds()?;
+    let request = ReleaseRequest {
+        tenant_id: None,
+        recipient_id: None,
+        event_id: args.event_id,
+        lease_token: args.lease_token,
+        reason: args.reason,
+        retry_after_seconds,
+    };
+    let answer = retrying(Repeat::Safe, || api.release(&request)).await.map_err(|err| from_error(&err))?;
+    Ok(success(&answer))
+}
+
+pub async fn heartbeat(api: &Api, args: HeartbeatArgs) -> Answer {
+    let extend_by_seconds = args.extend_by_seconds()?;
+    let request = HeartbeatRequest {
+        tenant_id: None,
+        recipient_id: None,
+        session_id: None,
+        leases: vec![HeartbeatEntry {
+            event_id: args.event_id.clone(),
+            lease_token: args.lease_token,
+            extend_by_seconds,
+        }],
+    };
+    let answer = retrying(Repeat::Safe, || api.heartbeat(&request)).await.map_err(|err| from_error(&err))?;
+    match answer.leases.into_iter().next() {
+        Some(outcome) => match &outcome.error {
+            Some(error) => Err(from_item(&outcome.event_id, error)),
+            None => Ok(success(&outcome)),
+        },
+        None => Err(invalid_answer(&args.event_id)),
+    }
+}
+
+pub async fn publish(api: &Api, args: PublishArgs) -> Answer {
+    args.check()?;
+    // With a deduplication key a repeat returns the first event, so a lost answer may be retried.
+    let repeat = if args.deduplication_key.is_some() { Repeat::Safe } else { Repeat::OnlyIfRefused };
+    let request = PublishRequest {
+        tenant_id: None,
+        recipients: args.recipients,
+        event_type: args.event_type,
+        priority: args.priority,
+        available_at_utc: args.available_at_utc,
+        expires_at_utc: args.expires_at_utc,
+        deduplication_key: args.deduplication_key,
+        correlation: Correlation::default(),
+        payload: args.payload,
+        payload_ref: None,
+        max_attempts: args.max_attempts,
+    };
+    let answer = retrying(repeat, || api.publish(&request)).await.map_err(|err| from_error(&err))?;
+    Ok(success(&answer))
+}
+
+fn invalid_answer(event_id: &str) -> CallToolResult {
+    from_error(&inbox_client::ClientError::Protocol(format!(
+        "the service answered nothing about event {event_id}"
+    )))
+}

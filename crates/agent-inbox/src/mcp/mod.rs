@@ -1,0 +1,85 @@
+//! `agent-inbox mcp`: the inbox as a Model Context Protocol server on stdio, for language-model
+//! clients. It authenticates like `listen` (a login profile whose refresh token rotates, or a
+//! fixed `--token`), signs the critical calls when the profile has a key, offers the tools the
+//! token's scopes allow, and logs to stderr only: stdout is the protocol.
+
+mod arguments;
+mod calls;
+mod head;
+mod outcome;
+mod retry;
+mod scopes;
+mod server;
+mod stdio;
+
+use anyhow::Context as _;
+use inbox_client::Api;
+use rmcp::ServiceExt as _;
+use rmcp::service::ServerInitializeError;
+
+use crate::cli::McpArgs;
+use crate::connect::{connect, with_profile_signing_key};
+use retry::{Repeat, retrying};
+use scopes::{Offer, token_scopes};
+use server::InboxServer;
+
+pub async fn run(args: McpArgs) -> anyhow::Result<()> {
+    init_logging(args.log_json);
+    let connect_args = args.connect();
+    let connection = connect(&connect_args)?;
+    let api = with_profile_signing_key(&connect_args, connection.api).await?;
+    let offer = offer(&api).await?;
+    tracing::info!(
+        server = api.base_url(),
+        signing_key_id = api.signing_key_id().unwrap_or("none"),
+        publish = offer.publish,
+        "serving MCP on stdio"
+    );
+    let stdio = stdio::filtered_stdio();
+    match InboxServer::new(api, offer).serve((stdio.input, stdio.output)).await {
+        Ok(service) => {
+            let reason = service.waiting().await.context("the MCP session failed")?;
+            tracing::info!(?reason, "MCP session ended");
+        }
+        // A client that only probed (server/discover) or went away before its first request.
+        Err(ServerInitializeError::ConnectionClosed(_)) => {
+            tracing::info!("the client left before a session began")
+        }
+        Err(err) => return Err(err).context("the MCP session could not start"),
+    }
+    // The service dropped its end of stdout; let the last answers reach the client.
+    let _ = stdio.writer.await;
+    Ok(())
+}
+
+/// The tools the access token's scopes allow. Getting the token may mean a refresh (with the
+/// profile's refresh token): a service that cannot be reached then is retried briefly, and
+/// after that the agent tools are offered without publishing.
+async fn offer(api: &Api) -> anyhow::Result<Offer> {
+    match retrying(Repeat::Safe, || api.access_token()).await {
+        Ok(token) => Ok(match token_scopes(token.expose()) {
+            Some(scopes) => Offer::from_scopes(&scopes),
+            None => {
+                tracing::warn!("the access token's scopes are unreadable; offering the agent tools only");
+                Offer::AGENT
+            }
+        }),
+        Err(err) if err.is_transient() => {
+            tracing::warn!(error = %err, "cannot get an access token now; offering the agent tools only");
+            Ok(Offer::AGENT)
+        }
+        Err(err) => Err(err).context("cannot get an access token"),
+    }
+}
+
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENT_INBOX_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}

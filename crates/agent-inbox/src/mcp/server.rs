@@ -1,0 +1,321 @@
+//! The MCP face of one inbox identity: the tools a model calls (offered by the token's scopes),
+//! the `inbox://head` resource, and its subscriptions, both the `resources/subscribe` of
+//! handshake-era clients and `subscriptions/listen` of current ones. Lease tokens travel as tool
+//! arguments, so the server keeps no state a restart could lose.
+
+use std::sync::{Arc, Mutex};
+
+use inbox_client::Api;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, Implementation, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceUpdatedNotificationParam,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+};
+use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::task::JoinHandle;
+
+use super::arguments::{AckArgs, ClaimArgs, HeartbeatArgs, PollArgs, PublishArgs, ReleaseArgs, WaitArgs};
+use super::calls::{self, Answer};
+use super::head::{HEAD_URI, HeadWatch};
+use super::retry::{Repeat, retrying};
+use super::scopes::Offer;
+
+const INSTRUCTIONS: &str = "\
+This server is your durable inbox of work (agent-inbox). Work arrives as events. The loop: \
+call inbox_wait until work_waiting is true; call inbox_claim to take events under a lease (each \
+comes with a lease_token); do the work the event's payload asks for; then call inbox_ack with the \
+event_id and lease_token. If you cannot do it now, call inbox_release so it can be retried (or \
+another worker can take it). If the work takes longer than the lease, call inbox_heartbeat before \
+the lease runs out. An event whose lease expires without an ack is delivered again, so ack only \
+after the work is really done, and expect to see an event twice now and then.";
+
+pub struct InboxServer {
+    api: Api,
+    head: HeadWatch,
+    tool_router: ToolRouter<InboxServer>,
+    /// The forwarder of a `resources/subscribe` (handshake-era) subscription, if any.
+    legacy_subscription: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl std::fmt::Debug for InboxServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let tools: Vec<_> = self.tool_router.list_all().into_iter().map(|tool| tool.name).collect();
+        f.debug_struct("InboxServer").field("api", &self.api).field("tools", &tools).finish_non_exhaustive()
+    }
+}
+
+fn answer(result: Answer) -> Result<CallToolResult, McpError> {
+    Ok(result.unwrap_or_else(|refusal| refusal))
+}
+
+#[tool_router]
+impl InboxServer {
+    pub fn new(api: Api, offer: Offer) -> InboxServer {
+        let mut tool_router = Self::tool_router();
+        let offered = [
+            ("inbox_wait", offer.poll),
+            ("inbox_poll", offer.poll),
+            ("inbox_claim", offer.claim),
+            ("inbox_ack", offer.ack),
+            ("inbox_release", offer.release),
+            ("inbox_heartbeat", offer.heartbeat),
+            ("inbox_publish", offer.publish),
+        ];
+        for (name, offered) in offered {
+            if !offered {
+                tool_router.remove_route(name);
+            }
+        }
+        InboxServer {
+            head: HeadWatch::new(api.clone()),
+            api,
+            tool_router,
+            legacy_subscription: Arc::default(),
+        }
+    }
+
+    #[tool(
+        description = "Wait until work is waiting in your inbox, for at most timeout_seconds (0 to 25, default \
+                       20). Returns as soon as an event can be claimed, with work_waiting, how many events are \
+                       claimable and the inbox head_seq; work_waiting false means the time ran out, so call it \
+                       again to keep waiting. Call inbox_claim next when work_waiting is true.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn inbox_wait(&self, Parameters(args): Parameters<WaitArgs>) -> Result<CallToolResult, McpError> {
+        answer(calls::wait(&self.api, args).await)
+    }
+
+    #[tool(
+        description = "Read the events of your inbox after a cursor (after_seq, default 0), in order, without \
+                       taking them: use it to look at what is there, not to do the work (claim first). Returns \
+                       events with their payloads, next_cursor to pass as after_seq for the next page, \
+                       more_available, and head_seq.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn inbox_poll(&self, Parameters(args): Parameters<PollArgs>) -> Result<CallToolResult, McpError> {
+        answer(calls::poll(&self.api, args).await)
+    }
+
+    #[tool(
+        description = "Take events to work on: the next claimable ones (limit, default 1) or the ones named in \
+                       event_ids. Each claim carries the event with its payload and a lease_token, valid until \
+                       visibility_lease_until_utc (lease_seconds asks for a length). Nobody else gets the event \
+                       while the lease holds. When the work is done call inbox_ack with the event_id and \
+                       lease_token; if you cannot do it, call inbox_release; if it takes longer than the lease, \
+                       call inbox_heartbeat. A lease left to expire makes the event come back for a retry.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn inbox_claim(&self, Parameters(args): Parameters<ClaimArgs>) -> Result<CallToolResult, McpError> {
+        answer(calls::claim(&self.api, args).await)
+    }
+
+    #[tool(
+        description = "Acknowledge a claimed event after its work is done, with the event_id and the lease_token \
+                       from inbox_claim: the event is finished and never delivered again. result \"failed\" \
+                       instead parks an event that can never succeed for a human. Repeating an acknowledgement \
+                       is harmless. A lease_mismatch or lease_expired error means the lease is no longer yours.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn inbox_ack(&self, Parameters(args): Parameters<AckArgs>) -> Result<CallToolResult, McpError> {
+        answer(calls::ack(&self.api, args).await)
+    }
+
+    #[tool(
+        description = "Give a claimed event back without finishing it, when you cannot do the work now: it \
+                       becomes claimable again after retry_after_seconds (default 0), by you or another worker. \
+                       Pass the event_id and lease_token from inbox_claim, and a short reason.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn inbox_release(
+        &self,
+        Parameters(args): Parameters<ReleaseArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        answer(calls::release(&self.api, args).await)
+    }
+
+    #[tool(
+        description = "Keep a claimed event while its work takes longer than the lease: extends the lease to \
+                       extend_by_seconds from now (default 120). Call it before visibility_lease_until_utc \
+                       passes, with the event_id and lease_token from inbox_claim; acknowledge with inbox_ack \
+                       when done.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn inbox_heartbeat(
+        &self,
+        Parameters(args): Parameters<HeartbeatArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        answer(calls::heartbeat(&self.api, args).await)
+    }
+
+    #[tool(
+        description = "Send an event to the inboxes of other agents (recipients, by agent id): event_type says what \
+                       it is, payload (a JSON object) carries the data. Give a deduplication_key whenever you might \
+                       send the same thing twice: a repeat then returns the first event instead of a duplicate. \
+                       Returns one delivery per recipient with its event_id.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn inbox_publish(
+        &self,
+        Parameters(args): Parameters<PublishArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        answer(calls::publish(&self.api, args).await)
+    }
+}
+
+fn head_resource() -> Resource {
+    Resource::new(HEAD_URI, "inbox-head")
+        .with_title("Inbox head")
+        .with_description(
+            "The newest sequence number of your inbox (head_seq) and the oldest still available. Subscribe to \
+             hear when new work arrives, then call inbox_wait or inbox_claim.",
+        )
+        .with_mime_type("application/json")
+}
+
+fn check_uri(uri: &str) -> Result<(), McpError> {
+    if uri == HEAD_URI {
+        return Ok(());
+    }
+    Err(McpError::resource_not_found(format!("no resource {uri:?}; this server has {HEAD_URI}"), None))
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for InboxServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_tools()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("agent-inbox", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::with_all_items(vec![head_resource()]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        check_uri(&request.uri)?;
+        let head = retrying(Repeat::Safe, || self.api.head()).await.map_err(|err| {
+            McpError::internal_error(format!("cannot read the inbox head: {err}"), err.code().map(Into::into))
+        })?;
+        let text =
+            serde_json::to_string(&head).map_err(|err| McpError::internal_error(err.to_string(), None))?;
+        let contents = ResourceContents::text(text, HEAD_URI).with_mime_type("application/json");
+        // The head changes with every event: never serve it from a cache.
+        Ok(ReadResourceResult::new(vec![contents]).with_ttl_ms(0).into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        check_uri(&request.uri)?;
+        let mut subscription = self.head.subscribe().await;
+        let peer = context.peer;
+        let forwarder = tokio::spawn(async move {
+            loop {
+                match subscription.updates.recv().await {
+                    Ok(_) | Err(RecvError::Lagged(_)) => {
+                        let update = ResourceUpdatedNotificationParam::new(HEAD_URI);
+                        if peer.notify_resource_updated(update).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        });
+        let previous = self.legacy_subscription.lock().expect("subscription lock").replace(forwarder);
+        if let Some(previous) = previous {
+            previous.abort();
+        }
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        check_uri(&request.uri)?;
+        if let Some(forwarder) = self.legacy_subscription.lock().expect("subscription lock").take() {
+            forwarder.abort();
+        }
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let mut accepted = requested.supported_by(&self.get_info().capabilities);
+        if let Some(uris) = &mut accepted.resource_subscriptions {
+            uris.retain(|uri| uri == HEAD_URI);
+        }
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let wants_head = context
+            .accepted()
+            .resource_subscriptions
+            .as_ref()
+            .is_some_and(|uris| uris.iter().any(|u| u == HEAD_URI));
+        if !wants_head {
+            context.cancelled().await;
+            return Ok(());
+        }
+        let mut subscription = self.head.subscribe().await;
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                update = subscription.updates.recv() => match update {
+                    Ok(_) | Err(RecvError::Lagged(_)) => {
+                        if context.sink().notify_resource_updated(HEAD_URI).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                    Err(RecvError::Closed) => return Ok(()),
+                },
+            }
+        }
+    }
+}

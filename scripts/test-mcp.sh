@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Tests `agent-inbox mcp` with the official Python MCP SDK as the client, against a real
+# `agent-inbox serve` on SQLite (crates/agent-inbox/tests/mcp). The binary comes from
+# AGENT_INBOX_BIN (default target/debug/agent-inbox, built if missing); the client lives in a
+# virtualenv at target/venvs/mcp, created on first use. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -z "${AGENT_INBOX_BIN:-}" ]; then
+    AGENT_INBOX_BIN="$PWD/target/debug/agent-inbox"
+    [ -x "$AGENT_INBOX_BIN" ] || cargo build -p agent-inbox
+fi
+[ -x "$AGENT_INBOX_BIN" ] || { echo "AGENT_INBOX_BIN=$AGENT_INBOX_BIN is not an executable" >&2; exit 1; }
+export AGENT_INBOX_BIN="$(cd "$(dirname "$AGENT_INBOX_BIN")" && pwd)/$(basename "$AGENT_INBOX_BIN")"
+
+venv=target/venvs/mcp
+if [ ! -x "$venv/bin/python" ]; then
+    if ! python3 -m venv "$venv"; then
+        echo "python3 cannot make a virtualenv; installing python3-venv with apt-get" >&2
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+        rm -rf "$venv" && python3 -m venv "$venv"
+    fi
+fi
+"$venv/bin/python" -m pip install --disable-pip-version-check -q 'mcp>=2.3,<3' 'pytest>=8,<10'
+
+export PYTHONDONTWRITEBYTECODE=1
+timeout 170 "$venv/bin/python" -m pytest -q -p no:cacheprovider crates/agent-inbox/tests/mcp "$@"
