@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test of agent-inbox: unit, property, conformance (SQLite and MariaDB) and
-# end-to-end. Starts MariaDB if it is installed but not running. The MariaDB URL comes from
+# Runs every test of agent-inbox: unit, property, conformance (SQLite and MariaDB),
+# end-to-end, database outages on a private mariadbd, the MCP server with the Python MCP SDK,
+# the Python SDK (pytest) and the TypeScript client (Node and headless Chromium). Starts MariaDB if it is installed but not running. The MariaDB URL comes from
 # AGENT_INBOX_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test); each test creates
 # and drops its own database.
 set -euo pipefail
@@ -29,3 +30,10 @@ fi
 
 cargo nextest run --workspace --no-fail-fast "$@"
 cargo test --workspace --doc --quiet
+
+# The clients in other languages and the MCP server, against the binary just built.
+cargo build -p agent-inbox --quiet
+export AGENT_INBOX_BIN="$PWD/target/debug/agent-inbox"
+./scripts/test-mcp.sh
+./scripts/test-python.sh
+./scripts/test-typescript.sh
