@@ -1,6 +1,7 @@
-"""A small TCP proxy in front of the service that a test can make hostile: it refuses
-connections whose first request matches a rule (as a middlebox that breaks streams or long
-requests does), closes every connection a set time after it opened, or forwards faithfully."""
+"""A small TCP proxy in front of the service that a test can make hostile: it closes a
+connection at the first request that matches a rule (as a middlebox that breaks streams or
+long requests does), closes every connection a set time after it opened, or forwards
+faithfully."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ class Proxy:
         self.base = f"http://127.0.0.1:{self.port}"
         #: Close each connection this many seconds after it opened; ``None`` forwards as is.
         self.cut_after: float | None = None
-        #: Connections whose first request (head and body) this accepts are closed at once.
+        #: A connection is closed at the first request (head and body) this accepts.
         self.refuse: Callable[[bytes], bool] | None = None
         self.refused = 0
         self.connections = 0
@@ -57,51 +58,52 @@ class Proxy:
             threading.Thread(target=self._connect, args=(client,), daemon=True).start()
 
     def _connect(self, client: socket.socket) -> None:
-        first = self._first_request(client)
-        refuse = self.refuse
-        if first is None or (refuse is not None and refuse(first)):
-            self.refused += 1
-            client.close()
-            return
         try:
             upstream = socket.create_connection(("127.0.0.1", self.target_port))
-            upstream.sendall(first)
         except OSError:
             client.close()
             return
         with self._lock:
             self.connections += 1
             self._open.append((client, upstream, time.monotonic()))
-        for a, b in ((client, upstream), (upstream, client)):
-            threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+        threading.Thread(target=self._requests, args=(client, upstream), daemon=True).start()
+        threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
 
-    @staticmethod
-    def _first_request(client: socket.socket) -> bytes | None:
-        """The head and body of the first request (by Content-Length), read whole."""
-        data = b""
-        client.settimeout(10)
+    def _requests(self, client: socket.socket, upstream: socket.socket) -> None:
+        """Forwards requests one by one (head and body, by Content-Length), closing the
+        connection at the first one the ``refuse`` rule matches."""
+        buffer = b""
         try:
-            while b"\r\n\r\n" not in data:
-                chunk = client.recv(65536)
-                if not chunk:
-                    return None
-                data += chunk
-            head, _, body = data.partition(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n")[1:]:
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value.strip())
-            while len(body) < length:
-                chunk = client.recv(65536)
-                if not chunk:
-                    return None
-                body += chunk
-                data += chunk
-        except (OSError, ValueError):
-            return None
-        client.settimeout(None)
-        return data
+            while True:
+                while b"\r\n\r\n" not in buffer:
+                    chunk = client.recv(65536)
+                    if not chunk:
+                        raise EOFError
+                    buffer += chunk
+                head, _, rest = buffer.partition(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value.strip())
+                while len(rest) < length:
+                    chunk = client.recv(65536)
+                    if not chunk:
+                        raise EOFError
+                    rest += chunk
+                request, buffer = head + b"\r\n\r\n" + rest[:length], rest[length:]
+                refuse = self.refuse
+                if refuse is not None and refuse(request):
+                    self.refused += 1
+                    break
+                upstream.sendall(request)
+        except (OSError, ValueError, EOFError):
+            pass
+        for s in (client, upstream):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:

@@ -240,6 +240,10 @@ class _Runner:
         self.stop = stop
         self.summary = RunSummary()
         self.tasks: set[asyncio.Task[None]] = set()
+        #: Events whose handler has not finished: what ``concurrency`` counts. An event whose
+        #: outcome is recorded and on its way to the service frees its slot, so the next
+        #: claim overlaps the acknowledgement.
+        self.running: set[str] = set()
         #: Events being worked on, with their lease tokens (for a release on shutdown).
         self.held: dict[str, str] = {}
         self.inbox = ""
@@ -364,7 +368,7 @@ class _Runner:
                 log.warning("a newer session of this agent took over; finishing what runs, then stopping")
                 await self._drain()
                 raise SessionSuperseded(self.session_id or "")
-            free = max(config.concurrency, 1) - len(self.tasks)
+            free = max(config.concurrency, 1) - len(self.running)
             if free > 0 and time.monotonic() >= next_cycle:
                 try:
                     claimed, more, next_change_ms = await self._cycle(free, forced, eager)
@@ -558,14 +562,20 @@ class _Runner:
         self.held[claim.event_id] = claim.lease_token
         task = asyncio.ensure_future(self._work(claim))
         self.tasks.add(task)
+        self.running.add(claim.event_id)
 
         def done(finished: asyncio.Task[None]) -> None:
             self.tasks.discard(finished)
             self.held.pop(claim.event_id, None)
-            self.task_done = True
-            self._poke()
+            self._slot_free(claim.event_id)
 
         task.add_done_callback(done)
+
+    def _slot_free(self, event_id: str) -> None:
+        if event_id in self.running:
+            self.running.discard(event_id)
+            self.task_done = True
+            self._poke()
 
     def _count(self, outcome: Outcome) -> None:
         setattr(self.summary, outcome.kind, getattr(self.summary, outcome.kind) + 1)
@@ -618,6 +628,7 @@ class _Runner:
             )
         except InboxError as err:
             log.warning("could not record %s as processed: %s", claim.event_id, err)
+        self._slot_free(claim.event_id)
         try:
             await self._acknowledge(claim, result)
         except InboxError as err:
