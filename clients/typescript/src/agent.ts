@@ -35,7 +35,7 @@ import type { TabGroupTiming } from "./tabs.js";
 import { DEFAULT_TRANSPORT_CONFIG, HintTransport } from "./transport.js";
 import type { TransportConfig, TransportStatus } from "./transport.js";
 import { Wakeup, timer } from "./wakeup.js";
-import type { Claim, EventEnvelope, JsonObject, ResyncResponse, SubscribeResponse } from "./wire.js";
+import type { AckEntry, Claim, EventEnvelope, JsonObject, ResyncResponse, SubscribeResponse } from "./wire.js";
 
 /** One claimed event, as the handler gets it. */
 export interface InboxEvent {
@@ -138,6 +138,10 @@ const UNEXPECTED_ERROR_RETRY_SECONDS = 30;
 /** An expired lease comes back on the service's next scavenger pass: allow for it. */
 const SCAVENGER_SLACK_MS = 250;
 const CLOCK_CHECK_MS = 5_000;
+/** While hints or finished handlers drive cycles, the inbox is scanned at most this often. */
+const SCAN_INTERVAL_BUSY_MS = 1_000;
+/** Most acknowledgements sent in one request. */
+const ACK_BATCH_MAX = 100;
 const CLOCK_TOLERANCE_MS = 5_000;
 
 let defaultPlatform: (() => Platform) | null = null;
@@ -181,6 +185,8 @@ export class Agent {
   #claimBacklog = false;
   #serviceDown = false;
   #superseded = false;
+  readonly #ackQueue: { entry: AckEntry; resolve: () => void; reject: (error: unknown) => void }[] = [];
+  #acking = false;
 
   constructor(options: AgentOptions) {
     const platform = options.platform ?? defaultPlatform?.();
@@ -301,9 +307,11 @@ export class Agent {
           this.#transport = null;
           this.#leaderConnected = false;
         },
-        hint: (headSeq) => {
+        hint: (headSeq, leaderFree) => {
           this.#knownHead = Math.max(this.#knownHead, headSeq);
-          this.#hinted(headSeq, "tab");
+          this.#observe({ type: "hint", headSeq, from: "tab" });
+          // The leader takes what it has room for; the others claim when it has none left.
+          if (leaderFree === 0) this.#hinted(headSeq, "tab", false);
         },
         leaderConnected: (connected) => {
           this.#leaderConnected = connected;
@@ -332,7 +340,7 @@ export class Agent {
           agent.#knownHead = Math.max(agent.#knownHead, headSeq);
         },
         hint: (headSeq) => {
-          agent.#tabs?.broadcastHint(headSeq ?? agent.#knownHead);
+          agent.#tabs?.broadcastHint(headSeq ?? agent.#knownHead, agent.#concurrency - agent.#running.size);
           agent.#hinted(headSeq, "stream");
         },
         status: (status) => {
@@ -354,9 +362,15 @@ export class Agent {
     this.#transport.start();
   }
 
-  #hinted(headSeq: number | null, from: "stream" | "tab" | "lifecycle"): void {
-    this.#observe({ type: "hint", headSeq, from });
-    this.#forced = true;
+  /**
+   * New work may exist. A hint from a stream or another tab leads straight to a claim (one
+   * request, which answers "nothing" as cheaply as a poll would); the scan after the cursor
+   * runs at most once a second while hints flow. A lifecycle change (online, visible, resumed)
+   * scans at once: hints may have been missed.
+   */
+  #hinted(headSeq: number | null, from: "stream" | "tab" | "lifecycle", observe = true): void {
+    if (observe) this.#observe({ type: "hint", headSeq, from });
+    if (from === "lifecycle") this.#forced = true;
     this.#nextCycleAt = Date.now();
     this.#wake.notify();
   }
@@ -429,6 +443,8 @@ export class Agent {
           }
           // Unreachable: the transports stand by, and only this loop knocks, on the idle schedule.
           this.#serviceDown = true;
+          // A leader that cannot claim leaves the work to the other tabs.
+          if (this.#tabs?.isLeader) this.#tabs.broadcastHint(this.#knownHead, 0);
           this.#pollNominalMs = nextNominal(this.#poll, this.#pollNominalMs, false);
           const delay = jittered(this.#poll, this.#pollNominalMs, jitter());
           this.#observe({ type: "disconnected", error, retryInMs: delay });
@@ -438,9 +454,10 @@ export class Agent {
       }
       const waitMs = free > 0 ? this.#nextCycleAt - Date.now() : 3_600_000;
       const wait = timer(waitMs);
-      await Promise.race([wait.promise, this.#wake.wait()]);
+      const woken = await Promise.race([wait.promise.then(() => "timer" as const), this.#wake.wait().then(() => "wake" as const)]);
       wait.cancel();
-      if (free > 0 && Date.now() >= this.#nextCycleAt) this.#forced = true;
+      // The schedule's own timer (a poll, the safety net, a change coming due) always scans.
+      if (woken === "timer" && free > 0) this.#forced = true;
     }
     await this.#drain();
   }
@@ -464,7 +481,7 @@ export class Agent {
 
   /** Scans after the cursor (when forced, or the last scan is not recent), then claims up to `free`. */
   async #cycle(free: number, forced: boolean): Promise<{ claimed: number; more: boolean; nextChangeMs: number | null }> {
-    const recent = this.#lastScanAt !== null && Date.now() - this.#lastScanAt < 200;
+    const recent = this.#lastScanAt !== null && Date.now() - this.#lastScanAt < SCAN_INTERVAL_BUSY_MS;
     const scan = forced || !recent ? await this.#scan() : null;
     const worthClaiming = this.#claimBacklog || scan === null || scan.scan.claimable > 0 || scan.truncated;
     // A cycle that did not scan keeps the last scan's knowledge of what becomes claimable when.
@@ -485,6 +502,8 @@ export class Agent {
       throw error;
     }
     if (claims.length < limit) this.#claimBacklog = false;
+    // A leader whose claim came back full leaves the rest to the other tabs.
+    if (claims.length === limit && this.#tabs?.isLeader) this.#tabs.broadcastHint(this.#knownHead, 0);
     for (const claim of claims) this.#start(claim);
     return { claimed: claims.length, more: claims.length === limit, nextChangeMs };
   }
@@ -657,16 +676,41 @@ export class Agent {
     }
   }
 
-  /** Acknowledges one event, repeating on network failure (the same token twice is success). */
-  async #acknowledge(claim: Claim, result: ProcessedResult): Promise<void> {
-    const answer = await this.#retrying(() =>
-      this.#api.acknowledge({ session_id: this.sessionId, acks: [{ event_id: claim.event_id, lease_token: claim.lease_token, result }] }),
-    );
-    const outcome = answer.results[0];
-    if (outcome === undefined) throw new ProtocolError("the acknowledgement answer was empty");
-    if (outcome.error) {
-      throw new ProblemError({ type: `urn:agent-inbox:problem:${outcome.error.code}`, title: "acknowledge refused", status: 409, code: outcome.error.code, detail: outcome.error.detail });
-    }
+  /**
+   * Acknowledges one event, repeating on network failure (the same token twice is success).
+   * Acknowledgements that come while one is on its way go out together in the next request.
+   */
+  #acknowledge(claim: Claim, result: ProcessedResult): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.#ackQueue.push({ entry: { event_id: claim.event_id, lease_token: claim.lease_token, result }, resolve, reject });
+      this.#flushAcks();
+    });
+  }
+
+  #flushAcks(): void {
+    if (this.#acking || this.#ackQueue.length === 0) return;
+    const batch = this.#ackQueue.splice(0, ACK_BATCH_MAX);
+    this.#acking = true;
+    this.#retrying(() => this.#api.acknowledge({ session_id: this.sessionId, acks: batch.map((b) => b.entry) }))
+      .then(
+        (answer) => {
+          for (const pending of batch) {
+            const outcome = answer.results.find((r) => r.event_id === pending.entry.event_id);
+            if (outcome === undefined) pending.reject(new ProtocolError("the acknowledgement answer left an event out"));
+            else if (outcome.error) {
+              const { code, detail } = outcome.error;
+              pending.reject(new ProblemError({ type: `urn:agent-inbox:problem:${code}`, title: "acknowledge refused", status: 409, code, detail }));
+            } else pending.resolve();
+          }
+        },
+        (error: unknown) => {
+          for (const pending of batch) pending.reject(error);
+        },
+      )
+      .finally(() => {
+        this.#acking = false;
+        this.#flushAcks();
+      });
   }
 
   /** Repeats a request while it fails transiently, with backoff, up to the attempt limit. */

@@ -74,5 +74,6 @@ export interface TabChannel {
 /** What tabs of one agent tell each other. */
 export type TabMessage =
   | { type: "alive"; tabId: string; connected: boolean; headSeq: number }
-  | { type: "hint"; tabId: string; headSeq: number }
+  /** `leaderFree`: handler slots the leader will claim for itself; the other tabs claim when 0. */
+  | { type: "hint"; tabId: string; headSeq: number; leaderFree: number }
   | { type: "resigned"; tabId: string };

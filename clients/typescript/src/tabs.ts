@@ -28,8 +28,8 @@ export interface TabGroupEvents {
   lead(): void;
   /** This tab stopped leading (resigned, or its lock was stolen): stop the transport. */
   follow(): void;
-  /** The leader heard of new work. */
-  hint(headSeq: number): void;
+  /** The leader heard of new work, and will claim up to `leaderFree` events of it itself. */
+  hint(headSeq: number, leaderFree: number): void;
   /** Whether the leader's hints flow (false too when no leader is heard from). */
   leaderConnected(connected: boolean): void;
 }
@@ -96,10 +96,13 @@ export class TabGroup {
     this.#compete(false);
   }
 
-  /** The leader's transport heard of work: tell the other tabs. */
-  broadcastHint(headSeq: number): void {
+  /**
+   * The leader heard of work: tell the other tabs, and how many events it claims itself
+   * (`leaderFree`), so they claim only what it cannot take (one claim per event, not one per tab).
+   */
+  broadcastHint(headSeq: number, leaderFree: number): void {
     this.#headSeq = Math.max(this.#headSeq, headSeq);
-    this.#channel?.post({ type: "hint", tabId: this.tabId, headSeq: this.#headSeq });
+    this.#channel?.post({ type: "hint", tabId: this.tabId, headSeq: this.#headSeq, leaderFree });
   }
 
   /** The leader's transport connected or lost its connection. */
@@ -186,7 +189,7 @@ export class TabGroup {
       case "hint":
         this.#lastAliveAt = Date.now();
         this.#headSeq = Math.max(this.#headSeq, message.headSeq);
-        this.#events.hint(message.headSeq);
+        this.#events.hint(message.headSeq, message.leaderFree);
         break;
       case "resigned":
         // The lock queue hands leadership on; until the new leader speaks, nothing flows.

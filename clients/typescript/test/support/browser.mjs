@@ -20,8 +20,14 @@ const ARGS = [
   "--disable-sync",
 ];
 
-export async function launch(extraArgs = []) {
-  return chromium.launch({ executablePath: CHROMIUM, args: [...ARGS, ...extraArgs], headless: true });
+/** Launches Chromium; `headless: false` needs a display (the benchmark's hidden tabs). */
+export async function launch(extraArgs = [], { headless = true, desktopThrottling = false } = {}) {
+  const args = [...ARGS.filter((a) => headless || a !== "--headless"), ...extraArgs];
+  // Playwright turns off the throttling of background tabs; a desktop browser has it.
+  const ignoreDefaultArgs = desktopThrottling
+    ? ["--disable-background-timer-throttling", "--disable-backgrounding-occluded-windows", "--disable-renderer-backgrounding"]
+    : [];
+  return chromium.launch({ executablePath: CHROMIUM, args, headless, ignoreDefaultArgs });
 }
 
 /** Serves the package's dist/ and the test pages. */

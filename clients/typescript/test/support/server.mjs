@@ -19,9 +19,9 @@ export const BIN = process.env.AGENT_INBOX_BIN ?? join(REPO, "target/debug/agent
  * Starts a server. `args` are extra `serve` flags. Resolves once it listens; `stop()` ends it
  * (SIGTERM, then waits for the exit) and removes its directory.
  */
-export async function startServer({ args = [], env = {}, scheme = "http", ca } = {}) {
+export async function startServer({ args = [], env = {}, scheme = "http", ca, databaseUrl: givenUrl } = {}) {
   const dir = await mkdtemp(join(tmpdir(), "inbox-ts-"));
-  const databaseUrl = `sqlite://${join(dir, "db.sqlite")}`;
+  const databaseUrl = givenUrl ?? `sqlite://${join(dir, "db.sqlite")}`;
   const child = spawn(BIN, ["serve", "--listen", "127.0.0.1:0", "--database-url", databaseUrl, ...args], {
     env: { ...process.env, AGENT_INBOX_LOG: process.env.AGENT_INBOX_LOG ?? "info", ...env },
     stdio: ["ignore", "pipe", "pipe"],

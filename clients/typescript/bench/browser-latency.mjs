@@ -1,0 +1,120 @@
+// Benchmark (not a test): publish N events at R/s to one agent served by T tabs of headless
+// Chromium sharing one stream, and print publish -> handler-start latency percentiles and the
+// service's request counts; then the main-thread CPU of an idle follower tab over S seconds
+// (DevTools' TaskDuration), opened as a background tab.
+//
+//   node bench/browser-latency.mjs [--events 1000] [--rate 200] [--tabs 4] [--idle-seconds 60]
+//                                  [--mysql mysql://root@127.0.0.1:3306]
+//
+// Headless Chromium (and Playwright's defaults) keep every tab visible and unthrottled, so the
+// idle figure is an upper bound for a hidden tab of a desktop browser, which throttles timers.
+import { execFile } from "node:child_process";
+import { parseArgs, promisify } from "node:util";
+
+import { agentContext, launch, reportsOf, servePages } from "../test/support/browser.mjs";
+import { publish, startServer, waitFor } from "../test/support/server.mjs";
+
+const run = promisify(execFile);
+const { values } = parseArgs({
+  options: {
+    events: { type: "string", default: "1000" },
+    rate: { type: "string", default: "200" },
+    tabs: { type: "string", default: "4" },
+    "idle-seconds": { type: "string", default: "60" },
+    /** A MySQL/MariaDB server URL without a database (one is created and dropped); default SQLite. */
+    mysql: { type: "string" },
+  },
+});
+const events = Number(values.events);
+const rate = Number(values.rate);
+const tabCount = Number(values.tabs);
+const idleSeconds = Number(values["idle-seconds"]);
+
+const pages = await servePages();
+let databaseUrl;
+let dropDatabase = async () => {};
+if (values.mysql) {
+  const name = `inbox_bench_${process.pid}_${Date.now()}`;
+  const admin = new URL(values.mysql);
+  const mysql = (sql) => run("mysql", ["-h", admin.hostname, "-P", admin.port || "3306", "-u", decodeURIComponent(admin.username || "root"), ...(admin.password ? [`-p${decodeURIComponent(admin.password)}`] : []), "-e", sql]);
+  await mysql(`CREATE DATABASE ${name}`);
+  dropDatabase = () => mysql(`DROP DATABASE IF EXISTS ${name}`);
+  databaseUrl = `${values.mysql.replace(/\/+$/, "")}/${name}`;
+}
+const server = await startServer({ args: ["--cors-origins", pages.origin], databaseUrl });
+const browser = await launch();
+try {
+  const publisher = await server.token("bench_app", { kind: "publisher" });
+  const token = await server.token("bench_agent");
+  const harness = await agentContext(browser, { token });
+  const query = (tab) => `${pages.origin}/agent.html?${new URLSearchParams({ server: server.url, tab: String(tab), concurrency: "4" })}`;
+  const tabs = [await harness.context.newPage()];
+  await tabs[0].goto(query(0));
+  const cdp = await browser.newBrowserCDPSession();
+  const { targetInfos } = await cdp.send("Target.getTargets");
+  const browserContextId = targetInfos.find((t) => t.type === "page")?.browserContextId;
+  for (let tab = 1; tab < tabCount; tab++) {
+    // Background tabs of the first tab's window, as a person opens them.
+    const opened = harness.context.waitForEvent("page");
+    await cdp.send("Target.createTarget", { url: query(tab), browserContextId, newWindow: false, background: true });
+    tabs.push(await opened);
+  }
+  await waitFor(() => reportsOf(harness, "subscribed").length === tabCount, { what: "every tab subscribed", timeoutMs: 20_000 });
+  await waitFor(() => reportsOf(harness, "transport").some((r) => r.status.connected), { what: "the stream open" });
+
+  const warmup = await publish(server, publisher, "bench_agent", 50, { prefix: "warmup", perSecond: 100 });
+  await waitFor(() => warmup.every((p) => reportsOf(harness, "start").some((r) => r.eventId === p.eventId)), { what: "warm-up handled" });
+  const startedBefore = reportsOf(harness, "start").length;
+
+  const published = await publish(server, publisher, "bench_agent", events, { prefix: "bench", perSecond: rate });
+  await waitFor(() => reportsOf(harness, "start").length >= startedBefore + events, { what: "every event started", timeoutMs: 60_000 });
+  const metrics = await server.metrics();
+  const routes = new Map();
+  for (const line of metrics.split("\n")) {
+    const m = /^agent_inbox_http_request_duration_seconds_(sum|count)\{route="([^"]+)"\} ([0-9.e+-]+)$/.exec(line);
+    if (m) routes.set(m[2], { ...routes.get(m[2]), [m[1]]: Number(m[3]) });
+  }
+  const startOf = new Map(reportsOf(harness, "start").map((r) => [r.eventId, r]));
+  const latencies = published.map((p) => startOf.get(p.eventId).at - p.publishedAt).sort((a, b) => a - b);
+  const pct = (q) => latencies[Math.min(latencies.length - 1, Math.ceil(q * latencies.length) - 1)];
+  const byTab = new Map();
+  for (const p of published) byTab.set(startOf.get(p.eventId).tab, (byTab.get(startOf.get(p.eventId).tab) ?? 0) + 1);
+  const visibility = await Promise.all(tabs.map((t) => t.evaluate(() => document.visibilityState)));
+
+  console.log(`\n${events} events at ${rate}/s to one agent, ${tabCount} tabs (headless Chromium, one shared SSE stream, ${values.mysql ? "MariaDB" : "SQLite"})`);
+  console.log("| publish -> handler start | ms |");
+  console.log("|---|---|");
+  for (const [name, q] of [["p50", 0.5], ["p90", 0.9], ["p99", 0.99]]) console.log(`| ${name} | ${pct(q).toFixed(1)} |`);
+  console.log(`| max | ${latencies.at(-1).toFixed(1)} |`);
+  console.log(`events per tab: ${[...byTab].sort().map(([t, n]) => `tab ${t}: ${n}`).join(", ")}; visibility: ${visibility.join(", ")}`);
+
+  console.log("| route | requests | mean ms |");
+  console.log("|---|---|---|");
+  for (const [route, { sum, count }] of [...routes].sort((a, b) => b[1].count - a[1].count)) {
+    if (route !== "/metrics") console.log(`| ${route} | ${count} | ${((sum / count) * 1000).toFixed(2)} |`);
+  }
+
+  // Idle: the stream stays open, nothing is published.
+  const stats = await Promise.all(tabs.map((t) => t.evaluate(() => window.__stats)));
+  const index = stats.findIndex((s) => !s.leader);
+  const idleTab = tabs[index >= 0 ? index : tabs.length - 1];
+  const session = await harness.context.newCDPSession(idleTab);
+  await session.send("Performance.enable");
+  const metric = async () => Object.fromEntries((await session.send("Performance.getMetrics")).metrics.map((m) => [m.name, m.value]));
+  const requests = [];
+  idleTab.on("request", (r) => requests.push(r.url()));
+  const before = await metric();
+  await new Promise((r) => setTimeout(r, idleSeconds * 1000));
+  const afterIdle = await metric();
+  const taskMs = (afterIdle.TaskDuration - before.TaskDuration) * 1000;
+  const scriptMs = (afterIdle.ScriptDuration - before.ScriptDuration) * 1000;
+  console.log(`\nidle ${visibility[tabs.indexOf(idleTab)]} follower tab over ${idleSeconds} s`);
+  console.log("| main-thread task time | script time | CPU | requests |");
+  console.log("|---|---|---|---|");
+  console.log(`| ${taskMs.toFixed(1)} ms | ${scriptMs.toFixed(1)} ms | ${((taskMs / (idleSeconds * 1000)) * 100).toFixed(3)} % | ${requests.length} |`);
+} finally {
+  await browser.close();
+  await server.stop();
+  await pages.close();
+  await dropDatabase();
+}
