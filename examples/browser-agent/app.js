@@ -60,6 +60,7 @@ function start(settings) {
         const role = document.getElementById("role");
         role.textContent = progress.leader ? "leader: holds the stream" : "follower: hints from the leader";
         role.className = progress.leader ? "leader" : "";
+        if (!progress.leader) show("transport", "from the leading tab");
       }
       if (progress.type === "transport") show("transport", `${progress.status.kind}${progress.status.connected ? ", connected" : ", connecting"}`);
       if (progress.type === "disconnected") show("state", `retrying: ${progress.error.code}`);
@@ -67,6 +68,7 @@ function start(settings) {
   });
   show("state", "starting");
   show("role", "follower: hints from the leader");
+  show("transport", "from the leading tab");
   agent.run().then(
     () => show("state", "stopped"),
     (error) => show("state", `stopped: ${error.code ?? ""} ${error.message}`),
