@@ -140,6 +140,8 @@ const SCAVENGER_SLACK_MS = 250;
 const CLOCK_CHECK_MS = 5_000;
 /** While hints or finished handlers drive cycles, the inbox is scanned at most this often. */
 const SCAN_INTERVAL_BUSY_MS = 1_000;
+/** After a hint the leader claims itself, the other tabs claim once this much later anyway. */
+const LEADER_CHECK_MS = 250;
 /** Most acknowledgements sent in one request. */
 const ACK_BATCH_MAX = 100;
 const CLOCK_TOLERANCE_MS = 5_000;
@@ -187,6 +189,7 @@ export class Agent {
   #superseded = false;
   readonly #ackQueue: { entry: AckEntry; resolve: () => void; reject: (error: unknown) => void }[] = [];
   #acking = false;
+  #leaderCheck: ReturnType<typeof setTimeout> | undefined;
 
   constructor(options: AgentOptions) {
     const platform = options.platform ?? defaultPlatform?.();
@@ -255,6 +258,7 @@ export class Agent {
       return this.#summary;
     } finally {
       for (const stop of stopWatching) stop();
+      clearTimeout(this.#leaderCheck);
       this.#tabs?.stop();
       this.#transport?.stop();
       this.#transport = null;
@@ -310,8 +314,16 @@ export class Agent {
         hint: (headSeq, leaderFree) => {
           this.#knownHead = Math.max(this.#knownHead, headSeq);
           this.#observe({ type: "hint", headSeq, from: "tab" });
-          // The leader takes what it has room for; the others claim when it has none left.
-          if (leaderFree === 0) this.#hinted(headSeq, "tab", false);
+          // The leader takes what it has room for; the others claim when it has none left, and
+          // in any case a moment later (should the leader have gone or failed meanwhile).
+          if (leaderFree === 0) {
+            this.#hinted(headSeq, "tab", false);
+          } else if (this.#leaderCheck === undefined) {
+            this.#leaderCheck = setTimeout(() => {
+              this.#leaderCheck = undefined;
+              this.#hinted(headSeq, "tab", false);
+            }, LEADER_CHECK_MS);
+          }
         },
         leaderConnected: (connected) => {
           this.#leaderConnected = connected;

@@ -73,7 +73,8 @@ export interface TabChannel {
 
 /** What tabs of one agent tell each other. */
 export type TabMessage =
-  | { type: "alive"; tabId: string; connected: boolean; headSeq: number }
+  /** `hidden`: the leader's timers are throttled (a background tab), so it speaks less often. */
+  | { type: "alive"; tabId: string; connected: boolean; headSeq: number; hidden: boolean }
   /** `leaderFree`: handler slots the leader will claim for itself; the other tabs claim when 0. */
   | { type: "hint"; tabId: string; headSeq: number; leaderFree: number }
   | { type: "resigned"; tabId: string };

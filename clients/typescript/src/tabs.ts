@@ -19,9 +19,11 @@ export interface TabGroupTiming {
   aliveIntervalMs: number;
   /** A leader silent this long is presumed hung, and its lock stolen. */
   takeoverAfterMs: number;
+  /** The same for a leader in a hidden tab, whose timers browsers run about once a second. */
+  takeoverAfterHiddenMs: number;
 }
 
-export const DEFAULT_TAB_TIMING: TabGroupTiming = Object.freeze({ aliveIntervalMs: 400, takeoverAfterMs: 1_300 });
+export const DEFAULT_TAB_TIMING: TabGroupTiming = Object.freeze({ aliveIntervalMs: 250, takeoverAfterMs: 1_000, takeoverAfterHiddenMs: 2_500 });
 
 export interface TabGroupEvents {
   /** This tab became the leader: start the transport. */
@@ -46,6 +48,7 @@ export class TabGroup {
   #stopped = false;
   #suspended = false;
   #lastAliveAt = 0;
+  #leaderHidden = false;
   #leaderConnected = false;
   #connected = false;
   #headSeq = 0;
@@ -160,7 +163,8 @@ export class TabGroup {
       this.#leaderConnected = false;
       this.#events.leaderConnected(false);
     }
-    if (silentMs > this.#timing.takeoverAfterMs && !this.#stealing) {
+    const takeoverAfterMs = this.#leaderHidden ? this.#timing.takeoverAfterHiddenMs : this.#timing.takeoverAfterMs;
+    if (silentMs > takeoverAfterMs && !this.#stealing) {
       // Spread the followers out, and let a leader that spoke meanwhile keep its place.
       this.#stealing = true;
       const seen = this.#lastAliveAt;
@@ -172,7 +176,8 @@ export class TabGroup {
   }
 
   #sayAlive(): void {
-    this.#channel?.post({ type: "alive", tabId: this.tabId, connected: this.#connected, headSeq: this.#headSeq });
+    const hidden = typeof document !== "undefined" && document.visibilityState === "hidden";
+    this.#channel?.post({ type: "alive", tabId: this.tabId, connected: this.#connected, headSeq: this.#headSeq, hidden });
   }
 
   #receive(message: TabMessage): void {
@@ -180,6 +185,7 @@ export class TabGroup {
     switch (message.type) {
       case "alive":
         this.#lastAliveAt = Date.now();
+        this.#leaderHidden = message.hidden;
         this.#headSeq = Math.max(this.#headSeq, message.headSeq);
         if (message.connected !== this.#leaderConnected) {
           this.#leaderConnected = message.connected;

@@ -4,8 +4,8 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { launch, servePages } from "../support/browser.mjs";
-import { publish, startServer } from "../support/server.mjs";
+import { agentContext, launch, openTabs, reportsOf, servePages } from "../support/browser.mjs";
+import { publish, startServer, waitFor } from "../support/server.mjs";
 
 let listed;
 let unlisted;
@@ -98,4 +98,20 @@ test("a page on an origin not in cors_origins cannot read any answer; a listed o
   const granted = await preflight(listed.origin);
   assert.equal(granted.headers.get("access-control-allow-origin"), listed.origin);
   assert.equal(granted.headers.get("access-control-allow-credentials"), "true");
+});
+
+test("with the stream cookie, a listed origin's tab hears hints on a stream URL that carries no credential", async () => {
+  const token = await server.token("cookie_agent");
+  const harness = await agentContext(browser, { token });
+  await openTabs(harness, listed.origin, 1, { server: server.url, streamAuth: "cookie" });
+  await waitFor(() => reportsOf(harness, "transport").some((r) => r.status.kind === "sse" && r.status.connected), { what: "the stream open" });
+  const [event] = await publish(server, await server.token("app", { kind: "publisher" }), "cookie_agent", 1, { prefix: "cookie" });
+  await waitFor(() => reportsOf(harness, "handled").some((r) => r.eventId === event.eventId), { what: "the event handled" });
+  const streams = harness.requests.filter((u) => u.includes("/v1/streams/sse"));
+  assert.ok(streams.length >= 1);
+  for (const url of streams) {
+    assert.ok(!url.includes("ticket=") && !url.includes(token), `no credential in ${url}`);
+  }
+  assert.ok(harness.requests.some((u) => u.endsWith("/v1/streams/cookie")), "the cookie was set first");
+  await harness.context.close();
 });

@@ -87,7 +87,14 @@ test("the leader tab is closed mid-delivery: another takes over within 2 s, noth
     { timeoutMs: 5_000, what: "the new leader's stream open" },
   );
   const published = await publishing;
-  await waitFor(() => published.every((p) => reportsOf(harness, "handled").some((r) => r.eventId === p.eventId)), { timeoutMs: 30_000, what: "every event handled" });
+  try {
+    await waitFor(() => published.every((p) => reportsOf(harness, "handled").some((r) => r.eventId === p.eventId)), { timeoutMs: 30_000, what: "every event handled" });
+  } catch (error) {
+    const missing = published.filter((p) => !reportsOf(harness, "handled").some((r) => r.eventId === p.eventId)).map((p) => p.inboxSeq);
+    const stats = await Promise.all(tabs.filter((p) => !p.isClosed()).map((p) => p.evaluate(() => JSON.stringify(window.__stats))));
+    t.diagnostic(`missing ${missing}; tabs ${stats.join("\n")}`);
+    throw error;
+  }
   assertExactlyOnce(published);
   const metrics = await server.metrics();
   assert.equal(metricValue(metrics, "agent_inbox_stream_connects_total", { transport: "sse" }), 2, "one stream more: the new leader's");
@@ -96,4 +103,44 @@ test("the leader tab is closed mid-delivery: another takes over within 2 s, noth
   assert.ok(afterClose.length > 0, "events published after the takeover were handled");
   assert.ok(harness.requests.every((u) => !u.includes(token)), "no bearer token in any URL");
   assert.ok(!server.logs.join("").includes(token), "no bearer token in the server's logs");
+});
+
+/** The open tab that leads now, as it says itself. */
+async function currentLeader() {
+  return waitFor(async () => {
+    for (const [index, page] of tabs.entries()) {
+      if (!page.isClosed() && (await page.evaluate(() => window.__stats.leader))) return { tab: String(index), page };
+    }
+    return null;
+  }, { what: "the leading tab" });
+}
+
+/** Waits for a tab other than `previous` to report leading after `since`; returns the report. */
+function newLeaderAfter(previous, since) {
+  return waitFor(() => harness.reports.find((r) => r.kind === "role" && r.leader && r.tab !== previous && r.receivedAt >= since), {
+    timeoutMs: 5_000,
+    what: "a new leader",
+  });
+}
+
+// A frozen tab runs no script, as a hung one; Chromium does not freeze a visible page (and a
+// headless one is always visible), so the leader's main thread is stopped by a busy loop.
+test("a leader whose main thread stops (frozen, hung) is detected by its silent heartbeat: another tab steals the lead within 2 s", async (t) => {
+  const { tab, page } = await currentLeader();
+  const hungAt = Date.now();
+  // The leader's main thread is busy for 4 s: no timers, no messages, no handlers.
+  const hang = page.evaluate(() => {
+    const end = Date.now() + 4_000;
+    while (Date.now() < end);
+  });
+  const successor = await newLeaderAfter(tab, hungAt);
+  const takeoverMs = successor.receivedAt - hungAt;
+  t.diagnostic(`took over ${takeoverMs} ms after the leader hung`);
+  assert.ok(takeoverMs <= 2_000, `took over in ${takeoverMs} ms`);
+  const published = await publish(server, publisher, "tab_agent", 20, { prefix: "hung" });
+  await hang;
+  await waitFor(() => published.every((p) => reportsOf(harness, "handled").some((r) => r.eventId === p.eventId)), { timeoutMs: 15_000, what: "every event handled" });
+  assertExactlyOnce(published);
+  await waitFor(() => page.evaluate(() => window.__stats.leader === false), { what: "the woken tab following" });
+  await waitFor(async () => metricValue(await server.metrics(), "agent_inbox_connected_streams", { transport: "sse" }) === 1, { what: "one stream open again" });
 });
