@@ -16,9 +16,10 @@ from agent_inbox._sse import SseParser
 
 
 def test_sse_any_chunking_gives_the_same_events() -> None:
-    stream = "retry: 3000\n\nevent: inbox.updated\r\nid: 12\r\ndata: line one\r\ndata: line two é\r\n\r\n: comment\n\ndata:x\n\n".encode()
+    stream = "retry: 3000\n\nevent: inbox.updated\r\nid: 12\r\ndata: line one\r\ndata: line two é\r\n\r\n: comment\n\ndata:x\n\ndata:cr\r\rdata:y\r\n\n".encode()
     whole = SseParser().feed(stream)
-    assert [e.event for e in whole] == ["message", "inbox.updated", "message"]
+    assert [e.event for e in whole] == ["message", "inbox.updated", "message", "message", "message"]
+    assert [e.data for e in whole[3:]] == ["cr", "y"]
     assert whole[0].retry_ms == 3000
     assert whole[1].data == "line one\nline two é" and whole[1].id == "12"
     assert whole[2].data == "x" and whole[2].id == "12", "the last id carries over"

@@ -3,10 +3,12 @@ yielding complete events. Pure, so any chunking gives the same events."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 #: Longest line accepted; a stream sending longer lines is broken or hostile.
 LINE_BYTES_MAX = 64 * 1024
+_LINE_END = re.compile(rb"\r\n|\r(?!\Z)|\n")
 
 
 @dataclass
@@ -30,28 +32,30 @@ class SseParser:
     def feed(self, chunk: bytes) -> list[SseEvent]:
         """Feeds bytes; returns the events they complete."""
         events: list[SseEvent] = []
+        if self._after_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        self._after_cr = False
         start = 0
-        n = len(chunk)
-        i = 0
-        while i < n:
-            byte = chunk[i]
-            if self._after_cr:
-                self._after_cr = False
-                if byte == 0x0A:
-                    i += 1
-                    start = i
-                    continue
-            if byte == 0x0A or byte == 0x0D:
-                self._buffer += chunk[start:i]
-                self._after_cr = byte == 0x0D
-                line = bytes(self._buffer).decode("utf-8", "replace")
-                self._buffer.clear()
-                event = self._line(line)
-                if event is not None:
-                    events.append(event)
-                start = i + 1
-            i += 1
-        self._buffer += chunk[start:]
+        for match in _LINE_END.finditer(chunk):
+            self._buffer += chunk[start : match.start()]
+            line = bytes(self._buffer).decode("utf-8", "replace")
+            self._buffer.clear()
+            event = self._line(line)
+            if event is not None:
+                events.append(event)
+            start = match.end()
+        rest = chunk[start:]
+        if rest.endswith(b"\r"):
+            # A line ended with a lone CR so far; a LF starting the next chunk belongs to it.
+            self._buffer += rest[:-1]
+            line = bytes(self._buffer).decode("utf-8", "replace")
+            self._buffer.clear()
+            self._after_cr = True
+            event = self._line(line)
+            if event is not None:
+                events.append(event)
+        else:
+            self._buffer += rest
         if len(self._buffer) > LINE_BYTES_MAX:
             raise ValueError(f"the event stream sent a line longer than {LINE_BYTES_MAX} bytes")
         return events
