@@ -31,6 +31,9 @@ cd "$repo/clients/python"
 echo "test-python: mypy --strict" >&2
 "$venv/bin/python" -m mypy --strict --no-incremental -p agent_inbox \
     --python-executable "$venv/bin/python"
+# The tests, the benchmark and the example are held to the same standard.
+"$venv/bin/python" -m mypy --strict --no-incremental tests bench
+"$venv/bin/python" -m mypy --strict --no-incremental examples
 echo "test-python: pytest" >&2
 # Every test has its own time limit (pytest-timeout); the whole run is bounded as well.
 timeout --signal=INT 270 "$venv/bin/python" -m pytest -p no:cacheprovider -q --timeout 90 tests
