@@ -77,6 +77,14 @@ try {
   const startOf = new Map(reportsOf(harness, "start").map((r) => [r.eventId, r]));
   const latencies = published.map((p) => startOf.get(p.eventId).at - p.publishedAt).sort((a, b) => a - b);
   const pct = (q) => latencies[Math.min(latencies.length - 1, Math.ceil(q * latencies.length) - 1)];
+  // Where the time goes: publish -> the leader's stream hint (first with head_seq >= the event's
+  // sequence) -> the handler start in whichever tab claimed it.
+  const hints = reportsOf(harness, "hint").sort((a, b) => a.at - b.at);
+  const split = published.map((p) => {
+    const hint = hints.find((h) => h.headSeq >= p.inboxSeq && h.at >= p.publishedAt - 5);
+    return hint ? [hint.at - p.publishedAt, startOf.get(p.eventId).at - hint.at] : null;
+  }).filter(Boolean);
+  const median = (values) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
   const byTab = new Map();
   for (const p of published) byTab.set(startOf.get(p.eventId).tab, (byTab.get(startOf.get(p.eventId).tab) ?? 0) + 1);
   const visibility = await Promise.all(tabs.map((t) => t.evaluate(() => document.visibilityState)));
@@ -86,6 +94,7 @@ try {
   console.log("|---|---|");
   for (const [name, q] of [["p50", 0.5], ["p90", 0.9], ["p99", 0.99]]) console.log(`| ${name} | ${pct(q).toFixed(1)} |`);
   console.log(`| max | ${latencies.at(-1).toFixed(1)} |`);
+  console.log(`median split: publish -> stream hint ${median(split.map((x) => x[0])).toFixed(1)} ms, hint -> handler start ${median(split.map((x) => x[1])).toFixed(1)} ms`);
   console.log(`events per tab: ${[...byTab].sort().map(([t, n]) => `tab ${t}: ${n}`).join(", ")}; visibility: ${visibility.join(", ")}`);
 
   console.log("| route | requests | mean ms |");

@@ -629,7 +629,13 @@ export class Agent {
         result = "failed";
         reason = error.message;
       } else {
-        const after = error instanceof RetryLater ? error.retryAfterSeconds : UNEXPECTED_ERROR_RETRY_SECONDS;
+        // RetryLater says when; a refusal the handler met passes on its Retry-After.
+        const after =
+          error instanceof RetryLater
+            ? error.retryAfterSeconds
+            : error instanceof ProblemError && error.retryAfter !== undefined
+              ? Math.min(error.retryAfter, 604_800)
+              : UNEXPECTED_ERROR_RETRY_SECONDS;
         return this.#releaseOutcome(claim, after, error instanceof Error ? error.message : String(error));
       }
     }

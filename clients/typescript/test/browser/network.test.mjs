@@ -32,6 +32,8 @@ test("a 30 s network cut: every event published meanwhile is handled once, in cu
   const warmup = await publish(server, publisher, "offline_agent", 3, { prefix: "before" });
   await waitFor(() => reportsOf(harness, "handled").length === 3, { what: "warm-up events handled" });
 
+  const lifecycleHints = () => Promise.all(tabs.map((t) => t.evaluate(() => window.__stats.hints.lifecycle)));
+  const lifecycleBefore = await lifecycleHints();
   const sessions = await Promise.all(tabs.map((t) => harness.context.newCDPSession(t)));
   const conditions = (offline) => ({ offline, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
   for (const cdp of sessions) {
@@ -53,6 +55,8 @@ test("a 30 s network cut: every event published meanwhile is handled once, in cu
   const caughtUpMs = Math.max(...reportsOf(harness, "handled").map((r) => r.receivedAt)) - restoredAt;
   assert.ok(caughtUpMs < 10_000, `caught up ${caughtUpMs} ms after the network came back (the online event triggers a poll)`);
   t.diagnostic(`caught up ${caughtUpMs} ms after the network came back`);
+  const lifecycleAfter = await lifecycleHints();
+  assert.ok(lifecycleAfter.every((n, i) => n > lifecycleBefore[i]), "the online event woke every tab for a catch-up poll");
   const starts = reportsOf(harness, "start").filter((r) => r.receivedAt > restoredAt);
   assert.equal(starts.length, during.length, "each handled once");
   for (const tab of new Set(starts.map((r) => r.tab))) {

@@ -44,6 +44,7 @@ const agent = new Agent({
         break;
       case "hint":
         stats.hints[progress.from] += 1;
+        if (progress.from === "stream" && progress.headSeq !== null) report("hint", { headSeq: progress.headSeq });
         break;
       case "finished":
         report("finished", { eventId: progress.event.event_id, outcome: progress.outcome.kind });
