@@ -266,6 +266,7 @@ class _Runner:
         self.next_change_ms: int | None = None
         #: A cycle claimed without scanning: the next one is due when the last scan is stale.
         self.rescan_due = False
+        self.last_claim_full = False
         self.ack_flusher: asyncio.Task[None] | None = None
 
     def observe(self, what: str, **details: Any) -> None:
@@ -468,7 +469,9 @@ class _Runner:
                 raise scanned
             return claimed[0], claimed[1], scanned[0].next_change_ms
         scan: tuple[Scan, bool] | None = None
-        if forced or not recent:
+        # While claims come back full there is a backlog to work through: scanning it again
+        # would only re-read it. A hint or the timer (forced) still scans.
+        if forced or not (recent or self.last_claim_full):
             scan = await self._scan()
         worth_claiming = self.claim_backlog or scan is None or scan[0].claimable > 0 or scan[1]
         next_change_ms = scan[0].next_change_ms if scan else None
@@ -487,6 +490,7 @@ class _Runner:
                 lease_seconds=self.config.lease_seconds,
             )
         )
+        self.last_claim_full = len(answer.claims) == limit
         if len(answer.claims) < limit:
             self.claim_backlog = False
         for claim in answer.claims:
