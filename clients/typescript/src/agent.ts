@@ -596,10 +596,12 @@ export class Agent {
   /** One event: deduplicate, or run the handler under heartbeats; then acknowledge or release. */
   async #work(claim: Claim, signal: AbortSignal): Promise<Outcome> {
     const state = this.#requireState();
-    let prior: ProcessedResult | null;
+    let prior: ProcessedResult | null = null;
     try {
-      prior = await state.processed(this.#inbox, claim.event_id);
-    } catch (error) {
+      // A first delivery cannot have been processed: a result is only recorded under a lease,
+      // and every lease counts a delivery.
+      if (claim.event.delivery_attempts > 1) prior = await state.processed(this.#inbox, claim.event_id);
+    } catch {
       // Without the record we cannot tell whether this ran before; give it back.
       return this.#releaseOutcome(claim, 5, "local_state_unavailable");
     }
