@@ -140,6 +140,8 @@ class AgentConfig:
     5 min; one event at a time; the service's default lease."""
 
     device_id: str | None = None
+    #: Handlers running at once. An event whose outcome is recorded frees its slot while its
+    #: acknowledgement is on the way, so the next claim overlaps it.
     concurrency: int = 1
     #: Lease asked for per claim; ``None`` is the service's default.
     lease_seconds: int | None = None
