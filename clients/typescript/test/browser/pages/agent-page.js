@@ -1,6 +1,6 @@
 // One agent tab for the browser tests: an Agent from the package, configured by the query
 // string; it reports to the test through functions the test exposes (inboxToken, report).
-import { Agent, InboxApi, browserPlatform } from "/dist/index.js";
+import { Agent, InboxApi, SigningKey, browserPlatform } from "/dist/index.js";
 
 const params = new URLSearchParams(location.search);
 const tab = params.get("tab") ?? "0";
@@ -10,10 +10,17 @@ window.__stats = stats;
 
 const report = (kind, data) => window.report?.({ kind, tab, at: performance.timeOrigin + performance.now(), ...data });
 
-const api = new InboxApi({
+let api = new InboxApi({
   baseUrl: params.get("server"),
   accessToken: ({ refresh }) => window.inboxToken({ refresh, tab }),
 });
+if (params.get("sign") === "ed25519") {
+  // A key made with WebCrypto in this tab, registered, then signing every critical call.
+  const key = await SigningKey.generateEd25519();
+  await api.registerSigningKey(key);
+  api = api.withSigningKey(key);
+  report("signing", { keyId: key.keyId });
+}
 
 const agent = new Agent({
   api,
