@@ -35,7 +35,8 @@ async fn crash_and_recover(backend: Backend) {
     let committed: Arc<Mutex<HashSet<String>>> = Arc::default();
     let acked: Arc<Mutex<HashSet<String>>> = Arc::default();
     let mut load = Vec::new();
-    for p in 0..2 {
+    // Eight publishers, so the node commits their publishes in batches (group commit).
+    for p in 0..8 {
         let (client, base, token, committed) =
             (client.clone(), server.base.clone(), publisher.clone(), committed.clone());
         load.push(tokio::spawn(async move {

@@ -6,6 +6,7 @@ usage: inbox-bench store [--publishes N] [--events N]
        inbox-bench hints [--publishes N] [--subscribers N]
        inbox-bench http [--agents N] [--events N] [--seconds N]
        inbox-bench trust [--agents N] [--events N] [--rounds N]
+       inbox-bench publish [--publishes N]
 
   store          benchmark inbox_store::SqlStore against raw SQL on MariaDB/MySQL
   --publishes N  publishes per publish row (default 3000)
@@ -28,6 +29,10 @@ usage: inbox-bench store [--publishes N] [--events N]
   --events N     events per phase (default 3000)
   --rounds N     phases per mode, signed and unsigned alternating (default 4)
 
+  publish        HTTP publishing (group commit) beside raw SQL with one transaction per event,
+                 at 1, 4, 16 and 64 publishers: events/s, p50/p99, fsyncs and statements per event
+  --publishes N  publishes per row (default 4000)
+
 The server is AGENT_INBOX_BENCH_MYSQL_URL, else AGENT_INBOX_TEST_MYSQL_URL, else
 mysql://root@127.0.0.1:3306/test. The benchmark creates and drops its own database there.";
 
@@ -41,6 +46,7 @@ pub enum Command {
     Hints(crate::hints::HintsArgs),
     Http(crate::http::HttpArgs),
     Trust(crate::trust::TrustArgs),
+    Publish(crate::publishing::PublishArgs),
     /// The hidden child process of `hints`: idle SSE clients for the node at this address.
     HintsIdleClients(String),
     /// The hidden child process of `http`: a service node on this database URL.
@@ -69,6 +75,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
         Some("hints") => return parse_hints(args),
         Some("http") => return parse_http(args),
         Some("trust") => return parse_trust(args),
+        Some("publish") => return parse_publish(args),
         Some("hints-idle-clients") => {
             let addr = args.next().ok_or("hints-idle-clients needs the node's address")?;
             return Ok(Command::HintsIdleClients(addr));
@@ -78,8 +85,14 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
             return Ok(Command::Node(url));
         }
         Some("--help" | "-h" | "help") => return Ok(Command::Help),
-        Some(other) => return Err(format!("unknown command {other:?}; use `store`, `hints` or `http`")),
-        None => return Err("name a benchmark to run: `store`, `hints` or `http`".to_owned()),
+        Some(other) => {
+            return Err(format!(
+                "unknown command {other:?}; use `store`, `hints`, `http`, `trust` or `publish`"
+            ));
+        }
+        None => {
+            return Err("name a benchmark to run: `store`, `hints`, `http`, `trust` or `publish`".to_owned());
+        }
     }
     let mut store = StoreArgs::default();
     while let Some(flag) = args.next() {
@@ -123,6 +136,18 @@ fn parse_trust(mut args: impl Iterator<Item = String>) -> Result<Command, String
         }
     }
     Ok(Command::Trust(trust))
+}
+
+fn parse_publish(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
+    let mut publish = crate::publishing::PublishArgs::default();
+    while let Some(flag) = args.next() {
+        match flag.as_str() {
+            "--help" | "-h" => return Ok(Command::Help),
+            "--publishes" => publish.publishes = count_after(&flag, &mut args)?,
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(Command::Publish(publish))
 }
 
 fn parse_http(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
@@ -171,7 +196,11 @@ mod tests {
         assert!(parse(words("store --events 0")).is_err());
         assert!(parse(words("store --events many")).is_err());
         assert!(parse(words("store --fast")).is_err());
-        assert!(parse(words("publish")).is_err());
+        assert!(parse(words("publsh")).is_err(), "an unknown benchmark");
+        assert_eq!(
+            parse(words("publish --publishes 500")),
+            Ok(Command::Publish(crate::publishing::PublishArgs { publishes: 500 }))
+        );
         assert_eq!(
             parse(words("hints --subscribers 50")),
             Ok(Command::Hints(crate::hints::HintsArgs { publishes: 1_000, subscribers: 50 }))

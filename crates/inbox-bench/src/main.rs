@@ -12,6 +12,7 @@ mod http;
 mod mysql_db;
 mod node;
 mod publish;
+mod publishing;
 mod raw;
 mod report;
 mod subjects;
@@ -66,6 +67,7 @@ async fn main() -> ExitCode {
         Ok(Command::Hints(hints_args)) => return hints::main(hints_args).await,
         Ok(Command::Http(http_args)) => return http::main(http_args).await,
         Ok(Command::Trust(trust_args)) => return trust::main(trust_args).await,
+        Ok(Command::Publish(publish_args)) => return publishing::main(publish_args).await,
         Ok(Command::HintsIdleClients(addr)) => return hints::idle_clients(addr).await,
         Ok(Command::Node(url)) => return node::serve_child(url).await,
         Ok(Command::Help) => {

@@ -46,6 +46,12 @@ pub struct Config {
     pub long_poll_wait_max: Duration,
     /// Largest inline JSON payload of an event, in bytes.
     pub payload_bytes_limit: usize,
+    /// Group commit: how long a busy node waits for more publishes before it commits a batch
+    /// (0 to 1 ms; 0 commits what arrived during the previous commit, never waiting), and the
+    /// most publishes one batch takes. An idle node never waits.
+    #[serde(with = "human_duration")]
+    pub publish_linger: Duration,
+    pub publish_batch_max: u32,
     #[serde(with = "human_duration")]
     pub access_token_ttl: Duration,
     #[serde(with = "human_duration")]
@@ -156,6 +162,8 @@ impl Default for Config {
             retention: Duration::from_secs(30 * 86_400),
             long_poll_wait_max: Duration::from_secs(25),
             payload_bytes_limit: 256 * 1024,
+            publish_linger: Duration::ZERO,
+            publish_batch_max: 64,
             access_token_ttl: Duration::from_secs(15 * 60),
             refresh_token_ttl: Duration::from_secs(30 * 86_400),
             token_issuer: "agent-inbox".into(),
@@ -290,6 +298,14 @@ impl Config {
         }
         if self.long_poll_wait_max > Duration::from_secs(120) {
             return bad("long_poll_wait_max must be at most 120s (proxies cut longer requests)".into());
+        }
+        if self.publish_linger > Duration::from_millis(1) {
+            return bad(
+                "publish_linger must be between 0 and 1ms: every publish of a busy node waits it".into()
+            );
+        }
+        if !(1..=500).contains(&self.publish_batch_max) {
+            return bad("publish_batch_max must be between 1 and 500".into());
         }
         if !(1024..=16 * 1024 * 1024).contains(&self.payload_bytes_limit) {
             return bad("payload_bytes_limit must be between 1024 and 16777216".into());

@@ -10,6 +10,7 @@ mod convert;
 mod cors;
 mod error;
 mod extract;
+mod group_commit;
 mod hints;
 mod limits;
 mod metrics;
@@ -17,6 +18,7 @@ mod middleware;
 mod nonce_writer;
 mod notifier;
 pub mod openapi;
+mod publish_batcher;
 mod routes;
 mod session_changes;
 mod session_policy;
@@ -57,6 +59,7 @@ pub struct AppState {
     session_changes: Arc<session_changes::SessionChanges>,
     trust: Arc<trust::Trust>,
     nonces: nonce_writer::NonceWriter,
+    publisher: publish_batcher::PublishBatcher,
     shutdown: Shutdown,
 }
 
@@ -150,6 +153,7 @@ async fn prepare(
     };
     let trust = Arc::new(trust::Trust::new(&config));
     let nonces = nonce_writer::NonceWriter::start(store.clone(), metrics.clone());
+    let publisher = publish_batcher::PublishBatcher::start(store.clone(), metrics.clone(), &config);
     Ok(AppState {
         store,
         limits: Arc::new(limits::Limits::new(&config)),
@@ -161,6 +165,7 @@ async fn prepare(
         session_changes: Arc::default(),
         trust,
         nonces,
+        publisher,
         shutdown,
     })
 }

@@ -10,9 +10,15 @@ use std::time::Duration;
 
 pub const TENANT_LABELS_MAX: usize = 1_000;
 
-/// Upper bounds (seconds) of every histogram's buckets.
+/// Upper bounds (seconds) of every latency histogram's buckets.
 const BUCKETS: &[f64] =
     &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0];
+/// Upper bounds of the histograms that count things (names ending in `_size`).
+const SIZE_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
+
+fn buckets(name: &str) -> &'static [f64] {
+    if name.ends_with("_size") { SIZE_BUCKETS } else { BUCKETS }
+}
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -40,7 +46,13 @@ pub struct Metrics {
 const HELP: &[(&str, &str, &str)] = &[
     ("agent_inbox_http_requests_total", "counter", "HTTP requests by route template and status"),
     ("agent_inbox_http_request_duration_seconds", "histogram", "HTTP request latency by route template"),
-    ("agent_inbox_publish_commit_seconds", "histogram", "Publish-to-inbox commit latency"),
+    ("agent_inbox_publish_commit_seconds", "histogram", "Publish-to-inbox commit latency, per request"),
+    ("agent_inbox_publish_batch_size", "histogram", "Publishes committed together in one transaction"),
+    (
+        "agent_inbox_publish_linger_seconds",
+        "histogram",
+        "How long a publish batch gathered before its commit started",
+    ),
     ("agent_inbox_events_published_total", "counter", "Inbox rows written by publishes, by tenant"),
     (
         "agent_inbox_events_deduplicated_total",
@@ -179,18 +191,28 @@ impl Metrics {
     }
 
     pub fn observe(&self, name: &'static str, labels: Labels, value: Duration) {
-        let seconds = value.as_secs_f64();
+        self.record(name, labels, value.as_secs_f64());
+    }
+
+    /// Records how many of something (a batch's size) in a `_size` histogram.
+    pub fn observe_size(&self, name: &'static str, labels: Labels, n: usize) {
+        debug_assert!(name.ends_with("_size"), "size histograms are named *_size");
+        self.record(name, labels, n as f64);
+    }
+
+    fn record(&self, name: &'static str, labels: Labels, value: f64) {
+        let bounds = buckets(name);
         let mut families = self.families.lock().expect("metrics lock");
         let histogram = families.histograms.entry(name).or_default().entry(labels).or_default();
         if histogram.counts.is_empty() {
-            histogram.counts = vec![0; BUCKETS.len()];
+            histogram.counts = vec![0; bounds.len()];
         }
-        for (count, bound) in histogram.counts.iter_mut().zip(BUCKETS) {
-            if seconds <= *bound {
+        for (count, bound) in histogram.counts.iter_mut().zip(bounds) {
+            if value <= *bound {
                 *count += 1;
             }
         }
-        histogram.sum += seconds;
+        histogram.sum += value;
         histogram.count += 1;
     }
 
@@ -231,7 +253,7 @@ impl Metrics {
                 }
                 _ => {
                     for (labels, h) in families.histograms.get(name).into_iter().flatten() {
-                        for (count, bound) in h.counts.iter().zip(BUCKETS) {
+                        for (count, bound) in h.counts.iter().zip(buckets(name)) {
                             let _ = writeln!(
                                 out,
                                 "{name}_bucket{} {count}",

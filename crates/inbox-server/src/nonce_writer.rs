@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use inbox_store::{NonceUse, SignatureNonce, SqlStore, StoreError};
-use tokio::sync::{mpsc, oneshot};
 
+use crate::group_commit::{Committed, Gathering, GroupCommit};
 use crate::metrics::Metrics;
 
 /// Nonces one statement takes at most (each batch size is its own prepared statement).
@@ -28,62 +28,37 @@ type Answer = Result<NonceUse, StoreError>;
 /// The handle requests use; the writing task stops when the last handle is dropped.
 #[derive(Debug, Clone)]
 pub struct NonceWriter {
-    queue: mpsc::UnboundedSender<Request>,
+    writer: GroupCommit<SignatureNonce, Answer>,
     store: SqlStore,
 }
 
 impl NonceWriter {
     /// Starts the writing task on the current runtime.
     pub fn start(store: SqlStore, metrics: Arc<Metrics>) -> NonceWriter {
-        let (queue, requests) = mpsc::unbounded_channel();
-        tokio::spawn(write(store.clone(), metrics, requests));
-        NonceWriter { queue, store }
+        let gathering = Gathering { batch_max: BATCH_MAX, yields: GATHER_YIELDS, linger: LINGER };
+        let writing = store.clone();
+        let writer = GroupCommit::start(
+            gathering,
+            move |batch| {
+                let (store, metrics) = (writing.clone(), metrics.clone());
+                Box::pin(async move {
+                    let answers = store.remember_nonces(&batch.items).await;
+                    metrics.count("agent_inbox_signature_nonce_writes_total", vec![], 1);
+                    let unreachable = answers.iter().all(|a| matches!(a, Err(StoreError::Unavailable(_))));
+                    Committed { answers, unreachable }
+                })
+            },
+            || Err(crate::publish_batcher::unreachable()),
+        );
+        NonceWriter { writer, store }
     }
 
     /// Records `nonce`, or reports it replayed.
     pub async fn remember(&self, nonce: SignatureNonce) -> Answer {
-        let (answer, answered) = oneshot::channel();
-        if self.queue.send((nonce, answer)).is_ok() {
-            if let Ok(answer) = answered.await {
-                return answer;
-            }
+        match self.writer.submit(nonce).await {
+            Some(answer) => answer,
+            // The task outlives every handle unless it panicked: then each request writes its own.
+            None => self.store.remember_nonce(&nonce.hash, nonce.until).await,
         }
-        // The task outlives every handle unless it panicked: then each request writes its own.
-        self.store.remember_nonce(&nonce.hash, nonce.until).await
-    }
-}
-
-type Request = (SignatureNonce, oneshot::Sender<Answer>);
-
-async fn write(store: SqlStore, metrics: Arc<Metrics>, mut requests: mpsc::UnboundedReceiver<Request>) {
-    let mut batch = Vec::with_capacity(BATCH_MAX);
-    let mut busy = false;
-    while requests.recv_many(&mut batch, BATCH_MAX).await > 0 {
-        // Let the requests that are ready run first, so their nonces share this statement.
-        for _ in 0..GATHER_YIELDS {
-            tokio::task::yield_now().await;
-            take_queued(&mut requests, &mut batch);
-        }
-        if busy {
-            // One timer wake-up, not one per nonce that arrives meanwhile.
-            tokio::time::sleep(LINGER).await;
-            take_queued(&mut requests, &mut batch);
-        }
-        busy = batch.len() > 1;
-        let nonces: Vec<SignatureNonce> = batch.iter().map(|(nonce, _)| *nonce).collect();
-        let answers = store.remember_nonces(&nonces).await;
-        metrics.count("agent_inbox_signature_nonce_writes_total", vec![], 1);
-        for ((_, reply), answer) in batch.drain(..).zip(answers) {
-            // A request that went away no longer needs its answer.
-            let _ = reply.send(answer);
-        }
-    }
-}
-
-/// Moves what is queued into `batch`, up to [`BATCH_MAX`], without waiting.
-fn take_queued(requests: &mut mpsc::UnboundedReceiver<Request>, batch: &mut Vec<Request>) {
-    while batch.len() < BATCH_MAX {
-        let Ok(next) = requests.try_recv() else { break };
-        batch.push(next);
     }
 }

@@ -21,10 +21,12 @@ use crate::{
     HeartbeatItem, ParkedQuery, PollQuery, Publish, Refusal, Release, SqlStore, StoreConfig, StoreError,
 };
 
+mod batches;
 mod rooms;
 mod sessions;
 mod trust;
 
+pub use batches::*;
 pub use rooms::*;
 pub use sessions::*;
 pub use trust::*;
@@ -111,6 +113,12 @@ impl Harness {
         )
         .await
         .expect("connect a second node")
+    }
+
+    /// Runs a statement beneath the store's API (a trigger that stands in for a refusal).
+    pub async fn execute_raw(&self, sql: &str) {
+        let mut pooled = self.store.pools().writer().await.expect("a connection");
+        pooled.conn().execute_raw(sql).await.expect(sql);
     }
 
     /// One integer from a query, for checks that look beneath the store's API.

@@ -82,6 +82,15 @@ impl From<IdError> for StoreError {
 }
 
 impl StoreError {
+    /// An "unreachable" answer for a caller that did not itself wait on the database: its
+    /// request queued behind one that found the database away.
+    pub fn unreachable(reason: &str) -> Self {
+        StoreError::Unavailable(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::NotConnected,
+            reason.to_owned(),
+        )))
+    }
+
     pub(crate) fn invalid(field: &'static str, problem: impl Into<String>) -> Self {
         StoreError::Invalid { field, problem: problem.into() }
     }

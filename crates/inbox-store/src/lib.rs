@@ -22,6 +22,7 @@ mod migrate;
 mod model;
 mod nonces;
 mod publish;
+mod publish_batch;
 mod read;
 mod record;
 mod rooms;

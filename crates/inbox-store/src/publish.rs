@@ -144,34 +144,8 @@ impl SqlStore {
                 Ok(self.new_record(publish, recipient, inbox_seq, now))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        for chunk in records.chunks(ROWS_PER_INSERT) {
-            let mut sql = format!("INSERT INTO agent_inbox ({EVENT_COLUMNS}) VALUES ");
-            let row = format!("({})", crate::dialect::placeholders(EVENT_COLUMN_COUNT));
-            push_repeated(&mut sql, chunk.len(), &row);
-            let mut args = Vec::with_capacity(chunk.len() * EVENT_COLUMN_COUNT);
-            for record in chunk {
-                push_event_values(record, &mut args);
-            }
-            conn.execute(&sql, &args).await?;
-        }
-
-        let outbox_id = if records.is_empty() {
-            None
-        } else {
-            let heads: Vec<(&str, &str, u64)> = records
-                .iter()
-                .map(|r| (r.inbox.recipient.kind.as_str(), r.inbox.recipient.id.as_str(), r.inbox_seq.get()))
-                .collect();
-            let heads_json = serde_json::to_string(&heads).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            let done = conn
-                .execute(
-                    "INSERT INTO outbox_signal (tenant_id, signal_type, recipient_heads, n_recipients, status, \
-                     attempt_count, created_at_utc) VALUES (?, 'inbox.updated', ?, ?, 'pending', 0, ?)",
-                    &[Arg::Str(tenant), Arg::Str(&heads_json), Arg::I64(records.len() as i64), Arg::I64(now.get())],
-                )
-                .await?;
-            Some(done.last_insert_id)
-        };
+        insert_records(conn, &records).await?;
+        let outbox_id = insert_signal(conn, tenant, &records, now).await?;
 
         let mut fresh_deliveries = records.iter().map(|r| Delivery {
             recipient: r.inbox.recipient.clone(),
@@ -195,7 +169,7 @@ impl SqlStore {
         Ok(PublishReceipt { deliveries, outbox_id })
     }
 
-    fn new_record(
+    pub(crate) fn new_record(
         &self,
         publish: &Publish,
         recipient: &Recipient,
@@ -224,4 +198,48 @@ impl SqlStore {
             last_error: None,
         }
     }
+}
+
+/// Inserts inbox rows, many per statement.
+pub(crate) async fn insert_records(
+    conn: &mut DbConnection<'_>,
+    records: &[EventRecord],
+) -> Result<(), StoreError> {
+    for chunk in records.chunks(ROWS_PER_INSERT) {
+        let mut sql = format!("INSERT INTO agent_inbox ({EVENT_COLUMNS}) VALUES ");
+        let row = format!("({})", crate::dialect::placeholders(EVENT_COLUMN_COUNT));
+        push_repeated(&mut sql, chunk.len(), &row);
+        let mut args = Vec::with_capacity(chunk.len() * EVENT_COLUMN_COUNT);
+        for record in chunk {
+            push_event_values(record, &mut args);
+        }
+        conn.execute(&sql, &args).await?;
+    }
+    Ok(())
+}
+
+/// Writes the one `outbox_signal` row that tells every node the heads these rows reached
+/// (`None` when there are none): the notifier only ever learns of what committed with it.
+pub(crate) async fn insert_signal(
+    conn: &mut DbConnection<'_>,
+    tenant: &str,
+    records: &[EventRecord],
+    now: UnixMillis,
+) -> Result<Option<i64>, StoreError> {
+    if records.is_empty() {
+        return Ok(None);
+    }
+    let heads: Vec<(&str, &str, u64)> = records
+        .iter()
+        .map(|r| (r.inbox.recipient.kind.as_str(), r.inbox.recipient.id.as_str(), r.inbox_seq.get()))
+        .collect();
+    let heads_json = serde_json::to_string(&heads).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let done = conn
+        .execute(
+            "INSERT INTO outbox_signal (tenant_id, signal_type, recipient_heads, n_recipients, status, \
+             attempt_count, created_at_utc) VALUES (?, 'inbox.updated', ?, ?, 'pending', 0, ?)",
+            &[Arg::Str(tenant), Arg::Str(&heads_json), Arg::I64(records.len() as i64), Arg::I64(now.get())],
+        )
+        .await?;
+    Ok(Some(done.last_insert_id))
 }

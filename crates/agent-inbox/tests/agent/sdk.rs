@@ -82,10 +82,10 @@ async fn heartbeats_keep_a_long_handlers_lease_alive() {
             assert!(event["ack_state"] == "claimed" || attempts == 0, "the lease ran out: {event}");
             assert!(attempts <= 1, "redelivered: {event}");
             let mut leases = leases.lock().unwrap();
-            if let Some(until) = event["visibility_lease_until_utc"].as_str() {
-                if leases.last().map(String::as_str) != Some(until) {
-                    leases.push(until.to_owned());
-                }
+            if let Some(until) = event["visibility_lease_until_utc"].as_str()
+                && leases.last().map(String::as_str) != Some(until)
+            {
+                leases.push(until.to_owned());
             }
             leases.len() >= 5
         }

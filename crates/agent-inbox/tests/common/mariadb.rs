@@ -128,11 +128,10 @@ impl PrivateMariaDb {
 
 impl Drop for PrivateMariaDb {
     fn drop(&mut self) {
-        if self.child.is_some() {
-            // A paused server would ignore SIGKILL only until it is continued; SIGKILL works
-            // on stopped processes, but continue it first so it never lingers stopped.
-            let _ =
-                Command::new("kill").args(["-CONT", &self.child.as_ref().unwrap().id().to_string()]).status();
+        if let Some(child) = &self.child {
+            // SIGKILL works on a stopped process too; continue it first all the same, so it
+            // never lingers stopped if the kill fails.
+            let _ = Command::new("kill").args(["-CONT", &child.id().to_string()]).status();
         }
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);

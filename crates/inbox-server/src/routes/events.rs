@@ -66,7 +66,7 @@ pub async fn publish(
         body,
         max_attempts: request.max_attempts,
     };
-    let receipt = publish_and_hint(&state, &publish).await?;
+    let receipt = publish_and_hint(&state, publish).await?;
     let status =
         if receipt.deliveries.iter().all(|d| d.deduplicated) { StatusCode::OK } else { StatusCode::CREATED };
     Ok((
@@ -75,15 +75,14 @@ pub async fn publish(
     ))
 }
 
-/// Publishes, records the commit latency, and wakes this node's waiters after the commit.
-pub(crate) async fn publish_and_hint(
-    state: &AppState,
-    publish: &Publish,
-) -> Result<PublishReceipt, ApiError> {
+/// Publishes through this node's batcher, records the commit latency, and wakes this node's
+/// waiters after the commit.
+pub(crate) async fn publish_and_hint(state: &AppState, publish: Publish) -> Result<PublishReceipt, ApiError> {
     let started = Instant::now();
-    let receipt = state.store.publish(publish).await?;
+    let tenant_id = publish.tenant_id.clone();
+    let receipt = state.publisher.publish(publish).await?;
     state.metrics.observe("agent_inbox_publish_commit_seconds", vec![], started.elapsed());
-    record_published(state, &publish.tenant_id, &receipt);
+    record_published(state, &tenant_id, &receipt);
     Ok(receipt)
 }
 

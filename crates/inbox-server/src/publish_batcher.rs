@@ -1,0 +1,63 @@
+//! The per-node publish batcher: concurrent publishes (`POST /v1/events`) are committed
+//! together, in one transaction, by [`SqlStore::publish_batch`]. An idle node commits each
+//! publish at once; a busy one commits what arrived while its previous batch committed (and,
+//! with `publish_linger`, what arrives within that short wait). No publish is answered before
+//! its batch's commit returns.
+
+use std::sync::Arc;
+
+use inbox_store::{Publish, PublishReceipt, SqlStore, StoreError};
+
+use crate::config::Config;
+use crate::group_commit::{Committed, Gathering, GroupCommit};
+use crate::metrics::Metrics;
+
+type Answer = Result<PublishReceipt, StoreError>;
+
+#[derive(Debug, Clone)]
+pub struct PublishBatcher {
+    batcher: GroupCommit<Arc<Publish>, Answer>,
+    store: SqlStore,
+}
+
+impl PublishBatcher {
+    /// Starts the committing task on the current runtime.
+    pub fn start(store: SqlStore, metrics: Arc<Metrics>, config: &Config) -> PublishBatcher {
+        let gathering = Gathering {
+            batch_max: config.publish_batch_max as usize,
+            yields: 1,
+            linger: config.publish_linger,
+        };
+        let committing = store.clone();
+        let batcher = GroupCommit::start(
+            gathering,
+            move |batch| {
+                let (store, metrics) = (committing.clone(), metrics.clone());
+                Box::pin(async move {
+                    metrics.observe_size("agent_inbox_publish_batch_size", vec![], batch.items.len());
+                    metrics.observe("agent_inbox_publish_linger_seconds", vec![], batch.gathered_for);
+                    let answers = store.publish_batch(&batch.items).await;
+                    let unreachable = answers.iter().all(|a| matches!(a, Err(StoreError::Unavailable(_))));
+                    Committed { answers, unreachable }
+                })
+            },
+            || Err(unreachable()),
+        );
+        PublishBatcher { batcher, store }
+    }
+
+    /// Publishes, in whichever batch this node is gathering.
+    pub async fn publish(&self, publish: Publish) -> Answer {
+        let publish = Arc::new(publish);
+        match self.batcher.submit(publish.clone()).await {
+            Some(answer) => answer,
+            // The task outlives every handle unless it panicked: then each request commits alone.
+            None => self.store.publish(&publish).await,
+        }
+    }
+}
+
+/// The answer of requests that queued behind a batch the database did not answer.
+pub(crate) fn unreachable() -> StoreError {
+    StoreError::unreachable("the database did not answer the batch ahead of this request")
+}
