@@ -466,8 +466,10 @@ export class Agent {
       }
       const waitMs = free > 0 ? this.#nextCycleAt - Date.now() : 3_600_000;
       const wait = timer(waitMs);
-      const woken = await Promise.race([wait.promise.then(() => "timer" as const), this.#wake.wait().then(() => "wake" as const)]);
+      const wake = this.#wake.next();
+      const woken = await Promise.race([wait.promise.then(() => "timer" as const), wake.promise.then(() => "wake" as const)]);
       wait.cancel();
+      wake.cancel();
       // The schedule's own timer (a poll, the safety net, a change coming due) always scans.
       if (woken === "timer" && free > 0) this.#forced = true;
     }

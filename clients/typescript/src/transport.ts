@@ -179,7 +179,11 @@ export class HintTransport {
       } else if (this.#host.serviceDown()) {
         // The service itself is down, not this transport: stand by until the runner reaches it.
         failures = 0;
-        await Promise.race([this.#reachable.wait(), this.#reconnect.wait()]);
+        const reachable = this.#reachable.next();
+        const reconnect = this.#reconnect.next();
+        await Promise.race([reachable.promise, reconnect.promise]);
+        reachable.cancel();
+        reconnect.cancel();
       } else {
         failures += 1;
         this.#host.hint(null);
@@ -214,8 +218,10 @@ export class HintTransport {
   /** Sleeps, unless asked to reconnect or stop first. */
   async #pause(ms: number): Promise<void> {
     const wait = timer(ms);
-    await Promise.race([wait.promise, this.#reconnect.wait()]);
+    const reconnect = this.#reconnect.next();
+    await Promise.race([wait.promise, reconnect.promise]);
     wait.cancel();
+    reconnect.cancel();
   }
 
   /** Where and how the next stream connects. */
@@ -252,6 +258,7 @@ export class HintTransport {
         finished = true;
         clearTimeout(idle);
         stream.close();
+        reconnect.cancel();
         this.#stop.signal.removeEventListener("abort", onStop);
         if (end instanceof InboxError) reject(end);
         else resolve(end);
@@ -272,7 +279,8 @@ export class HintTransport {
       };
       const onStop = (): void => finish({ kind: "stopped" });
       this.#stop.signal.addEventListener("abort", onStop, { once: true });
-      void this.#reconnect.wait().then(() => finish({ kind: "reconnect" }));
+      const reconnect = this.#reconnect.next();
+      void reconnect.promise.then(() => finish({ kind: "reconnect" }));
       const stream = this.#host.platform.openStream(target, {
         onOpen: () => {
           openedAt = Date.now();
@@ -315,7 +323,8 @@ export class HintTransport {
     this.#stop.signal.addEventListener("abort", onStop, { once: true });
     let upgradeTimer: ReturnType<typeof setTimeout> | undefined;
     if (upgradeAt !== null) upgradeTimer = setTimeout(onStop, Math.max(0, upgradeAt - Date.now()));
-    void this.#reconnect.wait().then(onStop);
+    const reconnect = this.#reconnect.next();
+    void reconnect.promise.then(onStop);
     const started = Date.now();
     try {
       const page = await this.#host.api.poll(
@@ -346,6 +355,7 @@ export class HintTransport {
       return error instanceof InboxError ? error : new NetworkError(String(error));
     } finally {
       clearTimeout(upgradeTimer);
+      reconnect.cancel();
       this.#stop.signal.removeEventListener("abort", onStop);
     }
   }

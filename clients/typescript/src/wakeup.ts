@@ -1,30 +1,33 @@
-/** A coalescing wake-up between loops: notifications while nobody waits leave one permit. */
+/**
+ * A coalescing wake-up between loops: a notification while nobody waits leaves one permit.
+ * Waits can be cancelled, so a loop that waits on it again and again holds no stale waiters.
+ */
 export class Wakeup {
   #permit = false;
-  #pending: Promise<void> | null = null;
-  #resolve: (() => void) | null = null;
+  readonly #waiters = new Set<() => void>();
 
   notify(): void {
-    if (this.#resolve !== null) {
-      const resolve = this.#resolve;
-      this.#resolve = null;
-      this.#pending = null;
-      resolve();
-    } else {
+    if (this.#waiters.size === 0) {
       this.#permit = true;
+      return;
     }
+    const waiters = [...this.#waiters];
+    this.#waiters.clear();
+    for (const wake of waiters) wake();
   }
 
-  /** Resolves at the next notification (at once if one is pending). Waiters share one promise. */
-  wait(): Promise<void> {
+  /** Resolves at the next notification (at once if a permit is pending); `cancel` stops waiting. */
+  next(): { promise: Promise<void>; cancel(): void } {
     if (this.#permit) {
       this.#permit = false;
-      return Promise.resolve();
+      return { promise: Promise.resolve(), cancel: () => undefined };
     }
-    this.#pending ??= new Promise<void>((resolve) => {
-      this.#resolve = resolve;
+    let wake: () => void = () => undefined;
+    const promise = new Promise<void>((resolve) => {
+      wake = resolve;
     });
-    return this.#pending;
+    this.#waiters.add(wake);
+    return { promise, cancel: () => void this.#waiters.delete(wake) };
   }
 }
 
