@@ -62,6 +62,15 @@ async function attempts(origin, token, ticketUrl) {
       };
     });
     out.push(["stream", stream]);
+    // The ETag is exposed to the page, so a conditional head answers 304.
+    try {
+      const first = await fetch(`${base}/v1/inbox/head`, { headers: auth });
+      const etag = first.headers.get("etag");
+      const again = await fetch(`${base}/v1/inbox/head`, { headers: { ...auth, "if-none-match": etag ?? "" }, cache: "no-store" });
+      out.push(["conditional head", `read ${again.status} (etag ${etag})`]);
+    } catch (error) {
+      out.push(["conditional head", `refused: ${error.name}`]);
+    }
     return Object.fromEntries(out);
   }, { base: server.url, token, ticketUrl });
   await context.close();
@@ -86,6 +95,7 @@ test("a page on an origin not in cors_origins cannot read any answer; a listed o
   assert.match(allowed.ticket, /^read 201/, allowed.ticket);
   assert.match(allowed.cookie, /^read 201/, allowed.cookie);
   assert.equal(allowed.stream, "read a hint", "the listed origin's stream opens and hints");
+  assert.match(allowed["conditional head"], /^read 304 \(etag "/, allowed["conditional head"]);
 
   // What the service answers a preflight from each origin.
   const preflight = async (origin) =>
