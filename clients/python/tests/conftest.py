@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
 from agent_inbox import Client, PollRequest, ProblemError, PublishRequest
@@ -118,6 +119,13 @@ class Server:
         self._stderr: list[str] = []
         self.start()
         self.publisher = self.token("py_publisher", kind="publisher")
+        # `token issue` beside a server that just started can mint with a signing key the
+        # server loads only at its next key reload (every 500 ms here): wait for that.
+        wait_until("the server accepts tokens issued beside it", 20, lambda: self._accepts(self.publisher))
+
+    def _accepts(self, token: str) -> bool:
+        answer = httpx.get(self.base + "/v1/inbox/head", headers={"authorization": f"Bearer {token}"})
+        return answer.status_code != 401
 
     def start(self) -> None:
         env = dict(os.environ)
@@ -125,6 +133,7 @@ class Server:
             {
                 "AGENT_INBOX_SCAVENGE_INTERVAL": "200ms",
                 "AGENT_INBOX_HEARTBEAT_INTERVAL": "2s",
+                "AGENT_INBOX_SIGNING_KEYS_RELOAD_INTERVAL": "500ms",
                 "AGENT_INBOX_LOG": "warn",
                 "AGENT_INBOX_AGENT_REQUESTS_PER_SECOND": "100000",
                 "AGENT_INBOX_AGENT_REQUESTS_BURST": "100000",

@@ -56,6 +56,8 @@ log = logging.getLogger("agent_inbox")
 
 #: Acknowledgements sent in one request at most.
 _ACK_BATCH_MAX = 100
+#: In a backlog, how long a freed slot waits for others before claiming.
+_REFILL_WAIT_SECONDS = 0.005
 #: A scan younger than this is not repeated for a cycle that does not need one.
 _SCAN_REUSE_SECONDS = 0.2
 
@@ -413,7 +415,10 @@ class _Runner:
                 forced = True
             elif self.task_done:
                 self.task_done = False
-                next_cycle = min(next_cycle, now)
+                # Working through a backlog, handlers finish in bursts: a moment's wait lets
+                # a burst free its slots, so one claim refills them all.
+                burst = self.last_claim_full and bool(self.running)
+                next_cycle = min(next_cycle, now + (_REFILL_WAIT_SECONDS if burst else 0.0))
             elif free > 0 and now >= next_cycle:
                 forced = True
             if now - last_sample[0] >= config.clock_check:
