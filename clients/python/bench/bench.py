@@ -45,6 +45,7 @@ LIFTED = {
     "AGENT_INBOX_TENANT_REQUESTS_PER_SECOND": "100000",
     "AGENT_INBOX_TENANT_REQUESTS_BURST": "100000",
     "AGENT_INBOX_LOG": "warn",
+    "AGENT_INBOX_SIGNING_KEYS_RELOAD_INTERVAL": "500ms",
 }
 
 
@@ -82,7 +83,14 @@ class Server:
              "--ttl", "1h", "--database-url", self.url],
             check=True, capture_output=True, text=True,
         )
-        return out.stdout.strip()
+        token = out.stdout.strip()
+        # A token minted beside a just-started server may name a key it loads a moment later.
+        deadline = time.monotonic() + 20
+        while httpx.get(self.base + "/v1/inbox/head", headers={"authorization": f"Bearer {token}"}).status_code == 401:
+            if time.monotonic() > deadline:
+                raise SystemExit("the server does not accept tokens issued beside it")
+            time.sleep(0.1)
+        return token
 
     def stop(self) -> None:
         self.process.kill()
