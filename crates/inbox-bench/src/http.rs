@@ -129,18 +129,7 @@ async fn run(args: HttpArgs, url: String) -> Result<String, BenchError> {
             .await;
         agents.push((id, token.map_err(|e| format!("{}: {}", e.code, e.detail))?.access_token));
     }
-    let publisher = tokens
-        .issue(
-            &tenant_id,
-            &RecipientId::new("bench-app")?,
-            CallerKind::Publisher,
-            "events.publish",
-            None,
-            false,
-        )
-        .await
-        .map_err(|e| format!("{}: {}", e.code, e.detail))?
-        .access_token;
+    let publisher = crate::node::publisher_token(&tokens, &tenant_id).await?;
     let client = reqwest::Client::builder().pool_max_idle_per_host(64).build()?;
 
     eprintln!("http peak: seeding {} events over {} agents", args.events, args.agents);

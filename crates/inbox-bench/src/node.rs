@@ -156,3 +156,22 @@ pub async fn serve_child(database_url: String) -> ExitCode {
         }
     }
 }
+
+/// A publisher's access token (`events.publish`) for `tenant_id`, signed with the node's keys.
+pub async fn publisher_token(
+    tokens: &inbox_server::TokenService,
+    tenant_id: &inbox_core::TenantId,
+) -> Result<String, BenchError> {
+    let issued = tokens
+        .issue(
+            tenant_id,
+            &inbox_core::RecipientId::new("bench-app")?,
+            inbox_server::CallerKind::Publisher,
+            "events.publish",
+            None,
+            false,
+        )
+        .await
+        .map_err(|e| format!("{}: {}", e.code, e.detail))?;
+    Ok(issued.access_token)
+}

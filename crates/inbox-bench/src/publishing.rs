@@ -1,16 +1,17 @@
 //! `inbox-bench publish`: HTTP publishing (the node in a child process, so its batcher commits
 //! concurrent publishes together) beside raw SQL committing one transaction per event, at 1,
 //! 4, 16 and 64 concurrent publishers, in one run on MariaDB. For each: events/s, p50/p99, and
-//! what explains them, fsyncs and statements per event, read from the server's own counters
-//! (`Innodb_os_log_fsyncs`, `Questions`; they include the node's background reads, which are
-//! part of what the service costs).
+//! what explains them, fsyncs, redo-log writes and statements per event, read from the
+//! server's own counters (`Innodb_os_log_fsyncs` on MySQL, `Innodb_data_fsyncs` on MariaDB,
+//! which counts its log flushes there; `Innodb_log_writes`; `Questions`). They are
+//! server-wide: the node's background reads are in them, as part of what the service costs.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use inbox_core::{RecipientId, TenantId};
-use inbox_server::{CallerKind, TokenService};
+use inbox_core::TenantId;
+use inbox_server::TokenService;
 use serde_json::json;
 use sqlx::{MySqlPool, Row as _};
 use tokio::task::JoinSet;
@@ -46,6 +47,7 @@ struct Side {
     elapsed: Duration,
     latencies: Vec<Duration>,
     fsyncs: u64,
+    log_writes: u64,
     statements: u64,
 }
 
@@ -59,11 +61,12 @@ impl Side {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let per = |n: u64| n as f64 / self.events.max(1) as f64;
         format!(
-            "{:>9.0} {:>7.2} {:>7.2} {:>7.2} {:>7.2}",
+            "{:>9.0} {:>7.2} {:>7.2} {:>8.2} {:>7.2} {:>7.2}",
             self.rate(),
             ms(percentile(&self.latencies, 50.0)),
             ms(percentile(&self.latencies, 99.0)),
             per(self.fsyncs),
+            per(self.log_writes),
             per(self.statements)
         )
     }
@@ -79,18 +82,7 @@ async fn run(args: PublishArgs, url: String) -> Result<String, BenchError> {
     let node = Node::spawn(&url).await?;
     let tokens =
         TokenService::new(subjects.store.clone(), &config).await.map_err(|e| -> BenchError { e.into() })?;
-    let publisher = tokens
-        .issue(
-            &TenantId::new("bench-publish-http")?,
-            &RecipientId::new("bench-app")?,
-            CallerKind::Publisher,
-            "events.publish",
-            None,
-            false,
-        )
-        .await
-        .map_err(|e| format!("{}: {}", e.code, e.detail))?
-        .access_token;
+    let publisher = crate::node::publisher_token(&tokens, &TenantId::new("bench-publish-http")?).await?;
     // Warm both paths (connections, prepared statements, head rows) before measuring.
     raw_row(&subjects.raw, "bench-publish-raw", 16, RECIPIENTS * 2).await?;
     http_row(&node, &publisher, 16, RECIPIENTS * 2).await?;
@@ -98,7 +90,7 @@ async fn run(args: PublishArgs, url: String) -> Result<String, BenchError> {
     let mut report = String::from(
         "publish: one event to one recipient per publish; raw SQL = one transaction per event \
          (UPDATE head, SELECT head, INSERT event, INSERT signal, COMMIT)\n\n\
-         publishers |       raw SQL: ev/s  p50 ms  p99 ms fsync/ev stmt/ev |          HTTP: ev/s  p50 ms  p99 ms fsync/ev stmt/ev | HTTP/raw\n",
+         publishers |  raw SQL: ev/s  p50 ms  p99 ms fsync/ev logw/ev stmt/ev |     HTTP: ev/s  p50 ms  p99 ms fsync/ev logw/ev stmt/ev | HTTP/raw\n",
     );
     let mut ratios = Vec::new();
     for concurrency in CONCURRENCY {
