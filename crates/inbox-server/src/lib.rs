@@ -115,7 +115,13 @@ async fn connect(config: &Config) -> Result<SqlStore, Retry> {
         lock_wait_timeout_seconds: (statement_timeout.as_secs() as u32).saturating_sub(1).max(1),
         ..ConnectOptions::new(&config.database_url)
     };
-    SqlStore::connect(&options, store_config(config)).await.map_err(retry)
+    let connected = SqlStore::connect(&options, store_config(config)).await;
+    if config.database_url.starts_with("sqlite:") {
+        // A local file does not come back by itself: a path that cannot be opened is a setting
+        // to fix, not an outage to wait out.
+        return connected.map_err(|e| Retry::Never(e.to_string()));
+    }
+    connected.map_err(retry)
 }
 
 /// `text` with the database password, if any, replaced by `***`.
