@@ -90,27 +90,46 @@ impl SqlStore {
         let mut conn = tx.conn();
         let dialect = self.dialect();
 
-        let heads: BTreeSet<HeadKey> = batch
-            .iter()
-            .flat_map(|b| b.recipients.iter().map(|r| (b.publish.tenant_id.as_str().to_owned(), r.clone())))
-            .collect();
-        let heads: Vec<HeadKey> = heads.into_iter().collect();
-        for chunk in heads.chunks(HEADS_PER_STATEMENT) {
-            let mut args = Vec::with_capacity(chunk.len() * 4);
-            for (tenant, recipient) in chunk {
-                args.extend([
-                    Arg::Str(tenant),
-                    Arg::Str(recipient.kind.as_str()),
-                    Arg::Str(recipient.id.as_str()),
-                    Arg::I64(now.get()),
-                ]);
+        // How many rows each head gets, were no publish deduplicated.
+        let mut counts: BTreeMap<HeadKey, u64> = BTreeMap::new();
+        for batched in batch {
+            for recipient in &batched.recipients {
+                *counts
+                    .entry((batched.publish.tenant_id.as_str().to_owned(), recipient.clone()))
+                    .or_default() += 1;
             }
-            conn.execute(&dialect.upsert_heads(chunk.len(), false), &args).await?;
+        }
+        let keyed = batch.iter().any(|b| b.publish.deduplication_key.is_some());
+        let heads: Vec<HeadKey> = counts.keys().cloned().collect();
+        if keyed {
+            // Which publishes add rows is known only once the heads are locked.
+            for chunk in heads.chunks(HEADS_PER_STATEMENT) {
+                let mut args = Vec::with_capacity(chunk.len() * 4);
+                for (tenant, recipient) in chunk {
+                    args.extend([
+                        Arg::Str(tenant),
+                        Arg::Str(recipient.kind.as_str()),
+                        Arg::Str(recipient.id.as_str()),
+                        Arg::I64(now.get()),
+                    ]);
+                }
+                conn.execute(&dialect.upsert_heads(chunk.len(), false), &args).await?;
+            }
+        } else {
+            // Every recipient gets its rows: lock and advance each head in one statement.
+            upsert_heads_to(&mut conn, dialect, &counts, HeadChange::Add, now).await?;
         }
 
         let mut existing = existing_events(&mut conn, dialect, batch).await?;
         let read = read_heads(&mut conn, &heads).await?;
         let mut head_seq = read.clone();
+        if !keyed {
+            for (key, head) in head_seq.iter_mut() {
+                *head = head
+                    .checked_sub(counts[key])
+                    .ok_or_else(|| StoreError::Corrupt("a head below its own advance".into()))?;
+            }
+        }
 
         let mut receipts = Vec::with_capacity(batch.len());
         let mut records_by_tenant: BTreeMap<&str, Vec<EventRecord>> = BTreeMap::new();
@@ -150,8 +169,12 @@ impl SqlStore {
             receipts.push((tenant, PublishReceipt { deliveries, outbox_id: None }));
         }
 
-        head_seq.retain(|key, head| read.get(key) != Some(head));
-        write_heads(&mut conn, dialect, &head_seq, now).await?;
+        if keyed {
+            head_seq.retain(|key, head| read.get(key) != Some(head));
+            upsert_heads_to(&mut conn, dialect, &head_seq, HeadChange::Set, now).await?;
+        } else {
+            debug_assert_eq!(head_seq, read, "the advance covered exactly the rows written");
+        }
         let mut outbox_ids = HashMap::new();
         for (tenant, records) in &records_by_tenant {
             insert_records(&mut conn, records).await?;
@@ -244,27 +267,44 @@ async fn read_heads(
     Ok(seqs)
 }
 
-/// Stores every head's new value, in the same canonical order they were locked in.
-async fn write_heads(
+/// How [`upsert_heads_to`] changes an existing head.
+#[derive(Debug, Clone, Copy)]
+enum HeadChange {
+    /// To the value given.
+    Set,
+    /// Up by the value given (a new head starts at it).
+    Add,
+}
+
+/// Writes heads, in the canonical order they are kept in, many per statement.
+async fn upsert_heads_to(
     conn: &mut DbConnection<'_>,
     dialect: Dialect,
     heads: &BTreeMap<HeadKey, u64>,
+    change: HeadChange,
     now: UnixMillis,
 ) -> Result<(), StoreError> {
     let heads: Vec<(&HeadKey, i64)> = heads.iter().map(|(k, v)| (k, *v as i64)).collect();
+    let update = match (dialect, change) {
+        (Dialect::MySql, HeadChange::Set) => {
+            " ON DUPLICATE KEY UPDATE head_seq = VALUES(head_seq), updated_at_utc = VALUES(updated_at_utc)"
+        }
+        (Dialect::MySql, HeadChange::Add) => {
+            " ON DUPLICATE KEY UPDATE head_seq = head_seq + VALUES(head_seq), updated_at_utc = VALUES(updated_at_utc)"
+        }
+        (Dialect::Sqlite, HeadChange::Set) => {
+            " ON CONFLICT (tenant_id, recipient_kind, recipient_id) DO UPDATE SET head_seq = excluded.head_seq, updated_at_utc = excluded.updated_at_utc"
+        }
+        (Dialect::Sqlite, HeadChange::Add) => {
+            " ON CONFLICT (tenant_id, recipient_kind, recipient_id) DO UPDATE SET head_seq = head_seq + excluded.head_seq, updated_at_utc = excluded.updated_at_utc"
+        }
+    };
     for chunk in heads.chunks(HEADS_PER_STATEMENT) {
         let mut sql = String::from(
             "INSERT INTO inbox_head (tenant_id, recipient_kind, recipient_id, head_seq, oldest_available_seq, updated_at_utc) VALUES ",
         );
         push_repeated(&mut sql, chunk.len(), "(?, ?, ?, ?, 1, ?)");
-        sql.push_str(match dialect {
-            Dialect::MySql => {
-                " ON DUPLICATE KEY UPDATE head_seq = VALUES(head_seq), updated_at_utc = VALUES(updated_at_utc)"
-            }
-            Dialect::Sqlite => {
-                " ON CONFLICT (tenant_id, recipient_kind, recipient_id) DO UPDATE SET head_seq = excluded.head_seq, updated_at_utc = excluded.updated_at_utc"
-            }
-        });
+        sql.push_str(update);
         let mut args = Vec::with_capacity(chunk.len() * 5);
         for ((tenant, recipient), head) in chunk {
             args.extend([
