@@ -120,36 +120,57 @@ async fn run(args: PublishArgs, url: String) -> Result<String, BenchError> {
     Ok(report)
 }
 
-/// Runs `row`, reading the server's fsync and statement counters around it.
+/// Runs `row`, reading the server's counters of durable work around it.
 async fn measured(
     pool: &MySqlPool,
     row: impl Future<Output = Result<Side, BenchError>>,
 ) -> Result<Side, BenchError> {
-    let before = counters(pool).await?;
+    let before = Counters::read(pool).await?;
     let mut side = row.await?;
-    let after = counters(pool).await?;
+    let after = Counters::read(pool).await?;
+    side.fsyncs = after.fsyncs.saturating_sub(before.fsyncs);
+    side.log_writes = after.log_writes.saturating_sub(before.log_writes);
     // The two reads of the counters are statements too.
-    side.fsyncs = after.0.saturating_sub(before.0);
-    side.statements = after.1.saturating_sub(before.1).saturating_sub(2);
+    side.statements = after.statements.saturating_sub(before.statements).saturating_sub(2);
     Ok(side)
 }
 
-/// `Innodb_os_log_fsyncs` and `Questions`, server-wide.
-async fn counters(pool: &MySqlPool) -> Result<(u64, u64), BenchError> {
-    let rows = sqlx::query("SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_os_log_fsyncs', 'Questions')")
+/// The server's own counters of durable work, server-wide.
+#[derive(Debug, Default)]
+struct Counters {
+    fsyncs: u64,
+    log_writes: u64,
+    statements: u64,
+}
+
+impl Counters {
+    async fn read(pool: &MySqlPool) -> Result<Counters, BenchError> {
+        let rows = sqlx::query(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN \
+             ('Innodb_os_log_fsyncs', 'Innodb_data_fsyncs', 'Innodb_log_writes', 'Questions')",
+        )
         .fetch_all(pool)
         .await?;
-    let mut counters = (0, 0);
-    for row in rows {
-        let name: String = row.try_get(0)?;
-        let value: String = row.try_get(1)?;
-        let value: u64 = value.parse().map_err(|_| format!("{name} is not a number: {value}"))?;
-        match name.as_str() {
-            "Innodb_os_log_fsyncs" => counters.0 = value,
-            _ => counters.1 = value,
+        let mut counters = Counters::default();
+        let mut os_log_fsyncs = None;
+        for row in rows {
+            let name: String = row.try_get(0)?;
+            let value: String = row.try_get(1)?;
+            let value: u64 = value.parse().map_err(|_| format!("{name} is not a number: {value}"))?;
+            match name.to_ascii_lowercase().as_str() {
+                "innodb_os_log_fsyncs" => os_log_fsyncs = Some(value),
+                "innodb_data_fsyncs" => counters.fsyncs = value,
+                "innodb_log_writes" => counters.log_writes = value,
+                "questions" => counters.statements = value,
+                other => return Err(format!("unexpected status variable {other}").into()),
+            }
         }
+        // MySQL counts redo-log flushes apart; MariaDB 10.8+ only with the data files'.
+        if let Some(log) = os_log_fsyncs {
+            counters.fsyncs = log;
+        }
+        Ok(counters)
     }
-    Ok(counters)
 }
 
 async fn raw_row(

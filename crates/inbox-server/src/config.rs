@@ -52,6 +52,9 @@ pub struct Config {
     #[serde(with = "human_duration")]
     pub publish_linger: Duration,
     pub publish_batch_max: u32,
+    /// Batches one node commits at once: with two, one batch's fsync overlaps the next one's
+    /// statements (heads are locked in one order, so batches never deadlock).
+    pub publish_batches_in_flight: u32,
     #[serde(with = "human_duration")]
     pub access_token_ttl: Duration,
     #[serde(with = "human_duration")]
@@ -164,6 +167,7 @@ impl Default for Config {
             payload_bytes_limit: 256 * 1024,
             publish_linger: Duration::ZERO,
             publish_batch_max: 64,
+            publish_batches_in_flight: 2,
             access_token_ttl: Duration::from_secs(15 * 60),
             refresh_token_ttl: Duration::from_secs(30 * 86_400),
             token_issuer: "agent-inbox".into(),
@@ -306,6 +310,9 @@ impl Config {
         }
         if !(1..=500).contains(&self.publish_batch_max) {
             return bad("publish_batch_max must be between 1 and 500".into());
+        }
+        if !(1..=16).contains(&self.publish_batches_in_flight) {
+            return bad("publish_batches_in_flight must be between 1 and 16".into());
         }
         if !(1024..=16 * 1024 * 1024).contains(&self.payload_bytes_limit) {
             return bad("payload_bytes_limit must be between 1024 and 16777216".into());

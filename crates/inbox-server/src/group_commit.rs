@@ -1,13 +1,15 @@
 //! Group commit: one task per node takes whatever requests queued up while its previous
-//! batch ran and hands them to the database together, so a busy node pays for one statement
+//! batches ran and hands them to the database together, so a busy node pays for one statement
 //! or one commit per batch instead of one per request. An idle node sends each request at
 //! once; a busy one (whose last batch held more than one) may wait a short `linger` for more.
-//! Used by the nonce writer and the publish batcher.
+//! Up to `in_flight_max` batches run at once, so one batch's fsync overlaps the next one's
+//! statements. Used by the nonce writer and the publish batcher.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
 /// How a batch is gathered.
 #[derive(Debug, Clone, Copy)]
@@ -18,6 +20,8 @@ pub(crate) struct Gathering {
     pub yields: usize,
     /// How long a busy node waits for more before it commits (zero: never).
     pub linger: Duration,
+    /// Batches committing at once (at least one).
+    pub in_flight_max: usize,
 }
 
 /// What the commit function answers for a batch.
@@ -25,8 +29,8 @@ pub(crate) struct Gathering {
 pub(crate) struct Committed<A> {
     /// One answer per item, in order.
     pub answers: Vec<A>,
-    /// The backend did not answer at all (the database is away): everything that queued
-    /// meanwhile is answered the same way at once, instead of waiting out another timeout.
+    /// The backend did not answer at all (the database is away): requests that queued
+    /// meanwhile are answered the same way at once, instead of each waiting out the timeout.
     pub unreachable: bool,
 }
 
@@ -40,7 +44,13 @@ pub(crate) struct Batch<T> {
 
 /// The handle requests use; the task stops when the last handle is dropped.
 pub(crate) struct GroupCommit<T, A> {
-    queue: mpsc::UnboundedSender<(T, oneshot::Sender<A>)>,
+    queue: mpsc::UnboundedSender<Queued<T, A>>,
+}
+
+struct Queued<T, A> {
+    item: T,
+    reply: oneshot::Sender<A>,
+    at: Instant,
 }
 
 impl<T, A> Clone for GroupCommit<T, A> {
@@ -56,18 +66,27 @@ impl<T, A> std::fmt::Debug for GroupCommit<T, A> {
 }
 
 impl<T: Send + 'static, A: Send + 'static> GroupCommit<T, A> {
-    /// Starts the task on the current runtime. `commit` answers each item of a batch, in order.
+    /// Starts the task on the current runtime. `commit` answers each item of a batch, in order;
+    /// `unreachable` is the answer of a request that queued behind a batch the backend did not
+    /// answer.
     pub(crate) fn start(
         gathering: Gathering,
         mut commit: impl FnMut(Batch<T>) -> BoxFuture<'static, Committed<A>> + Send + 'static,
         unreachable: impl Fn() -> A + Send + 'static,
     ) -> Self {
-        let (queue, mut requests) = mpsc::unbounded_channel::<(T, oneshot::Sender<A>)>();
+        let (queue, mut requests) = mpsc::unbounded_channel::<Queued<T, A>>();
         tokio::spawn(async move {
+            let in_flight = Arc::new(Semaphore::new(gathering.in_flight_max.max(1)));
+            // When a batch last found the backend away: what queued before then is answered so.
+            let away_since: Arc<Mutex<Option<Instant>>> = Arc::default();
             let mut batch = Vec::with_capacity(gathering.batch_max);
             let mut busy = false;
-            while requests.recv_many(&mut batch, gathering.batch_max).await > 0 {
-                let first_arrived = Instant::now();
+            loop {
+                let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
+                if requests.recv_many(&mut batch, gathering.batch_max).await == 0 {
+                    return;
+                }
+                let first_taken = Instant::now();
                 for _ in 0..gathering.yields {
                     tokio::task::yield_now().await;
                     take_queued(&mut requests, &mut batch, gathering.batch_max);
@@ -77,19 +96,34 @@ impl<T: Send + 'static, A: Send + 'static> GroupCommit<T, A> {
                     tokio::time::sleep(gathering.linger).await;
                     take_queued(&mut requests, &mut batch, gathering.batch_max);
                 }
-                busy = batch.len() > 1;
-                let (items, replies): (Vec<T>, Vec<oneshot::Sender<A>>) = batch.drain(..).unzip();
-                let committed = commit(Batch { items, gathered_for: first_arrived.elapsed() }).await;
-                for (reply, answer) in replies.into_iter().zip(committed.answers) {
-                    // A request that went away no longer needs its answer.
-                    let _ = reply.send(answer);
-                }
-                if committed.unreachable {
-                    while let Ok((_, reply)) = requests.try_recv() {
-                        let _ = reply.send(unreachable());
+                let away = away_since.lock().expect("group commit lock").take();
+                let mut items = Vec::with_capacity(batch.len());
+                let mut replies = Vec::with_capacity(batch.len());
+                for queued in batch.drain(..) {
+                    if away.is_some_and(|away| queued.at <= away) {
+                        let _ = queued.reply.send(unreachable());
+                    } else {
+                        items.push(queued.item);
+                        replies.push(queued.reply);
                     }
-                    busy = false;
                 }
+                if items.is_empty() {
+                    continue;
+                }
+                busy = items.len() > 1;
+                let committing = commit(Batch { items, gathered_for: first_taken.elapsed() });
+                let away_since = away_since.clone();
+                tokio::spawn(async move {
+                    let committed = committing.await;
+                    if committed.unreachable {
+                        *away_since.lock().expect("group commit lock") = Some(Instant::now());
+                    }
+                    for (reply, answer) in replies.into_iter().zip(committed.answers) {
+                        // A request that went away no longer needs its answer.
+                        let _ = reply.send(answer);
+                    }
+                    drop(permit);
+                });
             }
         });
         GroupCommit { queue }
@@ -98,8 +132,8 @@ impl<T: Send + 'static, A: Send + 'static> GroupCommit<T, A> {
     /// Queues `item` and waits for its answer; `None` if the task is gone (it panicked), in
     /// which case the caller does the work itself.
     pub(crate) async fn submit(&self, item: T) -> Option<A> {
-        let (answer, answered) = oneshot::channel();
-        self.queue.send((item, answer)).ok()?;
+        let (reply, answered) = oneshot::channel();
+        self.queue.send(Queued { item, reply, at: Instant::now() }).ok()?;
         answered.await.ok()
     }
 }

@@ -27,6 +27,7 @@ impl PublishBatcher {
             batch_max: config.publish_batch_max as usize,
             yields: 1,
             linger: config.publish_linger,
+            in_flight_max: config.publish_batches_in_flight as usize,
         };
         let committing = store.clone();
         let batcher = GroupCommit::start(

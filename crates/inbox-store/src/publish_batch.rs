@@ -208,21 +208,28 @@ async fn existing_events(
     dialect: Dialect,
     batch: &[Batched<'_>],
 ) -> Result<HashMap<(String, String, Recipient), (EventId, InboxSeq)>, StoreError> {
-    let mut keys: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    // Per tenant: the keys, and the recipients of the publishes that carry one.
+    let mut keys: BTreeMap<&str, (BTreeSet<&str>, BTreeSet<&Recipient>)> = BTreeMap::new();
     for batched in batch {
         if let Some(key) = &batched.publish.deduplication_key {
-            keys.entry(batched.publish.tenant_id.as_str()).or_default().insert(key.as_str());
+            let (tenant_keys, recipients) = keys.entry(batched.publish.tenant_id.as_str()).or_default();
+            tenant_keys.insert(key.as_str());
+            recipients.extend(&batched.recipients);
         }
     }
     let mut existing = HashMap::new();
-    for (tenant, keys) in keys {
+    for (tenant, (keys, recipients)) in keys {
         let keys: Vec<&str> = keys.into_iter().collect();
+        let recipients: Vec<Recipient> = recipients.into_iter().cloned().collect();
         for chunk in keys.chunks(KEYS_PER_STATEMENT) {
             let mut args = vec![Arg::Str(tenant)];
             args.extend(chunk.iter().map(|k| Arg::Str(k)));
+            // Only rows of recipients whose heads this batch holds: locking another batch's
+            // rows could deadlock with it.
+            let predicate = crate::dialect::recipients_predicate(&recipients, &mut args);
             let sql = format!(
                 "SELECT recipient_kind, recipient_id, event_id, inbox_seq, deduplication_key FROM agent_inbox \
-                 WHERE tenant_id = ? AND deduplication_key IN ({}){}",
+                 WHERE tenant_id = ? AND deduplication_key IN ({}) AND {predicate}{}",
                 placeholders(chunk.len()),
                 dialect.for_update()
             );
