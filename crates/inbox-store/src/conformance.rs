@@ -447,6 +447,12 @@ pub async fn poll_after_cursor_pages_in_order(h: &Harness) {
     let page = h.store.poll_after_cursor(&poll(&inbox, 5, 10)).await.unwrap();
     assert!(page.events.is_empty());
     assert_eq!(page.next_cursor, InboxSeq(5), "an empty page keeps the cursor");
+    let ahead = h.store.poll_after_cursor(&poll(&inbox, 9, 10)).await.unwrap();
+    assert_eq!(
+        (ahead.head_seq, ahead.next_cursor),
+        (InboxSeq(5), InboxSeq(9)),
+        "a cursor past the head (a restored database) learns the real head"
+    );
     assert!(page.events.is_empty() && !page.more_available);
     assert_eq!(
         h.scalar("SELECT COUNT(*) AS n FROM agent_inbox WHERE ack_state = 'available'", &[]).await,
