@@ -111,6 +111,10 @@ pub struct ServeArgs {
     /// https://app.example.com,http://127.0.0.1:5173 [default: none].
     #[arg(long)]
     pub cors_origins: Option<String>,
+    /// Reverse proxies whose Forwarded / X-Forwarded-* headers are believed, comma-separated
+    /// CIDRs or addresses, such as 10.0.0.0/8,::1 [default: none].
+    #[arg(long)]
+    pub trusted_proxies: Option<String>,
     /// Log as JSON lines instead of text.
     #[arg(long, env = "AGENT_INBOX_LOG_JSON")]
     pub log_json: bool,
@@ -136,6 +140,7 @@ impl ServeArgs {
         push("tls_cert", self.tls_cert.clone());
         push("tls_key", self.tls_key.clone());
         push("cors_origins", self.cors_origins.clone());
+        push("trusted_proxies", self.trusted_proxies.clone());
         pairs
     }
 }

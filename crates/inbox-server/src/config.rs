@@ -135,6 +135,12 @@ pub struct Config {
     /// A comma-separated list in the environment or a flag.
     #[serde(with = "string_list")]
     pub cors_origins: Vec<String>,
+    /// Reverse proxies (CIDRs or addresses, such as `10.0.0.0/8`) whose `Forwarded`,
+    /// `X-Forwarded-For` and `X-Forwarded-Proto` are believed for the client's address (the
+    /// authentication throttle, logs) and scheme (the stream cookie's `Secure` flag); empty:
+    /// none, and those headers are ignored. A comma-separated list in the environment or a flag.
+    #[serde(with = "string_list")]
+    pub trusted_proxies: Vec<String>,
     /// How callback host names are resolved; the system resolver unless a test or an embedding
     /// application puts its own here. Not a configuration key.
     #[serde(skip)]
@@ -193,6 +199,7 @@ impl Default for Config {
             tls_cert: None,
             tls_key: None,
             cors_origins: Vec::new(),
+            trusted_proxies: Vec::new(),
             callback_resolver: crate::webhooks::ResolverOverride::default(),
         }
     }
@@ -276,6 +283,7 @@ impl Config {
         if !(Duration::from_secs(2)..=Duration::from_secs(300)).contains(&self.database_statement_timeout) {
             return bad("database_statement_timeout must be between 2s and 5m".into());
         }
+        crate::proxies::TrustedProxies::parse(&self.trusted_proxies).map_err(ConfigError)?;
         if self.lease_default < Duration::from_secs(1) || self.lease_default > self.lease_max {
             return bad(format!("lease_default must be between 1s and lease_max ({:?})", self.lease_max));
         }

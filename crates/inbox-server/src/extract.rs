@@ -3,9 +3,9 @@
 //! wrong type (with the field's path), a body over the limit, a missing or bad token, a
 //! spent stream ticket.
 
-use std::net::SocketAddr;
+use std::net::IpAddr;
 
-use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use inbox_core::{RecipientId, SessionId};
@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 use crate::AppState;
 use crate::auth::{AuthFailure, Caller, CallerKind};
 use crate::error::ApiError;
+use crate::proxies::ClientAddr;
 
 /// A JSON body, parsed strictly.
 #[derive(Debug)]
@@ -86,16 +87,7 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let addr = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
-        if let Some(addr) = addr {
-            state.limits.auth_throttled(addr).inspect_err(|_| {
-                state.metrics.count(
-                    "agent_inbox_rate_limited_total",
-                    vec![("code", "auth_throttled".into())],
-                    1,
-                )
-            })?;
-        }
+        let addr = ClientAddr::of(&parts.extensions);
         let token = bearer(parts);
         let verified = match token {
             None => Err(AuthFailure::Missing),
@@ -104,16 +96,14 @@ impl FromRequestParts<AppState> for Caller {
         let caller = match verified {
             Ok(caller) => caller,
             Err(failure) => {
-                if let Some(addr) = addr.filter(|_| failure.is_the_callers()) {
-                    state.limits.record_auth_failure(addr);
-                }
+                let the_callers = failure.is_the_callers();
                 let err = ApiError::from(failure);
                 state.metrics.count(
                     "agent_inbox_auth_failures_total",
                     vec![("code", err.code.to_owned())],
                     1,
                 );
-                return Err(err);
+                return Err(if the_callers { refuse_auth(state, addr, err) } else { err });
             }
         };
         state.limits.admit(caller.tenant_id.as_str(), caller.subject.as_str()).inspect_err(|err| {
@@ -201,10 +191,7 @@ async fn redeem(
     state: &AppState,
     ticket: Option<String>,
 ) -> Result<(Caller, Option<SessionId>, StreamAuth), ApiError> {
-    let addr = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
-    if let Some(addr) = addr {
-        state.limits.auth_throttled(addr)?;
-    }
+    let addr = ClientAddr::of(&parts.extensions);
     let (credential, presented, via) = match (ticket, stream_cookie(parts)) {
         (Some(ticket), _) => (StreamCredential::Ticket, ticket, StreamAuth::Ticket),
         (None, Some(cookie)) => (StreamCredential::Cookie, cookie.to_owned(), StreamAuth::Cookie),
@@ -227,9 +214,6 @@ async fn redeem(
         None
     };
     let Some(grant) = grant else {
-        if let Some(addr) = addr {
-            state.limits.record_auth_failure(addr);
-        }
         let err = match via {
             StreamAuth::Ticket => ApiError::unauthorized(
                 "invalid_ticket",
@@ -241,7 +225,7 @@ async fn redeem(
             ),
         };
         state.metrics.count("agent_inbox_auth_failures_total", vec![("code", err.code.to_owned())], 1);
-        return Err(err);
+        return Err(refuse_auth(state, addr, err));
     };
     let caller = Caller {
         tenant_id: grant.tenant_id,
@@ -253,6 +237,16 @@ async fn redeem(
         state.metrics.count("agent_inbox_rate_limited_total", vec![("code", err.code.to_owned())], 1)
     })?;
     Ok((caller, grant.session_id, via))
+}
+
+/// A failed authentication's answer: the refusal, or `429 auth_throttled` once the client's
+/// address has failed too often (counted as rate limited).
+fn refuse_auth(state: &AppState, addr: Option<IpAddr>, refusal: ApiError) -> ApiError {
+    let err = state.limits.refuse_auth(addr, refusal);
+    if err.code == "auth_throttled" {
+        state.metrics.count("agent_inbox_rate_limited_total", vec![("code", err.code.to_owned())], 1);
+    }
+    err
 }
 
 fn stream_cookie(parts: &Parts) -> Option<&str> {

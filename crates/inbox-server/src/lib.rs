@@ -17,6 +17,7 @@ mod middleware;
 mod nonce_writer;
 mod notifier;
 pub mod openapi;
+mod proxies;
 mod routes;
 mod session_changes;
 mod session_policy;
@@ -51,6 +52,7 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub tokens: Arc<TokenService>,
     limits: Arc<limits::Limits>,
+    proxies: Arc<proxies::TrustedProxies>,
     metrics: Arc<metrics::Metrics>,
     hints: Arc<hints::Hints>,
     tenant_policies: Arc<tenant_policies::TenantPolicies>,
@@ -148,11 +150,13 @@ async fn prepare(
         Err(reason) if store.ping().await.is_err() => return Err(Retry::Later(reason)),
         Err(reason) => return Err(Retry::Never(reason)),
     };
+    let proxies = proxies::TrustedProxies::parse(&config.trusted_proxies).map_err(Retry::Never)?;
     let trust = Arc::new(trust::Trust::new(&config));
     let nonces = nonce_writer::NonceWriter::start(store.clone(), metrics.clone());
     Ok(AppState {
         store,
         limits: Arc::new(limits::Limits::new(&config)),
+        proxies: Arc::new(proxies),
         config: Arc::new(config),
         tokens: Arc::new(tokens),
         metrics,

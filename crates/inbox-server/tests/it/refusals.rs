@@ -14,6 +14,7 @@ both_backends!(
     resync_pages_through_open_events,
     rate_limits_answer_429_with_retry_after,
     authentication_refusals,
+    forwarding_headers_count_only_from_trusted_proxies,
 );
 
 async fn malformed_requests_get_precise_problems_and_change_nothing(backend: Backend) {
@@ -314,5 +315,66 @@ async fn authentication_refusals(backend: Backend) {
     }
     let throttled = server.call(Method::GET, "/v1/inbox/head", Some("bad"), None).await;
     assert_problem(&throttled, StatusCode::TOO_MANY_REQUESTS, "auth_throttled");
+    // Only failures are throttled: a valid caller from the same address (every client behind
+    // one proxy) is served.
+    let agent = server.agent("t1", "agent_alpha").await;
+    let (status, body) = server.call(Method::GET, "/v1/inbox/head", Some(&agent), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     server.stop().await;
+}
+
+/// `X-Forwarded-For` and `X-Forwarded-Proto` are believed from a trusted proxy only: for the
+/// failed-authentication throttle (one client's failures do not throttle another behind the
+/// same proxy) and for the stream cookie's `Secure` flag.
+async fn forwarding_headers_count_only_from_trusted_proxies(backend: Backend) {
+    let secure_cookie = |server: &TestServer, agent: String| {
+        let request = server
+            .request(Method::POST, "/v1/streams/cookie", Some(&agent), None)
+            .header("x-forwarded-proto", "https");
+        async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), StatusCode::CREATED);
+            response.headers()["set-cookie"].to_str().unwrap().contains("; Secure")
+        }
+    };
+    let bad_from = |server: &TestServer, client: &'static str| {
+        server
+            .request(Method::GET, "/v1/inbox/head", Some("bad"), None)
+            .header("x-forwarded-for", client)
+            .send()
+    };
+
+    let direct = TestServer::start_with(backend, |c| c.auth_failures_per_minute = 2).await;
+    let agent = direct.agent("t1", "agent_alpha").await;
+    assert!(!secure_cookie(&direct, agent).await, "a client's own X-Forwarded-Proto is not believed");
+    for _ in 0..2 {
+        bad_from(&direct, "198.51.100.1").await.unwrap();
+    }
+    let other = bad_from(&direct, "198.51.100.2").await.unwrap();
+    assert_eq!(
+        other.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "a client's own X-Forwarded-For is not believed"
+    );
+    direct.stop().await;
+
+    let proxied = TestServer::start_with(backend, |c| {
+        c.auth_failures_per_minute = 2;
+        c.trusted_proxies = vec!["127.0.0.0/8".into(), "::1".into()];
+    })
+    .await;
+    let agent = proxied.agent("t1", "agent_alpha").await;
+    assert!(secure_cookie(&proxied, agent).await, "the trusted proxy says the client used https");
+    for _ in 0..2 {
+        bad_from(&proxied, "198.51.100.1").await.unwrap();
+    }
+    let throttled = bad_from(&proxied, "198.51.100.1").await.unwrap();
+    assert_eq!(throttled.status(), StatusCode::TOO_MANY_REQUESTS);
+    let other = bad_from(&proxied, "198.51.100.2").await.unwrap();
+    assert_eq!(
+        other.status(),
+        StatusCode::UNAUTHORIZED,
+        "another client behind the proxy has its own budget"
+    );
+    proxied.stop().await;
 }
