@@ -126,6 +126,77 @@ fn bad_settings_and_arguments_are_named() {
     remove_database(&path);
 }
 
+/// A fresh empty directory under the system's temporary one.
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("agent-inbox-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// In a directory without the server's database, an operator command does not make a new
+/// one (whose keys would sign tokens the running server refuses): it says where it looked
+/// and how to point it at the right one, and creates only when told to.
+#[test]
+fn operator_commands_refuse_to_create_a_database_silently() {
+    let dir = temp_dir("no-database");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
+            .args(args)
+            .current_dir(&dir)
+            .env_remove("AGENT_INBOX_DATABASE_URL")
+            .env_remove("AGENT_INBOX_CONFIG")
+            .output()
+            .unwrap()
+    };
+    let issue = ["token", "issue", "--tenant", "demo", "--subject", "agent_alpha"];
+    for args in [&issue[..], &["keys", "list"], &["keys", "rotate"], &["migrate"]] {
+        let out = run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded: {stderr}");
+        let looked_at = dir.join("data/agent-inbox.db");
+        assert!(stderr.contains(&looked_at.display().to_string()), "{args:?}: {stderr}");
+        assert!(stderr.contains("--database-url") && stderr.contains("--create-database"), "{stderr}");
+    }
+    assert!(!dir.join("data").exists(), "nothing was created");
+    let out = run(&[&issue[..], &["--create-database"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(dir.join("data/agent-inbox.db").exists());
+    let out = run(&issue);
+    assert!(out.status.success(), "an existing database is used: {}", String::from_utf8_lossy(&out.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--help` of the operator commands lists only what they use, with a line for every flag
+/// and the default scopes spelled out.
+#[test]
+fn operator_help_lists_only_the_flags_used() {
+    for command in [&["migrate"][..], &["token", "issue"], &["keys", "list"], &["keys", "rotate"]] {
+        let out = agent_inbox(&[command, &["--help"]].concat());
+        let help = String::from_utf8(out.stdout).unwrap();
+        for flag in ["--listen", "--lease-default", "--tls-cert", "--cors-origins", "--log-json"] {
+            assert!(!help.contains(flag), "{command:?} --help lists {flag}:\n{help}");
+        }
+        assert!(help.contains("--database-url") && help.contains("--create-database"), "{help}");
+    }
+    let help = String::from_utf8(agent_inbox(&["token", "issue", "--help"]).stdout).unwrap();
+    assert!(help.contains("inbox.poll inbox.claim inbox.ack"), "{help}");
+    for command in [&["serve"][..], &["listen"], &["wait"], &["login"], &["service", "install"], &["mcp"]] {
+        let help = String::from_utf8(agent_inbox(&[command, &["--help"]].concat()).stdout).unwrap();
+        let mut lines = help.lines().peekable();
+        while let Some(line) = lines.next() {
+            let flag = line.trim_start();
+            if flag.starts_with("--") || flag.starts_with("-h") {
+                let described = flag.split("  ").filter(|s| !s.trim().is_empty()).count() > 1
+                    || lines
+                        .peek()
+                        .is_some_and(|next| next.starts_with("          ") && !next.trim().starts_with('-'));
+                assert!(described, "{command:?}: {flag} has no help line:\n{help}");
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_answers_waiting_long_polls_and_exits_cleanly() {
     let (url, path) = temp_database("sigterm");

@@ -38,6 +38,12 @@ pub const SCOPES: &[&str] = &[
 pub const AGENT_SCOPES: &str =
     "inbox.poll inbox.claim inbox.ack inbox.release inbox.heartbeat stream.subscribe";
 
+/// The scopes a publisher token gets when none are named.
+pub const PUBLISHER_SCOPES: &str = "events.publish rooms.write";
+
+/// The scopes an admin token gets when none are named.
+pub const ADMIN_SCOPES: &str = "admin";
+
 /// What kind of party a token speaks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
