@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use inbox_api::time::format_utc;
 
 use crate::cli::{DatabaseArgs, KeysCommand, RotateArgs};
@@ -25,8 +25,7 @@ pub async fn run(command: KeysCommand) -> anyhow::Result<()> {
 }
 
 async fn rotate(args: RotateArgs) -> anyhow::Result<()> {
-    let overlap = humantime::parse_duration(&args.overlap)
-        .with_context(|| format!("--overlap {:?} is not a duration such as 24h", args.overlap))?;
+    let overlap = crate::connect::duration("--overlap", &args.overlap)?;
     if overlap > Duration::from_secs(30 * 86_400) {
         bail!("--overlap must be at most 30d");
     }

@@ -6,6 +6,9 @@ use inbox_server::Config;
 use crate::cli::{DatabaseArgs, ServeArgs};
 
 pub fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
+    for warning in inbox_server::config::unknown_environment(std::env::vars()) {
+        tracing::warn!("{warning}");
+    }
     Ok(Config::load(args.config.as_deref(), std::env::vars(), args.overrides())?)
 }
 
@@ -14,6 +17,9 @@ pub fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
 /// would make new signing keys whose tokens the running server refuses: so a missing default
 /// database is refused with where it was looked for, unless `--create-database` says so.
 pub fn load_database_config(args: &DatabaseArgs) -> anyhow::Result<Config> {
+    for warning in inbox_server::config::unknown_environment(std::env::vars()) {
+        eprintln!("warning: {warning}");
+    }
     let config = Config::load(args.config.as_deref(), std::env::vars(), args.overrides())?;
     let defaulted = config.database_url == Config::default().database_url;
     if let Some(path) = sqlite_path(&config.database_url).filter(|_| defaulted && !args.create_database)

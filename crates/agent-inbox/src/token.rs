@@ -22,13 +22,7 @@ pub async fn issue(args: IssueArgs) -> anyhow::Result<()> {
         }
         .to_owned()
     });
-    let ttl = args
-        .ttl
-        .map(|t| {
-            humantime::parse_duration(&t)
-                .with_context(|| format!("--ttl {t:?} is not a duration such as 15m"))
-        })
-        .transpose()?;
+    let ttl = args.ttl.map(|t| crate::connect::duration("--ttl", &t)).transpose()?;
     let store = inbox_server::connect_store(&config).await?;
     store.migrate().await?;
     let tokens = TokenService::new(store.clone(), &config).await.map_err(anyhow::Error::msg)?;

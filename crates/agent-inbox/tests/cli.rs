@@ -164,6 +164,19 @@ fn operator_commands_refuse_to_create_a_database_silently() {
     assert!(dir.join("data/agent-inbox.db").exists());
     let out = run(&issue);
     assert!(out.status.success(), "an existing database is used: {}", String::from_utf8_lossy(&out.stderr));
+    // A bare number is seconds, as in the server's settings; a misspelt setting is named.
+    let out = Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
+        .args([&issue[..], &["--ttl", "900"]].concat())
+        .current_dir(&dir)
+        .env("AGENT_INBOX_ACCESS_TOKEN_TTLL", "1h")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("AGENT_INBOX_ACCESS_TOKEN_TTLL is not a setting and is ignored; did you mean AGENT_INBOX_ACCESS_TOKEN_TTL?"),
+        "{stderr}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
