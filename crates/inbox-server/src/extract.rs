@@ -50,8 +50,51 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
     }
 }
 
-/// Parses JSON with errors that name the offending field.
+/// Parses JSON with errors that name the offending field. A body must be a JSON object (serde
+/// would otherwise take a struct from an array). Whole-number floats such as `5.0` are
+/// accepted where an integer is expected, as JSON Schema's `integer` (the OpenAPI document)
+/// says they are; a payload keeps its numbers exactly as sent.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return Err(ApiError::bad_request(
+            "invalid_field",
+            "the request body must be a JSON object, not an array",
+        )
+        .with("field", "body"));
+    }
+    parse_strict(bytes).or_else(|err| {
+        let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(bytes) else { return Err(err) };
+        if !whole_numbers_as_integers(&mut value) {
+            return Err(err);
+        }
+        T::deserialize(value).map_err(|_| err)
+    })
+}
+
+/// Rewrites whole-number floats outside payloads (`payload`, a room message's `body`) as
+/// integers; whether anything changed.
+fn whole_numbers_as_integers(value: &mut serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15 => {
+                *value = if f < 0.0 { Value::from(f as i64) } else { Value::from(f as u64) };
+                true
+            }
+            _ => false,
+        },
+        Value::Array(items) => {
+            items.iter_mut().fold(false, |changed, v| whole_numbers_as_integers(v) | changed)
+        }
+        Value::Object(members) => members
+            .iter_mut()
+            .filter(|(key, _)| !matches!(key.as_str(), "payload" | "body"))
+            .fold(false, |changed, (_, v)| whole_numbers_as_integers(v) | changed),
+        _ => false,
+    }
+}
+
+fn parse_strict<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
         let path = err.path().to_string();

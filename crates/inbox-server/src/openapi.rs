@@ -81,6 +81,7 @@ const BATCH_MAX: u64 = 500;
 fn add_constraints(document: &mut Value, config: &crate::Config) {
     let lease_max = config.lease_max.as_secs();
     let wait_max = config.long_poll_wait_max.as_secs();
+    let ticket_ttl_max = config.stream_ticket_ttl.as_secs();
     let word = |max: u64| json!({"pattern": WORD, "minLength": 1, "maxLength": max});
     let recipient = json!({"pattern": RECIPIENT, "minLength": 1, "maxLength": 128});
     let event_id = json!({"format": "uuid", "pattern": UUID});
@@ -97,7 +98,8 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
         ("ClaimRequest", "tenant_id", word(64)),
         ("ClaimRequest", "recipient_id", recipient.clone()),
         ("ClaimRequest", "session_id", word(64)),
-        ("ClaimRequest", "event_ids", json!({"minItems": 1, "maxItems": BATCH_MAX, "items": event_id})),
+        ("ClaimRequest", "event_ids", json!({"minItems": 1, "maxItems": BATCH_MAX})),
+        ("ClaimRequest", "event_ids/items", event_id.clone()),
         ("ClaimRequest", "limit", limit.clone()),
         ("ClaimRequest", "lease_seconds", json!({"minimum": 1, "maximum": lease_max})),
         ("AcknowledgeRequest", "tenant_id", word(64)),
@@ -124,7 +126,20 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
         ("HeartbeatEntry", "lease_token", lease_token.clone()),
         ("HeartbeatEntry", "extend_by_seconds", json!({"minimum": 1, "maximum": lease_max})),
         ("PublishRequest", "tenant_id", word(64)),
-        ("PublishRequest", "recipients", json!({"minItems": 1, "maxItems": BATCH_MAX, "items": recipient})),
+        ("PublishRequest", "recipients", json!({"minItems": 1, "maxItems": BATCH_MAX})),
+        ("PublishRequest", "recipients/items", recipient.clone()),
+        ("ParkedEventsRequest", "recipient_id", recipient.clone()),
+        ("ParkedEventsRequest", "event_ids", json!({"minItems": 1, "maxItems": BATCH_MAX})),
+        ("ParkedEventsRequest", "event_ids/items", event_id.clone()),
+        ("CreateRoomRequest", "room_id", word(64)),
+        ("CreateRoomRequest", "members/items", recipient.clone()),
+        ("RoomMembersRequest", "members", json!({"minItems": 1, "maxItems": BATCH_MAX})),
+        ("RoomMembersRequest", "members/items", recipient.clone()),
+        (
+            "PostMessageRequest",
+            "deduplication_key",
+            json!({"pattern": "^[!-~]+$", "minLength": 1, "maxLength": 200}),
+        ),
         ("PublishRequest", "event_type", word(128)),
         ("PublishRequest", "priority", priority.clone()),
         ("PublishRequest", "available_at_utc", json!({"format": "date-time"})),
@@ -142,25 +157,75 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
         ("StreamTicketRequest", "session_id", word(64)),
         ("AgentKeyRequest", "algorithm", json!({"enum": ["ed25519", "hmac-sha256"]})),
         ("CallbackRegistrationRequest", "callback_url", json!({"format": "uri", "pattern": "^https://"})),
+        ("CallbackRegistrationRequest", "tenant_id", word(64)),
+        ("CallbackRegistrationRequest", "recipient_id", recipient.clone()),
+        ("CallbackRegistrationRequest", "secret_id", word(64)),
+        ("CallbackRegistrationRequest", "max_rate_per_minute", json!({"minimum": 1, "maximum": 600})),
+        ("CallbackRegistrationRequest", "replay_window_seconds", json!({"minimum": 60, "maximum": 86_400})),
+        ("RotateCallbackSecretRequest", "secret_id", word(64)),
+        ("RotateCallbackSecretRequest", "overlap_seconds", json!({"maximum": 604_800})),
+        ("StreamTicketRequest", "ttl_seconds", json!({"minimum": 1, "maximum": ticket_ttl_max})),
+        ("AgentKeyRequest", "key_id", word(64)),
+        (
+            "CreateRoomRequest",
+            "name",
+            json!({"pattern": "^[^\\u0000-\\u001f\\u007f]+$", "minLength": 1, "maxLength": 200}),
+        ),
     ];
     let schemas = &mut document["components"]["schemas"];
     for (schema, property, constraints) in table {
-        let target = &mut schemas[schema]["properties"][property];
+        let (property, items) = match property.strip_suffix("/items") {
+            Some(array) => (array, true),
+            None => (property, false),
+        };
+        let mut target = &mut schemas[schema]["properties"][property];
+        if items {
+            target = &mut target["items"];
+        }
         assert!(target.is_object(), "{schema}.{property} is in the document");
         for (key, value) in constraints.as_object().expect("constraints are an object") {
             target[key] = value.clone();
         }
     }
-    // Query parameters: the resync page size.
-    if let Some(parameters) = document["paths"]["/v1/inbox/resync"]["get"]["parameters"].as_array_mut() {
-        for parameter in parameters {
-            if parameter["name"] == "limit" {
-                parameter["schema"]["minimum"] = json!(1);
-                parameter["schema"]["maximum"] = json!(BATCH_MAX);
+    // Path and query parameters, by name wherever they appear.
+    let parameter_constraints: Vec<(&str, Value)> = vec![
+        ("limit", limit),
+        ("agent_id", recipient.clone()),
+        ("recipient_id", recipient),
+        ("room_id", word(64)),
+        ("session_id", word(64)),
+        ("event_id", event_id),
+        ("after_seconds", json!({"maximum": 604_800})),
+        ("after_seq", json!({"maximum": i64::MAX})),
+        ("state", json!({"enum": ["dead_letter", "quarantined"]})),
+        ("registration_id", word(64)),
+        ("key_id", word(64)),
+    ];
+    let Some(paths) = document["paths"].as_object_mut() else { return };
+    for item in paths.values_mut() {
+        for operation in item.as_object_mut().into_iter().flat_map(|o| o.values_mut()) {
+            let parameters = operation.get_mut("parameters").and_then(Value::as_array_mut);
+            for parameter in parameters.into_iter().flatten() {
+                let Some((_, constraints)) =
+                    parameter_constraints.iter().find(|(n, _)| parameter["name"] == *n)
+                else {
+                    continue;
+                };
+                for (key, value) in constraints.as_object().expect("constraints are an object") {
+                    parameter["schema"][key] = value.clone();
+                }
             }
         }
     }
 }
+
+/// Operations whose body may be left out (an empty body means `{}`).
+const OPTIONAL_BODIES: &[&str] = &[
+    "/v1/streams/tickets",
+    "/v1/streams/cookie",
+    "/v1/agent-sessions/{session_id}/heartbeat",
+    "/api/v1/agents/{agent_id}/inbox/claim",
+];
 
 /// Every operation's refusals, as the server really answers them: RFC 9457 problems
 /// (`application/problem+json`, the `Problem` schema) for malformed input (400), a missing or
@@ -179,6 +244,11 @@ fn add_error_answers(document: &mut Value) {
     for (path, item) in paths.iter_mut() {
         let Some(operations) = item.as_object_mut() else { continue };
         for operation in operations.values_mut() {
+            if OPTIONAL_BODIES.contains(&path.as_str())
+                && let Some(body) = operation.get_mut("requestBody")
+            {
+                body["required"] = json!(false);
+            }
             let has_body = operation.get("requestBody").is_some();
             let has_path_params = path.contains('{');
             let open = path == "/v1/auth/refresh";
@@ -204,8 +274,8 @@ fn add_error_answers(document: &mut Value) {
             } else {
                 add("401", "invalid_refresh_token or refresh_token_reused", None);
             }
-            if has_path_params {
-                add("404", "no such resource", None);
+            if has_path_params || has_body {
+                add("404", "no such resource (an id in the path or the body)", None);
             }
             if has_body {
                 add("413", "payload_too_large: the body is over the limit", None);
