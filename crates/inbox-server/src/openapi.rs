@@ -82,6 +82,9 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
     let lease_max = config.lease_max.as_secs();
     let wait_max = config.long_poll_wait_max.as_secs();
     let ticket_ttl_max = config.stream_ticket_ttl.as_secs();
+    // Free text: no control characters; the limit is in bytes of UTF-8 (as many characters
+    // for ASCII).
+    let text = |max: u64| json!({"pattern": "^[^\\u0000-\\u001f\\u007f]*$", "maxLength": max});
     let word = |max: u64| json!({"pattern": WORD, "minLength": 1, "maxLength": max});
     let recipient = json!({"pattern": RECIPIENT, "minLength": 1, "maxLength": 128});
     let event_id = json!({"format": "uuid", "pattern": UUID});
@@ -116,6 +119,8 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
         ("ReleaseRequest", "event_id", event_id.clone()),
         ("ReleaseRequest", "lease_token", lease_token.clone()),
         ("ReleaseRequest", "retry_after_seconds", json!({"maximum": 604_800})),
+        ("ReleaseRequest", "reason", text(200)),
+        ("ReleaseOneRequest", "reason", text(200)),
         ("ReleaseOneRequest", "lease_token", lease_token.clone()),
         ("ReleaseOneRequest", "retry_after_seconds", json!({"maximum": 604_800})),
         ("HeartbeatRequest", "tenant_id", word(64)),
@@ -187,6 +192,11 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
             target[key] = value.clone();
         }
     }
+    // A claim names its events or asks for the next `limit`, never both.
+    schemas["ClaimRequest"]["not"] = json!({
+        "required": ["event_ids", "limit"],
+        "properties": {"event_ids": {"type": "array"}, "limit": {"type": "integer"}}
+    });
     // Path and query parameters, by name wherever they appear.
     let parameter_constraints: Vec<(&str, Value)> = vec![
         ("limit", limit),
