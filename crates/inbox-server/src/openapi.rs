@@ -82,9 +82,10 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
     let lease_max = config.lease_max.as_secs();
     let wait_max = config.long_poll_wait_max.as_secs();
     let ticket_ttl_max = config.stream_ticket_ttl.as_secs();
-    // Free text: no control characters; the limit is in bytes of UTF-8 (as many characters
-    // for ASCII).
-    let text = |max: u64| json!({"pattern": "^[^\\u0000-\\u001f\\u007f]*$", "maxLength": max});
+    // Free text: no control characters (C0, DEL, C1); the server's limit is in bytes of
+    // UTF-8, which JSON Schema cannot state: `maxLength` is the same number, in characters
+    // (exact for ASCII).
+    let text = |max: u64| json!({"pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$", "maxLength": max});
     let word = |max: u64| json!({"pattern": WORD, "minLength": 1, "maxLength": max});
     let recipient = json!({"pattern": RECIPIENT, "minLength": 1, "maxLength": 128});
     let event_id = json!({"format": "uuid", "pattern": UUID});
@@ -174,7 +175,7 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
         (
             "CreateRoomRequest",
             "name",
-            json!({"pattern": "^[^\\u0000-\\u001f\\u007f]+$", "minLength": 1, "maxLength": 200}),
+            json!({"pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", "minLength": 1, "maxLength": 200}),
         ),
     ];
     let schemas = &mut document["components"]["schemas"];
