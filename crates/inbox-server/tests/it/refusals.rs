@@ -15,7 +15,30 @@ both_backends!(
     rate_limits_answer_429_with_retry_after,
     authentication_refusals,
     forwarding_headers_count_only_from_trusted_proxies,
+    whole_number_floats_are_integers_and_bodies_are_objects,
 );
+
+/// JSON Schema's `integer` (the OpenAPI document) admits `5.0`, so the server does too; a
+/// payload keeps its numbers as sent; a body that is an array is refused, not read as a
+/// struct.
+async fn whole_number_floats_are_integers_and_bodies_are_objects(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let publisher = server.publisher("t1").await;
+    let agent = server.agent("t1", "agent_alpha").await;
+    server.publish(&publisher, &["agent_alpha"], json!({"ratio": 1.0})).await;
+    let (status, page) =
+        server.post("/v1/inbox/poll-after-cursor", &agent, json!({"after_seq": 0.0, "limit": 5.0})).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(page["events"][0]["payload"].to_string(), r#"{"ratio":1.0}"#, "the payload is untouched");
+    assert_problem(
+        &server.post("/v1/inbox/poll-after-cursor", &agent, json!({"after_seq": 0, "limit": 5.5})).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_field",
+    );
+    let (status, body) = server.post("/v1/inbox/claim", &agent, json!([null, 5])).await;
+    assert_eq!((status, body["field"].as_str()), (StatusCode::BAD_REQUEST, Some("body")), "{body}");
+    server.stop().await;
+}
 
 async fn malformed_requests_get_precise_problems_and_change_nothing(backend: Backend) {
     let server = TestServer::start_with(backend, |c| c.payload_bytes_limit = 4_096).await;
