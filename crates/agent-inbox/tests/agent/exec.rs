@@ -139,3 +139,33 @@ async fn a_released_event_runs_again_at_its_retry_time_while_idle_on_sse() {
     let apart = Duration::from_nanos((runs[1] - runs[0]) as u64);
     assert!(apart >= Duration::from_millis(2_900), "ran again before its retry time: {apart:?}");
 }
+
+/// `wait --timeout` with nothing to find makes a handful of long polls, never a burst: the
+/// last part of a second is one short long poll, not `wait_seconds: 0` repeated until the
+/// deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_makes_a_few_long_polls_not_a_burst_in_its_last_second() {
+    let server = Server::start(&[]).await;
+    let agent = server.agent_token(AGENT).await;
+    let dir = TempDir::new("wait-last-second");
+    let polls = || async {
+        let text = reqwest::get(format!("{}/metrics", server.base)).await.unwrap().text().await.unwrap();
+        text.lines()
+            .filter(|l| l.starts_with("agent_inbox_long_polls_total") || l.starts_with("agent_inbox_fetches_total"))
+            .filter(|l| !l.contains("kind=\"claim\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let before = polls().await;
+    let out = std::process::Command::new(crate::support::BIN)
+        .args(["wait", "--server", &server.base, "--state"])
+        .arg(dir.path("state.db"))
+        .args(["--timeout", "2500ms"])
+        .env("AGENT_INBOX_TOKEN", &agent)
+        .env("AGENT_INBOX_HOME", &dir.0)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let made = polls().await - before;
+    assert!(made <= 8.0, "wait made {made} poll requests and long-poll outcomes in 2.5 s");
+}
