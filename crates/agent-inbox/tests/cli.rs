@@ -267,3 +267,49 @@ async fn sigterm_answers_waiting_long_polls_and_exits_cleanly() {
     assert!(exit.success(), "clean exit: {exit:?}");
     remove_database(&path);
 }
+
+/// Logs written to a pipe or a file (a journal, `2> serve.log`) carry no ANSI colour codes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_to_a_pipe_have_no_colour_codes() {
+    use std::io::{BufRead, BufReader};
+    let (url, path) = temp_database("no-colour");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", &url])
+        .env("AGENT_INBOX_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (sender, lines) = std::sync::mpsc::channel::<String>();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = sender.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    let mut base = None;
+    while Instant::now() < deadline {
+        let Ok(line) = lines.recv_timeout(Duration::from_millis(100)) else {
+            if let Some(base) = &base {
+                let _ = reqwest::get(format!("{base}/healthz")).await;
+            }
+            continue;
+        };
+        if let Some(rest) = line.strip_prefix("agent-inbox listening on ") {
+            base = rest.split_whitespace().next().map(str::to_owned);
+            let _ = reqwest::get(format!("{}/healthz", base.as_deref().unwrap())).await;
+        }
+        let done = line.contains("request done");
+        seen.push(line);
+        if done {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    remove_database(&path);
+    assert!(seen.iter().any(|l| l.contains("request done")), "no request log line: {seen:?}");
+    assert!(seen.iter().all(|l| !l.contains('\u{1b}')), "colour codes in a piped log: {seen:?}");
+}

@@ -151,7 +151,9 @@ async fn wait_makes_a_few_long_polls_not_a_burst_in_its_last_second() {
     let polls = || async {
         let text = reqwest::get(format!("{}/metrics", server.base)).await.unwrap().text().await.unwrap();
         text.lines()
-            .filter(|l| l.starts_with("agent_inbox_long_polls_total") || l.starts_with("agent_inbox_fetches_total"))
+            .filter(|l| {
+                l.starts_with("agent_inbox_long_polls_total") || l.starts_with("agent_inbox_fetches_total")
+            })
             .filter(|l| !l.contains("kind=\"claim\""))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum::<f64>()
