@@ -62,7 +62,7 @@ pub async fn inbox(
     count_fetch(&state, &caller, "poll");
     let now = state.store.now();
     Ok(Json(AgentInboxPage {
-        events: page.events.iter().map(|e| envelope(e, now)).collect(),
+        events: page.events.iter().map(|e| envelope(e, now).into()).collect(),
         next_cursor: page.next_cursor.get(),
         has_more: page.more_available,
         head_seq: page.head_seq.get(),
