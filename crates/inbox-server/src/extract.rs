@@ -206,7 +206,7 @@ impl FromRequestParts<AppState> for StreamCaller {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let query = axum::extract::Query::<StreamQuery>::try_from_uri(&parts.uri)
-            .map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?
+            .map_err(|e| crate::extract::query_problem(&e))?
             .0;
         let named_session = crate::streams::session_param("session_id", query.session_id.as_deref())?;
         let last_event_id = crate::streams::last_event_id(&parts.headers, query.last_event_id.as_deref())?;
@@ -225,6 +225,23 @@ impl FromRequestParts<AppState> for StreamCaller {
             (named, granted) => named.or(granted),
         };
         Ok(StreamCaller { caller, session_id, last_event_id, via })
+    }
+}
+
+/// A refused query string as a problem naming the parameter (`field`), as body errors do.
+pub fn query_problem(rejection: &axum::extract::rejection::QueryRejection) -> ApiError {
+    let text = rejection.body_text();
+    // "Failed to deserialize query string: limit: invalid digit found in string"
+    let detail = text.strip_prefix("Failed to deserialize query string: ").unwrap_or(&text);
+    let field = detail
+        .split_once(": ")
+        .map(|(name, _)| name)
+        .filter(|name| !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        .or_else(|| detail.strip_prefix("unknown field `").and_then(|rest| rest.split('`').next()));
+    let problem = ApiError::bad_request("invalid_query", format!("the query string is refused: {detail}"));
+    match field {
+        Some(field) => problem.with("field", field.to_owned()),
+        None => problem,
     }
 }
 

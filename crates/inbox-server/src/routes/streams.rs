@@ -19,7 +19,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::Stream;
 use inbox_api::time::format_utc;
-use inbox_api::{Seed000Signal, StreamCookieResponse, StreamSignal, StreamTicketRequest, StreamTicketResponse};
+use inbox_api::{
+    Seed000Signal, StreamCookieResponse, StreamSignal, StreamTicketRequest, StreamTicketResponse,
+};
 use inbox_store::{StreamCredential, StreamGrant};
 use sha2::{Digest, Sha256};
 
@@ -89,7 +91,11 @@ async fn open_sse(state: AppState, caller: StreamCaller, names: Names) -> Result
 /// `session.superseded` event, then the end). A frame is made only when the connection asks
 /// for the next one, so a client that stops reading costs nothing but its socket buffers, and
 /// the hint it gets when it reads again is the latest head.
-fn events(subscription: Subscription, opening: Event, names: Names) -> impl Stream<Item = Result<Event, Infallible>> {
+fn events(
+    subscription: Subscription,
+    opening: Event,
+    names: Names,
+) -> impl Stream<Item = Result<Event, Infallible>> {
     let start = (Some(subscription), Some(opening));
     futures_util::stream::unfold(start, move |(subscription, opening)| async move {
         // No subscription: the last event went out.
@@ -100,7 +106,10 @@ fn events(subscription: Subscription, opening: Event, names: Names) -> impl Stre
         let final_signal = loop {
             match subscription.next().await {
                 Wake::Signal(signal) => {
-                    return Some((Ok(hint_event(Event::default(), &signal, names)), (Some(subscription), None)));
+                    return Some((
+                        Ok(hint_event(Event::default(), &signal, names)),
+                        (Some(subscription), None),
+                    ));
                 }
                 Wake::Heartbeat => match subscription.beat().await {
                     None => {
@@ -125,7 +134,9 @@ fn events(subscription: Subscription, opening: Event, names: Names) -> impl Stre
 fn hint_event(event: Event, signal: &StreamSignal, names: Names) -> Event {
     let event = event.id(signal.head_seq.to_string());
     match names {
-        Names::Seed001 => event.event("inbox.updated").data(serde_json::to_string(signal).unwrap_or_default()),
+        Names::Seed001 => {
+            event.event("inbox.updated").data(serde_json::to_string(signal).unwrap_or_default())
+        }
         Names::Seed000 => {
             let seed_000 = Seed000Signal { signal: signal.clone(), cursor_hint: signal.head_seq };
             event.event("inbox_updated").data(serde_json::to_string(&seed_000).unwrap_or_default())

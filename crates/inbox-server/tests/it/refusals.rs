@@ -16,7 +16,46 @@ both_backends!(
     authentication_refusals,
     forwarding_headers_count_only_from_trusted_proxies,
     whole_number_floats_are_integers_and_bodies_are_objects,
+    messages_name_the_wire_fields_in_plain_words,
 );
+
+/// Problems speak the wire's names and plain words: `expires_at_utc` (not an internal name),
+/// a number is not "items", a token that is not a JWT is said so (no library enum names), a
+/// query-string error names its parameter; publish takes the name events answer with.
+async fn messages_name_the_wire_fields_in_plain_words(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let publisher = server.publisher("t1").await;
+    let agent = server.agent("t1", "agent_alpha").await;
+    let (status, body) = server
+        .post(
+            "/v1/events",
+            &publisher,
+            json!({"recipients": ["agent_alpha"], "event_type": "t", "available_at_utc": "2030-01-02T00:00:00Z",
+                   "expires_at_utc": "2030-01-01T00:00:00Z"}),
+        )
+        .await;
+    assert_eq!((status, body["field"].as_str()), (StatusCode::BAD_REQUEST, Some("expires_at_utc")), "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("later than available_at_utc"), "{body}");
+    let (status, body) = server
+        .post(
+            "/v1/events",
+            &publisher,
+            json!({"recipients": ["agent_alpha"], "event_type": "t", "availability_at_utc": "2030-01-01T00:00:00Z"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "seed 001's availability_at_utc is taken on publish: {body}");
+    let (_, page) = server.post("/v1/inbox/poll-after-cursor", &agent, json!({"after_seq": 0})).await;
+    assert!(page["events"][0]["availability_at_utc"].as_str().unwrap().starts_with("2030-01-01T00:00:00"));
+    let (_, body) =
+        server.post("/v1/inbox/poll-after-cursor", &agent, json!({"after_seq": 0, "limit": 0})).await;
+    assert_eq!(body["detail"], "limit is 0; send between 1 and 500", "{body}");
+    let (_, body) = server.call(Method::GET, "/v1/inbox/head", Some("not-a-jwt"), None).await;
+    let detail = body["detail"].as_str().unwrap();
+    assert!(detail.contains("not a JWT") && !detail.contains("InvalidToken"), "{body}");
+    let (status, body) = server.call(Method::GET, "/v1/inbox/resync?limit=many", Some(&agent), None).await;
+    assert_eq!((status, body["field"].as_str()), (StatusCode::BAD_REQUEST, Some("limit")), "{body}");
+    server.stop().await;
+}
 
 /// JSON Schema's `integer` (the OpenAPI document) admits `5.0`, so the server does too; a
 /// payload keeps its numbers as sent; a body that is an array is refused, not read as a
