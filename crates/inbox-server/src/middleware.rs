@@ -22,10 +22,10 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// whether it used HTTPS: on a native TLS listener it did whatever a client's
 /// `X-Forwarded-Proto` claims, and forwarding headers count only from `trusted_proxies`.
 pub async fn normalize(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    if !request.headers().contains_key(header::HOST) {
-        if let Some(host) = request.uri().authority().and_then(|a| HeaderValue::from_str(a.as_str()).ok()) {
-            request.headers_mut().insert(header::HOST, host);
-        }
+    if !request.headers().contains_key(header::HOST)
+        && let Some(host) = request.uri().authority().and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    {
+        request.headers_mut().insert(header::HOST, host);
     }
     let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
     if let Some(peer) = peer {
