@@ -193,6 +193,9 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
             target[key] = value.clone();
         }
     }
+    // A room message is any JSON value.
+    schemas["PostMessageRequest"]["properties"]["body"] =
+        json!({"description": "The message: any JSON, at most the payload limit."});
     // A claim names its events or asks for the next `limit`, never both.
     schemas["ClaimRequest"]["not"] = json!({
         "required": ["event_ids", "limit"],

@@ -380,10 +380,10 @@ pub async fn publish_refusals_change_nothing(h: &Harness) {
     let mut window = event("t1", &["alpha"], "{}");
     window.available_at = Some(now.plus_ms(10_000));
     window.expires_at = Some(now.plus_ms(5_000));
-    assert_invalid(h.store.publish(&window).await, "expires_at");
+    assert_invalid(h.store.publish(&window).await, "expires_at_utc");
     let mut stale = event("t1", &["alpha"], "{}");
     stale.expires_at = Some(now.minus_ms(1));
-    assert_invalid(h.store.publish(&stale).await, "expires_at");
+    assert_invalid(h.store.publish(&stale).await, "expires_at_utc");
     let mut attempts = event("t1", &["alpha"], "{}");
     attempts.max_attempts = Some(0);
     assert_invalid(h.store.publish(&attempts).await, "max_attempts");

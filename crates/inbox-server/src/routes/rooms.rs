@@ -127,9 +127,6 @@ pub async fn post_message(
     ApiJson(request): ApiJson<PostMessageRequest>,
 ) -> Result<(StatusCode, Json<PostMessageResponse>), ApiError> {
     caller.require(ROOMS_WRITE)?;
-    if !request.body.is_object() {
-        return Err(ApiError::invalid_field("body", "must be a JSON object, such as {\"text\": \"...\"}"));
-    }
     let post = PostMessage {
         tenant_id: caller.tenant_id.clone(),
         room_id: room_id(&room_id_text)?,
