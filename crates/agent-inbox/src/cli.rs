@@ -17,7 +17,7 @@ pub enum Command {
     /// Run the service (migrates the database first).
     Serve(ServeArgs),
     /// Apply schema migrations and exit.
-    Migrate(ServeArgs),
+    Migrate(DatabaseArgs),
     /// Manage access tokens.
     Token {
         #[command(subcommand)]
@@ -52,13 +52,13 @@ pub enum KeysCommand {
     /// Add a new token signing key; older keys keep verifying for --overlap, then retire.
     Rotate(RotateArgs),
     /// List the live token signing keys, newest first.
-    List(ServeArgs),
+    List(DatabaseArgs),
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct RotateArgs {
     #[command(flatten)]
-    pub server: ServeArgs,
+    pub database: DatabaseArgs,
     /// How long tokens signed with the older keys stay valid, such as 24h. At least the
     /// access token lifetime, or tokens issued just before the rotation stop early.
     #[arg(long, default_value = "24h")]
@@ -111,6 +111,10 @@ pub struct ServeArgs {
     /// https://app.example.com,http://127.0.0.1:5173 [default: none].
     #[arg(long)]
     pub cors_origins: Option<String>,
+    /// Reverse proxies whose Forwarded / X-Forwarded-* headers are believed, comma-separated
+    /// CIDRs or addresses, such as 10.0.0.0/8,::1 [default: none].
+    #[arg(long)]
+    pub trusted_proxies: Option<String>,
     /// Log as JSON lines instead of text.
     #[arg(long, env = "AGENT_INBOX_LOG_JSON")]
     pub log_json: bool,
@@ -136,14 +140,39 @@ impl ServeArgs {
         push("tls_cert", self.tls_cert.clone());
         push("tls_key", self.tls_key.clone());
         push("cors_origins", self.cors_origins.clone());
+        push("trusted_proxies", self.trusted_proxies.clone());
         pairs
+    }
+}
+
+/// How an operator command (`migrate`, `token`, `keys`) finds the server's database: the same
+/// configuration file and settings as `serve`.
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseArgs {
+    /// TOML configuration file (the one `serve` uses).
+    #[arg(long, env = "AGENT_INBOX_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The server's database: sqlite://path or mysql://user:password@host:port/database
+    /// [default: sqlite://./data/agent-inbox.db, relative to the current directory].
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// Create the SQLite database if it does not exist yet. Without it a missing database is
+    /// refused, since tokens signed by a new database's keys are refused by a running server.
+    #[arg(long)]
+    pub create_database: bool,
+}
+
+impl DatabaseArgs {
+    /// The flags that were given, as configuration (key, value) pairs.
+    pub fn overrides(&self) -> Vec<(String, String)> {
+        self.database_url.iter().map(|url| ("database_url".to_owned(), url.clone())).collect()
     }
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct IssueArgs {
     #[command(flatten)]
-    pub server: ServeArgs,
+    pub database: DatabaseArgs,
     /// Tenant the token is for.
     #[arg(long)]
     pub tenant: String,
@@ -153,8 +182,8 @@ pub struct IssueArgs {
     /// agent, publisher or admin.
     #[arg(long, default_value = "agent")]
     pub kind: String,
-    /// Space-separated scopes [default: the agent scopes for agents, events.publish rooms.write for publishers, admin for admins].
-    #[arg(long)]
+    /// Space-separated scopes [default: by --kind, see --help].
+    #[arg(long, long_help = scope_help())]
     pub scope: Option<String>,
     /// Lifetime of the access token, such as 15m [default: the configured access_token_ttl].
     #[arg(long)]
@@ -162,6 +191,16 @@ pub struct IssueArgs {
     /// Also print a refresh token (second line).
     #[arg(long)]
     pub refresh: bool,
+}
+
+/// The long help of `--scope`, naming the default scopes of each kind.
+fn scope_help() -> String {
+    format!(
+        "Space-separated scopes. Defaults: agent: \"{}\"; publisher: \"{}\"; admin: \"{}\".",
+        inbox_server::auth::AGENT_SCOPES,
+        inbox_server::auth::PUBLISHER_SCOPES,
+        inbox_server::auth::ADMIN_SCOPES,
+    )
 }
 
 /// Which stored login to use.
@@ -243,9 +282,10 @@ pub struct ListenOptions {
     /// The best transport to try: sse, long-poll or poll; worse ones are the fallbacks.
     #[arg(long, default_value = "sse")]
     pub transport: String,
-    /// Shortest and longest adaptive poll interval.
+    /// Shortest adaptive poll interval, after work was found [default: 1s].
     #[arg(long)]
     pub poll_min: Option<String>,
+    /// Longest adaptive poll interval, while idle or disconnected [default: 5m].
     #[arg(long)]
     pub poll_max: Option<String>,
     /// Longest wait between attempts to reopen a failing stream or long poll while the

@@ -58,6 +58,5 @@ pub async fn with_profile_signing_key(args: &ConnectArgs, api: Api) -> anyhow::R
 
 /// Parses a human duration flag such as `30s` or `5m`.
 pub fn duration(flag: &str, value: &str) -> anyhow::Result<std::time::Duration> {
-    humantime::parse_duration(value)
-        .with_context(|| format!("{flag} {value:?} is not a duration such as 30s or 5m"))
+    inbox_server::config::parse_duration(value).map_err(|e| anyhow::anyhow!("{flag}: {e}"))
 }

@@ -7,11 +7,11 @@
 
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use inbox_api::time::format_utc;
 
-use crate::cli::{KeysCommand, RotateArgs, ServeArgs};
-use crate::serve::load_config;
+use crate::cli::{DatabaseArgs, KeysCommand, RotateArgs};
+use crate::serve::load_database_config;
 
 /// How long a new key waits before it signs: longer than a node's key reload on an unknown
 /// key id is throttled (5 s), shorter than any sensible overlap.
@@ -25,12 +25,11 @@ pub async fn run(command: KeysCommand) -> anyhow::Result<()> {
 }
 
 async fn rotate(args: RotateArgs) -> anyhow::Result<()> {
-    let overlap = humantime::parse_duration(&args.overlap)
-        .with_context(|| format!("--overlap {:?} is not a duration such as 24h", args.overlap))?;
+    let overlap = crate::connect::duration("--overlap", &args.overlap)?;
     if overlap > Duration::from_secs(30 * 86_400) {
         bail!("--overlap must be at most 30d");
     }
-    let config = load_config(&args.server)?;
+    let config = load_database_config(&args.database)?;
     if overlap < config.access_token_ttl {
         eprintln!(
             "warning: --overlap {} is shorter than access_token_ttl {}; tokens issued just before the rotation \
@@ -53,8 +52,8 @@ async fn rotate(args: RotateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn list(args: ServeArgs) -> anyhow::Result<()> {
-    let config = load_config(&args)?;
+async fn list(args: DatabaseArgs) -> anyhow::Result<()> {
+    let config = load_database_config(&args)?;
     let store = inbox_server::connect_store(&config).await?;
     store.migrate().await?;
     let now = store.now();

@@ -3,10 +3,46 @@
 use anyhow::Context as _;
 use inbox_server::Config;
 
-use crate::cli::ServeArgs;
+use crate::cli::{DatabaseArgs, ServeArgs};
 
 pub fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
+    for warning in inbox_server::config::unknown_environment(std::env::vars()) {
+        tracing::warn!("{warning}");
+    }
     Ok(Config::load(args.config.as_deref(), std::env::vars(), args.overrides())?)
+}
+
+/// The configuration of an operator command (`migrate`, `token`, `keys`). Run in the wrong
+/// directory, the default SQLite path names a database that does not exist, and creating it
+/// would make new signing keys whose tokens the running server refuses: so a missing default
+/// database is refused with where it was looked for, unless `--create-database` says so.
+pub fn load_database_config(args: &DatabaseArgs) -> anyhow::Result<Config> {
+    for warning in inbox_server::config::unknown_environment(std::env::vars()) {
+        eprintln!("warning: {warning}");
+    }
+    let config = Config::load(args.config.as_deref(), std::env::vars(), args.overrides())?;
+    let defaulted = config.database_url == Config::default().database_url;
+    if let Some(path) = sqlite_path(&config.database_url).filter(|_| defaulted && !args.create_database)
+        && !path.exists()
+    {
+        let here = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_else(|_| ".".into());
+        let looked_at = std::path::absolute(&path).unwrap_or(path);
+        anyhow::bail!(
+            "no database at {} (the default sqlite://./data/agent-inbox.db, relative to {here}); run this \
+             in the directory where `agent-inbox serve` runs, or name the server's database with \
+             --database-url, --config or AGENT_INBOX_DATABASE_URL; --create-database creates a new, \
+             empty one (only a server on that database accepts its tokens)",
+            looked_at.display()
+        );
+    }
+    Ok(config)
+}
+
+/// The file of a `sqlite://` URL; none for other databases and in-memory SQLite.
+fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {
+    let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = path.split('?').next().unwrap_or(path);
+    (!path.is_empty() && !path.contains(":memory:")).then(|| std::path::PathBuf::from(path))
 }
 
 fn init_logging(json: bool) {
@@ -66,9 +102,9 @@ fn banner(args: &ServeArgs, config: &inbox_server::Config, addr: std::net::Socke
     )
 }
 
-pub async fn migrate(args: ServeArgs) -> anyhow::Result<()> {
-    init_logging(args.log_json);
-    let config = load_config(&args)?;
+pub async fn migrate(args: DatabaseArgs) -> anyhow::Result<()> {
+    init_logging(false);
+    let config = load_database_config(&args)?;
     let store = inbox_server::connect_store(&config).await?;
     let ran = store.migrate().await?;
     println!("applied {ran} migration(s)");

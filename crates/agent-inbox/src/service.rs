@@ -20,6 +20,55 @@ pub struct ServiceSpec {
     pub program: String,
     pub args: Vec<String>,
     pub environment: Vec<(String, String)>,
+    /// Where the service runs: the directory `install` ran in, so paths relative to it inside
+    /// the `--exec` command mean what they meant there.
+    pub working_directory: Option<String>,
+}
+
+/// The `--exec` command with its program made absolute when it is a path (`./handle.sh`,
+/// `bin/handle`), so the service runs what the installing shell would have, wherever the
+/// service manager starts it. A path that does not exist, or is not executable, is refused
+/// now rather than failing for every event later. Bare names (`python3`, shell builtins)
+/// are left to `PATH`, which the unit copies.
+pub fn resolve_exec(exec: &str, cwd: &Path) -> anyhow::Result<String> {
+    let trimmed = exec.trim_start();
+    let (program, rest) = match trimmed.chars().next() {
+        Some(quote @ ('\'' | '"')) => match trimmed[1..].find(quote) {
+            Some(end) => (&trimmed[1..=end], &trimmed[end + 2..]),
+            None => return Ok(exec.to_owned()),
+        },
+        _ => trimmed.split_at(trimmed.find(char::is_whitespace).unwrap_or(trimmed.len())),
+    };
+    if !program.contains('/') {
+        return Ok(exec.to_owned());
+    }
+    let path = cwd.join(program);
+    let resolved = path.canonicalize().map_err(|_| {
+        anyhow::anyhow!(
+            "--exec: {program} does not exist (looked at {}); give the path of the handler to run",
+            path.display()
+        )
+    })?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&resolved).map(|m| m.permissions().mode()).unwrap_or(0);
+        if resolved.is_dir() || mode & 0o111 == 0 {
+            bail!(
+                "--exec: {} is not an executable file; make it one (chmod +x {program}) or run it through its interpreter",
+                resolved.display()
+            );
+        }
+    }
+    Ok(format!("{}{rest}", shell_quote(&resolved.display().to_string())))
+}
+
+/// A word for `sh -c`: quoted in single quotes unless it is plainly safe.
+fn shell_quote(word: &str) -> String {
+    if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=,@+%".contains(c)) {
+        return word.to_owned();
+    }
+    format!("'{}'", word.replace('\'', "'\\''"))
 }
 
 /// The systemd user unit for `spec`.
@@ -40,6 +89,9 @@ pub fn systemd_unit(spec: &ServiceSpec) -> String {
          ExecStart={exec}\n",
         spec.description.replace('%', "%%").replace('\n', " ")
     );
+    if let Some(dir) = &spec.working_directory {
+        unit.push_str(&format!("WorkingDirectory={}\n", systemd_quote(dir)));
+    }
     for (key, value) in &spec.environment {
         unit.push_str(&format!("Environment={}\n", systemd_environment(key, value)));
     }
@@ -104,6 +156,9 @@ pub fn launchd_plist(spec: &ServiceSpec, label: &str, log_path: &Path) -> String
         plist.push_str(&format!("    <string>{}</string>\n", xml_escape(arg)));
     }
     plist.push_str("  </array>\n");
+    if let Some(dir) = &spec.working_directory {
+        plist.push_str(&format!("  <key>WorkingDirectory</key>\n  <string>{}</string>\n", xml_escape(dir)));
+    }
     if !spec.environment.is_empty() {
         plist.push_str("  <key>EnvironmentVariables</key>\n  <dict>\n");
         for (key, value) in &spec.environment {
@@ -231,8 +286,11 @@ fn install(args: ServiceInstallArgs) -> anyhow::Result<()> {
     let program = std::env::current_exe()
         .and_then(|p| p.canonicalize())
         .context("cannot tell where this agent-inbox binary is")?;
+    let cwd = std::env::current_dir().context("cannot tell the current directory")?;
+    let mut listen = args.listen.clone();
+    listen.exec = resolve_exec(&listen.exec, &cwd)?;
     let mut service_args = vec!["listen".to_owned(), "--profile".to_owned(), profile.clone()];
-    service_args.extend(args.listen.to_args());
+    service_args.extend(listen.to_args());
     let mut environment = Vec::new();
     if let Some(dir) = std::env::var_os("AGENT_INBOX_HOME") {
         environment.push(("AGENT_INBOX_HOME".to_owned(), dir.to_string_lossy().into_owned()));
@@ -246,6 +304,7 @@ fn install(args: ServiceInstallArgs) -> anyhow::Result<()> {
         program: program.display().to_string(),
         args: service_args,
         environment,
+        working_directory: Some(cwd.display().to_string()),
     };
     let path = manager.path(&profile)?;
     let definition = manager.definition(&spec, &profile)?;
@@ -404,7 +463,36 @@ mod tests {
                 "python3 handle.py --name \"x y\" 100% $HOME \\n".into(),
             ],
             environment: vec![("AGENT_INBOX_HOME".into(), "/home/me/agent inbox".into())],
+            working_directory: Some("/home/me/my agent".into()),
         }
+    }
+
+    #[test]
+    fn exec_paths_are_resolved_and_checked() {
+        let dir = std::env::temp_dir().join(format!("agent-inbox-resolve-exec-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        let script = dir.join("handle event.sh");
+        std::fs::write(&script, "#!/bin/sh\n").unwrap();
+        std::fs::write(dir.join("bin/plain"), "").unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let dir = dir.canonicalize().unwrap();
+        let quoted = format!("'{}/handle event.sh' --fast", dir.display());
+        assert_eq!(resolve_exec("'./handle event.sh' --fast", &dir).unwrap(), quoted);
+        assert_eq!(resolve_exec("\"handle event.sh\"", &dir).unwrap(), "\"handle event.sh\"", "a bare name");
+        assert_eq!(resolve_exec("python3 handle.py", &dir).unwrap(), "python3 handle.py");
+        let missing = resolve_exec("./handle-event.sh", &dir).unwrap_err().to_string();
+        assert!(
+            missing.contains("does not exist")
+                && missing.contains(&dir.join("./handle-event.sh").display().to_string()),
+            "{missing}"
+        );
+        #[cfg(unix)]
+        assert!(resolve_exec("bin/plain x", &dir).unwrap_err().to_string().contains("chmod +x"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -416,6 +504,7 @@ mod tests {
             r#"ExecStart=/home/me/.cargo/bin/agent-inbox listen --profile default --exec "python3 handle.py --name \"x y\" 100%% $$HOME \\n""#
         );
         assert!(unit.contains("Environment=\"AGENT_INBOX_HOME=/home/me/agent inbox\"\n"));
+        assert!(unit.contains("WorkingDirectory=\"/home/me/my agent\"\n"), "{unit}");
         assert!(unit.contains("Restart=on-failure\n"));
         assert!(unit.contains("RestartPreventExitStatus=3\n"), "a replaced listener stays stopped");
         assert!(unit.contains("[Install]\nWantedBy=default.target\n"));
@@ -443,6 +532,7 @@ mod tests {
         );
         assert!(plist.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE plist"));
         assert!(plist.contains("<key>Label</key>\n  <string>net.agent-inbox.listen</string>\n"));
+        assert!(plist.contains("<key>WorkingDirectory</key>\n  <string>/home/me/my agent</string>\n"));
         assert!(
             plist.contains("    <string>python3 handle.py --name &quot;x y&quot; 100% $HOME \\n</string>\n")
         );

@@ -5,10 +5,10 @@ use inbox_core::{RecipientId, TenantId};
 use inbox_server::{CallerKind, TokenService};
 
 use crate::cli::IssueArgs;
-use crate::serve::load_config;
+use crate::serve::load_database_config;
 
 pub async fn issue(args: IssueArgs) -> anyhow::Result<()> {
-    let config = load_config(&args.server)?;
+    let config = load_database_config(&args.database)?;
     let tenant = TenantId::new(args.tenant).context("--tenant")?;
     let subject = RecipientId::new(args.subject).context("--subject")?;
     let Some(kind) = CallerKind::parse(&args.kind) else {
@@ -17,18 +17,12 @@ pub async fn issue(args: IssueArgs) -> anyhow::Result<()> {
     let scope = args.scope.unwrap_or_else(|| {
         match kind {
             CallerKind::Agent => inbox_server::auth::AGENT_SCOPES,
-            CallerKind::Publisher => "events.publish rooms.write",
-            CallerKind::Admin => "admin",
+            CallerKind::Publisher => inbox_server::auth::PUBLISHER_SCOPES,
+            CallerKind::Admin => inbox_server::auth::ADMIN_SCOPES,
         }
         .to_owned()
     });
-    let ttl = args
-        .ttl
-        .map(|t| {
-            humantime::parse_duration(&t)
-                .with_context(|| format!("--ttl {t:?} is not a duration such as 15m"))
-        })
-        .transpose()?;
+    let ttl = args.ttl.map(|t| crate::connect::duration("--ttl", &t)).transpose()?;
     let store = inbox_server::connect_store(&config).await?;
     store.migrate().await?;
     let tokens = TokenService::new(store.clone(), &config).await.map_err(anyhow::Error::msg)?;

@@ -126,6 +126,90 @@ fn bad_settings_and_arguments_are_named() {
     remove_database(&path);
 }
 
+/// A fresh empty directory under the system's temporary one.
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("agent-inbox-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// In a directory without the server's database, an operator command does not make a new
+/// one (whose keys would sign tokens the running server refuses): it says where it looked
+/// and how to point it at the right one, and creates only when told to.
+#[test]
+fn operator_commands_refuse_to_create_a_database_silently() {
+    let dir = temp_dir("no-database");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
+            .args(args)
+            .current_dir(&dir)
+            .env_remove("AGENT_INBOX_DATABASE_URL")
+            .env_remove("AGENT_INBOX_CONFIG")
+            .output()
+            .unwrap()
+    };
+    let issue = ["token", "issue", "--tenant", "demo", "--subject", "agent_alpha"];
+    for args in [&issue[..], &["keys", "list"], &["keys", "rotate"], &["migrate"]] {
+        let out = run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded: {stderr}");
+        let looked_at = dir.join("data/agent-inbox.db");
+        assert!(stderr.contains(&looked_at.display().to_string()), "{args:?}: {stderr}");
+        assert!(stderr.contains("--database-url") && stderr.contains("--create-database"), "{stderr}");
+    }
+    assert!(!dir.join("data").exists(), "nothing was created");
+    let out = run(&[&issue[..], &["--create-database"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(dir.join("data/agent-inbox.db").exists());
+    let out = run(&issue);
+    assert!(out.status.success(), "an existing database is used: {}", String::from_utf8_lossy(&out.stderr));
+    // A bare number is seconds, as in the server's settings; a misspelt setting is named.
+    let out = Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
+        .args([&issue[..], &["--ttl", "900"]].concat())
+        .current_dir(&dir)
+        .env("AGENT_INBOX_ACCESS_TOKEN_TTLL", "1h")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("AGENT_INBOX_ACCESS_TOKEN_TTLL is not a setting and is ignored; did you mean AGENT_INBOX_ACCESS_TOKEN_TTL?"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--help` of the operator commands lists only what they use, with a line for every flag
+/// and the default scopes spelled out.
+#[test]
+fn operator_help_lists_only_the_flags_used() {
+    for command in [&["migrate"][..], &["token", "issue"], &["keys", "list"], &["keys", "rotate"]] {
+        let out = agent_inbox(&[command, &["--help"]].concat());
+        let help = String::from_utf8(out.stdout).unwrap();
+        for flag in ["--listen", "--lease-default", "--tls-cert", "--cors-origins", "--log-json"] {
+            assert!(!help.contains(flag), "{command:?} --help lists {flag}:\n{help}");
+        }
+        assert!(help.contains("--database-url") && help.contains("--create-database"), "{help}");
+    }
+    let help = String::from_utf8(agent_inbox(&["token", "issue", "--help"]).stdout).unwrap();
+    assert!(help.contains("inbox.poll inbox.claim inbox.ack"), "{help}");
+    for command in [&["serve"][..], &["listen"], &["wait"], &["login"], &["service", "install"], &["mcp"]] {
+        let help = String::from_utf8(agent_inbox(&[command, &["--help"]].concat()).stdout).unwrap();
+        let mut lines = help.lines().peekable();
+        while let Some(line) = lines.next() {
+            let flag = line.trim_start();
+            if flag.starts_with("--") || flag.starts_with("-h") {
+                let described = flag.split("  ").filter(|s| !s.trim().is_empty()).count() > 1
+                    || lines
+                        .peek()
+                        .is_some_and(|next| next.starts_with("          ") && !next.trim().starts_with('-'));
+                assert!(described, "{command:?}: {flag} has no help line:\n{help}");
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_answers_waiting_long_polls_and_exits_cleanly() {
     let (url, path) = temp_database("sigterm");
@@ -182,4 +266,50 @@ async fn sigterm_answers_waiting_long_polls_and_exits_cleanly() {
     let exit = server.child.wait().unwrap();
     assert!(exit.success(), "clean exit: {exit:?}");
     remove_database(&path);
+}
+
+/// Logs written to a pipe or a file (a journal, `2> serve.log`) carry no ANSI colour codes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_to_a_pipe_have_no_colour_codes() {
+    use std::io::{BufRead, BufReader};
+    let (url, path) = temp_database("no-colour");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", &url])
+        .env("AGENT_INBOX_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (sender, lines) = std::sync::mpsc::channel::<String>();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = sender.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    let mut base = None;
+    while Instant::now() < deadline {
+        let Ok(line) = lines.recv_timeout(Duration::from_millis(100)) else {
+            if let Some(base) = &base {
+                let _ = reqwest::get(format!("{base}/healthz")).await;
+            }
+            continue;
+        };
+        if let Some(rest) = line.strip_prefix("agent-inbox listening on ") {
+            base = rest.split_whitespace().next().map(str::to_owned);
+            let _ = reqwest::get(format!("{}/healthz", base.as_deref().unwrap())).await;
+        }
+        let done = line.contains("request done");
+        seen.push(line);
+        if done {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    remove_database(&path);
+    assert!(seen.iter().any(|l| l.contains("request done")), "no request log line: {seen:?}");
+    assert!(seen.iter().all(|l| !l.contains('\u{1b}')), "colour codes in a piped log: {seen:?}");
 }

@@ -16,7 +16,9 @@ pub struct PublishRequest {
     pub event_type: String,
     /// `urgent`, `high`, `normal` (default) or `low`.
     pub priority: Option<String>,
-    /// Delayed delivery: not claimable before this time.
+    /// Delayed delivery: not claimable before this time. Also accepted as
+    /// `availability_at_utc`, the name every event answers with (seed 001's).
+    #[serde(alias = "availability_at_utc")]
     pub available_at_utc: Option<String>,
     pub expires_at_utc: Option<String>,
     /// Publishing the same key again returns the existing event instead of a second one.

@@ -268,10 +268,44 @@ pub struct ResyncResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentInboxPage {
-    pub events: Vec<EventEnvelope>,
+    pub events: Vec<AgentInboxEvent>,
     pub next_cursor: u64,
     pub has_more: bool,
     pub head_seq: u64,
+}
+
+/// An event as seed 000's routes answer it: the canonical envelope with seed 000's names
+/// beside it, so clients written to either seed read it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AgentInboxEvent {
+    #[serde(flatten)]
+    pub event: EventEnvelope,
+    /// Seed 000's name for `inbox_seq`.
+    pub sequence_number: u64,
+    /// Seed 000's single correlation id: the most specific id of `correlation` (message,
+    /// routing decision, memory update, assignment, meeting room, project, workspace,
+    /// company), if any.
+    pub correlation_id: Option<String>,
+}
+
+impl From<EventEnvelope> for AgentInboxEvent {
+    fn from(event: EventEnvelope) -> Self {
+        let c = &event.correlation;
+        let correlation_id = [
+            &c.message_id,
+            &c.routing_decision_id,
+            &c.memory_update_id,
+            &c.assignment_id,
+            &c.meeting_room_id,
+            &c.project_id,
+            &c.workspace_id,
+            &c.company_id,
+        ]
+        .into_iter()
+        .find_map(|id| id.clone());
+        AgentInboxEvent { sequence_number: event.inbox_seq, correlation_id, event }
+    }
 }
 
 /// Seed 000's single-event release body (`POST .../inbox/{event_id}/release`).

@@ -25,6 +25,16 @@ pub struct StreamSignal {
     pub delivery_id: String,
 }
 
+/// The `data:` of seed 000's SSE route (`event: inbox_updated`): the thin signal with seed
+/// 000's `cursor_hint` (the head) beside it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Seed000Signal {
+    #[serde(flatten)]
+    pub signal: StreamSignal,
+    pub cursor_hint: u64,
+}
+
 /// `POST /v1/streams/tickets` and `POST /v1/streams/cookie` (the body is optional).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

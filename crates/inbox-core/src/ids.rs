@@ -42,10 +42,12 @@ macro_rules! string_id {
                     ));
                 }
                 let allowed: fn(u8) -> bool = $allowed;
-                if let Some(bad) = value.bytes().find(|b| !allowed(*b)) {
+                // Every allowed byte is ASCII: name the first character that is not allowed
+                // (whole, not its first UTF-8 byte read as Latin-1).
+                if let Some(bad) = value.chars().find(|c| !c.is_ascii() || !allowed(*c as u8)) {
                     return Err(IdError::new(
                         $field,
-                        format!("contains {:?}; use only {}", bad as char, $hint),
+                        format!("contains {bad:?}; use only {}", $hint),
                     ));
                 }
                 Ok(Self(value))
@@ -263,6 +265,8 @@ mod tests {
         let err = RecipientId::new("agent alpha").unwrap_err();
         assert_eq!(err.field, "recipient_id");
         assert!(err.problem.contains("' '"));
+        let err = RecipientId::new("agent_m\u{ed}a").unwrap_err();
+        assert_eq!(err.problem, "contains '\u{ed}'; use only letters, digits, '_', '-', '.', ':' and '@'");
         assert!(RecipientKind::new("Agent").is_err());
         assert!(DeduplicationKey::new("msg:room_7:920155").is_ok());
         assert!(DeduplicationKey::new("two words").is_err());

@@ -38,6 +38,12 @@ pub const SCOPES: &[&str] = &[
 pub const AGENT_SCOPES: &str =
     "inbox.poll inbox.claim inbox.ack inbox.release inbox.heartbeat stream.subscribe";
 
+/// The scopes a publisher token gets when none are named.
+pub const PUBLISHER_SCOPES: &str = "events.publish rooms.write";
+
+/// The scopes an admin token gets when none are named.
+pub const ADMIN_SCOPES: &str = "admin";
+
 /// What kind of party a token speaks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -392,7 +398,8 @@ impl TokenService {
 
     /// Verifies a bearer token and returns who it speaks for.
     pub async fn verify(&self, token: &str) -> Result<Caller, AuthFailure> {
-        let header = jsonwebtoken::decode_header(token).map_err(|e| AuthFailure::Malformed(e.to_string()))?;
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|e| AuthFailure::Malformed(malformed_reason(&e)))?;
         let kid = header.kid.clone().unwrap_or_default();
         if let Some(key) = self.own_key(&kid).await? {
             let mut validation = Validation::new(Algorithm::HS256);
@@ -516,9 +523,21 @@ fn jwt_failure(err: jsonwebtoken::errors::Error) -> AuthFailure {
     match err.kind() {
         ErrorKind::ExpiredSignature => AuthFailure::Expired,
         ErrorKind::InvalidToken | ErrorKind::Base64(_) | ErrorKind::Json(_) | ErrorKind::Utf8(_) => {
-            AuthFailure::Malformed(err.to_string())
+            AuthFailure::Malformed(malformed_reason(&err))
         }
         _ => AuthFailure::Invalid(err.to_string()),
+    }
+}
+
+/// Why a token cannot even be read, in words (the library's `InvalidToken` is an enum name).
+fn malformed_reason(err: &jsonwebtoken::errors::Error) -> String {
+    use jsonwebtoken::errors::ErrorKind;
+    match err.kind() {
+        ErrorKind::InvalidToken => "it is not a JWT (three base64url parts separated by dots)".to_owned(),
+        ErrorKind::Base64(_) => "a part is not base64url".to_owned(),
+        ErrorKind::Json(_) => "its header or claims are not the JSON expected".to_owned(),
+        ErrorKind::Utf8(_) => "a part is not UTF-8".to_owned(),
+        _ => err.to_string(),
     }
 }
 

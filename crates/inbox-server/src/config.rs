@@ -144,6 +144,12 @@ pub struct Config {
     /// A comma-separated list in the environment or a flag.
     #[serde(with = "string_list")]
     pub cors_origins: Vec<String>,
+    /// Reverse proxies (CIDRs or addresses, such as `10.0.0.0/8`) whose `Forwarded`,
+    /// `X-Forwarded-For` and `X-Forwarded-Proto` are believed for the client's address (the
+    /// authentication throttle, logs) and scheme (the stream cookie's `Secure` flag); empty:
+    /// none, and those headers are ignored. A comma-separated list in the environment or a flag.
+    #[serde(with = "string_list")]
+    pub trusted_proxies: Vec<String>,
     /// How callback host names are resolved; the system resolver unless a test or an embedding
     /// application puts its own here. Not a configuration key.
     #[serde(skip)]
@@ -205,6 +211,7 @@ impl Default for Config {
             tls_cert: None,
             tls_key: None,
             cors_origins: Vec::new(),
+            trusted_proxies: Vec::new(),
             callback_resolver: crate::webhooks::ResolverOverride::default(),
         }
     }
@@ -288,6 +295,7 @@ impl Config {
         if !(Duration::from_secs(2)..=Duration::from_secs(300)).contains(&self.database_statement_timeout) {
             return bad("database_statement_timeout must be between 2s and 5m".into());
         }
+        crate::proxies::TrustedProxies::parse(&self.trusted_proxies).map_err(ConfigError)?;
         if self.lease_default < Duration::from_secs(1) || self.lease_default > self.lease_max {
             return bad(format!("lease_default must be between 1s and lease_max ({:?})", self.lease_max));
         }
@@ -430,6 +438,82 @@ fn coerce(value: &str) -> toml::Value {
     }
 }
 
+/// `AGENT_INBOX_*` variables that belong to the clients, the tests or a handler's
+/// environment, not to the server: never warned about.
+const CLIENT_VARIABLES: &[&str] = &[
+    "BENCH_MYSQL_URL",
+    "BIN",
+    "CONFIG",
+    "DELIVERY_ATTEMPT",
+    "HOME",
+    "INBOX_SEQ",
+    "LOG",
+    "LOG_JSON",
+    "PROFILE",
+    "REFRESH_TOKEN",
+    "SECRET_STORE",
+    "SERVER",
+    "STATE",
+    "TEST_MYSQL_URL",
+    "TOKEN",
+    "URL",
+];
+
+/// A warning for each `AGENT_INBOX_*` variable that names no setting (a typo is otherwise
+/// silently ignored, unlike in the TOML file), with the closest setting's variable.
+pub fn unknown_environment(env: impl IntoIterator<Item = (String, String)>) -> Vec<String> {
+    let mut known: Vec<String> =
+        toml::Table::try_from(Config::default()).map(|t| t.keys().cloned().collect()).unwrap_or_default();
+    known.extend(OPTIONAL_KEYS.iter().map(|k| k.to_string()));
+    let mut warnings: Vec<String> = env
+        .into_iter()
+        .filter_map(|(name, _)| {
+            let key = name.strip_prefix(ENV_PREFIX)?.to_owned();
+            let setting = key.to_lowercase();
+            if known.contains(&setting)
+                || CLIENT_VARIABLES.contains(&key.as_str())
+                || key.starts_with("EVENT_")
+            {
+                return None;
+            }
+            let closest = known.iter().min_by_key(|k| edit_distance(k, &setting))?;
+            Some(format!(
+                "{name} is not a setting and is ignored; did you mean {ENV_PREFIX}{}?",
+                closest.to_uppercase()
+            ))
+        })
+        .collect();
+    warnings.sort();
+    warnings
+}
+
+/// Levenshtein distance, for suggesting the setting a misspelt name meant.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+/// A duration as settings and flags take it: `90s`, `15m`, `30d`, or a bare number of
+/// seconds (`90`), the same on the server and in the clients.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    if let Ok(seconds) = text.trim().parse::<u64>() {
+        return Ok(Duration::from_secs(seconds));
+    }
+    humantime::parse_duration(text.trim()).map_err(|e| {
+        format!("{text:?} is not a duration such as 90s, 15m or 30d (or a number of seconds) ({e})")
+    })
+}
+
 /// `database_url` with any password replaced by `***`, for banners, logs and problems.
 pub fn redact_database_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
@@ -507,9 +591,7 @@ mod human_duration {
         }
         match Raw::deserialize(deserializer)? {
             Raw::Seconds(seconds) => Ok(Duration::from_secs(seconds)),
-            Raw::Text(text) => humantime::parse_duration(&text).map_err(|e| {
-                serde::de::Error::custom(format!("{text:?} is not a duration such as 90s, 15m or 30d ({e})"))
-            }),
+            Raw::Text(text) => super::parse_duration(&text).map_err(serde::de::Error::custom),
         }
     }
 }
@@ -520,6 +602,43 @@ mod tests {
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn unknown_environment_variables_are_warned_with_the_closest_setting() {
+        let warnings = unknown_environment(env(&[
+            ("AGENT_INBOX_LEASE_DEFALT", "5m"),
+            ("AGENT_INBOX_LEASE_DEFAULT", "5m"),
+            ("AGENT_INBOX_TRUSTED_PROXIES", "10.0.0.0/8"),
+            ("AGENT_INBOX_JWKS_FILE", "/etc/jwks.json"),
+            ("AGENT_INBOX_TOKEN", "t"),
+            ("AGENT_INBOX_EVENT_ID", "e"),
+            ("AGENT_INBOX_TEST_MYSQL_URL", "mysql://"),
+            ("AGENT_INBOX_LOG_JSON", "1"),
+            ("PATH", "/bin"),
+        ]));
+        assert_eq!(
+            warnings,
+            [
+                "AGENT_INBOX_LEASE_DEFALT is not a setting and is ignored; did you mean AGENT_INBOX_LEASE_DEFAULT?"
+            ]
+        );
+    }
+
+    #[test]
+    fn bare_numbers_are_seconds_in_every_source() {
+        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
+        assert!(parse_duration("soon").unwrap_err().contains("number of seconds"));
+        let dir = std::env::temp_dir().join(format!("agent-inbox-config-seconds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("config.toml");
+        std::fs::write(&file, "lease_default = \"90\"\nretention = 3600\n").unwrap();
+        let config = Config::load(Some(&file), env(&[("AGENT_INBOX_LEASE_MAX", "7200")]), []).unwrap();
+        assert_eq!(config.lease_default, Duration::from_secs(90));
+        assert_eq!(config.retention, Duration::from_secs(3600));
+        assert_eq!(config.lease_max, Duration::from_secs(7200));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -176,8 +176,7 @@ impl From<StoreError> for ApiError {
                 StatusCode::GONE,
                 "cursor_reset_required",
                 format!(
-                    "cursor {after_seq} points before retained events; rebuild your state from GET /v1/inbox/resync, then poll after {}",
-                    oldest_available_seq.get().saturating_sub(1)
+                    "cursor {after_seq} points before retained events; rebuild your state from GET /v1/inbox/resync, then poll after its resume_after_seq (the head, {head_seq} now)"
                 ),
             )
             .with("oldest_available_seq", oldest_available_seq.get())

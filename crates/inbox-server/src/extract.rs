@@ -3,9 +3,9 @@
 //! wrong type (with the field's path), a body over the limit, a missing or bad token, a
 //! spent stream ticket.
 
-use std::net::SocketAddr;
+use std::net::IpAddr;
 
-use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use inbox_core::{RecipientId, SessionId};
@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 use crate::AppState;
 use crate::auth::{AuthFailure, Caller, CallerKind};
 use crate::error::ApiError;
+use crate::proxies::ClientAddr;
 
 /// A JSON body, parsed strictly.
 #[derive(Debug)]
@@ -49,8 +50,51 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
     }
 }
 
-/// Parses JSON with errors that name the offending field.
+/// Parses JSON with errors that name the offending field. A body must be a JSON object (serde
+/// would otherwise take a struct from an array). Whole-number floats such as `5.0` are
+/// accepted where an integer is expected, as JSON Schema's `integer` (the OpenAPI document)
+/// says they are; a payload keeps its numbers exactly as sent.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return Err(ApiError::bad_request(
+            "invalid_field",
+            "the request body must be a JSON object, not an array",
+        )
+        .with("field", "body"));
+    }
+    parse_strict(bytes).or_else(|err| {
+        let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(bytes) else { return Err(err) };
+        if !whole_numbers_as_integers(&mut value) {
+            return Err(err);
+        }
+        T::deserialize(value).map_err(|_| err)
+    })
+}
+
+/// Rewrites whole-number floats outside payloads (`payload`, a room message's `body`) as
+/// integers; whether anything changed.
+fn whole_numbers_as_integers(value: &mut serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15 => {
+                *value = if f < 0.0 { Value::from(f as i64) } else { Value::from(f as u64) };
+                true
+            }
+            _ => false,
+        },
+        Value::Array(items) => {
+            items.iter_mut().fold(false, |changed, v| whole_numbers_as_integers(v) | changed)
+        }
+        Value::Object(members) => members
+            .iter_mut()
+            .filter(|(key, _)| !matches!(key.as_str(), "payload" | "body"))
+            .fold(false, |changed, (_, v)| whole_numbers_as_integers(v) | changed),
+        _ => false,
+    }
+}
+
+fn parse_strict<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
         let path = err.path().to_string();
@@ -86,16 +130,7 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let addr = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
-        if let Some(addr) = addr {
-            state.limits.auth_throttled(addr).inspect_err(|_| {
-                state.metrics.count(
-                    "agent_inbox_rate_limited_total",
-                    vec![("code", "auth_throttled".into())],
-                    1,
-                )
-            })?;
-        }
+        let addr = ClientAddr::of(&parts.extensions);
         let token = bearer(parts);
         let verified = match token {
             None => Err(AuthFailure::Missing),
@@ -104,16 +139,14 @@ impl FromRequestParts<AppState> for Caller {
         let caller = match verified {
             Ok(caller) => caller,
             Err(failure) => {
-                if let Some(addr) = addr.filter(|_| failure.is_the_callers()) {
-                    state.limits.record_auth_failure(addr);
-                }
+                let the_callers = failure.is_the_callers();
                 let err = ApiError::from(failure);
                 state.metrics.count(
                     "agent_inbox_auth_failures_total",
                     vec![("code", err.code.to_owned())],
                     1,
                 );
-                return Err(err);
+                return Err(if the_callers { refuse_auth(state, addr, err) } else { err });
             }
         };
         state.limits.admit(caller.tenant_id.as_str(), caller.subject.as_str()).inspect_err(|err| {
@@ -173,7 +206,7 @@ impl FromRequestParts<AppState> for StreamCaller {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let query = axum::extract::Query::<StreamQuery>::try_from_uri(&parts.uri)
-            .map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?
+            .map_err(|e| crate::extract::query_problem(&e))?
             .0;
         let named_session = crate::streams::session_param("session_id", query.session_id.as_deref())?;
         let last_event_id = crate::streams::last_event_id(&parts.headers, query.last_event_id.as_deref())?;
@@ -195,16 +228,30 @@ impl FromRequestParts<AppState> for StreamCaller {
     }
 }
 
+/// A refused query string as a problem naming the parameter (`field`), as body errors do.
+pub fn query_problem(rejection: &axum::extract::rejection::QueryRejection) -> ApiError {
+    let text = rejection.body_text();
+    // "Failed to deserialize query string: limit: invalid digit found in string"
+    let detail = text.strip_prefix("Failed to deserialize query string: ").unwrap_or(&text);
+    let field = detail
+        .split_once(": ")
+        .map(|(name, _)| name)
+        .filter(|name| !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        .or_else(|| detail.strip_prefix("unknown field `").and_then(|rest| rest.split('`').next()));
+    let problem = ApiError::bad_request("invalid_query", format!("the query string is refused: {detail}"));
+    match field {
+        Some(field) => problem.with("field", field.to_owned()),
+        None => problem,
+    }
+}
+
 /// Authenticates with a ticket or the stream cookie.
 async fn redeem(
     parts: &Parts,
     state: &AppState,
     ticket: Option<String>,
 ) -> Result<(Caller, Option<SessionId>, StreamAuth), ApiError> {
-    let addr = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
-    if let Some(addr) = addr {
-        state.limits.auth_throttled(addr)?;
-    }
+    let addr = ClientAddr::of(&parts.extensions);
     let (credential, presented, via) = match (ticket, stream_cookie(parts)) {
         (Some(ticket), _) => (StreamCredential::Ticket, ticket, StreamAuth::Ticket),
         (None, Some(cookie)) => (StreamCredential::Cookie, cookie.to_owned(), StreamAuth::Cookie),
@@ -227,9 +274,6 @@ async fn redeem(
         None
     };
     let Some(grant) = grant else {
-        if let Some(addr) = addr {
-            state.limits.record_auth_failure(addr);
-        }
         let err = match via {
             StreamAuth::Ticket => ApiError::unauthorized(
                 "invalid_ticket",
@@ -241,7 +285,7 @@ async fn redeem(
             ),
         };
         state.metrics.count("agent_inbox_auth_failures_total", vec![("code", err.code.to_owned())], 1);
-        return Err(err);
+        return Err(refuse_auth(state, addr, err));
     };
     let caller = Caller {
         tenant_id: grant.tenant_id,
@@ -253,6 +297,16 @@ async fn redeem(
         state.metrics.count("agent_inbox_rate_limited_total", vec![("code", err.code.to_owned())], 1)
     })?;
     Ok((caller, grant.session_id, via))
+}
+
+/// A failed authentication's answer: the refusal, or `429 auth_throttled` once the client's
+/// address has failed too often (counted as rate limited).
+fn refuse_auth(state: &AppState, addr: Option<IpAddr>, refusal: ApiError) -> ApiError {
+    let err = state.limits.refuse_auth(addr, refusal);
+    if err.code == "auth_throttled" {
+        state.metrics.count("agent_inbox_rate_limited_total", vec![("code", err.code.to_owned())], 1);
+    }
+    err
 }
 
 fn stream_cookie(parts: &Parts) -> Option<&str> {

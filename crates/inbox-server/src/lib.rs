@@ -18,6 +18,7 @@ mod middleware;
 mod nonce_writer;
 mod notifier;
 pub mod openapi;
+mod proxies;
 mod publish_batcher;
 mod routes;
 mod session_changes;
@@ -53,6 +54,7 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub tokens: Arc<TokenService>,
     limits: Arc<limits::Limits>,
+    proxies: Arc<proxies::TrustedProxies>,
     metrics: Arc<metrics::Metrics>,
     hints: Arc<hints::Hints>,
     tenant_policies: Arc<tenant_policies::TenantPolicies>,
@@ -157,12 +159,14 @@ async fn prepare(
         Err(reason) if store.ping().await.is_err() => return Err(Retry::Later(reason)),
         Err(reason) => return Err(Retry::Never(reason)),
     };
+    let proxies = proxies::TrustedProxies::parse(&config.trusted_proxies).map_err(Retry::Never)?;
     let trust = Arc::new(trust::Trust::new(&config));
     let nonces = nonce_writer::NonceWriter::start(store.clone(), metrics.clone());
     let publisher = publish_batcher::PublishBatcher::start(store.clone(), metrics.clone(), &config);
     Ok(AppState {
         store,
         limits: Arc::new(limits::Limits::new(&config)),
+        proxies: Arc::new(proxies),
         config: Arc::new(config),
         tokens: Arc::new(tokens),
         metrics,

@@ -126,6 +126,21 @@ impl Limits {
         let _ = self.auth_failures.take(&addr, Instant::now());
     }
 
+    /// The answer to a failed authentication from `addr`: `refusal` while the address has
+    /// failures left (and the failure is counted), else `429 auth_throttled`. Only failures
+    /// are throttled, so a valid credential from a throttled address (every client behind one
+    /// proxy) still works.
+    pub fn refuse_auth(&self, addr: Option<IpAddr>, refusal: ApiError) -> ApiError {
+        let Some(addr) = addr else { return refusal };
+        match self.auth_throttled(addr) {
+            Ok(()) => {
+                self.record_auth_failure(addr);
+                refusal
+            }
+            Err(throttled) => throttled,
+        }
+    }
+
     /// Reserves a long-poll or stream slot for the agent and its tenant; the slot is given back
     /// when the guard drops.
     pub fn hold_waiter(&self, tenant: &str, agent: &str) -> Result<WaiterGuard, ApiError> {

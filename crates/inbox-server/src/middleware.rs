@@ -1,9 +1,10 @@
 //! Cross-cutting request handling: HTTP/2 and TLS requests normalized, a request id on every response and log line, one log line
 //! per request, per-route metrics, and problem documents for unknown routes and methods.
 
+use std::net::SocketAddr;
 use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -12,20 +13,29 @@ use tracing::Instrument;
 use crate::AppState;
 use crate::auth::{hex, random};
 use crate::error::{ApiError, ProblemCode};
+use crate::proxies::ClientAddr;
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
 /// Gives every request the shape HTTP/1.1 handlers expect: HTTP/2 carries the authority in
-/// the URI instead of a `Host` header, and on a native TLS listener the scheme is known to be
-/// https whatever a client's `X-Forwarded-Proto` claims.
+/// the URI instead of a `Host` header. It also decides who the client is ([`ClientAddr`]) and
+/// whether it used HTTPS: on a native TLS listener it did whatever a client's
+/// `X-Forwarded-Proto` claims, and forwarding headers count only from `trusted_proxies`.
 pub async fn normalize(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    if !request.headers().contains_key(header::HOST) {
-        if let Some(host) = request.uri().authority().and_then(|a| HeaderValue::from_str(a.as_str()).ok()) {
-            request.headers_mut().insert(header::HOST, host);
-        }
+    if !request.headers().contains_key(header::HOST)
+        && let Some(host) = request.uri().authority().and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    {
+        request.headers_mut().insert(header::HOST, host);
     }
-    if state.config.tls_cert.is_some() {
+    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+    if let Some(peer) = peer {
+        let native_tls = state.config.tls_cert.is_some();
+        let client = state.proxies.apply(peer, request.headers_mut(), native_tls);
+        request.extensions_mut().insert(client);
+    } else if state.config.tls_cert.is_some() {
         request.headers_mut().insert("x-forwarded-proto", HeaderValue::from_static("https"));
+    } else {
+        request.headers_mut().remove("x-forwarded-proto");
     }
     next.run(request).await
 }
@@ -44,7 +54,8 @@ pub async fn observe(State(state): State<AppState>, request: Request, next: Next
         .map_or_else(|| hex(&random::<8>()), str::to_owned);
     let route = request.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str()).to_owned();
     let method = request.method().clone();
-    let span = tracing::info_span!("request", id = %request_id, %method, %route);
+    let client = ClientAddr::of(request.extensions()).map(|a| a.to_string()).unwrap_or_default();
+    let span = tracing::info_span!("request", id = %request_id, %method, %route, %client);
     let mut response = next.run(request).instrument(span.clone()).await;
     let elapsed = started.elapsed();
     let status = response.status().as_u16();

@@ -1,6 +1,7 @@
 //! The OpenAPI document, generated from the handlers' annotations and the wire types. A copy
 //! is checked in at `openapi.json` in the repository root; a test fails when the two differ.
 
+use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
@@ -48,11 +49,265 @@ impl Modify for BearerAuth {
     }
 }
 
-/// The document as pretty JSON, with a trailing newline.
+/// The document as pretty JSON, with a trailing newline, for the default configuration (the
+/// checked-in copy).
 pub fn document() -> String {
-    let mut json = ApiDoc::openapi().to_pretty_json().expect("the OpenAPI document serializes");
+    document_for(&crate::Config::default())
+}
+
+/// The document a server with `config` serves: bounds that are settings (the longest long
+/// poll and lease) are this server's.
+pub fn document_for(config: &crate::Config) -> String {
+    let generated = ApiDoc::openapi().to_json().expect("the OpenAPI document serializes");
+    let mut document: Value = serde_json::from_str(&generated).expect("the generated document is JSON");
+    add_error_answers(&mut document);
+    add_constraints(&mut document, config);
+    let mut json = serde_json::to_string_pretty(&document).expect("the OpenAPI document serializes");
     json.push('\n');
     json
+}
+
+const WORD: &str = "^[A-Za-z0-9_.:-]+$";
+const RECIPIENT: &str = "^[A-Za-z0-9_.:@-]+$";
+const UUID: &str = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+const LEASE_TOKEN: &str = "^lease_[0-9a-f]{32}$";
+/// Most items one request may name (the store's batch limit).
+const BATCH_MAX: u64 = 500;
+
+/// The bounds the server enforces, written into the schemas: ranges, lengths, patterns, enums
+/// and formats, so generated clients and contract tools know what is refused before sending it.
+/// Integers are JSON integers: a whole-number float such as `5.0` is refused (400
+/// `invalid_field`), as the schemas' `"type": "integer"` says.
+fn add_constraints(document: &mut Value, config: &crate::Config) {
+    let lease_max = config.lease_max.as_secs();
+    let wait_max = config.long_poll_wait_max.as_secs();
+    let ticket_ttl_max = config.stream_ticket_ttl.as_secs();
+    // Free text: no control characters (C0, DEL, C1); the server's limit is in bytes of
+    // UTF-8, which JSON Schema cannot state: `maxLength` is the same number, in characters
+    // (exact for ASCII).
+    let text = |max: u64| json!({"pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$", "maxLength": max});
+    let word = |max: u64| json!({"pattern": WORD, "minLength": 1, "maxLength": max});
+    let recipient = json!({"pattern": RECIPIENT, "minLength": 1, "maxLength": 128});
+    let event_id = json!({"format": "uuid", "pattern": UUID});
+    let lease_token = json!({"pattern": LEASE_TOKEN});
+    let limit = json!({"minimum": 1, "maximum": BATCH_MAX});
+    let seq = json!({"maximum": i64::MAX});
+    let priority = json!({"enum": ["urgent", "high", "normal", "low", null]});
+    let table: Vec<(&str, &str, Value)> = vec![
+        ("PollRequest", "tenant_id", word(64)),
+        ("PollRequest", "recipient_id", recipient.clone()),
+        ("PollRequest", "after_seq", seq.clone()),
+        ("PollRequest", "limit", limit.clone()),
+        ("PollRequest", "wait_seconds", json!({"maximum": wait_max})),
+        ("ClaimRequest", "tenant_id", word(64)),
+        ("ClaimRequest", "recipient_id", recipient.clone()),
+        ("ClaimRequest", "session_id", word(64)),
+        ("ClaimRequest", "event_ids", json!({"minItems": 1, "maxItems": BATCH_MAX})),
+        ("ClaimRequest", "event_ids/items", event_id.clone()),
+        ("ClaimRequest", "limit", limit.clone()),
+        ("ClaimRequest", "lease_seconds", json!({"minimum": 1, "maximum": lease_max})),
+        ("AcknowledgeRequest", "tenant_id", word(64)),
+        ("AcknowledgeRequest", "recipient_id", recipient.clone()),
+        ("AcknowledgeRequest", "session_id", word(64)),
+        ("AcknowledgeRequest", "acks", json!({"minItems": 1, "maxItems": BATCH_MAX})),
+        ("AckEntry", "event_id", event_id.clone()),
+        ("AckEntry", "lease_token", lease_token.clone()),
+        ("AckEntry", "result", json!({"enum": ["completed", "failed", null]})),
+        ("AckOneRequest", "lease_token", lease_token.clone()),
+        ("AckOneRequest", "result", json!({"enum": ["completed", "failed", null]})),
+        ("ReleaseRequest", "tenant_id", word(64)),
+        ("ReleaseRequest", "recipient_id", recipient.clone()),
+        ("ReleaseRequest", "event_id", event_id.clone()),
+        ("ReleaseRequest", "lease_token", lease_token.clone()),
+        ("ReleaseRequest", "retry_after_seconds", json!({"maximum": 604_800})),
+        ("ReleaseRequest", "reason", text(200)),
+        ("ReleaseOneRequest", "reason", text(200)),
+        ("ReleaseOneRequest", "lease_token", lease_token.clone()),
+        ("ReleaseOneRequest", "retry_after_seconds", json!({"maximum": 604_800})),
+        ("HeartbeatRequest", "tenant_id", word(64)),
+        ("HeartbeatRequest", "recipient_id", recipient.clone()),
+        ("HeartbeatRequest", "session_id", word(64)),
+        ("HeartbeatRequest", "leases", json!({"minItems": 1, "maxItems": BATCH_MAX})),
+        ("HeartbeatEntry", "event_id", event_id.clone()),
+        ("HeartbeatEntry", "lease_token", lease_token.clone()),
+        ("HeartbeatEntry", "extend_by_seconds", json!({"minimum": 1, "maximum": lease_max})),
+        ("PublishRequest", "tenant_id", word(64)),
+        ("PublishRequest", "recipients", json!({"minItems": 1, "maxItems": BATCH_MAX})),
+        ("PublishRequest", "recipients/items", recipient.clone()),
+        ("ParkedEventsRequest", "recipient_id", recipient.clone()),
+        ("ParkedEventsRequest", "event_ids", json!({"minItems": 1, "maxItems": BATCH_MAX})),
+        ("ParkedEventsRequest", "event_ids/items", event_id.clone()),
+        ("CreateRoomRequest", "room_id", word(64)),
+        ("CreateRoomRequest", "members/items", recipient.clone()),
+        ("RoomMembersRequest", "members", json!({"minItems": 1, "maxItems": BATCH_MAX})),
+        ("RoomMembersRequest", "members/items", recipient.clone()),
+        (
+            "PostMessageRequest",
+            "deduplication_key",
+            json!({"pattern": "^[!-~]+$", "minLength": 1, "maxLength": 200}),
+        ),
+        ("PublishRequest", "event_type", word(128)),
+        ("PublishRequest", "priority", priority.clone()),
+        ("PublishRequest", "available_at_utc", json!({"format": "date-time"})),
+        ("PublishRequest", "expires_at_utc", json!({"format": "date-time"})),
+        (
+            "PublishRequest",
+            "deduplication_key",
+            json!({"pattern": "^[!-~]+$", "minLength": 1, "maxLength": 200}),
+        ),
+        ("PublishRequest", "max_attempts", json!({"minimum": 1, "maximum": 1000})),
+        ("PostMessageRequest", "priority", priority),
+        ("SubscribeRequest", "tenant_id", word(64)),
+        ("SubscribeRequest", "last_seen_seq", seq.clone()),
+        ("SessionHeartbeatRequest", "last_seen_seq", seq),
+        ("StreamTicketRequest", "session_id", word(64)),
+        ("AgentKeyRequest", "algorithm", json!({"enum": ["ed25519", "hmac-sha256"]})),
+        ("CallbackRegistrationRequest", "callback_url", json!({"format": "uri", "pattern": "^https://"})),
+        ("CallbackRegistrationRequest", "tenant_id", word(64)),
+        ("CallbackRegistrationRequest", "recipient_id", recipient.clone()),
+        ("CallbackRegistrationRequest", "secret_id", word(64)),
+        ("CallbackRegistrationRequest", "max_rate_per_minute", json!({"minimum": 1, "maximum": 600})),
+        ("CallbackRegistrationRequest", "replay_window_seconds", json!({"minimum": 60, "maximum": 86_400})),
+        ("RotateCallbackSecretRequest", "secret_id", word(64)),
+        ("RotateCallbackSecretRequest", "overlap_seconds", json!({"maximum": 604_800})),
+        ("StreamTicketRequest", "ttl_seconds", json!({"minimum": 1, "maximum": ticket_ttl_max})),
+        ("AgentKeyRequest", "key_id", word(64)),
+        (
+            "CreateRoomRequest",
+            "name",
+            json!({"pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", "minLength": 1, "maxLength": 200}),
+        ),
+    ];
+    let schemas = &mut document["components"]["schemas"];
+    for (schema, property, constraints) in table {
+        let (property, items) = match property.strip_suffix("/items") {
+            Some(array) => (array, true),
+            None => (property, false),
+        };
+        let mut target = &mut schemas[schema]["properties"][property];
+        if items {
+            target = &mut target["items"];
+        }
+        assert!(target.is_object(), "{schema}.{property} is in the document");
+        for (key, value) in constraints.as_object().expect("constraints are an object") {
+            target[key] = value.clone();
+        }
+    }
+    // A room message is any JSON value.
+    schemas["PostMessageRequest"]["properties"]["body"] =
+        json!({"description": "The message: any JSON, at most the payload limit."});
+    // A claim names its events or asks for the next `limit`, never both.
+    schemas["ClaimRequest"]["not"] = json!({
+        "required": ["event_ids", "limit"],
+        "properties": {"event_ids": {"type": "array"}, "limit": {"type": "integer"}}
+    });
+    // Path and query parameters, by name wherever they appear.
+    let parameter_constraints: Vec<(&str, Value)> = vec![
+        ("limit", limit),
+        ("agent_id", recipient.clone()),
+        ("recipient_id", recipient),
+        ("room_id", word(64)),
+        ("session_id", word(64)),
+        ("event_id", event_id),
+        ("after_seconds", json!({"maximum": 604_800})),
+        ("after_seq", json!({"maximum": i64::MAX})),
+        ("state", json!({"enum": ["dead_letter", "quarantined"]})),
+        ("registration_id", word(64)),
+        ("key_id", word(64)),
+    ];
+    let Some(paths) = document["paths"].as_object_mut() else { return };
+    for item in paths.values_mut() {
+        for operation in item.as_object_mut().into_iter().flat_map(|o| o.values_mut()) {
+            let parameters = operation.get_mut("parameters").and_then(Value::as_array_mut);
+            for parameter in parameters.into_iter().flatten() {
+                let Some((_, constraints)) =
+                    parameter_constraints.iter().find(|(n, _)| parameter["name"] == *n)
+                else {
+                    continue;
+                };
+                for (key, value) in constraints.as_object().expect("constraints are an object") {
+                    parameter["schema"][key] = value.clone();
+                }
+            }
+        }
+    }
+}
+
+/// Operations whose body may be left out (an empty body means `{}`).
+const OPTIONAL_BODIES: &[&str] = &[
+    "/v1/streams/tickets",
+    "/v1/streams/cookie",
+    "/v1/agent-sessions/{session_id}/heartbeat",
+    "/api/v1/agents/{agent_id}/inbox/claim",
+];
+
+/// Every operation's refusals, as the server really answers them: RFC 9457 problems
+/// (`application/problem+json`, the `Problem` schema) for malformed input (400), a missing or
+/// bad token (401), a missing scope or another tenant's resource (403), an unknown id (404),
+/// an oversized or non-JSON body (413, 415), rate limits and throttles (429) and a database
+/// that is away (503), the last two with `Retry-After`. Statuses an annotation documents
+/// itself (409, 410, ...) keep their descriptions and get the problem media type.
+fn add_error_answers(document: &mut Value) {
+    let problem = json!({"schema": {"$ref": "#/components/schemas/Problem"}});
+    let retry_after = json!({"Retry-After": {
+        "description": "Seconds to wait before trying again.",
+        "required": true,
+        "schema": {"type": "integer", "minimum": 1}
+    }});
+    let Some(paths) = document["paths"].as_object_mut() else { return };
+    for (path, item) in paths.iter_mut() {
+        let Some(operations) = item.as_object_mut() else { continue };
+        for operation in operations.values_mut() {
+            if OPTIONAL_BODIES.contains(&path.as_str())
+                && let Some(body) = operation.get_mut("requestBody")
+            {
+                body["required"] = json!(false);
+            }
+            let has_body = operation.get("requestBody").is_some();
+            let has_path_params = path.contains('{');
+            let open = path == "/v1/auth/refresh";
+            let Some(responses) = operation["responses"].as_object_mut() else { continue };
+            let mut add = |status: &str, description: &str, headers: Option<&Value>| {
+                let response = responses.entry(status).or_insert_with(|| json!({"description": description}));
+                if let Some(headers) = headers {
+                    response["headers"] = headers.clone();
+                }
+            };
+            add(
+                "400",
+                "invalid_field, malformed_json, unknown_field, ...: the input is refused, with the field",
+                None,
+            );
+            if !open {
+                add(
+                    "401",
+                    "unauthorized or invalid_token: send a valid 'Authorization: Bearer <token>'",
+                    None,
+                );
+                add("403", "scope_missing or tenant_mismatch: the token may not do this", None);
+            } else {
+                add("401", "invalid_refresh_token or refresh_token_reused", None);
+            }
+            if has_path_params || has_body {
+                add("404", "no such resource (an id in the path or the body)", None);
+            }
+            if has_body {
+                add("413", "payload_too_large: the body is over the limit", None);
+                add("415", "unsupported_media_type: send the body as application/json", None);
+            }
+            add(
+                "429",
+                "rate_limited or auth_throttled: slow down for Retry-After seconds",
+                Some(&retry_after),
+            );
+            add("503", "database_unavailable: come back after Retry-After seconds", Some(&retry_after));
+            for (status, response) in responses.iter_mut() {
+                if status.as_str() >= "400" {
+                    response["content"] = json!({"application/problem+json": problem});
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -398,15 +398,12 @@ fn refuse_client(
     detail: String,
     reason: &'static str,
 ) -> ApiError {
-    if let Some(client) = client {
-        state.limits.record_auth_failure(client);
-    }
     state.metrics.count("agent_inbox_auth_failures_total", vec![("code", code.to_owned())], 1);
-    ApiError::unauthorized(code, detail).with("reason", reason)
+    state.limits.refuse_auth(client, ApiError::unauthorized(code, detail).with("reason", reason))
 }
 
 fn client_address(parts: &Parts) -> Option<IpAddr> {
-    parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|addr| addr.0.ip())
+    crate::proxies::ClientAddr::of(&parts.extensions)
 }
 
 /// What the nonce table stores: SHA-256 over the tenant, the key id and the nonce, each

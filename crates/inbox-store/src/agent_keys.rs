@@ -52,11 +52,8 @@ pub(crate) fn token_id(field: &'static str, value: String, bytes_max: usize) -> 
         return Err(refuse(format!("must be 1 to {bytes_max} characters long")));
     }
     let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':');
-    if let Some(bad) = value.bytes().find(|b| !allowed(*b)) {
-        return Err(refuse(format!(
-            "contains {:?}; use only letters, digits, '_', '-', '.' and ':'",
-            bad as char
-        )));
+    if let Some(bad) = value.chars().find(|c| !c.is_ascii() || !allowed(*c as u8)) {
+        return Err(refuse(format!("contains {bad:?}; use only letters, digits, '_', '-', '.' and ':'")));
     }
     Ok(value)
 }

@@ -388,10 +388,10 @@ pub async fn publish_refusals_change_nothing(h: &Harness) {
     let mut window = event("t1", &["alpha"], "{}");
     window.available_at = Some(now.plus_ms(10_000));
     window.expires_at = Some(now.plus_ms(5_000));
-    assert_invalid(h.store.publish(&window).await, "expires_at");
+    assert_invalid(h.store.publish(&window).await, "expires_at_utc");
     let mut stale = event("t1", &["alpha"], "{}");
     stale.expires_at = Some(now.minus_ms(1));
-    assert_invalid(h.store.publish(&stale).await, "expires_at");
+    assert_invalid(h.store.publish(&stale).await, "expires_at_utc");
     let mut attempts = event("t1", &["alpha"], "{}");
     attempts.max_attempts = Some(0);
     assert_invalid(h.store.publish(&attempts).await, "max_attempts");
@@ -455,6 +455,12 @@ pub async fn poll_after_cursor_pages_in_order(h: &Harness) {
     let page = h.store.poll_after_cursor(&poll(&inbox, 5, 10)).await.unwrap();
     assert!(page.events.is_empty());
     assert_eq!(page.next_cursor, InboxSeq(5), "an empty page keeps the cursor");
+    let ahead = h.store.poll_after_cursor(&poll(&inbox, 9, 10)).await.unwrap();
+    assert_eq!(
+        (ahead.head_seq, ahead.next_cursor),
+        (InboxSeq(5), InboxSeq(9)),
+        "a cursor past the head (a restored database) learns the real head"
+    );
     assert!(page.events.is_empty() && !page.more_available);
     assert_eq!(
         h.scalar("SELECT COUNT(*) AS n FROM agent_inbox WHERE ack_state = 'available'", &[]).await,

@@ -72,10 +72,10 @@ impl Publish {
             reference.validate()?;
         }
         self.correlation.validate()?;
-        if let (Some(available), Some(expires)) = (self.available_at, self.expires_at) {
-            if expires <= available {
-                return Err(StoreError::invalid("expires_at", "must be later than available_at"));
-            }
+        if let (Some(available), Some(expires)) = (self.available_at, self.expires_at)
+            && expires <= available
+        {
+            return Err(StoreError::invalid("expires_at_utc", "must be later than available_at_utc"));
         }
         if self.max_attempts == Some(0) || self.max_attempts.is_some_and(|n| n > 1_000) {
             return Err(StoreError::invalid("max_attempts", "must be between 1 and 1000"));

@@ -75,7 +75,7 @@ impl SqlStore {
     ) -> Result<PublishReceipt, StoreError> {
         let now = self.now();
         if publish.expires_at.is_some_and(|at| at <= now) {
-            return Err(StoreError::invalid("expires_at", "is already in the past"));
+            return Err(StoreError::invalid("expires_at_utc", "is already in the past"));
         }
         let tenant = publish.tenant_id.as_str();
         let dialect = self.dialect();

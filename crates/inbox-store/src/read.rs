@@ -42,8 +42,10 @@ impl SqlStore {
         let more_available = events.len() > query.limit as usize;
         events.truncate(query.limit as usize);
         let next_cursor = events.last().map_or(query.after_seq, |e| e.inbox_seq);
-        // Rows may have committed after the head was read; the head is never behind them.
-        let head_seq = head.head_seq.max(next_cursor);
+        // Rows may have committed after the head was read; the head is never behind them. A
+        // cursor past the head (a client ahead of a restored database) keeps its cursor but
+        // learns the real head, so it can tell.
+        let head_seq = events.last().map_or(head.head_seq, |e| head.head_seq.max(e.inbox_seq));
         Ok(PollPage { head_seq, events, next_cursor, more_available })
     }
 

@@ -44,11 +44,8 @@ impl RoomId {
             return Err(refuse(format!("must be 1 to {} characters long", Self::BYTES_MAX)));
         }
         let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':');
-        if let Some(bad) = value.bytes().find(|b| !allowed(*b)) {
-            return Err(refuse(format!(
-                "contains {:?}; use only letters, digits, '_', '-', '.' and ':'",
-                bad as char
-            )));
+        if let Some(bad) = value.chars().find(|c| !c.is_ascii() || !allowed(*c as u8)) {
+            return Err(refuse(format!("contains {bad:?}; use only letters, digits, '_', '-', '.' and ':'")));
         }
         Ok(RoomId(value))
     }

@@ -150,7 +150,9 @@ impl SqlStore {
     pub(crate) fn batch_len(&self, field: &'static str, n: usize) -> Result<(), StoreError> {
         let max = self.config().batch_events_max as usize;
         if n == 0 || n > max {
-            return Err(StoreError::invalid(field, format!("has {n} items; send between 1 and {max}")));
+            // `limit` is a number; the other fields are lists.
+            let what = if field == "limit" { format!("is {n}") } else { format!("has {n} items") };
+            return Err(StoreError::invalid(field, format!("{what}; send between 1 and {max}")));
         }
         Ok(())
     }

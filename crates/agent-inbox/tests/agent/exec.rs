@@ -101,3 +101,73 @@ async fn two_listen_processes_with_one_identity_share_the_work() {
     drop(a);
     drop(b);
 }
+
+/// An event released with `--retry-after` runs again when its retry time comes, even while
+/// the agent idles on a stream with the 5-minute poll ceiling: the agent wakes at the event's
+/// `next_retry_at`, not at the next idle poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_event_runs_again_at_its_retry_time_while_idle_on_sse() {
+    let server = Server::start(&[]).await;
+    let publisher = server.publisher_token().await;
+    let agent = server.agent_token(AGENT).await;
+    let dir = TempDir::new("retry-after-sse");
+    let script = format!(
+        r#"d='{dir}'; date +%s%N >> "$d/runs"; if [ -f "$d/retried" ]; then exit 0; fi; touch "$d/retried"; exit 75"#,
+        dir = dir.0.display()
+    );
+    let mut command = std::process::Command::new(crate::support::BIN);
+    command
+        .args(["listen", "--server", &server.base, "--state"])
+        .arg(dir.path("state.db"))
+        .args(["--exec", &script, "--log-json", "--transport", "sse", "--retry-after", "3s"])
+        .args(["--poll-max", "5m", "--reconnect-max", "1s", "--shutdown-grace", "2s"])
+        .env("AGENT_INBOX_TOKEN", &agent)
+        .env("AGENT_INBOX_HOME", &dir.0)
+        .env("AGENT_INBOX_LOG", "info,inbox_client=debug");
+    let listen = Listen::spawn_command(command);
+    wait_until("the agent subscribed", Duration::from_secs(20), || async {
+        listen.logged("subscribed", &[])
+    })
+    .await;
+    let event = server.publish(&publisher, AGENT, "t.retry", json!({})).await;
+    wait_until("the released event ran again and was acknowledged", Duration::from_secs(20), || async {
+        server.events(&agent).await.get(&event).is_some_and(|e| e["ack_state"] == "acked")
+    })
+    .await;
+    let runs: Vec<u128> = dir.lines("runs").iter().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(runs.len(), 2, "{}", listen.dump());
+    let apart = Duration::from_nanos((runs[1] - runs[0]) as u64);
+    assert!(apart >= Duration::from_millis(2_900), "ran again before its retry time: {apart:?}");
+}
+
+/// `wait --timeout` with nothing to find makes a handful of long polls, never a burst: the
+/// last part of a second is one short long poll, not `wait_seconds: 0` repeated until the
+/// deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_makes_a_few_long_polls_not_a_burst_in_its_last_second() {
+    let server = Server::start(&[]).await;
+    let agent = server.agent_token(AGENT).await;
+    let dir = TempDir::new("wait-last-second");
+    let polls = || async {
+        let text = reqwest::get(format!("{}/metrics", server.base)).await.unwrap().text().await.unwrap();
+        text.lines()
+            .filter(|l| {
+                l.starts_with("agent_inbox_long_polls_total") || l.starts_with("agent_inbox_fetches_total")
+            })
+            .filter(|l| !l.contains("kind=\"claim\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let before = polls().await;
+    let out = std::process::Command::new(crate::support::BIN)
+        .args(["wait", "--server", &server.base, "--state"])
+        .arg(dir.path("state.db"))
+        .args(["--timeout", "2500ms"])
+        .env("AGENT_INBOX_TOKEN", &agent)
+        .env("AGENT_INBOX_HOME", &dir.0)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let made = polls().await - before;
+    assert!(made <= 8.0, "wait made {made} poll requests and long-poll outcomes in 2.5 s");
+}

@@ -138,3 +138,40 @@ fn install_status_and_uninstall_go_through_systemctl_user() {
     let out = service(&dir, &dir.path("bin"), &["status"]);
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("not installed"));
 }
+
+/// `--exec ./handler.sh` is written with its absolute path and the directory `install` ran
+/// in; a handler that does not exist is refused before anything is written.
+#[test]
+#[cfg(target_os = "linux")]
+fn install_resolves_the_exec_path_and_refuses_a_missing_one() {
+    let dir = TempDir::new("service-exec-path");
+    let work = dir.path("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let handler = work.join("handle-event.sh");
+    std::fs::write(&handler, "#!/bin/sh\nexit 0\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&handler, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let run = |exec: &str| {
+        Command::new(BIN)
+            .args(["service", "install", "--dry-run", "--exec", exec])
+            .current_dir(&work)
+            .env("HOME", dir.path("home"))
+            .env("XDG_CONFIG_HOME", dir.path("config"))
+            .env("AGENT_INBOX_HOME", dir.path("agent-home"))
+            .output()
+            .unwrap()
+    };
+    let out = run("./handle-event.sh --fast");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let unit = String::from_utf8_lossy(&out.stdout);
+    let work = work.canonicalize().unwrap();
+    let exec = unit.lines().find(|l| l.starts_with("ExecStart=")).unwrap();
+    assert!(exec.contains(&format!("--exec \"{}/handle-event.sh --fast\"", work.display())), "{exec}");
+    assert!(unit.contains(&format!("WorkingDirectory={}\n", work.display())), "{unit}");
+    let out = run("./missing.sh");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("./missing.sh does not exist"), "{stderr}");
+}

@@ -53,7 +53,7 @@ pub async fn list_parked(
     params: Result<Query<ParkedParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<ParkedEventsResponse>, ApiError> {
     require_admin(&caller)?;
-    let Query(params) = params.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
+    let Query(params) = params.map_err(|e| crate::extract::query_problem(&e))?;
     let recipient = params
         .recipient_id
         .map(|id| RecipientId::new(id).map(Recipient::agent))
@@ -155,7 +155,7 @@ pub async fn inboxes(
     params: Result<Query<InboxesParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<InboxStatsResponse>, ApiError> {
     require_admin(&caller)?;
-    let Query(params) = params.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
+    let Query(params) = params.map_err(|e| crate::extract::query_problem(&e))?;
     let stats = state.store.inbox_stats(&caller.tenant_id, params.limit.unwrap_or(100)).await?;
     let now = state.store.now();
     Ok(Json(InboxStatsResponse {

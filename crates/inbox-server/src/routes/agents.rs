@@ -50,7 +50,7 @@ pub async fn inbox(
 ) -> Result<Json<AgentInboxPage>, ApiError> {
     caller.require("inbox.poll")?;
     caller.check_agent(Some(&agent_id))?;
-    let Query(query) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
+    let Query(query) = query.map_err(|e| crate::extract::query_problem(&e))?;
     let query = PollQuery {
         inbox: caller.inbox(),
         after_seq: InboxSeq::new(query.after_cursor)
@@ -62,7 +62,7 @@ pub async fn inbox(
     count_fetch(&state, &caller, "poll");
     let now = state.store.now();
     Ok(Json(AgentInboxPage {
-        events: page.events.iter().map(|e| envelope(e, now)).collect(),
+        events: page.events.iter().map(|e| envelope(e, now).into()).collect(),
         next_cursor: page.next_cursor.get(),
         has_more: page.more_available,
         head_seq: page.head_seq.get(),

@@ -1,16 +1,15 @@
 //! `POST /v1/auth/refresh`: rotating refresh tokens. No access token is needed: the refresh
 //! token is the credential, and each one works exactly once.
 
-use std::net::SocketAddr;
-
-use axum::extract::{ConnectInfo, State};
+use axum::extract::State;
 use axum::routing::post;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use inbox_api::{RefreshRequest, TokenResponse};
 
 use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
+use crate::proxies::ClientAddr;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/v1/auth/refresh", post(refresh))
@@ -20,13 +19,16 @@ pub fn router() -> Router<AppState> {
     responses((status = 200, body = TokenResponse), (status = 401, description = "invalid_refresh_token or refresh_token_reused", body = inbox_api::Problem)))]
 pub async fn refresh(
     State(state): State<AppState>,
-    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    Extension(client): Extension<ClientAddr>,
     ApiJson(request): ApiJson<RefreshRequest>,
 ) -> Result<Json<TokenResponse>, ApiError> {
-    state.limits.auth_throttled(addr.ip())?;
-    let issued = state.tokens.refresh(&request.refresh_token).await.inspect_err(|err| {
-        state.limits.record_auth_failure(addr.ip());
+    let issued = state.tokens.refresh(&request.refresh_token).await.map_err(|err| {
         state.metrics.count("agent_inbox_auth_failures_total", vec![("code", err.code.to_owned())], 1);
+        if err.status == axum::http::StatusCode::UNAUTHORIZED {
+            state.limits.refuse_auth(Some(client.0), err)
+        } else {
+            err
+        }
     })?;
     Ok(Json(TokenResponse {
         access_token: issued.access_token,

@@ -23,7 +23,7 @@ pub fn router() -> Router<AppState> {
 
 /// Publishes one event to every named agent: all inbox rows commit together, or none does.
 #[utoipa::path(post, path = "/v1/events", tag = "publishing", request_body = PublishRequest,
-    responses((status = 201, body = PublishResponse), (status = 413, description = "payload_too_large", body = inbox_api::Problem)))]
+    responses((status = 201, description = "published (at least one new event)", body = PublishResponse), (status = 200, description = "every recipient already had an event with this deduplication_key: the existing events, unchanged", body = PublishResponse), (status = 413, description = "payload_too_large", body = inbox_api::Problem)))]
 pub async fn publish(
     State(state): State<AppState>,
     caller: Caller,

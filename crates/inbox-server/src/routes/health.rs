@@ -47,6 +47,9 @@ pub(crate) fn metrics_text(metrics: &crate::metrics::Metrics) -> impl IntoRespon
     ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"))], metrics.render())
 }
 
-async fn openapi() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], crate::openapi::document())
+async fn openapi(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        crate::openapi::document_for(&state.config),
+    )
 }

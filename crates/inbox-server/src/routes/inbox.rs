@@ -469,7 +469,7 @@ pub async fn resync(
     query: Result<Query<ResyncQuery>, QueryRejection>,
 ) -> Result<Json<ResyncResponse>, ApiError> {
     caller.require("inbox.poll")?;
-    let Query(query) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
+    let Query(query) = query.map_err(|e| crate::extract::query_problem(&e))?;
     let after_seq =
         InboxSeq::new(query.after_seq).map_err(|e| ApiError::invalid_field("after_seq", e.problem))?;
     let inbox: RecipientKey = caller.inbox();

@@ -19,7 +19,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::Stream;
 use inbox_api::time::format_utc;
-use inbox_api::{StreamCookieResponse, StreamSignal, StreamTicketRequest, StreamTicketResponse};
+use inbox_api::{
+    Seed000Signal, StreamCookieResponse, StreamSignal, StreamTicketRequest, StreamTicketResponse,
+};
 use inbox_store::{StreamCredential, StreamGrant};
 use sha2::{Digest, Sha256};
 
@@ -47,30 +49,38 @@ pub fn router() -> Router<AppState> {
         (status = 409, description = "session_superseded or session_required: the tenant allows one active session per agent, and this stream does not name the agent's newest one. A stream whose session is superseded while open gets a last `session.superseded` event, then ends", body = inbox_api::Problem),
         (status = 429, description = "too_many_waiters", body = inbox_api::Problem)))]
 pub async fn sse(State(state): State<AppState>, caller: StreamCaller) -> Result<Response, ApiError> {
-    open_sse(state, caller).await
+    open_sse(state, caller, Names::Seed001).await
 }
 
 /// Seed 000's SSE route, the same stream as `GET /v1/streams/sse`.
 #[utoipa::path(get, path = "/api/v1/agents/{agent_id}/subscribe", tag = "agents (seed 000 aliases)",
     params(("agent_id" = String, Path), StreamQuery),
-    responses((status = 200, description = "text/event-stream, as GET /v1/streams/sse", body = StreamSignal, content_type = "text/event-stream")))]
+    responses((status = 200, description = "text/event-stream, as GET /v1/streams/sse, in seed 000's names: `event: inbox_updated`, data: Seed000Signal (the signal with `cursor_hint`)", body = Seed000Signal, content_type = "text/event-stream")))]
 pub async fn subscribe_alias(
     State(state): State<AppState>,
     caller: StreamCaller,
     Path(agent_id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.caller.check_agent(Some(&agent_id))?;
-    open_sse(state, caller).await
+    open_sse(state, caller, Names::Seed000).await
 }
 
-async fn open_sse(state: AppState, caller: StreamCaller) -> Result<Response, ApiError> {
+/// Whose names a stream's hints carry: seed 001's (`inbox.updated`), or seed 000's on its own
+/// route (`inbox_updated` with `cursor_hint`, beside the canonical fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Names {
+    Seed001,
+    Seed000,
+}
+
+async fn open_sse(state: AppState, caller: StreamCaller, names: Names) -> Result<Response, ApiError> {
     let (subscription, first) =
         Subscription::open(&state, &caller.caller, "sse", caller.session_id, caller.last_event_id).await?;
     let mut opening = Event::default().retry(state.config.sse_retry);
     if let Some(signal) = &first {
-        opening = hint_event(opening, signal);
+        opening = hint_event(opening, signal, names);
     }
-    let mut response = Sse::new(events(subscription, opening)).into_response();
+    let mut response = Sse::new(events(subscription, opening, names)).into_response();
     // Ask buffering proxies (nginx) to pass events through as they are written.
     response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
@@ -81,9 +91,13 @@ async fn open_sse(state: AppState, caller: StreamCaller) -> Result<Response, Api
 /// `session.superseded` event, then the end). A frame is made only when the connection asks
 /// for the next one, so a client that stops reading costs nothing but its socket buffers, and
 /// the hint it gets when it reads again is the latest head.
-fn events(subscription: Subscription, opening: Event) -> impl Stream<Item = Result<Event, Infallible>> {
+fn events(
+    subscription: Subscription,
+    opening: Event,
+    names: Names,
+) -> impl Stream<Item = Result<Event, Infallible>> {
     let start = (Some(subscription), Some(opening));
-    futures_util::stream::unfold(start, |(subscription, opening)| async move {
+    futures_util::stream::unfold(start, move |(subscription, opening)| async move {
         // No subscription: the last event went out.
         let mut subscription = subscription?;
         if let Some(event) = opening {
@@ -92,7 +106,10 @@ fn events(subscription: Subscription, opening: Event) -> impl Stream<Item = Resu
         let final_signal = loop {
             match subscription.next().await {
                 Wake::Signal(signal) => {
-                    return Some((Ok(hint_event(Event::default(), &signal)), (Some(subscription), None)));
+                    return Some((
+                        Ok(hint_event(Event::default(), &signal, names)),
+                        (Some(subscription), None),
+                    ));
                 }
                 Wake::Heartbeat => match subscription.beat().await {
                     None => {
@@ -114,9 +131,17 @@ fn events(subscription: Subscription, opening: Event) -> impl Stream<Item = Resu
     })
 }
 
-fn hint_event(event: Event, signal: &StreamSignal) -> Event {
-    let data = serde_json::to_string(signal).unwrap_or_default();
-    event.event("inbox.updated").id(signal.head_seq.to_string()).data(data)
+fn hint_event(event: Event, signal: &StreamSignal, names: Names) -> Event {
+    let event = event.id(signal.head_seq.to_string());
+    match names {
+        Names::Seed001 => {
+            event.event("inbox.updated").data(serde_json::to_string(signal).unwrap_or_default())
+        }
+        Names::Seed000 => {
+            let seed_000 = Seed000Signal { signal: signal.clone(), cursor_hint: signal.head_seq };
+            event.event("inbox_updated").data(serde_json::to_string(&seed_000).unwrap_or_default())
+        }
+    }
 }
 
 /// Mints a single-use stream ticket for the caller, valid for at most 60 s on any node.

@@ -119,6 +119,8 @@ async fn seed_000_routes_alias_the_same_handlers(backend: Backend) {
         .await;
     assert_eq!(status, StatusCode::OK, "{page}");
     assert_eq!(page["events"][0]["inbox_seq"], 2);
+    assert_eq!(page["events"][0]["sequence_number"], 2, "seed 000's name beside the canonical one");
+    assert!(page["events"][0].get("correlation_id").is_some(), "{page}");
     assert_eq!((page["next_cursor"].clone(), page["has_more"].clone()), (json!(2), json!(true)));
 
     let (status, claimed) =

@@ -14,7 +14,70 @@ both_backends!(
     resync_pages_through_open_events,
     rate_limits_answer_429_with_retry_after,
     authentication_refusals,
+    forwarding_headers_count_only_from_trusted_proxies,
+    whole_number_floats_are_integers_and_bodies_are_objects,
+    messages_name_the_wire_fields_in_plain_words,
 );
+
+/// Problems speak the wire's names and plain words: `expires_at_utc` (not an internal name),
+/// a number is not "items", a token that is not a JWT is said so (no library enum names), a
+/// query-string error names its parameter; publish takes the name events answer with.
+async fn messages_name_the_wire_fields_in_plain_words(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let publisher = server.publisher("t1").await;
+    let agent = server.agent("t1", "agent_alpha").await;
+    let (status, body) = server
+        .post(
+            "/v1/events",
+            &publisher,
+            json!({"recipients": ["agent_alpha"], "event_type": "t", "available_at_utc": "2030-01-02T00:00:00Z",
+                   "expires_at_utc": "2030-01-01T00:00:00Z"}),
+        )
+        .await;
+    assert_eq!((status, body["field"].as_str()), (StatusCode::BAD_REQUEST, Some("expires_at_utc")), "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("later than available_at_utc"), "{body}");
+    let (status, body) = server
+        .post(
+            "/v1/events",
+            &publisher,
+            json!({"recipients": ["agent_alpha"], "event_type": "t", "availability_at_utc": "2030-01-01T00:00:00Z"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "seed 001's availability_at_utc is taken on publish: {body}");
+    let (_, page) = server.post("/v1/inbox/poll-after-cursor", &agent, json!({"after_seq": 0})).await;
+    assert!(page["events"][0]["availability_at_utc"].as_str().unwrap().starts_with("2030-01-01T00:00:00"));
+    let (_, body) =
+        server.post("/v1/inbox/poll-after-cursor", &agent, json!({"after_seq": 0, "limit": 0})).await;
+    assert_eq!(body["detail"], "limit is 0; send between 1 and 500", "{body}");
+    let (_, body) = server.call(Method::GET, "/v1/inbox/head", Some("not-a-jwt"), None).await;
+    let detail = body["detail"].as_str().unwrap();
+    assert!(detail.contains("not a JWT") && !detail.contains("InvalidToken"), "{body}");
+    let (status, body) = server.call(Method::GET, "/v1/inbox/resync?limit=many", Some(&agent), None).await;
+    assert_eq!((status, body["field"].as_str()), (StatusCode::BAD_REQUEST, Some("limit")), "{body}");
+    server.stop().await;
+}
+
+/// JSON Schema's `integer` (the OpenAPI document) admits `5.0`, so the server does too; a
+/// payload keeps its numbers as sent; a body that is an array is refused, not read as a
+/// struct.
+async fn whole_number_floats_are_integers_and_bodies_are_objects(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let publisher = server.publisher("t1").await;
+    let agent = server.agent("t1", "agent_alpha").await;
+    server.publish(&publisher, &["agent_alpha"], json!({"ratio": 1.0})).await;
+    let (status, page) =
+        server.post("/v1/inbox/poll-after-cursor", &agent, json!({"after_seq": 0.0, "limit": 5.0})).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(page["events"][0]["payload"].to_string(), r#"{"ratio":1.0}"#, "the payload is untouched");
+    assert_problem(
+        &server.post("/v1/inbox/poll-after-cursor", &agent, json!({"after_seq": 0, "limit": 5.5})).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_field",
+    );
+    let (status, body) = server.post("/v1/inbox/claim", &agent, json!([null, 5])).await;
+    assert_eq!((status, body["field"].as_str()), (StatusCode::BAD_REQUEST, Some("body")), "{body}");
+    server.stop().await;
+}
 
 async fn malformed_requests_get_precise_problems_and_change_nothing(backend: Backend) {
     let server = TestServer::start_with(backend, |c| c.payload_bytes_limit = 4_096).await;
@@ -314,5 +377,66 @@ async fn authentication_refusals(backend: Backend) {
     }
     let throttled = server.call(Method::GET, "/v1/inbox/head", Some("bad"), None).await;
     assert_problem(&throttled, StatusCode::TOO_MANY_REQUESTS, "auth_throttled");
+    // Only failures are throttled: a valid caller from the same address (every client behind
+    // one proxy) is served.
+    let agent = server.agent("t1", "agent_alpha").await;
+    let (status, body) = server.call(Method::GET, "/v1/inbox/head", Some(&agent), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     server.stop().await;
+}
+
+/// `X-Forwarded-For` and `X-Forwarded-Proto` are believed from a trusted proxy only: for the
+/// failed-authentication throttle (one client's failures do not throttle another behind the
+/// same proxy) and for the stream cookie's `Secure` flag.
+async fn forwarding_headers_count_only_from_trusted_proxies(backend: Backend) {
+    let secure_cookie = |server: &TestServer, agent: String| {
+        let request = server
+            .request(Method::POST, "/v1/streams/cookie", Some(&agent), None)
+            .header("x-forwarded-proto", "https");
+        async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), StatusCode::CREATED);
+            response.headers()["set-cookie"].to_str().unwrap().contains("; Secure")
+        }
+    };
+    let bad_from = |server: &TestServer, client: &'static str| {
+        server
+            .request(Method::GET, "/v1/inbox/head", Some("bad"), None)
+            .header("x-forwarded-for", client)
+            .send()
+    };
+
+    let direct = TestServer::start_with(backend, |c| c.auth_failures_per_minute = 2).await;
+    let agent = direct.agent("t1", "agent_alpha").await;
+    assert!(!secure_cookie(&direct, agent).await, "a client's own X-Forwarded-Proto is not believed");
+    for _ in 0..2 {
+        bad_from(&direct, "198.51.100.1").await.unwrap();
+    }
+    let other = bad_from(&direct, "198.51.100.2").await.unwrap();
+    assert_eq!(
+        other.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "a client's own X-Forwarded-For is not believed"
+    );
+    direct.stop().await;
+
+    let proxied = TestServer::start_with(backend, |c| {
+        c.auth_failures_per_minute = 2;
+        c.trusted_proxies = vec!["127.0.0.0/8".into(), "::1".into()];
+    })
+    .await;
+    let agent = proxied.agent("t1", "agent_alpha").await;
+    assert!(secure_cookie(&proxied, agent).await, "the trusted proxy says the client used https");
+    for _ in 0..2 {
+        bad_from(&proxied, "198.51.100.1").await.unwrap();
+    }
+    let throttled = bad_from(&proxied, "198.51.100.1").await.unwrap();
+    assert_eq!(throttled.status(), StatusCode::TOO_MANY_REQUESTS);
+    let other = bad_from(&proxied, "198.51.100.2").await.unwrap();
+    assert_eq!(
+        other.status(),
+        StatusCode::UNAUTHORIZED,
+        "another client behind the proxy has its own budget"
+    );
+    proxied.stop().await;
 }

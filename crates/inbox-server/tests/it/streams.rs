@@ -282,7 +282,18 @@ async fn reconnecting_behind_the_head_gets_an_immediate_hint(backend: Backend) {
 
     let seed_000 =
         Sse::open(&server, "/api/v1/agents/agent_alpha/subscribe", Some(&agent), &[("last-event-id", "0")]);
-    assert_eq!(seed_000.await.next_hint(HINT_DEADLINE).await.unwrap()["head_seq"], 4);
+    // Seed 000's names on seed 000's route: `inbox_updated` with `cursor_hint`.
+    let mut seed_000 = seed_000.await;
+    let event = loop {
+        let event = seed_000.next(HINT_DEADLINE).await.expect("a hint on seed 000's route");
+        if event.event != "heartbeat" && !event.data.is_empty() {
+            break event;
+        }
+    };
+    assert_eq!(event.event, "inbox_updated");
+    let data: Value = serde_json::from_str(&event.data).unwrap();
+    assert_eq!((data["cursor_hint"].as_u64(), data["head_seq"].as_u64()), (Some(4), Some(4)), "{data}");
+    assert_eq!(event.id.as_deref(), Some("4"));
     let get = |path: &str, headers: Vec<(&'static str, &'static str)>| {
         let mut request = server.request(Method::GET, path, Some(&agent), None);
         for (name, value) in headers {
