@@ -15,6 +15,7 @@ mod config;
 pub mod conformance;
 mod db;
 mod dialect;
+mod engine;
 mod entropy;
 mod error;
 mod leases;
@@ -43,6 +44,7 @@ pub use clock::{DatabaseClock, system_now};
 pub use config::StoreConfig;
 pub use db::{ConnectOptions, DbConnection};
 pub use dialect::Dialect;
+pub use engine::{Engine, EngineReport, Product};
 pub use error::{ItemOutcome, ItemRefusal, Refusal, StoreError};
 pub use leases::{REASON_BYTES_MAX, RETRY_AFTER_MS_MAX};
 pub use model::{

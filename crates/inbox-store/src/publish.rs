@@ -152,7 +152,7 @@ impl SqlStore {
             for record in chunk {
                 push_event_values(record, &mut args);
             }
-            conn.execute(&sql, &args).await?;
+            conn.execute(&sql, &args).await.map_err(|err| self.galera_stale_head(err))?;
         }
 
         let outbox_id = if records.is_empty() {
@@ -193,6 +193,18 @@ impl SqlStore {
             })
             .collect();
         Ok(PublishReceipt { deliveries, outbox_id })
+    }
+
+    /// On Galera a head read on one member can be overtaken by a publish committing on another
+    /// before this transaction is certified; the losing transaction sometimes hears of it as a
+    /// duplicate inbox row rather than a certification conflict. Either way it is a contention
+    /// victim whose retry reads the fresh head. On one server the head lock makes a duplicate
+    /// impossible, so there it stays an error.
+    fn galera_stale_head(&self, err: StoreError) -> StoreError {
+        if self.engine().galera && crate::db::is_duplicate_key(&err) {
+            return StoreError::Contention { attempts: 1 };
+        }
+        err
     }
 
     fn new_record(
