@@ -183,3 +183,37 @@ async fn sigterm_answers_waiting_long_polls_and_exits_cleanly() {
     assert!(exit.success(), "clean exit: {exit:?}");
     remove_database(&path);
 }
+
+/// `serve` on an engine whose `FOR UPDATE SKIP LOCKED` does not skip (simulated by a forwarder
+/// in front of the real MariaDB that drops the clause) exits at once with a sentence naming the
+/// engine and the property, instead of waiting for a database that will never do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_an_engine_whose_skip_locked_does_not_skip() {
+    use inbox_store::conformance::proxy::{Forwarder, Rewrite};
+    use inbox_store::conformance::{Backend, Harness};
+    let h = Harness::new(Backend::MySql).await;
+    let forwarder =
+        Forwarder::rewriting(h.server_addr(), Rewrite { from: " FOR UPDATE SKIP LOCKED", to: "" }).await;
+    let url = h.url_through(forwarder.addr);
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", &url])
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), child)
+        .await
+        .expect("serve stops by itself within 30 s")
+        .expect("serve runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "serve must refuse the engine: {stderr}");
+    assert!(
+        stderr.contains("cannot run agent-inbox")
+            && stderr.contains("MariaDB")
+            && stderr.contains("SKIP LOCKED"),
+        "the refusal names the engine and the property: {stderr}"
+    );
+    // The same server reached directly is accepted.
+    let mut server = start(&h.url, &[]);
+    wait_ready(&reqwest::Client::new(), &server.base).await;
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+}

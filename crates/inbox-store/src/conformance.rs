@@ -175,6 +175,11 @@ impl Harness {
         format!("{scheme_user}@{addr}/{database}?ssl-mode=disabled")
     }
 
+    /// `host:port` of this harness's database server.
+    pub fn server_addr(&self) -> String {
+        host_port(&self.url)
+    }
+
     /// One integer from a query, for checks that look beneath the store's API.
     pub async fn scalar(&self, sql: &str, args: &[&str]) -> i64 {
         let args: Vec<Arg> = args.iter().map(|a| Arg::Str(a)).collect();
