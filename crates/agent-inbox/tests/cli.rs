@@ -217,3 +217,74 @@ async fn serve_refuses_an_engine_whose_skip_locked_does_not_skip() {
     let _ = server.child.kill();
     let _ = server.child.wait();
 }
+
+/// `archive export` writes the rows archived before the cut to a gzip JSON Lines file, prints
+/// their count and digest, and deletes exactly those rows; rows archived later stay. A write
+/// that fails (here the file-size limit kills the exporter mid-write) deletes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archive_export_deletes_exactly_what_it_wrote() {
+    use inbox_store::conformance::{Backend, Harness, archive_acknowledged};
+    use std::io::Read as _;
+    const DAY_MS: u64 = 86_400_000;
+    let h = Harness::new(Backend::MySql).await;
+    // Archived 70 days ago (old), then 40 days ago (recent).
+    h.clock.set(h.store.now().minus_ms(100 * DAY_MS));
+    let old = archive_acknowledged(&h, &["alpha", "beta"], 60).await;
+    let recent = archive_acknowledged(&h, &["gamma"], 150).await - old;
+    let count = |sql: &'static str| {
+        let h = &h;
+        async move { h.scalar(sql, &[]).await }
+    };
+    assert_eq!((old, recent), (120, 150));
+
+    let dir = std::env::temp_dir().join(format!("agent-inbox-export-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+
+    // A write that fails deletes nothing: a 1 KiB file-size limit stops the exporter.
+    let failed_file = dir.join("failed.jsonl.gz");
+    let failed = Command::new("sh")
+        .args(["-c", "ulimit -f 1 && exec \"$0\" \"$@\"", env!("CARGO_BIN_EXE_agent-inbox")])
+        .args(["archive", "export", "--database-url", &h.url, "--before", "30d", "--to"])
+        .arg(&failed_file)
+        .output()
+        .unwrap();
+    eprintln!("the limited export: {:?} {}", failed.status, String::from_utf8_lossy(&failed.stderr));
+    assert!(!failed.status.success(), "the export must fail: {}", String::from_utf8_lossy(&failed.stdout));
+    assert_eq!(count("SELECT COUNT(*) AS n FROM agent_inbox_archive").await, old + recent, "nothing deleted");
+
+    let file = dir.join("old.jsonl.gz");
+    let out = agent_inbox(&[
+        "archive",
+        "export",
+        "--database-url",
+        &h.url,
+        "--before",
+        "55d",
+        "--to",
+        file.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let mut lines = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&file).unwrap()).read_to_string(&mut lines).unwrap();
+    let exported: Vec<serde_json::Value> = lines.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(exported.len() as i64, old, "every old row is in the file");
+    assert!(exported.iter().all(|e| e["recipient_id"] != "gamma"), "no recent row is in the file");
+    assert!(stdout.contains(&format!("exported {old} event(s)")), "{stdout}");
+    assert!(stdout.contains(&format!("deleted {old} row(s)")), "{stdout}");
+    use sha2::Digest as _;
+    let digest: String = sha2::Sha256::digest(lines.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    assert!(stdout.contains(&digest), "the printed digest is the lines' SHA-256: {stdout}");
+    assert_eq!(
+        count("SELECT COUNT(*) AS n FROM agent_inbox_archive").await,
+        recent,
+        "exported rows are deleted"
+    );
+    assert_eq!(
+        count("SELECT COUNT(*) AS n FROM agent_inbox_archive WHERE recipient_id = 'gamma'").await,
+        recent,
+        "recent rows stay"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -130,6 +130,7 @@ fn store_config(config: &Config) -> StoreConfig {
         max_attempts_default: config.max_attempts,
         payload_bytes_limit: config.payload_bytes_limit,
         retention_ms: config.retention.as_millis() as u64,
+        archive_retention_ms: config.archive_retention.as_millis() as u64,
         ..StoreConfig::default()
     }
 }

@@ -11,6 +11,7 @@ mod agent_keys;
 mod auth;
 mod callbacks;
 mod clock;
+mod cold_storage;
 mod config;
 pub mod conformance;
 mod db;
@@ -41,6 +42,7 @@ pub use callbacks::{
     DueDelivery, NewCallbackRegistration, PreviousSecret, RegistrationId, VerificationState,
 };
 pub use clock::{DatabaseClock, system_now};
+pub use cold_storage::{ARCHIVE_BATCH_MAX, ArchiveKey, ArchivedRow, archive_key_of_line};
 pub use config::StoreConfig;
 pub use db::{ConnectOptions, DbConnection};
 pub use dialect::Dialect;

@@ -73,9 +73,13 @@ galera_suite!(
     claimers_on_two_nodes_never_share_an_event,
     publishers_on_two_nodes_keep_sequences_dense_and_in_one_order,
     signals_appear_only_after_commit,
+    cold_storage_pages_in_key_order_and_deletes_exactly_the_keys_given,
+    scavenger_prunes_the_archive_after_archive_retention,
 );
 
 conformance_suite!(
+    cold_storage_pages_in_key_order_and_deletes_exactly_the_keys_given,
+    scavenger_prunes_the_archive_after_archive_retention,
     engine_check_proves_skip_locked_and_read_committed,
     claimers_on_two_nodes_never_share_an_event,
     publishers_on_two_nodes_keep_sequences_dense_and_in_one_order,
