@@ -5,6 +5,9 @@
 #                                    member is Synced, print AGENT_INBOX_TEST_GALERA_URLS=...
 #   scripts/galera.sh status [DIR]   each member's wsrep_local_state_comment
 #   scripts/galera.sh stop [DIR]     stop the members this script started (their pid files)
+#   scripts/galera.sh kill|pause|resume|restart N [DIR]
+#                                    SIGKILL, SIGSTOP or SIGCONT member N, or start it again
+#                                    (it rejoins by state transfer; waits until it is Synced)
 #
 # DIR/urls holds the members' URLs, comma-separated (what AGENT_INBOX_TEST_GALERA_URLS takes);
 # DIR/member<N>/ holds each member's data, socket, pid file, error log and ports. Installs
@@ -16,6 +19,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 command_name="${1:-}"
+case "$command_name" in
+    kill|pause|resume|restart) member_arg="${2:-}"; shift ;;
+esac
 dir="${2:-target/galera}"
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
@@ -164,9 +170,25 @@ stop() {
     rm -f "$dir/urls"
 }
 
+signal_member() { # member, signal
+    local pid; pid="$(running_pid "$1")" || die "member $1 is not running"
+    kill "-$2" "$pid"
+    if [ "$2" = KILL ]; then while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done; fi
+}
+
+restart_member() {
+    running_pid "$1" >/dev/null && die "member $1 is still running"
+    start_member "$1"
+    wait_synced "$1" $(( $(date +%s) + start_seconds ))
+}
+
 case "$command_name" in
     start) start ;;
+    kill) signal_member "$member_arg" KILL ;;
+    pause) signal_member "$member_arg" STOP ;;
+    resume) signal_member "$member_arg" CONT ;;
+    restart) restart_member "$member_arg" ;;
     stop) stop ;;
     status) status ;;
-    *) die "usage: scripts/galera.sh start|stop|status [DIR]" ;;
+    *) die "usage: scripts/galera.sh start|stop|status [DIR], or kill|pause|resume|restart N [DIR]" ;;
 esac

@@ -466,10 +466,15 @@ pub(crate) fn is_duplicate_key(err: &StoreError) -> bool {
 }
 
 /// A Galera member that is not part of the primary component (cut off, or still joining)
-/// refuses every statement with 1047 ("WSREP has not yet prepared node for application use"):
-/// for its clients the database is unavailable until it rejoins.
+/// refuses every statement with 1047 ("WSREP has not yet prepared node for application use"),
+/// and a commit it cannot replicate with 1180 naming the primary component (the transaction is
+/// rolled back): for its clients the database is unavailable until it rejoins.
 fn is_member_unavailable(db: &dyn sqlx::error::DatabaseError) -> bool {
-    db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().is_some_and(|mysql| mysql.number() == 1047)
+    db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().is_some_and(|mysql| match mysql.number() {
+        1047 => true,
+        1180 => mysql.message().contains("Primary Component"),
+        _ => false,
+    })
 }
 
 /// Deadlock victims (on Galera also certification conflicts, reported as 1213, often at
