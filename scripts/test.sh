@@ -25,6 +25,12 @@ if ! mariadb_up; then
     mariadb_up || { echo "MariaDB did not start within 60 s" >&2; exit 1; }
 fi
 
+# systemd-analyze checks the shipped systemd unit.
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+    echo "systemd-analyze is missing; installing systemd with apt-get" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null
+fi
+
 if ! cargo nextest --version >/dev/null 2>&1; then
     cargo install --locked cargo-nextest
 fi

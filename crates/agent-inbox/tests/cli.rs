@@ -288,3 +288,31 @@ async fn archive_export_deletes_exactly_what_it_wrote() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The systemd unit shipped in `deploy/` passes `systemd-analyze verify` without a single
+/// warning (unknown keys and bad values are only warnings there), with its `ExecStart` pointed
+/// at the binary just built.
+#[test]
+fn the_shipped_systemd_unit_verifies_cleanly() {
+    let unit =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/agent-inbox.service"))
+            .expect("deploy/agent-inbox.service exists");
+    assert!(unit.contains("ExecStart=/usr/local/bin/agent-inbox serve"), "the unit runs serve");
+    let dir = std::env::temp_dir().join(format!("agent-inbox-unit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("agent-inbox.service");
+    std::fs::write(&path, unit.replace("/usr/local/bin/agent-inbox", env!("CARGO_BIN_EXE_agent-inbox")))
+        .unwrap();
+    let verified = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .output()
+        .expect("systemd-analyze runs (scripts/test.sh installs the systemd package when it is missing)");
+    let _ = std::fs::remove_dir_all(&dir);
+    let complaints =
+        String::from_utf8_lossy(&verified.stderr).into_owned() + &String::from_utf8_lossy(&verified.stdout);
+    assert!(
+        verified.status.success() && complaints.trim().is_empty(),
+        "systemd-analyze verify: {complaints}"
+    );
+}
