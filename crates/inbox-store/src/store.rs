@@ -38,7 +38,8 @@ macro_rules! with_retries {
                     if attempt <= $store.contention_retries_allowed() =>
                 {
                     $store.count_contention_retry();
-                    tokio::time::sleep($crate::store::contention_pause(attempt)).await;
+                    tokio::time::sleep($crate::store::contention_pause(attempt, $store.engine().galera))
+                        .await;
                     attempt += 1;
                 }
                 Err($crate::StoreError::Contention { .. }) => {
@@ -51,9 +52,11 @@ macro_rules! with_retries {
 }
 pub(crate) use with_retries;
 
-/// A short random pause before retrying, growing with each attempt.
-pub(crate) fn contention_pause(attempt: u32) -> Duration {
-    let ceiling_ms = 2u64.saturating_pow(attempt.min(8)).min(200);
+/// A short random pause before retrying, growing with each attempt (up to 200 ms; on Galera,
+/// where losers of a hot row meet again at every commit, up to 500 ms, to spread them out).
+pub(crate) fn contention_pause(attempt: u32, galera: bool) -> Duration {
+    let cap_ms = if galera { 500 } else { 200 };
+    let ceiling_ms = 2u64.saturating_pow(attempt.min(9)).min(cap_ms);
     Duration::from_millis(1 + (ceiling_ms as f64 * crate::entropy::unit_interval()) as u64)
 }
 
