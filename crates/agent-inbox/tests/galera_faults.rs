@@ -212,10 +212,10 @@ async fn galera_members_killed_and_paused_lose_nothing() {
     let mut tasks = Vec::new();
 
     // Publishers: one per node, each to both recipients in turn.
-    for p in 0..3 {
+    for (p, base) in bases.iter().enumerate() {
         let (client, base, token, seen, down, stop) = (
             client.clone(),
-            bases[p].clone(),
+            base.clone(),
             publisher.clone(),
             seen.clone(),
             down.clone(),
@@ -256,10 +256,10 @@ async fn galera_members_killed_and_paused_lose_nothing() {
     }
     // Competing consumers: for each recipient, one on every node.
     for (r, agent) in agents.iter().enumerate() {
-        for c in 0..3 {
+        for (c, base) in bases.iter().enumerate() {
             let (client, base, token, seen, down, stop) = (
                 client.clone(),
-                bases[c].clone(),
+                base.clone(),
                 agent.clone(),
                 seen.clone(),
                 down.clone(),
@@ -429,7 +429,7 @@ async fn galera_members_killed_and_paused_lose_nothing() {
         task.await.unwrap();
     }
 
-    let seen = seen.lock().unwrap();
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
     eprintln!(
         "{committed} publishes committed over {:?}, {} answers from nodes whose member was down, {} leases replaced",
         started.elapsed(),
