@@ -3,7 +3,8 @@
 # end-to-end, database outages on a private mariadbd, the MCP server with the Python MCP SDK,
 # the Python SDK (pytest) and the TypeScript client (Node and headless Chromium). Starts MariaDB if it is installed but not running. The MariaDB URL comes from
 # AGENT_INBOX_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test); each test creates
-# and drops its own database.
+# and drops its own database. The Galera cases run on a cluster scripts/galera.sh starts (or the
+# one AGENT_INBOX_TEST_GALERA_URLS names).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,8 +25,22 @@ if ! mariadb_up; then
     mariadb_up || { echo "MariaDB did not start within 60 s" >&2; exit 1; }
 fi
 
+# systemd-analyze checks the shipped systemd unit.
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+    echo "systemd-analyze is missing; installing systemd with apt-get" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null
+fi
+
 if ! cargo nextest --version >/dev/null 2>&1; then
     cargo install --locked cargo-nextest
+fi
+
+# A 3-member MariaDB Galera cluster for the Galera cases (about 20 s to start), unless the
+# caller names one in AGENT_INBOX_TEST_GALERA_URLS; stopped when this script ends.
+if [ -z "${AGENT_INBOX_TEST_GALERA_URLS:-}" ]; then
+    trap './scripts/galera.sh stop target/galera-test >/dev/null 2>&1 || true' EXIT
+    galera_line="$(./scripts/galera.sh start target/galera-test)"
+    export "${galera_line?}"
 fi
 
 cargo nextest run --workspace --no-fail-fast "$@"

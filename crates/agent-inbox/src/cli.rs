@@ -45,6 +45,31 @@ pub enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
+    /// Cold storage of archived events.
+    Archive {
+        #[command(subcommand)]
+        command: ArchiveCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ArchiveCommand {
+    /// Write archived events to a gzip JSON Lines file (one event with its metadata per line),
+    /// then delete from the database exactly the rows the finished file holds.
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub server: ServeArgs,
+    /// Export rows archived before this: an RFC 3339 time (2026-01-31T00:00:00Z) or an age
+    /// (90d: archived more than 90 days ago). Default: the archive_retention setting.
+    #[arg(long)]
+    pub before: Option<String>,
+    /// The file to write (it must not exist yet).
+    #[arg(long)]
+    pub to: std::path::PathBuf,
 }
 
 #[derive(Debug, Subcommand)]

@@ -4,6 +4,7 @@
 //! blocks until work exists, `service` installs `listen` as a user service, `mcp` serves the
 //! inbox as Model Context Protocol tools to a language-model client.
 
+mod archive;
 mod cli;
 mod connect;
 mod keys;
@@ -45,6 +46,9 @@ fn main() -> ExitCode {
             cli::Command::Mcp(args) => mcp::run(args).await.map(|()| ExitCode::SUCCESS),
             cli::Command::Service { command } => service::run(command).map(|()| ExitCode::SUCCESS),
             cli::Command::Keys { command } => keys::run(command).await.map(|()| ExitCode::SUCCESS),
+            cli::Command::Archive { command: cli::ArchiveCommand::Export(args) } => {
+                archive::export(args).await.map(|()| ExitCode::SUCCESS)
+            }
         }
     });
     match result {

@@ -313,3 +313,136 @@ async fn logs_to_a_pipe_have_no_colour_codes() {
     assert!(seen.iter().any(|l| l.contains("request done")), "no request log line: {seen:?}");
     assert!(seen.iter().all(|l| !l.contains('\u{1b}')), "colour codes in a piped log: {seen:?}");
 }
+
+/// `serve` on an engine whose `FOR UPDATE SKIP LOCKED` does not skip (simulated by a forwarder
+/// in front of the real MariaDB that drops the clause) exits at once with a sentence naming the
+/// engine and the property, instead of waiting for a database that will never do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_an_engine_whose_skip_locked_does_not_skip() {
+    use inbox_store::conformance::proxy::{Forwarder, Rewrite};
+    use inbox_store::conformance::{Backend, Harness};
+    let h = Harness::new(Backend::MySql).await;
+    let forwarder =
+        Forwarder::rewriting(h.server_addr(), Rewrite { from: " FOR UPDATE SKIP LOCKED", to: "" }).await;
+    let url = h.url_through(forwarder.addr);
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", &url])
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), child)
+        .await
+        .expect("serve stops by itself within 30 s")
+        .expect("serve runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "serve must refuse the engine: {stderr}");
+    assert!(
+        stderr.contains("cannot run agent-inbox")
+            && stderr.contains("MariaDB")
+            && stderr.contains("SKIP LOCKED"),
+        "the refusal names the engine and the property: {stderr}"
+    );
+    // The same server reached directly is accepted.
+    let mut server = start(&h.url, &[]);
+    wait_ready(&reqwest::Client::new(), &server.base).await;
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+}
+
+/// `archive export` writes the rows archived before the cut to a gzip JSON Lines file, prints
+/// their count and digest, and deletes exactly those rows; rows archived later stay. A write
+/// that fails (here the file-size limit kills the exporter mid-write) deletes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archive_export_deletes_exactly_what_it_wrote() {
+    use inbox_store::conformance::{Backend, Harness, archive_acknowledged};
+    use std::io::Read as _;
+    const DAY_MS: u64 = 86_400_000;
+    let h = Harness::new(Backend::MySql).await;
+    // Archived 70 days ago (old), then 40 days ago (recent).
+    h.clock.set(h.store.now().minus_ms(100 * DAY_MS));
+    let old = archive_acknowledged(&h, &["alpha", "beta"], 60).await;
+    let recent = archive_acknowledged(&h, &["gamma"], 150).await - old;
+    let count = |sql: &'static str| {
+        let h = &h;
+        async move { h.scalar(sql, &[]).await }
+    };
+    assert_eq!((old, recent), (120, 150));
+
+    let dir = std::env::temp_dir().join(format!("agent-inbox-export-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+
+    // A write that fails deletes nothing: a 1 KiB file-size limit stops the exporter.
+    let failed_file = dir.join("failed.jsonl.gz");
+    let failed = Command::new("sh")
+        .args(["-c", "ulimit -f 1 && exec \"$0\" \"$@\"", env!("CARGO_BIN_EXE_agent-inbox")])
+        .args(["archive", "export", "--database-url", &h.url, "--before", "30d", "--to"])
+        .arg(&failed_file)
+        .output()
+        .unwrap();
+    eprintln!("the limited export: {:?} {}", failed.status, String::from_utf8_lossy(&failed.stderr));
+    assert!(!failed.status.success(), "the export must fail: {}", String::from_utf8_lossy(&failed.stdout));
+    assert_eq!(count("SELECT COUNT(*) AS n FROM agent_inbox_archive").await, old + recent, "nothing deleted");
+
+    let file = dir.join("old.jsonl.gz");
+    let out = agent_inbox(&[
+        "archive",
+        "export",
+        "--database-url",
+        &h.url,
+        "--before",
+        "55d",
+        "--to",
+        file.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let mut lines = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&file).unwrap()).read_to_string(&mut lines).unwrap();
+    let exported: Vec<serde_json::Value> = lines.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(exported.len() as i64, old, "every old row is in the file");
+    assert!(exported.iter().all(|e| e["recipient_id"] != "gamma"), "no recent row is in the file");
+    assert!(stdout.contains(&format!("exported {old} event(s)")), "{stdout}");
+    assert!(stdout.contains(&format!("deleted {old} row(s)")), "{stdout}");
+    use sha2::Digest as _;
+    let digest: String = sha2::Sha256::digest(lines.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    assert!(stdout.contains(&digest), "the printed digest is the lines' SHA-256: {stdout}");
+    assert_eq!(
+        count("SELECT COUNT(*) AS n FROM agent_inbox_archive").await,
+        recent,
+        "exported rows are deleted"
+    );
+    assert_eq!(
+        count("SELECT COUNT(*) AS n FROM agent_inbox_archive WHERE recipient_id = 'gamma'").await,
+        recent,
+        "recent rows stay"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The systemd unit shipped in `deploy/` passes `systemd-analyze verify` without a single
+/// warning (unknown keys and bad values are only warnings there), with its `ExecStart` pointed
+/// at the binary just built.
+#[test]
+fn the_shipped_systemd_unit_verifies_cleanly() {
+    let unit =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/agent-inbox.service"))
+            .expect("deploy/agent-inbox.service exists");
+    assert!(unit.contains("ExecStart=/usr/local/bin/agent-inbox serve"), "the unit runs serve");
+    let dir = std::env::temp_dir().join(format!("agent-inbox-unit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("agent-inbox.service");
+    std::fs::write(&path, unit.replace("/usr/local/bin/agent-inbox", env!("CARGO_BIN_EXE_agent-inbox")))
+        .unwrap();
+    let verified = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .output()
+        .expect("systemd-analyze runs (scripts/test.sh installs the systemd package when it is missing)");
+    let _ = std::fs::remove_dir_all(&dir);
+    let complaints =
+        String::from_utf8_lossy(&verified.stderr).into_owned() + &String::from_utf8_lossy(&verified.stdout);
+    assert!(
+        verified.status.success() && complaints.trim().is_empty(),
+        "systemd-analyze verify: {complaints}"
+    );
+}

@@ -41,6 +41,10 @@ pub struct Config {
     /// How long acknowledged and other terminal events stay before archiving.
     #[serde(with = "human_duration")]
     pub retention: Duration,
+    /// How long archived events stay in the archive table before the scavenger deletes them
+    /// (`agent-inbox archive export` moves them to a file first).
+    #[serde(with = "human_duration")]
+    pub archive_retention: Duration,
     /// Longest `wait_seconds` a long poll may ask for.
     #[serde(with = "human_duration")]
     pub long_poll_wait_max: Duration,
@@ -169,6 +173,7 @@ impl Default for Config {
             lease_max: Duration::from_secs(3600),
             max_attempts: 10,
             retention: Duration::from_secs(30 * 86_400),
+            archive_retention: Duration::from_secs(90 * 86_400),
             long_poll_wait_max: Duration::from_secs(25),
             payload_bytes_limit: 256 * 1024,
             publish_linger: Duration::ZERO,
@@ -307,6 +312,9 @@ impl Config {
         }
         if self.retention < Duration::from_secs(60) {
             return bad("retention must be at least 60s".into());
+        }
+        if self.archive_retention < Duration::from_secs(3600) {
+            return bad("archive_retention must be at least 1h".into());
         }
         if self.long_poll_wait_max > Duration::from_secs(120) {
             return bad("long_poll_wait_max must be at most 120s (proxies cut longer requests)".into());

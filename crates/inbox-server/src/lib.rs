@@ -141,6 +141,7 @@ fn store_config(config: &Config) -> StoreConfig {
         max_attempts_default: config.max_attempts,
         payload_bytes_limit: config.payload_bytes_limit,
         retention_ms: config.retention.as_millis() as u64,
+        archive_retention_ms: config.archive_retention.as_millis() as u64,
         ..StoreConfig::default()
     }
 }
@@ -152,6 +153,7 @@ async fn prepare(
     shutdown: Shutdown,
 ) -> Result<AppState, Retry> {
     let store = connect(&config).await?;
+    check_engine(&store).await?;
     store.migrate().await.map_err(retry)?;
     let tokens = match TokenService::new(store.clone(), &config).await {
         Ok(tokens) => tokens,
@@ -178,6 +180,25 @@ async fn prepare(
         publisher,
         shutdown,
     })
+}
+
+/// Proves the engine keeps the promises claims rest on, before anything is migrated or served;
+/// an engine that breaks one stops the start with a sentence naming it and the property.
+async fn check_engine(store: &SqlStore) -> Result<(), Retry> {
+    let report = store.check_engine().await.map_err(retry)?;
+    tracing::info!(
+        engine = %report.engine,
+        "database engine checked: FOR UPDATE SKIP LOCKED skips locked rows and READ COMMITTED holds"
+    );
+    if report.engine.galera {
+        tracing::info!(
+            "Galera: reads wait for causality (wsrep_sync_wait), certification conflicts are retried in the store"
+        );
+    }
+    if !report.locks_checked {
+        tracing::warn!(engine = %report.engine, "the engine check found no two connections on one server (a proxy spreading connections over members?); row locking was not checked");
+    }
+    Ok(())
 }
 
 /// An unreachable database is waited for; anything else stops the start.

@@ -14,6 +14,9 @@ pub struct StoreConfig {
     pub payload_bytes_limit: usize,
     /// How long terminal events stay in `agent_inbox` before the archive takes them.
     pub retention_ms: u64,
+    /// How long archived events stay in `agent_inbox_archive` before the scavenger prunes them
+    /// (export them first: `agent-inbox archive export`).
+    pub archive_retention_ms: u64,
     /// Delay before an event whose lease expired is claimable again.
     pub backoff: BackoffPolicy,
     /// Largest number of events one poll, claim, ack or heartbeat may name or return.
@@ -32,6 +35,7 @@ impl Default for StoreConfig {
             max_attempts_default: 10,
             payload_bytes_limit: 256 * 1024,
             retention_ms: 30 * 24 * 3_600_000,
+            archive_retention_ms: 90 * 24 * 3_600_000,
             backoff: BackoffPolicy::default(),
             batch_events_max: 500,
             fanout_recipients_max: 1_000,

@@ -22,6 +22,7 @@ use crate::{
 };
 
 mod batches;
+pub mod proxy;
 mod rooms;
 mod sessions;
 mod trust;
@@ -36,6 +37,33 @@ pub use trust::*;
 pub enum Backend {
     Sqlite,
     MySql,
+    /// A MariaDB Galera cluster ([`GALERA_URLS_ENV`]): the store reaches its members through a
+    /// forwarder that sends each new connection to the next member, so one store's
+    /// connections sit on different members; [`Harness::second_node`] is on the second member.
+    Galera,
+}
+
+/// The environment variable naming the members of a Galera cluster for tests, comma-separated
+/// (`mysql://root@127.0.0.1:P1/,mysql://root@127.0.0.1:P2/,...`, as `scripts/galera.sh start`
+/// prints). The Galera cases run only when it is set.
+pub const GALERA_URLS_ENV: &str = "AGENT_INBOX_TEST_GALERA_URLS";
+
+/// The Galera members' URLs, if the environment names a cluster.
+pub fn galera_urls() -> Option<Vec<String>> {
+    let urls: Vec<String> = std::env::var(GALERA_URLS_ENV)
+        .ok()?
+        .split(',')
+        .map(|url| url.trim().trim_end_matches('/').to_owned())
+        .filter(|url| !url.is_empty())
+        .collect();
+    (!urls.is_empty()).then_some(urls)
+}
+
+/// `host:port` of a `mysql://user@host:port/...` URL.
+fn host_port(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, rest)| rest);
+    rest.split(['/', '?']).next().unwrap_or(rest).to_owned()
 }
 
 /// The environment variable naming the MariaDB/MySQL server tests use.
@@ -46,10 +74,14 @@ pub const MYSQL_URL_DEFAULT: &str = "mysql://root@127.0.0.1:3306/test";
 /// (MySQL) or deletes the file (SQLite).
 #[derive(Debug)]
 pub struct Harness {
+    pub backend: Backend,
     pub store: SqlStore,
     pub clock: Arc<ManualClock>,
     /// The URL of this harness's own database, for a second store or a host connection.
     pub url: String,
+    /// On Galera, the URL of this database on the second member.
+    second_url: Option<String>,
+    _forwarder: Option<proxy::Forwarder>,
     cleanup: Cleanup,
 }
 
@@ -66,7 +98,29 @@ impl Harness {
 
     pub async fn with_config(backend: Backend, config: StoreConfig) -> Harness {
         let name = format!("agent_inbox_t_{}", hex(&crate::entropy::random_bytes::<8>()));
+        let mut second_url = None;
+        let mut forwarder = None;
         let (url, cleanup) = match backend {
+            Backend::Galera => {
+                let members =
+                    galera_urls().unwrap_or_else(|| panic!("{GALERA_URLS_ENV} names no Galera members"));
+                assert!(members.len() >= 2, "{GALERA_URLS_ENV} must name at least two members");
+                let server_url = members[0].clone();
+                create_database(&server_url, &name).await;
+                // DDL replicates in total order, but a member applies it a moment later: wait
+                // until every member has the database before spreading connections over them.
+                for member in &members {
+                    wait_for_database(&format!("{member}/{name}")).await;
+                }
+                let spread =
+                    proxy::Forwarder::round_robin(members.iter().map(|m| host_port(m)).collect()).await;
+                let user = members[0].split_once("://").map_or("", |(_, rest)| rest);
+                let user = user.rsplit_once('@').map_or("root", |(user, _)| user);
+                let url = format!("mysql://{user}@{}/{name}", spread.addr);
+                second_url = Some(format!("{}/{name}", members[1]));
+                forwarder = Some(spread);
+                (url, Cleanup::DropDatabase { server_url, database: name })
+            }
             Backend::MySql => {
                 let server_url =
                     std::env::var(MYSQL_URL_ENV).unwrap_or_else(|_| MYSQL_URL_DEFAULT.to_owned());
@@ -101,13 +155,13 @@ impl Harness {
             .await
             .expect("connect to the test database");
         store.migrate().await.expect("migrate the test database");
-        Harness { store, clock, url, cleanup }
+        Harness { backend, store, clock, url, second_url, _forwarder: forwarder, cleanup }
     }
 
     /// A second store on the same database, as a second service node would have.
     pub async fn second_node(&self) -> SqlStore {
         SqlStore::connect_with_clock(
-            &ConnectOptions::new(&self.url),
+            &ConnectOptions::new(self.second_url.as_deref().unwrap_or(&self.url)),
             self.store.config().clone(),
             self.clock.clone(),
         )
@@ -119,6 +173,19 @@ impl Harness {
     pub async fn execute_raw(&self, sql: &str) {
         let mut pooled = self.store.pools().writer().await.expect("a connection");
         pooled.conn().execute_raw(sql).await.expect(sql);
+    }
+
+    /// This harness's database reached through `addr` (`host:port`, a forwarder in front of
+    /// the same server), in clear text so a forwarder can read the SQL.
+    pub fn url_through(&self, addr: std::net::SocketAddr) -> String {
+        let (scheme_user, _) = self.url.rsplit_once('@').expect("a MySQL URL names its user");
+        let database = self.url.rsplit_once('/').map_or("", |(_, db)| db);
+        format!("{scheme_user}@{addr}/{database}?ssl-mode=disabled")
+    }
+
+    /// `host:port` of this harness's database server.
+    pub fn server_addr(&self) -> String {
+        host_port(&self.url)
     }
 
     /// One integer from a query, for checks that look beneath the store's API.
@@ -162,6 +229,38 @@ impl Drop for Harness {
                     eprintln!("could not drop test database {}", self.url);
                 }
             }
+        }
+    }
+}
+
+async fn create_database(server_url: &str, name: &str) {
+    let server = SqlStore::connect(&ConnectOptions::new(server_url), StoreConfig::default())
+        .await
+        .unwrap_or_else(|err| panic!("cannot reach the database server at {server_url}: {err}"));
+    let mut pooled = server.pools().writer().await.expect("a server connection");
+    pooled
+        .conn()
+        .execute_raw(&format!("CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"))
+        .await
+        .expect("create a test database");
+    drop(pooled);
+    server.close().await;
+}
+
+/// Waits (at most 30 s) until a connection to `url`'s database succeeds.
+async fn wait_for_database(url: &str) {
+    use sqlx::Connection as _;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match sqlx::MySqlConnection::connect(url).await {
+            Ok(conn) => {
+                let _ = conn.close().await;
+                return;
+            }
+            Err(err) if std::time::Instant::now() >= deadline => {
+                panic!("{url} never became reachable: {err}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     }
 }
@@ -350,8 +449,19 @@ pub async fn deduplication_sees_commits_after_the_host_snapshot(h: &Harness) {
             // Establish the snapshot before the other publish commits.
             sqlx::query("SELECT COUNT(*) FROM agent_inbox").execute(&mut *tx).await.unwrap();
             let first = h.store.publish(&publish).await.unwrap();
-            let again = h.store.publish_in(&mut *tx, &publish).await.unwrap();
-            tx.commit().await.unwrap();
+            let mut again = host_publish(h, &mut tx, &publish).await;
+            // On Galera the host's transaction, whose head lock the other member's commit
+            // overrode, may be a certification victim (at a statement or at COMMIT): the host
+            // retries it, as it would a deadlock victim.
+            for _ in 0..5 {
+                if again.is_ok() || h.backend != Backend::Galera {
+                    break;
+                }
+                drop(tx);
+                tx = conn.begin().await.unwrap();
+                again = host_publish(h, &mut tx, &publish).await;
+            }
+            let again = again.expect("publish in the host transaction");
             assert_eq!(
                 again.deliveries,
                 vec![Delivery { deduplicated: true, ..first.deliveries[0].clone() }]
@@ -368,6 +478,17 @@ pub async fn deduplication_sees_commits_after_the_host_snapshot(h: &Harness) {
     };
     assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox", &[]).await, 1);
     assert_eq!(h.store.head(&inbox_of("t1", "alpha")).await.unwrap().head_seq, first.deliveries[0].inbox_seq);
+}
+
+/// One publish in a host transaction, committed; `Err` says why either step failed.
+async fn host_publish(
+    h: &Harness,
+    tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
+    publish: &Publish,
+) -> Result<crate::PublishReceipt, String> {
+    let receipt = h.store.publish_in(&mut **tx, publish).await.map_err(|e| e.to_string())?;
+    sqlx::raw_sql("COMMIT").execute(&mut **tx).await.map_err(|e| e.to_string())?;
+    Ok(receipt)
 }
 
 /// Bad publishes are refused with the field named, and leave nothing behind.
@@ -1395,4 +1516,211 @@ async fn futures_join(tasks: Vec<tokio::task::JoinHandle<()>>) {
             std::panic::resume_unwind(err.into_panic());
         }
     }
+}
+
+// ---- the engine, and two nodes on (possibly) two members ----
+
+/// The engine check passes on every supported backend and names what it found; on Galera the
+/// store reads with `wsrep_sync_wait`.
+pub async fn engine_check_proves_skip_locked_and_read_committed(h: &Harness) {
+    let report = h.store.check_engine().await.expect("a supported engine passes the check");
+    assert!(report.locks_checked, "two probe connections reached one server");
+    let engine = h.store.engine();
+    match h.backend {
+        Backend::Sqlite => assert_eq!(engine.product, crate::Product::Sqlite),
+        Backend::MySql => assert!(!engine.galera, "{engine}"),
+        Backend::Galera => {
+            assert!(engine.galera, "{engine} is detected as a Galera member");
+            assert!(engine.to_string().contains("Galera"), "{engine}");
+            let sync_wait = h.scalar("SELECT CAST(@@wsrep_sync_wait AS SIGNED) AS n", &[]).await;
+            assert_eq!(sync_wait, i64::from(crate::engine::GALERA_SYNC_WAIT));
+        }
+    }
+    // Nothing is left behind in the probe table.
+    if h.store.dialect() == Dialect::MySql {
+        assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox_engine_probe", &[]).await, 0);
+    }
+}
+
+/// Claimers on two nodes (on Galera, two members, where row locks do not reach across) never
+/// hold one event at once, every acknowledgement made right after a claim finds its lease, and
+/// every event is acknowledged exactly once. On Galera, the loser of two claims of one row fails
+/// certification at COMMIT and is retried inside the store; no lease it returned is unreal.
+pub async fn claimers_on_two_nodes_never_share_an_event(h: &Harness) {
+    const EVENTS: usize = 200;
+    const WORKERS_PER_NODE: usize = 4;
+    let inbox = inbox_of("t1", "shared");
+    for n in 0..EVENTS {
+        h.store.publish(&event("t1", &["shared"], &format!("{{\"n\":{n}}}"))).await.unwrap();
+    }
+    let second = h.second_node().await;
+    let holders: Arc<Mutex<HashMap<EventId, usize>>> = Arc::default();
+    let acked: Arc<Mutex<HashMap<EventId, u32>>> = Arc::default();
+    let mut tasks = Vec::new();
+    for worker in 0..2 * WORKERS_PER_NODE {
+        let store = if worker % 2 == 0 { h.store.clone() } else { second.clone() };
+        let (inbox, holders, acked) = (inbox.clone(), holders.clone(), acked.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut idle_rounds = 0;
+            while idle_rounds < 3 {
+                let claimed = store.claim_next(&claim_next(&inbox, 5)).await.expect("claim");
+                if claimed.is_empty() {
+                    idle_rounds += 1;
+                    continue;
+                }
+                idle_rounds = 0;
+                for c in &claimed {
+                    if let Some(other) = holders.lock().unwrap().insert(c.event.event_id, worker) {
+                        panic!("event {} held by workers {other} and {worker} at once", c.event.event_id);
+                    }
+                }
+                let items: Vec<AckItem> = claimed
+                    .iter()
+                    .map(|c| AckItem {
+                        event_id: c.event.event_id,
+                        lease_token: c.lease_token.clone(),
+                        result: AckResult::Completed,
+                    })
+                    .collect();
+                let outcomes = store
+                    .acknowledge(&Acknowledge { inbox: inbox.clone(), items })
+                    .await
+                    .expect("acknowledge");
+                for (outcome, c) in outcomes.iter().zip(&claimed) {
+                    outcome.as_ref().unwrap_or_else(|e| panic!("the lease just granted was refused: {e}"));
+                    holders.lock().unwrap().remove(&c.event.event_id);
+                    *acked.lock().unwrap().entry(c.event.event_id).or_default() += 1;
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let acked = acked.lock().unwrap();
+    assert_eq!(acked.len(), EVENTS, "every event acknowledged");
+    assert!(acked.values().all(|n| *n == 1), "each event acknowledged once");
+    eprintln!(
+        "contention retries: {} on the first node, {} on the second",
+        h.store.contention_retries(),
+        second.contention_retries()
+    );
+}
+
+/// Publishers on two nodes (on Galera, two members) fanning out to the same two inboxes: each
+/// inbox's sequence is dense, and both inboxes list the publishes in one order (commit order).
+pub async fn publishers_on_two_nodes_keep_sequences_dense_and_in_one_order(h: &Harness) {
+    const PER_PUBLISHER: usize = 40;
+    let second = h.second_node().await;
+    let mut tasks = Vec::new();
+    for publisher in 0..4 {
+        let store = if publisher % 2 == 0 { h.store.clone() } else { second.clone() };
+        tasks.push(tokio::spawn(async move {
+            let mut seqs = Vec::new();
+            for n in 0..PER_PUBLISHER {
+                let receipt = store
+                    .publish(&event("t1", &["left", "right"], &format!("{{\"p\":{publisher},\"n\":{n}}}")))
+                    .await
+                    .expect("publish");
+                let seq_of = |name: &str| {
+                    receipt.deliveries.iter().find(|d| d.recipient == agent(name)).unwrap().inbox_seq.get()
+                };
+                seqs.push((seq_of("left"), seq_of("right")));
+            }
+            seqs
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        let seqs = task.await.unwrap();
+        assert!(seqs.windows(2).all(|w| w[0].0 < w[1].0), "one publisher's events keep its order");
+        all.extend(seqs);
+    }
+    all.sort();
+    let total = 4 * PER_PUBLISHER as u64;
+    assert_eq!(all.iter().map(|s| s.0).collect::<Vec<_>>(), (1..=total).collect::<Vec<_>>(), "left is dense");
+    assert_eq!(
+        all.iter().map(|s| s.1).collect::<Vec<_>>(),
+        (1..=total).collect::<Vec<_>>(),
+        "right is dense and in the same order as left"
+    );
+    // A read right after, on the other node, sees every commit.
+    let page = second.poll_after_cursor(&poll(&inbox_of("t1", "right"), 0, 500)).await.unwrap();
+    assert_eq!(page.events.len() as u64, total);
+}
+
+// ---- cold storage ----
+
+/// Publishes `n` events to each of `recipients` (tenant `t1`), acknowledges them all, moves the
+/// clock past retention and lets the scavenger archive them; returns how many rows the archive
+/// holds.
+pub async fn archive_acknowledged(h: &Harness, recipients: &[&str], n: usize) -> i64 {
+    for name in recipients {
+        let inbox = inbox_of("t1", name);
+        for i in 0..n {
+            publish_to(h, "t1", name, &format!("{{\"n\":{i}}}")).await;
+        }
+        let claimed = h.store.claim_next(&claim_next(&inbox, n as u32)).await.unwrap();
+        for c in &claimed {
+            h.store.acknowledge(&ack_of(&inbox, c)).await.unwrap();
+        }
+    }
+    h.clock.advance_ms(h.store.config().retention_ms + 1);
+    while h.store.scavenge(500).await.unwrap().archived > 0 {}
+    h.scalar("SELECT COUNT(*) AS n FROM agent_inbox_archive", &[]).await
+}
+
+/// An export pages through the rows archived before a time in key order, each with all its
+/// metadata; deleting the keys it read removes exactly those rows, and rows archived later stay.
+pub async fn cold_storage_pages_in_key_order_and_deletes_exactly_the_keys_given(h: &Harness) {
+    assert_eq!(archive_acknowledged(h, &["alpha", "beta"], 7).await, 14);
+    let before = h.store.now().plus_ms(1);
+    h.clock.advance_ms(10);
+    // Archived after `before`: must survive the export.
+    assert_eq!(archive_acknowledged(h, &["gamma"], 3).await, 17);
+
+    let mut rows = Vec::new();
+    let mut after = None;
+    loop {
+        let page = h.store.archived_page(before, after.as_ref(), 4).await.unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some(last.key.clone());
+        rows.extend(page);
+    }
+    assert_eq!(rows.len(), 14);
+    let keys: Vec<crate::ArchiveKey> = rows.iter().map(|r| r.key.clone()).collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted, "pages come in key order without repeats");
+    sorted.dedup();
+    assert_eq!(sorted.len(), 14);
+    let first = &rows[0].columns;
+    assert_eq!(first["recipient_id"], "alpha");
+    assert_eq!(first["ack_state"], "acked");
+    assert_eq!(first["event_id"].as_str().map(str::len), Some(32), "binary ids as hex");
+    assert!(first.contains_key("archived_at_utc") && first.contains_key("payload_json"));
+    assert_eq!(crate::archive_key_of_line(first).as_ref(), Some(&keys[0]));
+
+    // Deleting half the keys removes exactly those; a key archived after `before` is kept.
+    let (gone, kept) = keys.split_at(5);
+    assert_eq!(h.store.delete_archived(before, gone).await.unwrap(), 5);
+    assert_eq!(h.store.delete_archived(before, gone).await.unwrap(), 0, "deleting again changes nothing");
+    assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox_archive", &[]).await, 12);
+    let left = h.store.archived_page(before, None, 100).await.unwrap();
+    assert_eq!(left.iter().map(|r| r.key.clone()).collect::<Vec<_>>(), kept);
+    let late = h.store.archived_page(h.store.now().plus_ms(1), None, 100).await.unwrap();
+    let late_key = late.iter().find(|r| r.key.recipient_id == "gamma").unwrap().key.clone();
+    assert_eq!(h.store.delete_archived(before, &[late_key]).await.unwrap(), 0, "archived after the cut");
+}
+
+/// The scavenger prunes archived rows once they are older than `archive_retention`, at most
+/// one batch per pass, and never younger ones.
+pub async fn scavenger_prunes_the_archive_after_archive_retention(h: &Harness) {
+    assert_eq!(archive_acknowledged(h, &["alpha"], 6).await, 6);
+    h.clock.advance_ms(h.store.config().archive_retention_ms - 1);
+    assert_eq!(h.store.scavenge(4).await.unwrap().pruned, 0, "not old enough yet");
+    h.clock.advance_ms(2);
+    assert_eq!(h.store.scavenge(4).await.unwrap().pruned, 4, "one bounded batch");
+    assert_eq!(h.store.scavenge(4).await.unwrap().pruned, 2);
+    assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox_archive", &[]).await, 0);
 }

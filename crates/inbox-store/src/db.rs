@@ -13,6 +13,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{Connection as _, Executor as _, Row as _};
 
+use crate::engine::{Engine, Product};
 use crate::{Dialect, StoreError};
 
 /// A value bound to a `?` placeholder.
@@ -266,8 +267,8 @@ impl Pooled {
 /// separate pool that WAL lets run beside the writer.
 #[derive(Debug, Clone)]
 pub(crate) enum Pools {
-    MySql { pool: MySqlPool, statement_timeout: Option<Duration> },
-    Sqlite { writer: SqlitePool, reader: SqlitePool },
+    MySql { pool: MySqlPool, statement_timeout: Option<Duration>, engine: Engine },
+    Sqlite { writer: SqlitePool, reader: SqlitePool, engine: Engine },
 }
 
 /// How the store reaches its database.
@@ -310,9 +311,17 @@ impl Pools {
                 .map_err(|err| StoreError::invalid("database_url", err.to_string()))?;
             // One plain connection first: a pool that cannot connect reports only that it timed
             // out, while this names the cause (refused, unknown host, access denied, ...).
-            let probe = MySqlConnection::connect_with(&connect).await.map_err(StoreError::Unavailable)?;
+            let mut probe = MySqlConnection::connect_with(&connect).await.map_err(StoreError::Unavailable)?;
+            let engine = crate::engine::detect_mysql(&mut probe).await.map_err(StoreError::Unavailable)?;
             let _ = probe.close().await;
             let lock_wait = options.lock_wait_timeout_seconds.max(1);
+            // On a Galera member, reads and updates wait until the member has applied every
+            // write set committed anywhere before them (see `engine.rs`).
+            let sync_wait = if engine.galera {
+                format!(", SESSION wsrep_sync_wait = {}", crate::engine::GALERA_SYNC_WAIT)
+            } else {
+                String::new()
+            };
             let pool = MySqlPoolOptions::new()
                 .max_connections(options.connections_max.max(1))
                 .acquire_timeout(options.acquire_timeout)
@@ -329,12 +338,13 @@ impl Pools {
                     })
                 })
                 .after_connect(move |conn, _meta| {
+                    let sync_wait = sync_wait.clone();
                     Box::pin(async move {
                         // Claims use SKIP LOCKED; READ COMMITTED takes record locks only, so
                         // claimers never gap-lock the inserts of concurrent publishers.
                         conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED").await?;
                         let session = format!(
-                            "SET SESSION innodb_lock_wait_timeout = {lock_wait}, SESSION time_zone = '+00:00'"
+                            "SET SESSION innodb_lock_wait_timeout = {lock_wait}, SESSION time_zone = '+00:00'{sync_wait}"
                         );
                         conn.execute(session.as_str()).await?;
                         Ok(())
@@ -343,7 +353,7 @@ impl Pools {
                 .connect_with(connect)
                 .await
                 .map_err(StoreError::Unavailable)?;
-            return Ok(Pools::MySql { pool, statement_timeout: options.statement_timeout });
+            return Ok(Pools::MySql { pool, statement_timeout: options.statement_timeout, engine });
         }
         if url.starts_with("sqlite:") {
             let connect = SqliteConnectOptions::from_str(url)
@@ -365,7 +375,13 @@ impl Pools {
                 .connect_with(connect.read_only(true))
                 .await
                 .map_err(StoreError::Unavailable)?;
-            return Ok(Pools::Sqlite { writer, reader });
+            let version: String = sqlx::query_scalar("SELECT sqlite_version()")
+                .fetch_one(&reader)
+                .await
+                .map_err(StoreError::Unavailable)?;
+            let engine =
+                Engine { product: Product::Sqlite, version, galera: false, group_replication: false };
+            return Ok(Pools::Sqlite { writer, reader, engine });
         }
         Err(StoreError::invalid(
             "database_url",
@@ -380,11 +396,17 @@ impl Pools {
         }
     }
 
+    pub(crate) fn engine(&self) -> &Engine {
+        match self {
+            Pools::MySql { engine, .. } | Pools::Sqlite { engine, .. } => engine,
+        }
+    }
+
     /// A transaction that may write. On SQLite it takes the write lock at once
     /// (`BEGIN IMMEDIATE`), so a read-then-write transaction never fails to upgrade.
     pub(crate) async fn begin(&self) -> Result<Tx, StoreError> {
         Ok(match self {
-            Pools::MySql { pool, statement_timeout } => {
+            Pools::MySql { pool, statement_timeout, .. } => {
                 Tx::MySql(within(*statement_timeout, pool.begin()).await?, *statement_timeout)
             }
             Pools::Sqlite { writer, .. } => Tx::Sqlite(writer.begin_with("BEGIN IMMEDIATE").await?),
@@ -394,7 +416,7 @@ impl Pools {
     /// A connection for single autocommit writes.
     pub(crate) async fn writer(&self) -> Result<Pooled, StoreError> {
         Ok(match self {
-            Pools::MySql { pool, statement_timeout } => {
+            Pools::MySql { pool, statement_timeout, .. } => {
                 Pooled::MySql(pool.acquire().await?, *statement_timeout)
             }
             Pools::Sqlite { writer, .. } => Pooled::Sqlite(writer.acquire().await?),
@@ -404,7 +426,7 @@ impl Pools {
     /// A connection for reads that never block writers.
     pub(crate) async fn reader(&self) -> Result<Pooled, StoreError> {
         Ok(match self {
-            Pools::MySql { pool, statement_timeout } => {
+            Pools::MySql { pool, statement_timeout, .. } => {
                 Pooled::MySql(pool.acquire().await?, *statement_timeout)
             }
             Pools::Sqlite { reader, .. } => Pooled::Sqlite(reader.acquire().await?),
@@ -414,7 +436,7 @@ impl Pools {
     pub(crate) async fn close(&self) {
         match self {
             Pools::MySql { pool, .. } => pool.close().await,
-            Pools::Sqlite { writer, reader } => {
+            Pools::Sqlite { writer, reader, .. } => {
                 writer.close().await;
                 reader.close().await;
             }
@@ -431,12 +453,32 @@ impl From<sqlx::Error> for StoreError {
             | sqlx::Error::Tls(_)
             | sqlx::Error::WorkerCrashed => StoreError::Unavailable(err),
             sqlx::Error::Database(db) if is_contention(db.as_ref()) => StoreError::Contention { attempts: 1 },
+            sqlx::Error::Database(db) if is_member_unavailable(db.as_ref()) => StoreError::Unavailable(err),
             _ => StoreError::Database(err),
         }
     }
 }
 
-/// Deadlock victims, lock-wait timeouts and a busy SQLite file: retrying the whole
+/// A duplicate key (MySQL 1062, ER_DUP_ENTRY).
+pub(crate) fn is_duplicate_key(err: &StoreError) -> bool {
+    matches!(err, StoreError::Database(sqlx::Error::Database(db))
+        if db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().is_some_and(|mysql| mysql.number() == 1062))
+}
+
+/// A Galera member that is not part of the primary component (cut off, or still joining)
+/// refuses every statement with 1047 ("WSREP has not yet prepared node for application use"),
+/// and a commit it cannot replicate with 1180 naming the primary component (the transaction is
+/// rolled back): for its clients the database is unavailable until it rejoins.
+fn is_member_unavailable(db: &dyn sqlx::error::DatabaseError) -> bool {
+    db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().is_some_and(|mysql| match mysql.number() {
+        1047 => true,
+        1180 => mysql.message().contains("Primary Component"),
+        _ => false,
+    })
+}
+
+/// Deadlock victims (on Galera also certification conflicts, reported as 1213, often at
+/// COMMIT), lock-wait timeouts and a busy SQLite file: retrying the whole
 /// transaction is the documented remedy for each.
 fn is_contention(db: &dyn sqlx::error::DatabaseError) -> bool {
     if let Some(mysql) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {

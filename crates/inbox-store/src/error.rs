@@ -64,6 +64,12 @@ pub enum StoreError {
     #[error("the database is unreachable: {0}")]
     Unavailable(#[source] sqlx::Error),
 
+    /// The engine broke a property claims rely on (see `SqlStore::check_engine`).
+    #[error(
+        "the database engine {engine} cannot run agent-inbox: {property}; use MySQL 8.0+ or MariaDB 10.6+ (alone, in a Galera cluster or in Group Replication)"
+    )]
+    EngineRefused { engine: String, property: String },
+
     #[error("schema migration failed: {0}")]
     Migration(String),
 

@@ -11,10 +11,12 @@ mod agent_keys;
 mod auth;
 mod callbacks;
 mod clock;
+mod cold_storage;
 mod config;
 pub mod conformance;
 mod db;
 mod dialect;
+mod engine;
 mod entropy;
 mod error;
 mod leases;
@@ -41,9 +43,11 @@ pub use callbacks::{
     DueDelivery, NewCallbackRegistration, PreviousSecret, RegistrationId, VerificationState,
 };
 pub use clock::{DatabaseClock, system_now};
+pub use cold_storage::{ARCHIVE_BATCH_MAX, ArchiveKey, ArchivedRow, archive_key_of_line};
 pub use config::StoreConfig;
 pub use db::{ConnectOptions, DbConnection};
 pub use dialect::Dialect;
+pub use engine::{Engine, EngineReport, Product};
 pub use error::{ItemOutcome, ItemRefusal, Refusal, StoreError};
 pub use leases::{REASON_BYTES_MAX, RETRY_AFTER_MS_MAX};
 pub use model::{

@@ -63,6 +63,21 @@ const SQLITE: &[Migration] = &[
 const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS agent_inbox_migrations (\
     version BIGINT NOT NULL PRIMARY KEY, name VARCHAR(128) NOT NULL, applied_at_utc BIGINT NOT NULL)";
 
+/// The row lock that serializes migrations across Galera members.
+const GALERA_LOCK_TABLE: &str = "CREATE TABLE IF NOT EXISTS agent_inbox_migration_lock (\
+    lock_id INT NOT NULL PRIMARY KEY, holder VARCHAR(128) NOT NULL, expires_at_utc BIGINT NOT NULL)";
+const GALERA_UNLOCK: &str = "DELETE FROM agent_inbox_migration_lock WHERE lock_id = 1 AND holder = ?";
+/// How long a migration lock row is honoured: far longer than migrating takes.
+const GALERA_LOCK_MS: i64 = 300_000;
+
+/// A certification conflict on the lock row means another node took it first.
+fn ignore_contention(err: StoreError) -> Result<(), StoreError> {
+    match err {
+        StoreError::Contention { .. } => Ok(()),
+        other => Err(other),
+    }
+}
+
 impl SqlStore {
     /// Applies every migration not yet recorded; returns how many ran. Several nodes may start
     /// at once: MySQL serializes them with a named lock, SQLite with its write lock.
@@ -77,7 +92,10 @@ impl SqlStore {
             ),
             Dialect::Sqlite => (SQLITE, "BEGIN IMMEDIATE", "COMMIT"),
         };
+        let galera = self.engine().galera;
+        let holder: String = crate::entropy::random_bytes::<8>().iter().map(|b| format!("{b:02x}")).collect();
         match self.dialect() {
+            Dialect::MySql if galera => self.lock_cluster_wide(&mut conn, &holder).await?,
             Dialect::MySql => {
                 let locked =
                     conn.fetch_optional(lock, &[]).await?.map(|r| r.opt_i64("locked")).transpose()?.flatten();
@@ -93,9 +111,45 @@ impl SqlStore {
         match (self.dialect(), &result) {
             (Dialect::Sqlite, Err(_)) => conn.execute_raw("ROLLBACK").await?,
             (Dialect::Sqlite, Ok(_)) => conn.execute_raw(unlock).await?,
+            (Dialect::MySql, _) if galera => {
+                conn.execute(GALERA_UNLOCK, &[Arg::Str(&holder)]).await?;
+            }
             (Dialect::MySql, _) => drop(conn.fetch_optional(unlock, &[]).await?),
         }
         result
+    }
+
+    /// `GET_LOCK` is local to one Galera member, so nodes on different members would migrate
+    /// at once. This lock is a row instead: certification lets one insert of it win
+    /// cluster-wide. A holder that died leaves a row that expires after [`GALERA_LOCK_MS`].
+    async fn lock_cluster_wide(&self, conn: &mut DbConnection<'_>, holder: &str) -> Result<(), StoreError> {
+        conn.execute_raw(GALERA_LOCK_TABLE).await?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let now = self.now().get();
+            conn.execute(
+                "DELETE FROM agent_inbox_migration_lock WHERE lock_id = 1 AND expires_at_utc < ?",
+                &[Arg::I64(now)],
+            )
+            .await
+            .map(drop)
+            .or_else(ignore_contention)?;
+            let taken = conn
+                .execute(
+                    "INSERT IGNORE INTO agent_inbox_migration_lock (lock_id, holder, expires_at_utc) VALUES (1, ?, ?)",
+                    &[Arg::Str(holder), Arg::I64(now + GALERA_LOCK_MS)],
+                )
+                .await
+                .map(|done| done.rows_affected == 1)
+                .or_else(|err| ignore_contention(err).map(|()| false))?;
+            if taken {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(StoreError::Migration("another node held the migration lock for 60 s".into()));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
     }
 
     async fn apply_pending(

@@ -257,6 +257,8 @@ pub struct ScavengeReport {
     pub expired: u64,
     /// Terminal events moved to `agent_inbox_archive`.
     pub archived: u64,
+    /// Archived events older than `archive_retention`, deleted.
+    pub pruned: u64,
 }
 
 /// Dead-lettered and quarantined events waiting for an operator.

@@ -73,6 +73,15 @@ impl SqlStore {
         publish: &Publish,
         recipients: &[Recipient],
     ) -> Result<PublishReceipt, StoreError> {
+        self.publish_rows_locked(conn, publish, recipients).await.map_err(|err| self.galera_stale_read(err))
+    }
+
+    async fn publish_rows_locked(
+        &self,
+        conn: &mut DbConnection<'_>,
+        publish: &Publish,
+        recipients: &[Recipient],
+    ) -> Result<PublishReceipt, StoreError> {
         let now = self.now();
         if publish.expires_at.is_some_and(|at| at <= now) {
             return Err(StoreError::invalid("expires_at_utc", "is already in the past"));
@@ -167,6 +176,18 @@ impl SqlStore {
             })
             .collect();
         Ok(PublishReceipt { deliveries, outbox_id })
+    }
+
+    /// On Galera a head (or deduplication key) read on one member can be overtaken by a publish
+    /// committing on another before this transaction is certified; the losing transaction
+    /// sometimes hears of it as a duplicate key rather than a certification conflict. Either
+    /// way it is a contention victim whose retry reads the fresh rows. On one server the head
+    /// locks make a duplicate impossible, so there it stays an error.
+    pub(crate) fn galera_stale_read(&self, err: StoreError) -> StoreError {
+        if self.engine().galera && crate::db::is_duplicate_key(&err) {
+            return StoreError::Contention { attempts: 1 };
+        }
+        err
     }
 
     pub(crate) fn new_record(

@@ -59,7 +59,9 @@ impl SqlStore {
         match valid.len() {
             0 => {}
             1 => answers[valid[0].index] = Some(self.publish(valid[0].publish).await),
-            _ => match with_retries!(self, self.publish_batch_once(&valid)) {
+            _ => match with_retries!(self, async {
+                self.publish_batch_once(&valid).await.map_err(|err| self.galera_stale_read(err))
+            }) {
                 Ok(receipts) => {
                     for (batched, receipt) in valid.iter().zip(receipts) {
                         answers[batched.index] = Some(Ok(receipt));

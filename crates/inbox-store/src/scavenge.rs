@@ -26,7 +26,9 @@ impl SqlStore {
         let (leases_returned, dead_lettered) = with_retries!(self, self.return_expired_leases(batch_limit))?;
         let expired = with_retries!(self, self.expire_events(batch_limit))?;
         let archived = self.archive_retained(batch_limit).await?;
-        Ok(ScavengeReport { leases_returned, dead_lettered, expired, archived })
+        let archive_cutoff = self.now().minus_ms(self.config().archive_retention_ms);
+        let pruned = self.prune_archive(archive_cutoff, batch_limit).await?;
+        Ok(ScavengeReport { leases_returned, dead_lettered, expired, archived, pruned })
     }
 
     async fn return_expired_leases(&self, limit: u32) -> Result<(u64, u64), StoreError> {

@@ -23,6 +23,8 @@ struct Inner {
     clock: Arc<dyn Clock>,
     /// Present when `clock` follows the database; [`SqlStore::sync_clock`] re-measures it.
     database_clock: Option<Arc<DatabaseClock>>,
+    /// Transactions retried after a deadlock, lock wait or (on Galera) certification conflict.
+    contention_retries: std::sync::atomic::AtomicU64,
 }
 
 /// Retries a whole transaction while the database reports deadlocks, lock-wait timeouts or
@@ -33,9 +35,11 @@ macro_rules! with_retries {
         loop {
             match $operation.await {
                 Err($crate::StoreError::Contention { .. })
-                    if attempt <= $store.config().contention_retries_max =>
+                    if attempt <= $store.contention_retries_allowed() =>
                 {
-                    tokio::time::sleep($crate::store::contention_pause(attempt)).await;
+                    $store.count_contention_retry();
+                    tokio::time::sleep($crate::store::contention_pause(attempt, $store.engine().galera))
+                        .await;
                     attempt += 1;
                 }
                 Err($crate::StoreError::Contention { .. }) => {
@@ -48,9 +52,11 @@ macro_rules! with_retries {
 }
 pub(crate) use with_retries;
 
-/// A short random pause before retrying, growing with each attempt.
-pub(crate) fn contention_pause(attempt: u32) -> Duration {
-    let ceiling_ms = 2u64.saturating_pow(attempt.min(8)).min(200);
+/// A short random pause before retrying, growing with each attempt (up to 200 ms; on Galera,
+/// where losers of a hot row meet again at every commit, up to 500 ms, to spread them out).
+pub(crate) fn contention_pause(attempt: u32, galera: bool) -> Duration {
+    let cap_ms = if galera { 500 } else { 200 };
+    let ceiling_ms = 2u64.saturating_pow(attempt.min(9)).min(cap_ms);
     Duration::from_millis(1 + (ceiling_ms as f64 * crate::entropy::unit_interval()) as u64)
 }
 
@@ -79,11 +85,37 @@ impl SqlStore {
         database_clock: Option<Arc<DatabaseClock>>,
     ) -> Result<SqlStore, StoreError> {
         let pools = Pools::connect(options).await?;
-        Ok(SqlStore { inner: Arc::new(Inner { pools, config, clock, database_clock }) })
+        Ok(SqlStore {
+            inner: Arc::new(Inner {
+                pools,
+                config,
+                clock,
+                database_clock,
+                contention_retries: Default::default(),
+            }),
+        })
     }
 
     pub fn config(&self) -> &StoreConfig {
         &self.inner.config
+    }
+
+    /// How many transactions this store retried as contention victims (deadlocks, lock waits,
+    /// Galera certification conflicts) since it connected.
+    pub fn contention_retries(&self) -> u64 {
+        self.inner.contention_retries.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// On Galera, row locks do not reach across members: writers of one hot row on different
+    /// members are not queued but fail certification at commit, and may lose several times in a
+    /// row, so they get four times the retries (with the same growing random pauses).
+    pub(crate) fn contention_retries_allowed(&self) -> u32 {
+        let max = self.config().contention_retries_max;
+        if self.engine().galera { max.saturating_mul(4) } else { max }
+    }
+
+    pub(crate) fn count_contention_retry(&self) {
+        self.inner.contention_retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn dialect(&self) -> Dialect {
