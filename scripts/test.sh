@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Runs every test of agent-inbox: unit, property, conformance (SQLite and MariaDB),
-# end-to-end, database outages on a private mariadbd, the MCP server with the Python MCP SDK,
-# the Python SDK (pytest) and the TypeScript client (Node and headless Chromium). Starts MariaDB if it is installed but not running. The MariaDB URL comes from
+# Runs every test of agent-inbox: unit, property, conformance (SQLite, MariaDB and a Galera
+# cluster), end-to-end, database outages on a private mariadbd, the README's walk-through, the
+# OpenAPI contract (Schemathesis), the MCP server with the Python MCP SDK, the Python SDK
+# (pytest) and the TypeScript client (Node and headless Chromium). Starts MariaDB if it is
+# installed but not running. The MariaDB URL comes from
 # AGENT_INBOX_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test); each test creates
 # and drops its own database. The Galera cases run on a cluster scripts/galera.sh starts (or the
 # one AGENT_INBOX_TEST_GALERA_URLS names).
@@ -49,6 +51,8 @@ cargo test --workspace --doc --quiet
 # The clients in other languages and the MCP server, against the binary just built.
 cargo build -p agent-inbox --quiet
 export AGENT_INBOX_BIN="$PWD/target/debug/agent-inbox"
+./scripts/test-readme.sh
+./scripts/test-contract.sh
 ./scripts/test-mcp.sh
 ./scripts/test-python.sh
 ./scripts/test-typescript.sh
