@@ -88,6 +88,15 @@ impl Dialect {
 
     /// Inserts head rows for `n` recipients that lack one and locks every one of them, in the
     /// order given. With `increment`, existing heads also advance by one.
+    /// MySQL only: advances (or creates) one head, recording the new value with
+    /// `LAST_INSERT_ID(expr)` so the statement's answer carries it and no SELECT is needed.
+    pub(crate) fn upsert_head_reporting_seq(self) -> String {
+        debug_assert_eq!(self, Dialect::MySql, "LAST_INSERT_ID(expr) is MySQL's");
+        "INSERT INTO inbox_head (tenant_id, recipient_kind, recipient_id, head_seq, oldest_available_seq, updated_at_utc) \
+         VALUES (?, ?, ?, 1, 1, ?) ON DUPLICATE KEY UPDATE head_seq = LAST_INSERT_ID(head_seq + 1)"
+            .to_owned()
+    }
+
     pub(crate) fn upsert_heads(self, n: usize, increment: bool) -> String {
         let first = if increment { 1 } else { 0 };
         let mut sql = String::from(

@@ -15,7 +15,7 @@ use crate::dialect::{EVENT_COLUMN_COUNT, EVENT_COLUMNS, push_repeated, recipient
 use crate::entropy::random_bytes;
 use crate::record::{push_event_values, recipient_from_row, seq};
 use crate::store::with_retries;
-use crate::{Delivery, EventRecord, Publish, PublishReceipt, SqlStore, StoreError};
+use crate::{Delivery, Dialect, EventRecord, Publish, PublishReceipt, SqlStore, StoreError};
 
 /// Inbox rows per INSERT statement, well under every backend's placeholder limit.
 const ROWS_PER_INSERT: usize = 200;
@@ -100,7 +100,22 @@ impl SqlStore {
             ]);
         }
         let dedup_key = publish.deduplication_key.as_ref();
-        conn.execute(&dialect.upsert_heads(recipients.len(), dedup_key.is_none()), &args).await?;
+        // One recipient, no key, MySQL: the upsert itself reports the new head through
+        // LAST_INSERT_ID(expr), which saves the SELECT's round trip on the commonest publish.
+        let reports_head = dialect == Dialect::MySql && dedup_key.is_none() && recipients.len() == 1;
+        let sql = if reports_head {
+            dialect.upsert_head_reporting_seq()
+        } else {
+            dialect.upsert_heads(recipients.len(), dedup_key.is_none())
+        };
+        let upserted = conn.execute(&sql, &args).await?;
+        let reported_head = match (reports_head, upserted.rows_affected) {
+            // Inserted: a new head row starts at 1.
+            (true, 1) => Some(1),
+            // Updated: the value LAST_INSERT_ID(expr) recorded.
+            (true, 2) if upserted.last_insert_id > 0 => Some(upserted.last_insert_id),
+            _ => None,
+        };
 
         // With the heads locked, a concurrent publish of the same key waits for us, so this
         // check cannot race.
@@ -125,7 +140,9 @@ impl SqlStore {
             recipients.iter().filter(|r| !existing.contains_key(*r)).cloned().collect();
 
         let mut heads = HashMap::new();
-        if !fresh.is_empty() {
+        if let Some(head) = reported_head {
+            heads.insert(recipients[0].clone(), seq(head)?);
+        } else if !fresh.is_empty() {
             if dedup_key.is_some() {
                 let mut args = vec![Arg::I64(now.get()), Arg::Str(tenant)];
                 let predicate = recipients_predicate(&fresh, &mut args);
