@@ -273,7 +273,8 @@ pub async fn run_and_tell(
     let stopping = Shutdown::new();
     let metrics = Arc::new(metrics::Metrics::default());
     metrics.set_gauge("agent_inbox_database_up", vec![], 0.0);
-    let waiting = Arc::new(startup::Waiting::new(config::redact_database_url(&config.database_url)));
+    let database = config::redact_database_url(&config.database_url);
+    let waiting = Arc::new(startup::Waiting::new(database.clone()));
     let ready = Arc::new(OnceLock::new());
     let dispatch = startup::Dispatch {
         ready: ready.clone(),
@@ -302,7 +303,7 @@ pub async fn run_and_tell(
         None => Box::pin(axum::serve(listener, app).with_graceful_shutdown(graceful).into_future()),
     };
     let serving = tokio::spawn(serving);
-    tracing::info!(%addr, scheme, database = %waiting_database(&config), "agent-inbox listening; connecting to the database");
+    tracing::info!(%addr, scheme, %database, "agent-inbox listening; connecting to the database");
 
     let prepared = tokio::select! {
         prepared = startup::until_reachable(&waiting, config.database_wait_max, |text| redact(&config, text), || {
@@ -344,8 +345,4 @@ pub async fn run_and_tell(
     }
     state.store.close().await;
     served.map_err(|e| ServerError(format!("server error: {e}")))
-}
-
-fn waiting_database(config: &Config) -> String {
-    config::redact_database_url(&config.database_url)
 }
