@@ -7,6 +7,7 @@ usage: inbox-bench store [--publishes N] [--events N]
        inbox-bench http [--agents N] [--events N] [--seconds N]
        inbox-bench trust [--agents N] [--events N] [--rounds N]
        inbox-bench publish [--publishes N]
+       inbox-bench galera [--seconds N] [--events N]
 
   store          benchmark inbox_store::SqlStore against raw SQL on MariaDB/MySQL
   --publishes N  publishes per publish row (default 3000)
@@ -33,6 +34,12 @@ usage: inbox-bench store [--publishes N] [--events N]
                  at 1, 4, 16 and 64 publishers: events/s, p50/p99, fsyncs and statements per event
   --publishes N  publishes per row (default 4000)
 
+  galera         publish and claim+ack through 3 nodes on 3 Galera members beside 1 node on 1
+                 member, with the members' certification failures per second; the cluster is
+                 AGENT_INBOX_TEST_GALERA_URLS, else one started with scripts/galera.sh
+  --seconds N    length of each publish row (default 10)
+  --events N     backlog events of each claim+ack row (default 3000)
+
 The server is AGENT_INBOX_BENCH_MYSQL_URL, else AGENT_INBOX_TEST_MYSQL_URL, else
 mysql://root@127.0.0.1:3306/test. The benchmark creates and drops its own database there.";
 
@@ -47,6 +54,7 @@ pub enum Command {
     Http(crate::http::HttpArgs),
     Trust(crate::trust::TrustArgs),
     Publish(crate::publishing::PublishArgs),
+    Galera(crate::galera::GaleraArgs),
     /// The hidden child process of `hints`: idle SSE clients for the node at this address.
     HintsIdleClients(String),
     /// The hidden child process of `http`: a service node on this database URL.
@@ -76,6 +84,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
         Some("http") => return parse_http(args),
         Some("trust") => return parse_trust(args),
         Some("publish") => return parse_publish(args),
+        Some("galera") => return parse_galera(args),
         Some("hints-idle-clients") => {
             let addr = args.next().ok_or("hints-idle-clients needs the node's address")?;
             return Ok(Command::HintsIdleClients(addr));
@@ -87,11 +96,11 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
         Some("--help" | "-h" | "help") => return Ok(Command::Help),
         Some(other) => {
             return Err(format!(
-                "unknown command {other:?}; use `store`, `hints`, `http`, `trust` or `publish`"
+                "unknown command {other:?}; use `store`, `hints`, `http`, `trust`, `publish` or `galera`"
             ));
         }
         None => {
-            return Err("name a benchmark to run: `store`, `hints`, `http`, `trust` or `publish`".to_owned());
+            return Err("name a benchmark to run: `store`, `hints`, `http`, `trust`, `publish` or `galera`".to_owned());
         }
     }
     let mut store = StoreArgs::default();
@@ -150,6 +159,22 @@ fn parse_publish(mut args: impl Iterator<Item = String>) -> Result<Command, Stri
     Ok(Command::Publish(publish))
 }
 
+fn parse_galera(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
+    let mut galera = crate::galera::GaleraArgs::default();
+    while let Some(flag) = args.next() {
+        if matches!(flag.as_str(), "--help" | "-h") {
+            return Ok(Command::Help);
+        }
+        let number = count_after(&flag, &mut args)?;
+        match flag.as_str() {
+            "--seconds" => galera.seconds = number.min(600) as u64,
+            "--events" => galera.events = number,
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(Command::Galera(galera))
+}
+
 fn parse_http(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
     let mut http = crate::http::HttpArgs::default();
     while let Some(flag) = args.next() {
@@ -206,6 +231,11 @@ mod tests {
             Ok(Command::Hints(crate::hints::HintsArgs { publishes: 1_000, subscribers: 50 }))
         );
         assert!(parse(words("hints --subscribers 0")).is_err());
+        assert_eq!(
+            parse(words("galera --seconds 3")),
+            Ok(Command::Galera(crate::galera::GaleraArgs { seconds: 3, events: 3_000 }))
+        );
+        assert!(parse(words("galera --members 3")).is_err());
         assert!(parse(Vec::new()).is_err());
     }
 }

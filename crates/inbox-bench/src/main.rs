@@ -7,6 +7,7 @@
 mod args;
 mod claim_ack;
 mod cpu;
+mod galera;
 mod hints;
 mod http;
 mod mysql_db;
@@ -68,6 +69,7 @@ async fn main() -> ExitCode {
         Ok(Command::Http(http_args)) => return http::main(http_args).await,
         Ok(Command::Trust(trust_args)) => return trust::main(trust_args).await,
         Ok(Command::Publish(publish_args)) => return publishing::main(publish_args).await,
+        Ok(Command::Galera(galera_args)) => return galera::main(galera_args).await,
         Ok(Command::HintsIdleClients(addr)) => return hints::idle_clients(addr).await,
         Ok(Command::Node(url)) => return node::serve_child(url).await,
         Ok(Command::Help) => {

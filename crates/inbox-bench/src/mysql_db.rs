@@ -124,7 +124,7 @@ fn mysql_scheme(url: &str) -> String {
 }
 
 /// `scheme://authority/old?query` becomes `scheme://authority/database?query`.
-fn with_database(server_url: &str, database: &str) -> Result<String, BenchError> {
+pub fn with_database(server_url: &str, database: &str) -> Result<String, BenchError> {
     let url = server_url.trim();
     let (without_query, query) = match url.split_once('?') {
         Some((head, query)) => (head, Some(query)),
