@@ -142,6 +142,11 @@ const CLOCK_CHECK_MS = 5_000;
 const SCAN_INTERVAL_BUSY_MS = 1_000;
 /** After a hint the leader claims itself, the other tabs claim once this much later anyway. */
 const LEADER_CHECK_MS = 250;
+/**
+ * After a closing tab's releases (sent as it unloads, unanswered), the other tabs scan this
+ * long after, in case the releases had not landed at the first scan; then the lease's end.
+ */
+const RELEASE_FOLLOW_UP_MS = [100, 1_000, 3_000];
 /** Most acknowledgements sent in one request. */
 const ACK_BATCH_MAX = 100;
 const CLOCK_TOLERANCE_MS = 5_000;
@@ -157,6 +162,8 @@ interface Running {
   claim: Claim;
   controller: AbortController;
   done: Promise<void>;
+  /** Recorded and being acknowledged; until then the lease is given back if the tab goes away. */
+  result: ProcessedResult | null;
 }
 
 /** An agent: one identity, one durable state, one handler. */
@@ -190,6 +197,8 @@ export class Agent {
   readonly #ackQueue: { entry: AckEntry; resolve: () => void; reject: (error: unknown) => void }[] = [];
   #acking = false;
   #leaderCheck: ReturnType<typeof setTimeout> | undefined;
+  readonly #followUps = new Set<ReturnType<typeof setTimeout>>();
+  #unloading = false;
 
   constructor(options: AgentOptions) {
     const platform = options.platform ?? defaultPlatform?.();
@@ -259,6 +268,7 @@ export class Agent {
     } finally {
       for (const stop of stopWatching) stop();
       clearTimeout(this.#leaderCheck);
+      for (const handle of this.#followUps) clearTimeout(handle);
       this.#tabs?.stop();
       this.#transport?.stop();
       this.#transport = null;
@@ -331,6 +341,7 @@ export class Agent {
           this.#nextCycleAt = Date.now();
           this.#wake.notify();
         },
+        released: (_eventIds, landed) => this.#releasedElsewhere(landed),
       },
       this.#options.tabTiming ?? DEFAULT_TAB_TIMING,
     );
@@ -387,6 +398,60 @@ export class Agent {
     this.#wake.notify();
   }
 
+  /**
+   * Another tab gave events back. Answered releases: scan and claim now. Releases sent by a
+   * closing page may still be on their way: scan now and a few times more shortly after (a
+   * scan that finds them still leased would otherwise wait for the lease's end).
+   */
+  #releasedElsewhere(landed: boolean): void {
+    const scanNow = (): void => {
+      this.#forced = true;
+      this.#claimBacklog = true;
+      this.#nextCycleAt = Date.now();
+      this.#wake.notify();
+    };
+    scanNow();
+    if (landed) return;
+    for (const afterMs of RELEASE_FOLLOW_UP_MS) {
+      const handle = setTimeout(() => {
+        this.#followUps.delete(handle);
+        scanNow();
+      }, afterMs);
+      this.#followUps.add(handle);
+    }
+  }
+
+  /**
+   * The page goes away for good: claim nothing more, give back at once (no retry delay) every
+   * lease whose handler has not finished and recorded its result, and send again the
+   * acknowledgements of those that have, all as `keepalive` requests that outlive the page;
+   * tell the other tabs; give up the lead. The handlers' signals abort.
+   */
+  #unload(): void {
+    if (this.#unloading || !this.#started) return;
+    this.#unloading = true;
+    const released: string[] = [];
+    const acks: AckEntry[] = [];
+    for (const running of this.#running.values()) {
+      const { event_id, lease_token } = running.claim;
+      if (running.result !== null) {
+        acks.push({ event_id, lease_token, result: running.result });
+      } else {
+        released.push(event_id);
+        this.#api
+          .release({ event_id, lease_token, reason: "tab_closed", retry_after_seconds: 0 }, { keepalive: true })
+          .catch(() => undefined);
+      }
+      running.controller.abort(new ConfigError("the page is closing"));
+    }
+    this.#running.clear();
+    if (acks.length > 0) this.#api.acknowledge({ session_id: this.sessionId, acks }, { keepalive: true }).catch(() => undefined);
+    if (released.length > 0) this.#tabs?.broadcastReleased(released, false);
+    this.stop();
+    this.#transport?.stop();
+    this.#tabs?.stop();
+  }
+
   #lifecycle(change: LifecycleChange): void {
     switch (change) {
       case "online":
@@ -404,6 +469,9 @@ export class Agent {
         this.#tabs?.resume();
         this.#transport?.reconnect(true);
         this.#hinted(null, "lifecycle");
+        break;
+      case "unloading":
+        this.#unload();
         break;
       case "offline":
       case "hidden":
@@ -577,17 +645,21 @@ export class Agent {
   }
 
   #start(claim: Claim): void {
-    const controller = new AbortController();
     const started = Date.now();
+    const running: Running = { claim, controller: new AbortController(), done: Promise.resolve(), result: null };
+    // In the map before the work starts: a page unloading meanwhile gives the lease back.
+    this.#running.set(claim.event_id, running);
     this.#observe({ type: "started", event: claim.event });
-    const done = this.#work(claim, controller.signal).then((outcome) => {
+    running.done = this.#work(running).then((outcome) => {
       this.#running.delete(claim.event_id);
       this.#count(outcome);
       this.#observe({ type: "finished", event: claim.event, outcome, elapsedMs: Date.now() - started });
+      // Still open (released for a retry, or its lease left to expire): the next cycle scans,
+      // so the wait follows when it becomes claimable again rather than an older scan's view.
+      if (outcome.kind === "released" || outcome.kind === "unconfirmed") this.#forced = true;
       this.#nextCycleAt = Math.min(this.#nextCycleAt, Date.now());
       this.#wake.notify();
     });
-    this.#running.set(claim.event_id, { claim, controller, done });
   }
 
   #count(outcome: Outcome): void {
@@ -596,7 +668,9 @@ export class Agent {
   }
 
   /** One event: deduplicate, or run the handler under heartbeats; then acknowledge or release. */
-  async #work(claim: Claim, signal: AbortSignal): Promise<Outcome> {
+  async #work(running: Running): Promise<Outcome> {
+    const { claim, controller } = running;
+    const signal = controller.signal;
     const state = this.#requireState();
     let prior: ProcessedResult | null = null;
     try {
@@ -608,6 +682,7 @@ export class Agent {
       return this.#releaseOutcome(claim, 5, "local_state_unavailable");
     }
     if (prior !== null) {
+      running.result = prior;
       try {
         await this.#acknowledge(claim, prior);
         return { kind: "deduplicated", result: prior };
@@ -648,6 +723,7 @@ export class Agent {
     } catch {
       // The ack still goes out; a redelivery (rare) would then run again.
     }
+    running.result = result;
     try {
       await this.#acknowledge(claim, result);
     } catch (error) {
@@ -757,14 +833,19 @@ export class Agent {
     await Promise.race([all, grace.promise]);
     grace.cancel();
     const unfinished = [...this.#running.values()];
+    const released: string[] = [];
     for (const running of unfinished) {
       running.controller.abort(new ConfigError("the agent stopped"));
+      if (running.result !== null) continue;
       try {
         await this.#api.release({ event_id: running.claim.event_id, lease_token: running.claim.lease_token, reason: "agent_shutdown", retry_after_seconds: 0 });
+        released.push(running.claim.event_id);
       } catch {
         // The lease will expire instead.
       }
     }
+    // The other tabs of this agent may take them now.
+    if (released.length > 0) this.#tabs?.broadcastReleased(released, true);
   }
 
   #requireState(): LocalState {

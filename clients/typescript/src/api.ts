@@ -65,6 +65,12 @@ export interface InboxApiOptions {
 /** Per-call options. */
 export interface CallOptions {
   signal?: AbortSignal;
+  /**
+   * Send with `fetch`'s `keepalive`, so the request outlives the page (a release or an
+   * acknowledgement sent on `pagehide`). Unsigned requests go out before the page is gone; a
+   * signed one waits for WebCrypto first, which an unloading page may not live to see.
+   */
+  keepalive?: boolean;
 }
 
 /** The answer of `GET /v1/inbox/head` with `If-None-Match`. */
@@ -88,6 +94,7 @@ interface Request {
   signal?: AbortSignal | undefined;
   headers?: Record<string, string>;
   credentials?: RequestCredentials;
+  keepalive?: boolean;
   /** Statuses other than 2xx that are answers, not errors (304). */
   accept?: number[];
 }
@@ -152,11 +159,11 @@ export class InboxApi {
   }
 
   acknowledge(request: AcknowledgeRequest, options: CallOptions = {}): Promise<AcknowledgeResponse> {
-    return this.#json({ method: "POST", path: "/v1/inbox/acknowledge", body: request, sign: true, signal: options.signal });
+    return this.#json({ method: "POST", path: "/v1/inbox/acknowledge", body: request, sign: true, signal: options.signal, keepalive: options.keepalive });
   }
 
   release(request: ReleaseRequest, options: CallOptions = {}): Promise<ReleaseResponse> {
-    return this.#json({ method: "POST", path: "/v1/inbox/release", body: request, sign: true, signal: options.signal });
+    return this.#json({ method: "POST", path: "/v1/inbox/release", body: request, sign: true, signal: options.signal, keepalive: options.keepalive });
   }
 
   heartbeat(request: HeartbeatRequest, options: CallOptions = {}): Promise<HeartbeatResponse> {
@@ -292,6 +299,7 @@ export class InboxApi {
         signal,
         credentials: request.credentials ?? "omit",
         cache: "no-store",
+        keepalive: request.keepalive === true,
       });
     } catch (error) {
       if (request.signal?.aborted) throw request.signal.reason;

@@ -210,7 +210,10 @@ export function browserTabs(): TabPrimitives | null {
   };
 }
 
-/** `online`/`offline`, visibility, and the Page Lifecycle's `freeze`/`resume` (and `pagehide`). */
+/**
+ * `online`/`offline`, visibility, the Page Lifecycle's `freeze`/`resume`, and `pagehide`: into
+ * the back/forward cache (frozen), or for good (unloading).
+ */
 export function watchBrowserLifecycle(listener: (change: LifecycleChange) => void): () => void {
   if (typeof window === "undefined") return () => undefined;
   const onOnline = (): void => listener("online");
@@ -219,7 +222,7 @@ export function watchBrowserLifecycle(listener: (change: LifecycleChange) => voi
   const onFreeze = (): void => listener("frozen");
   const onResume = (): void => listener("resumed");
   const onPageHide = (event: PageTransitionEvent): void => {
-    if (event.persisted) listener("frozen");
+    listener(event.persisted ? "frozen" : "unloading");
   };
   const onPageShow = (event: PageTransitionEvent): void => {
     if (event.persisted) listener("resumed");

@@ -27,7 +27,8 @@ export interface Platform {
   watch(listener: (change: LifecycleChange) => void): () => void;
 }
 
-export type LifecycleChange = "online" | "offline" | "visible" | "hidden" | "frozen" | "resumed";
+/** `unloading`: the page goes away for good (`pagehide` not into the back/forward cache). */
+export type LifecycleChange = "online" | "offline" | "visible" | "hidden" | "frozen" | "resumed" | "unloading";
 
 export interface StreamTarget {
   url: string;
@@ -77,4 +78,9 @@ export type TabMessage =
   | { type: "alive"; tabId: string; connected: boolean; headSeq: number; hidden: boolean }
   /** `leaderFree`: handler slots the leader will claim for itself; the other tabs claim when 0. */
   | { type: "hint"; tabId: string; headSeq: number; leaderFree: number }
-  | { type: "resigned"; tabId: string };
+  | { type: "resigned"; tabId: string }
+  /**
+   * A tab gave these events' leases back (closing, or its agent stopped). `landed`: the
+   * releases were answered; otherwise they are still on their way (sent as the page unloads).
+   */
+  | { type: "released"; tabId: string; eventIds: string[]; landed: boolean };

@@ -9,7 +9,8 @@
  * queue gets it at once; a leader that freezes (Page Lifecycle) or goes into the back/forward
  * cache resigns first; a leader that stops answering (hung) is detected by its silent heartbeat
  * and its lock stolen. The new leader's stream opening wakes its runner, which catches up from
- * the cursor.
+ * the cursor. A tab that gives leases back (closing, or its agent stopping) says so, and the
+ * others claim those events at once instead of at the lease's end.
  */
 
 import type { HeldLock, TabChannel, TabMessage, TabPrimitives } from "./platform.js";
@@ -34,6 +35,8 @@ export interface TabGroupEvents {
   hint(headSeq: number, leaderFree: number): void;
   /** Whether the leader's hints flow (false too when no leader is heard from). */
   leaderConnected(connected: boolean): void;
+  /** Another tab gave these events back; `landed`: the service has them already. */
+  released(eventIds: string[], landed: boolean): void;
 }
 
 export class TabGroup {
@@ -106,6 +109,11 @@ export class TabGroup {
   broadcastHint(headSeq: number, leaderFree: number): void {
     this.#headSeq = Math.max(this.#headSeq, headSeq);
     this.#channel?.post({ type: "hint", tabId: this.tabId, headSeq: this.#headSeq, leaderFree });
+  }
+
+  /** This tab gave leases back: the other tabs may claim those events now (or once `landed`). */
+  broadcastReleased(eventIds: string[], landed: boolean): void {
+    this.#channel?.post({ type: "released", tabId: this.tabId, eventIds, landed });
   }
 
   /** The leader's transport connected or lost its connection. */
@@ -196,6 +204,9 @@ export class TabGroup {
         this.#lastAliveAt = Date.now();
         this.#headSeq = Math.max(this.#headSeq, message.headSeq);
         this.#events.hint(message.headSeq, message.leaderFree);
+        break;
+      case "released":
+        this.#events.released(message.eventIds, message.landed);
         break;
       case "resigned":
         // The lock queue hands leadership on; until the new leader speaks, nothing flows.

@@ -1,6 +1,7 @@
 // Eight tabs of one agent over HTTP/1.1: one stream for all of them, every tab told of new
 // work, every event handled once; then the leader tab is closed mid-delivery and another takes
-// over within 2 s, losing nothing and running nothing twice.
+// over within 2 s, losing nothing and running nothing twice; a hung leader is replaced; tabs
+// closed while their handlers run give the leases back, so the events run again at once.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
@@ -72,7 +73,7 @@ test("the leader tab is closed mid-delivery: another takes over within 2 s, noth
   // The leader stops taking work and finishes what it runs, so its closing loses nothing in the
   // moment between a handler's side effect and its record (the reload test covers that moment).
   await leaderPage.route("**/v1/inbox/claim", (route) => route.abort());
-  await waitFor(() => leaderPage.evaluate(() => window.__stats.running === 0), { what: "the leader idle" });
+  await waitFor(() => leaderPage.evaluate(() => window.__stats.held === 0), { what: "the leader idle" });
   const closedAt = Date.now();
   await leaderPage.close();
   const successor = await waitFor(
@@ -143,4 +144,43 @@ test("a leader whose main thread stops (frozen, hung) is detected by its silent 
   assertExactlyOnce(published);
   await waitFor(() => page.evaluate(() => window.__stats.leader === false), { what: "the woken tab following" });
   await waitFor(async () => metricValue(await server.metrics(), "agent_inbox_connected_streams", { transport: "sse" }) === 1, { what: "one stream open again" });
+});
+
+// Without the release on `pagehide` each event would wait out its lease (10 s here; it is
+// heartbeated while the handler runs, so for a slow handler, the whole lease after the close).
+test("tabs closed while their handlers run give their leases back: the events run again in another tab at once, not after the lease", async (t) => {
+  const open = () => tabs.filter((p) => !p.isClosed());
+  // Every handler hangs until the two events are held, so each is in a different tab.
+  await Promise.all(open().map((p) => p.evaluate(() => (window.__handlerMs = 600_000))));
+  const startsBefore = reportsOf(harness, "start").length;
+  const [first] = await publish(server, publisher, "tab_agent", 1, { prefix: "closed-1" });
+  await waitFor(() => reportsOf(harness, "start").some((r) => r.eventId === first.eventId), { what: "the first event started" });
+  const [second] = await publish(server, publisher, "tab_agent", 1, { prefix: "closed-2" });
+  await waitFor(() => reportsOf(harness, "start").some((r) => r.eventId === second.eventId), { what: "the second event started" });
+  const holders = reportsOf(harness, "start").slice(startsBefore).map((r) => r.tab);
+  assert.equal(new Set(holders).size, 2, `two tabs hold the two events (${holders})`);
+  const leader = (await currentLeader()).tab;
+  t.diagnostic(`holders: tabs ${holders}; leader: tab ${leader}`);
+  const holderPages = holders.map((tab) => tabs[Number(tab)]);
+  await Promise.all(open().filter((p) => !holderPages.includes(p)).map((p) => p.evaluate(() => delete window.__handlerMs)));
+
+  const closedAt = Date.now();
+  await Promise.all(holderPages.map((p) => p.close()));
+  const rerun = [first, second].map((p) => waitFor(
+    () => reportsOf(harness, "handled").find((r) => r.eventId === p.eventId),
+    { timeoutMs: 8_000, what: `event ${p.inboxSeq} handled in another tab` },
+  ));
+  const handled = await Promise.all(rerun);
+  const afterMs = Math.max(...handled.map((r) => r.receivedAt)) - closedAt;
+  t.diagnostic(`both events handled ${afterMs} ms after their tabs closed`);
+  assert.ok(afterMs <= 3_000, `handled again ${afterMs} ms after the close, well before the 10 s lease ended`);
+  for (const p of [first, second]) {
+    const starts = reportsOf(harness, "start").filter((r) => r.eventId === p.eventId);
+    assert.equal(starts.length, 2, "started in the closed tab, and once more elsewhere");
+    assert.ok(!holders.includes(starts[1].tab), "the second run is in another tab");
+    assert.equal(reportsOf(harness, "handled").filter((r) => r.eventId === p.eventId).length, 1, "handled once");
+  }
+  if (holders.includes(leader)) {
+    await waitFor(() => leaders(harness).some((tab) => !holders.includes(tab)), { what: "a new leader" });
+  }
 });

@@ -5,7 +5,8 @@ import { Agent, InboxApi, SigningKey, browserPlatform } from "/dist/index.js";
 const params = new URLSearchParams(location.search);
 const tab = params.get("tab") ?? "0";
 const handlerMs = Number(params.get("handlerMs") ?? "0");
-const stats = { tab, leader: false, hints: { stream: 0, tab: 0, lifecycle: 0 }, transport: null, running: 0, subscribed: false, errors: [] };
+// `held`: claimed and not finished (a claimed event may wait a moment before its handler runs).
+const stats = { tab, leader: false, hints: { stream: 0, tab: 0, lifecycle: 0 }, transport: null, running: 0, held: 0, subscribed: false, errors: [] };
 window.__stats = stats;
 
 const report = (kind, data) => window.report?.({ kind, tab, at: performance.timeOrigin + performance.now(), ...data });
@@ -31,7 +32,9 @@ const agent = new Agent({
   handler: async (event) => {
     stats.running += 1;
     report("start", { eventId: event.eventId, seq: event.inboxSeq });
-    if (handlerMs > 0) await new Promise((r) => setTimeout(r, handlerMs));
+    // A test may slow one tab's handler down (`window.__handlerMs`).
+    const ms = window.__handlerMs ?? handlerMs;
+    if (ms > 0) await new Promise((r) => setTimeout(r, ms));
     report("handled", { eventId: event.eventId, seq: event.inboxSeq });
     stats.running -= 1;
   },
@@ -53,7 +56,11 @@ const agent = new Agent({
         stats.hints[progress.from] += 1;
         if (progress.from === "stream" && progress.headSeq !== null) report("hint", { headSeq: progress.headSeq });
         break;
+      case "started":
+        stats.held += 1;
+        break;
       case "finished":
+        stats.held -= 1;
         report("finished", { eventId: progress.event.event_id, outcome: progress.outcome.kind });
         break;
       case "disconnected":
