@@ -8,7 +8,12 @@
 //
 // Headless Chromium (and Playwright's defaults) keep every tab visible and unthrottled, so the
 // idle figure is an upper bound for a hidden tab of a desktop browser, which throttles timers.
+//
+// Where the time goes, per event: publish -> the leader's stream hint -> the claim that took it
+// is sent (in whichever tab) -> its answer -> the handler starts; and the hint's trip over the
+// BroadcastChannel to the other tabs, the claims per tab, and how many came back empty.
 import { execFile } from "node:child_process";
+import { readFile } from "node:fs/promises";
 import { parseArgs, promisify } from "node:util";
 
 import { agentContext, launch, reportsOf, servePages } from "../test/support/browser.mjs";
@@ -47,7 +52,8 @@ try {
   const publisher = await server.token("bench_app", { kind: "publisher" });
   const token = await server.token("bench_agent");
   const harness = await agentContext(browser, { token });
-  const query = (tab) => `${pages.origin}/agent.html?${new URLSearchParams({ server: server.url, tab: String(tab), concurrency: "4" })}`;
+  const query = (tab) =>
+    `${pages.origin}/agent.html?${new URLSearchParams({ server: server.url, tab: String(tab), concurrency: "4", traceHints: "1", traceClaims: "1" })}`;
   const tabs = [await harness.context.newPage()];
   await tabs[0].goto(query(0));
   const cdp = await browser.newBrowserCDPSession();
@@ -85,6 +91,7 @@ try {
     return hint ? [hint.at - p.publishedAt, startOf.get(p.eventId).at - hint.at] : null;
   }).filter(Boolean);
   const median = (values) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
+  const stages = stageTimes(harness, published, startOf, startedBefore);
   const byTab = new Map();
   for (const p of published) byTab.set(startOf.get(p.eventId).tab, (byTab.get(startOf.get(p.eventId).tab) ?? 0) + 1);
   const visibility = await Promise.all(tabs.map((t) => t.evaluate(() => document.visibilityState)));
@@ -96,6 +103,8 @@ try {
   console.log(`| max | ${latencies.at(-1).toFixed(1)} |`);
   console.log(`median split: publish -> stream hint ${median(split.map((x) => x[0])).toFixed(1)} ms, hint -> handler start ${median(split.map((x) => x[1])).toFixed(1)} ms`);
   console.log(`events per tab: ${[...byTab].sort().map(([t, n]) => `tab ${t}: ${n}`).join(", ")}; visibility: ${visibility.join(", ")}`);
+  console.log(`load average at the end: ${(await readFile("/proc/loadavg", "utf8").catch(() => "?")).split(" ").slice(0, 3).join(" ")}`);
+  printStages(stages);
 
   console.log("| route | requests | mean ms |");
   console.log("|---|---|---|");
@@ -126,4 +135,68 @@ try {
   await server.stop();
   await pages.close();
   await dropDatabase();
+}
+
+/** Per-event stage times (ms) and claim counts from the tabs' trace reports. */
+function stageTimes(harness, published, startOf, startedBefore) {
+  const seqOf = new Map(published.map((p) => [p.eventId, p.inboxSeq]));
+  const hints = reportsOf(harness, "hint").sort((a, b) => a.at - b.at);
+  const tabHints = reportsOf(harness, "tabhint").sort((a, b) => a.at - b.at);
+  const claims = reportsOf(harness, "claim");
+  const claimOf = new Map();
+  for (const c of claims) for (const id of c.eventIds) if (seqOf.has(id)) claimOf.set(id, c);
+  const rows = [];
+  for (const p of published) {
+    const hint = hints.find((h) => h.headSeq >= p.inboxSeq && h.at >= p.publishedAt - 5);
+    const claim = claimOf.get(p.eventId);
+    const start = startOf.get(p.eventId);
+    if (!hint || !claim || !start) continue;
+    const claimSent = claim.at - claim.elapsedMs;
+    const relay = tabHints.filter((h) => h.headSeq === hint.headSeq && h.at >= hint.at - 1).map((h) => h.at - hint.at);
+    rows.push({
+      hint: hint.at - p.publishedAt,
+      // Negative when a claim already on its way took the event before its own hint came.
+      toClaim: claimSent - hint.at,
+      claimRtt: claim.elapsedMs,
+      toStart: start.at - claim.at,
+      total: start.at - p.publishedAt,
+      relay: relay.length > 0 ? Math.max(...relay) : null,
+      leaderClaimed: claim.tab === hint.tab,
+    });
+  }
+  const measured = claims.filter((c) => c.at >= (reportsOf(harness, "start")[startedBefore]?.at ?? 0) - 1000);
+  const perTab = new Map();
+  for (const c of measured) {
+    const t = perTab.get(c.tab) ?? { claims: 0, empty: 0, events: 0 };
+    t.claims += 1;
+    t.empty += c.eventIds.length === 0 ? 1 : 0;
+    t.events += c.eventIds.length;
+    perTab.set(c.tab, t);
+  }
+  return { rows, perTab };
+}
+
+function printStages({ rows, perTab }) {
+  const q = (values, quantile) => {
+    const sorted = values.filter((v) => v !== null).sort((a, b) => a - b);
+    return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(quantile * sorted.length) - 1))];
+  };
+  console.log(`\nstages (${rows.length} events traced; ms)`);
+  console.log("| stage | p50 | p90 | p99 | max |");
+  console.log("|---|---|---|---|---|");
+  for (const [name, key] of [
+    ["publish -> leader's stream hint", "hint"],
+    ["hint -> the claim that took it sent", "toClaim"],
+    ["claim round trip", "claimRtt"],
+    ["claim answer -> handler start", "toStart"],
+    ["hint -> other tabs (BroadcastChannel, slowest tab)", "relay"],
+  ]) {
+    const values = rows.map((r) => r[key]);
+    console.log(`| ${name} | ${[0.5, 0.9, 0.99, 1].map((x) => q(values, x).toFixed(1)).join(" | ")} |`);
+  }
+  const slow = rows.filter((r) => r.total >= q(rows.map((x) => x.total), 0.99));
+  const mean = (key, list) => list.reduce((a, r) => a + r[key], 0) / Math.max(1, list.length);
+  console.log(`slowest 1 %: mean hint ${mean("hint", slow).toFixed(1)}, to claim ${mean("toClaim", slow).toFixed(1)}, claim ${mean("claimRtt", slow).toFixed(1)}, to start ${mean("toStart", slow).toFixed(1)}`);
+  console.log(`claimed by the hint's own tab (the leader): ${rows.filter((r) => r.leaderClaimed).length} of ${rows.length}`);
+  console.log(`claims per tab: ${[...perTab].sort().map(([t, c]) => `tab ${t}: ${c.claims} (${c.empty} empty, ${c.events} events)`).join("; ")}`);
 }

@@ -87,6 +87,8 @@ export type Progress =
   | { type: "hint"; headSeq: number | null; from: "stream" | "tab" | "lifecycle" }
   | { type: "disconnected"; error: InboxError; retryInMs: number }
   | { type: "scanned"; cursor: number; headSeq: number }
+  /** One claim: asked for `limit`, got `eventIds`, in `elapsedMs`. */
+  | { type: "claimed"; limit: number; eventIds: string[]; elapsedMs: number }
   | { type: "started"; event: EventEnvelope }
   | { type: "finished"; event: EventEnvelope; outcome: Outcome; elapsedMs: number }
   | { type: "lease_lost"; eventId: string }
@@ -140,8 +142,11 @@ const SCAVENGER_SLACK_MS = 250;
 const CLOCK_CHECK_MS = 5_000;
 /** While hints or finished handlers drive cycles, the inbox is scanned at most this often. */
 const SCAN_INTERVAL_BUSY_MS = 1_000;
-/** After a hint the leader claims itself, the other tabs claim once this much later anyway. */
-const LEADER_CHECK_MS = 250;
+/**
+ * After a hint the leader claims itself; the other tabs check this many of the leader's
+ * heartbeats later that it did (its heartbeat says how far it has claimed), and claim if not.
+ */
+const LEADER_CHECK_HEARTBEATS = 2;
 /**
  * After a closing tab's releases (sent as it unloads, unanswered), the other tabs scan this
  * long after, in case the releases had not landed at the first scan; then the lease's end.
@@ -198,6 +203,10 @@ export class Agent {
   #acking = false;
   #leaderCheck: ReturnType<typeof setTimeout> | undefined;
   readonly #followUps = new Set<ReturnType<typeof setTimeout>>();
+  /** The head known when the last claim was sent: every event up to it was there to take. */
+  #claimSentHead = 0;
+  /** A hint past `#claimSentHead` came (or one without a head): claim again, even mid-cycle. */
+  #uncoveredHint = false;
   #unloading = false;
 
   constructor(options: AgentOptions) {
@@ -325,14 +334,16 @@ export class Agent {
           this.#knownHead = Math.max(this.#knownHead, headSeq);
           this.#observe({ type: "hint", headSeq, from: "tab" });
           // The leader takes what it has room for; the others claim when it has none left, and
-          // in any case a moment later (should the leader have gone or failed meanwhile).
+          // a moment later if its heartbeat does not show it claimed (gone, stuck, failing).
           if (leaderFree === 0) {
             this.#hinted(headSeq, "tab", false);
           } else if (this.#leaderCheck === undefined) {
+            const timing = this.#options.tabTiming ?? DEFAULT_TAB_TIMING;
             this.#leaderCheck = setTimeout(() => {
               this.#leaderCheck = undefined;
+              if (this.#tabs !== null && !this.#tabs.isLeader && this.#tabs.leaderClaimedThrough >= headSeq) return;
               this.#hinted(headSeq, "tab", false);
-            }, LEADER_CHECK_MS);
+            }, LEADER_CHECK_HEARTBEATS * timing.aliveIntervalMs);
           }
         },
         leaderConnected: (connected) => {
@@ -394,6 +405,7 @@ export class Agent {
   #hinted(headSeq: number | null, from: "stream" | "tab" | "lifecycle", observe = true): void {
     if (observe) this.#observe({ type: "hint", headSeq, from });
     if (from === "lifecycle") this.#forced = true;
+    if (headSeq === null || headSeq > this.#claimSentHead) this.#uncoveredHint = true;
     this.#nextCycleAt = Date.now();
     this.#wake.notify();
   }
@@ -515,7 +527,9 @@ export class Agent {
         this.#forced = false;
         try {
           const cycle = await this.#cycle(free, forced);
-          this.#nextCycleAt = this.#afterCycle(cycle);
+          const next = this.#afterCycle(cycle);
+          // A hint during the cycle about work its claim may not have seen: claim again now.
+          this.#nextCycleAt = this.#uncoveredHint ? Date.now() : next;
         } catch (error) {
           if (error instanceof SessionSupersededError || !(error instanceof InboxError) || !error.retryable) {
             await this.#drain();
@@ -561,16 +575,35 @@ export class Agent {
     return Date.now() + waitMs;
   }
 
-  /** Scans after the cursor (when forced, or the last scan is not recent), then claims up to `free`. */
+  /**
+   * One cycle: claims up to `free` events. A forced cycle (a lifecycle change, the schedule's
+   * own timer) scans after the cursor first, since hints may have been missed and the scan says
+   * whether anything is claimable. A hint claims at once; the periodic scan (the cursor, what
+   * becomes claimable when) follows the claim, at most once a second, off the hint's path.
+   */
   async #cycle(free: number, forced: boolean): Promise<{ claimed: number; more: boolean; nextChangeMs: number | null }> {
-    const recent = this.#lastScanAt !== null && Date.now() - this.#lastScanAt < SCAN_INTERVAL_BUSY_MS;
-    const scan = forced || !recent ? await this.#scan() : null;
-    const worthClaiming = this.#claimBacklog || scan === null || scan.scan.claimable > 0 || scan.truncated;
+    const scanDue = this.#lastScanAt === null || Date.now() - this.#lastScanAt >= SCAN_INTERVAL_BUSY_MS;
+    const before = forced ? await this.#scan() : null;
     // A cycle that did not scan keeps the last scan's knowledge of what becomes claimable when.
-    if (scan !== null) this.#nextChangeMs = scan.scan.nextChangeMs;
-    const nextChangeMs = this.#nextChangeMs;
-    if (!worthClaiming) return { claimed: 0, more: false, nextChangeMs };
+    if (before !== null) this.#nextChangeMs = before.scan.nextChangeMs;
+    const worthClaiming = this.#claimBacklog || before === null || before.scan.claimable > 0 || before.truncated;
+    const claimed = worthClaiming ? await this.#claim(free) : 0;
+    let more = claimed === Math.min(free, 500) && claimed > 0;
+    if (!forced && scanDue) {
+      const after = await this.#scan();
+      this.#nextChangeMs = after.scan.nextChangeMs;
+      if ((after.scan.claimable > 0 || after.truncated) && this.#running.size < this.#concurrency) more = true;
+    }
+    return { claimed, more, nextChangeMs: this.#nextChangeMs };
+  }
+
+  /** Claims up to `free` events (never more than this tab runs at once) and starts each. */
+  async #claim(free: number): Promise<number> {
     const limit = Math.min(free, 500);
+    const sentAt = Date.now();
+    this.#claimSentHead = this.#knownHead;
+    this.#uncoveredHint = false;
+    if (this.#tabs?.isLeader) this.#tabs.noteClaimed(this.#knownHead);
     let claims: Claim[];
     try {
       const answer = await this.#api.claim({
@@ -583,11 +616,12 @@ export class Agent {
       if (error instanceof ProblemError && error.code === "session_superseded") throw new SessionSupersededError(this.sessionId ?? "");
       throw error;
     }
+    this.#observe({ type: "claimed", limit, eventIds: claims.map((c) => c.event_id), elapsedMs: Date.now() - sentAt });
     if (claims.length < limit) this.#claimBacklog = false;
     // A leader whose claim came back full leaves the rest to the other tabs.
     if (claims.length === limit && this.#tabs?.isLeader) this.#tabs.broadcastHint(this.#knownHead, 0);
     for (const claim of claims) this.#start(claim);
-    return { claimed: claims.length, more: claims.length === limit, nextChangeMs };
+    return claims.length;
   }
 
   /** Reads the inbox after the cursor, page by page; persists the cursor it may move to. */
@@ -654,10 +688,12 @@ export class Agent {
       this.#running.delete(claim.event_id);
       this.#count(outcome);
       this.#observe({ type: "finished", event: claim.event, outcome, elapsedMs: Date.now() - started });
-      // Still open (released for a retry, or its lease left to expire): the next cycle scans,
-      // so the wait follows when it becomes claimable again rather than an older scan's view.
-      if (outcome.kind === "released" || outcome.kind === "unconfirmed") this.#forced = true;
-      this.#nextCycleAt = Math.min(this.#nextCycleAt, Date.now());
+      // Still open (released for a retry, or its lease left to expire): scan now, so the wait
+      // follows when it becomes claimable again rather than an older scan's view. Otherwise,
+      // while hints flow they say when to claim; without them, work done means poll soon.
+      const open = outcome.kind === "released" || outcome.kind === "unconfirmed";
+      if (open) this.#forced = true;
+      if (open || !this.#connected) this.#nextCycleAt = Math.min(this.#nextCycleAt, Date.now());
       this.#wake.notify();
     });
   }

@@ -74,8 +74,11 @@ export interface TabChannel {
 
 /** What tabs of one agent tell each other. */
 export type TabMessage =
-  /** `hidden`: the leader's timers are throttled (a background tab), so it speaks less often. */
-  | { type: "alive"; tabId: string; connected: boolean; headSeq: number; hidden: boolean }
+  /**
+   * `hidden`: the leader's timers are throttled (a background tab), so it speaks less often.
+   * `claimedThrough`: the head it knew when it last sent a claim (it took what was there).
+   */
+  | { type: "alive"; tabId: string; connected: boolean; headSeq: number; hidden: boolean; claimedThrough: number }
   /** `leaderFree`: handler slots the leader will claim for itself; the other tabs claim when 0. */
   | { type: "hint"; tabId: string; headSeq: number; leaderFree: number }
   | { type: "resigned"; tabId: string }

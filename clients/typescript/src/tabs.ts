@@ -55,6 +55,9 @@ export class TabGroup {
   #leaderConnected = false;
   #connected = false;
   #headSeq = 0;
+  /** As leader: the head known when this tab last sent a claim. As follower: the leader's. */
+  #claimedThrough = 0;
+  #leaderClaimedThrough = 0;
   #ticker: ReturnType<typeof setInterval> | undefined;
   #stealing = false;
 
@@ -109,6 +112,16 @@ export class TabGroup {
   broadcastHint(headSeq: number, leaderFree: number): void {
     this.#headSeq = Math.max(this.#headSeq, headSeq);
     this.#channel?.post({ type: "hint", tabId: this.tabId, headSeq: this.#headSeq, leaderFree });
+  }
+
+  /** The leader sent a claim knowing the head was `headSeq`: its heartbeat tells the others. */
+  noteClaimed(headSeq: number): void {
+    this.#claimedThrough = Math.max(this.#claimedThrough, headSeq);
+  }
+
+  /** How far the leader has claimed, as its last heartbeat said. */
+  get leaderClaimedThrough(): number {
+    return this.#leaderClaimedThrough;
   }
 
   /** This tab gave leases back: the other tabs may claim those events now (or once `landed`). */
@@ -185,7 +198,7 @@ export class TabGroup {
 
   #sayAlive(): void {
     const hidden = typeof document !== "undefined" && document.visibilityState === "hidden";
-    this.#channel?.post({ type: "alive", tabId: this.tabId, connected: this.#connected, headSeq: this.#headSeq, hidden });
+    this.#channel?.post({ type: "alive", tabId: this.tabId, connected: this.#connected, headSeq: this.#headSeq, hidden, claimedThrough: this.#claimedThrough });
   }
 
   #receive(message: TabMessage): void {
@@ -194,6 +207,7 @@ export class TabGroup {
       case "alive":
         this.#lastAliveAt = Date.now();
         this.#leaderHidden = message.hidden;
+        this.#leaderClaimedThrough = message.claimedThrough;
         this.#headSeq = Math.max(this.#headSeq, message.headSeq);
         if (message.connected !== this.#leaderConnected) {
           this.#leaderConnected = message.connected;

@@ -55,6 +55,10 @@ const agent = new Agent({
       case "hint":
         stats.hints[progress.from] += 1;
         if (progress.from === "stream" && progress.headSeq !== null) report("hint", { headSeq: progress.headSeq });
+        if (progress.from === "tab" && params.has("traceHints")) report("tabhint", { headSeq: progress.headSeq });
+        break;
+      case "claimed":
+        if (params.has("traceClaims")) report("claim", { limit: progress.limit, eventIds: progress.eventIds, elapsedMs: progress.elapsedMs });
         break;
       case "started":
         stats.held += 1;
