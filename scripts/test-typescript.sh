@@ -33,14 +33,5 @@ cd "$repo/clients/typescript"
 npm ci --no-audit --no-fund --loglevel=error
 npx tsc -p tsconfig.json
 # Files one after another (the browser tests count the server's streams); bounded in time.
-run_tests() {
-  timeout --kill-after=10s 420s node --test --test-concurrency=1 \
-    test/unit/*.test.mjs test/e2e/*.test.mjs test/browser/*.test.mjs
-}
-# One known flake: when the leader tab is closed mid-delivery, an event it had claimed but not
-# started can wait out its lease (120 s) past the test's 30 s window. Until the runner releases
-# such leases on pagehide, a failed run is repeated once, loudly; a second failure fails.
-if ! run_tests; then
-  echo "test-typescript: FAILED once; running the suite again (see the known flake above)" >&2
-  run_tests
-fi
+timeout --kill-after=10s 420s node --test --test-concurrency=1 \
+  test/unit/*.test.mjs test/e2e/*.test.mjs test/browser/*.test.mjs
