@@ -1,9 +1,11 @@
 /**
- * The agent runner and the handler contract, as the Rust SDK's `Agent`. On every hint, timer,
- * reconnection or lifecycle change it scans the inbox after its durable cursor, claims what it
- * can run, and calls the handler once per event while heartbeating the event's lease; then it
- * acknowledges (the handler returned), releases for a retry ({@link RetryLater}, or any other
- * error) or acknowledges as `failed` ({@link Fatal}, which dead-letters the event).
+ * The agent runner, as the Rust SDK's `Agent`. On every hint, timer, reconnection or lifecycle
+ * change it claims what it can run (scanning the inbox after its durable cursor first, or at
+ * most once a second after), and calls the handler once per event while heartbeating the
+ * event's lease; then it acknowledges (the handler returned), releases for a retry
+ * ({@link RetryLater}, or any other error) or acknowledges as `failed` ({@link Fatal}, which
+ * dead-letters the event). The handler contract's types are in `contract.ts`; the batching of
+ * acknowledgements in `acks.ts`.
  *
  * A handler's result is recorded in the durable local state *before* the acknowledgement is
  * sent, so an event delivered again after a crash, a reload or a lost acknowledgement is
@@ -12,14 +14,16 @@
  * (see `tabs.ts`), and claims decide which tab runs which event.
  */
 
+import { AckBatcher, retrying } from "./acks.js";
+import type { RetryPolicy } from "./acks.js";
 import type { InboxApi } from "./api.js";
 import { sleep } from "./api.js";
-import { ConfigError, Fatal, InboxError, ProblemError, ProtocolError, ResyncError, RetryLater, SessionSupersededError } from "./errors.js";
+import type { AgentOptions, InboxEvent, Outcome, Progress, RunSummary } from "./contract.js";
+import { ConfigError, Fatal, InboxError, ProblemError, ResyncError, RetryLater, SessionSupersededError } from "./errors.js";
 import type { LifecycleChange, Platform } from "./platform.js";
 import { Scan } from "./scan.js";
 import {
   DEFAULT_POLL_SCHEDULE,
-  backoffDelay,
   heartbeatDelay,
   heartbeatRetryDelay,
   jitter,
@@ -28,112 +32,14 @@ import {
   nextNominal,
   wallClockDrift,
 } from "./schedule.js";
-import type { Backoff, PollSchedule } from "./schedule.js";
+import type { PollSchedule } from "./schedule.js";
 import type { LocalState, ProcessedResult } from "./state.js";
 import { DEFAULT_TAB_TIMING, TabGroup } from "./tabs.js";
-import type { TabGroupTiming } from "./tabs.js";
 import { DEFAULT_TRANSPORT_CONFIG, HintTransport } from "./transport.js";
-import type { TransportConfig, TransportStatus } from "./transport.js";
 import { Wakeup, timer } from "./wakeup.js";
-import type { AckEntry, Claim, EventEnvelope, JsonObject, ResyncResponse, SubscribeResponse } from "./wire.js";
+import type { AckEntry, Claim, ResyncResponse, SubscribeResponse } from "./wire.js";
 
-/** One claimed event, as the handler gets it. */
-export interface InboxEvent {
-  readonly eventId: string;
-  readonly eventType: string;
-  readonly inboxSeq: number;
-  readonly payload: JsonObject | null;
-  /** When the lease ends unless heartbeats extend it (the runner does that). */
-  readonly leaseUntilUtc: string;
-  /** Seed 001's whole envelope. */
-  readonly envelope: EventEnvelope;
-}
-
-export interface HandlerContext {
-  /** Aborted when the agent stops and the shutdown grace period has run out. */
-  readonly signal: AbortSignal;
-}
-
-/**
- * Runs one event. Return to acknowledge; throw {@link RetryLater} to release it for a retry,
- * {@link Fatal} to dead-letter it; any other error releases it for a retry after 30 s (the
- * event's `max_attempts` bounds the retries). Side effects should be idempotent where they can
- * be: a lease can be lost (a partition longer than the lease), and then another tab or process
- * may run the event too.
- */
-export type Handler = (event: InboxEvent, context: HandlerContext) => Promise<void> | void;
-
-/**
- * Rebuilds the agent's view after `410 cursor_reset_required` (away longer than the service
- * keeps history): gets the head and every open event up to `resume_after_seq`, all pages in one
- * snapshot. Throw {@link RetryLater} to be called again on the next wake, anything else to stop
- * the agent rather than skip data silently.
- */
-export type ResyncHandler = (snapshot: ResyncResponse) => Promise<void> | void;
-
-/** How an event ended for this agent. */
-export type Outcome =
-  | { kind: "acked" }
-  | { kind: "failed"; reason: string }
-  | { kind: "released"; retryAfterSeconds: number; reason: string }
-  | { kind: "deduplicated"; result: ProcessedResult }
-  | { kind: "unconfirmed"; error: string };
-
-/** What the runner reports as it goes. Called inline: keep the observer quick. */
-export type Progress =
-  | { type: "subscribed"; sessionId: string; recipientId: string; cursor: number; headSeq: number }
-  | { type: "role"; leader: boolean }
-  | { type: "transport"; status: TransportStatus }
-  | { type: "hint"; headSeq: number | null; from: "stream" | "tab" | "lifecycle" }
-  | { type: "disconnected"; error: InboxError; retryInMs: number }
-  | { type: "scanned"; cursor: number; headSeq: number }
-  /** One claim: asked for `limit`, got `eventIds`, in `elapsedMs`. */
-  | { type: "claimed"; limit: number; eventIds: string[]; elapsedMs: number }
-  | { type: "started"; event: EventEnvelope }
-  | { type: "finished"; event: EventEnvelope; outcome: Outcome; elapsedMs: number }
-  | { type: "lease_lost"; eventId: string }
-  | { type: "resynced"; snapshot: ResyncResponse }
-  | { type: "clock_jumped"; driftMs: number };
-
-export interface AgentOptions {
-  api: InboxApi;
-  handler: Handler;
-  /** After a cursor reset; default: carry on (open events are still claimed as usual). */
-  resync?: ResyncHandler;
-  /** Default: the browser's (IndexedDB, EventSource, Web Locks) or Node's (JSON file). */
-  platform?: Platform;
-  /** Default: the platform's store named `stateName`. */
-  state?: LocalState;
-  /** Default: the inbox, `tenant/agent`. */
-  stateName?: string;
-  deviceId?: string;
-  /** Events handled at once by this tab or process; default 1. */
-  concurrency?: number;
-  /** Lease asked for per claim; default the service's. */
-  leaseSeconds?: number;
-  transport?: Partial<TransportConfig>;
-  /** Polling while no stream or long poll is connected, and retrying while unreachable. */
-  poll?: PollSchedule;
-  ackRetry?: Backoff;
-  ackAttemptsMax?: number;
-  pageSize?: number;
-  scanPagesMax?: number;
-  /** On stop, how long running handlers get before their events are released; default 30 s. */
-  shutdownGraceMs?: number;
-  /** In a browser, share one stream among the agent's tabs (default true). */
-  shareStreamAcrossTabs?: boolean;
-  tabTiming?: TabGroupTiming;
-  observer?: (progress: Progress) => void;
-}
-
-export interface RunSummary {
-  acked: number;
-  failed: number;
-  released: number;
-  deduplicated: number;
-  unconfirmed: number;
-  resyncs: number;
-}
+export type { AgentOptions, Handler, HandlerContext, InboxEvent, Outcome, Progress, ResyncHandler, RunSummary } from "./contract.js";
 
 /** Delay before an event whose handler threw an unexpected error is tried again. */
 const UNEXPECTED_ERROR_RETRY_SECONDS = 30;
@@ -152,8 +58,6 @@ const LEADER_CHECK_HEARTBEATS = 2;
  * long after, in case the releases had not landed at the first scan; then the lease's end.
  */
 const RELEASE_FOLLOW_UP_MS = [100, 1_000, 3_000];
-/** Most acknowledgements sent in one request. */
-const ACK_BATCH_MAX = 100;
 const CLOCK_TOLERANCE_MS = 5_000;
 
 let defaultPlatform: (() => Platform) | null = null;
@@ -199,8 +103,8 @@ export class Agent {
   #claimBacklog = false;
   #serviceDown = false;
   #superseded = false;
-  readonly #ackQueue: { entry: AckEntry; resolve: () => void; reject: (error: unknown) => void }[] = [];
-  #acking = false;
+  readonly #acks: AckBatcher;
+  readonly #retryPolicy: RetryPolicy;
   #leaderCheck: ReturnType<typeof setTimeout> | undefined;
   readonly #followUps = new Set<ReturnType<typeof setTimeout>>();
   /** The head known when the last claim was sent: every event up to it was there to take. */
@@ -223,6 +127,8 @@ export class Agent {
     this.#platform = platform;
     this.#concurrency = options.concurrency ?? 1;
     this.#poll = options.poll ?? DEFAULT_POLL_SCHEDULE;
+    this.#retryPolicy = { attemptsMax: options.ackAttemptsMax ?? 30, backoff: options.ackRetry ?? { baseMs: 200, maxMs: 30_000 } };
+    this.#acks = new AckBatcher(options.api, () => this.sessionId, this.#retryPolicy);
   }
 
   /** The session from subscribe, once the agent runs. */
@@ -770,7 +676,7 @@ export class Agent {
 
   async #releaseOutcome(claim: Claim, retryAfterSeconds: number, reason: string): Promise<Outcome> {
     try {
-      await this.#retrying(() =>
+      await retrying(this.#retryPolicy, () =>
         this.#api.release({ event_id: claim.event_id, lease_token: claim.lease_token, reason: reason.slice(0, 200), retry_after_seconds: retryAfterSeconds }),
       );
       return { kind: "released", retryAfterSeconds, reason };
@@ -810,55 +716,9 @@ export class Agent {
     }
   }
 
-  /**
-   * Acknowledges one event, repeating on network failure (the same token twice is success).
-   * Acknowledgements that come while one is on its way go out together in the next request.
-   */
+  /** Acknowledges one event (batched with others on their way; repeated on network failure). */
   #acknowledge(claim: Claim, result: ProcessedResult): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.#ackQueue.push({ entry: { event_id: claim.event_id, lease_token: claim.lease_token, result }, resolve, reject });
-      this.#flushAcks();
-    });
-  }
-
-  #flushAcks(): void {
-    if (this.#acking || this.#ackQueue.length === 0) return;
-    const batch = this.#ackQueue.splice(0, ACK_BATCH_MAX);
-    this.#acking = true;
-    this.#retrying(() => this.#api.acknowledge({ session_id: this.sessionId, acks: batch.map((b) => b.entry) }))
-      .then(
-        (answer) => {
-          for (const pending of batch) {
-            const outcome = answer.results.find((r) => r.event_id === pending.entry.event_id);
-            if (outcome === undefined) pending.reject(new ProtocolError("the acknowledgement answer left an event out"));
-            else if (outcome.error) {
-              const { code, detail } = outcome.error;
-              pending.reject(new ProblemError({ type: `urn:agent-inbox:problem:${code}`, title: "acknowledge refused", status: 409, code, detail }));
-            } else pending.resolve();
-          }
-        },
-        (error: unknown) => {
-          for (const pending of batch) pending.reject(error);
-        },
-      )
-      .finally(() => {
-        this.#acking = false;
-        this.#flushAcks();
-      });
-  }
-
-  /** Repeats a request while it fails transiently, with backoff, up to the attempt limit. */
-  async #retrying<T>(request: () => Promise<T>): Promise<T> {
-    const attemptsMax = this.#options.ackAttemptsMax ?? 30;
-    const backoff = this.#options.ackRetry ?? { baseMs: 200, maxMs: 30_000 };
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await request();
-      } catch (error) {
-        if (!(error instanceof InboxError) || !error.retryable || attempt >= attemptsMax) throw error;
-        await sleep(backoffDelay(backoff, attempt, jitter()));
-      }
-    }
+    return this.#acks.acknowledge({ event_id: claim.event_id, lease_token: claim.lease_token, result });
   }
 
   /** Lets running handlers finish within the grace period, then releases what still runs. */
