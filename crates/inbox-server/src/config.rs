@@ -157,7 +157,7 @@ pub struct Config {
     /// How callback host names are resolved; the system resolver unless a test or an embedding
     /// application puts its own here. Not a configuration key.
     #[serde(skip)]
-    pub callback_resolver: crate::webhooks::ResolverOverride,
+    pub callback_resolver: crate::ops::callbacks::ResolverOverride,
 }
 
 impl Default for Config {
@@ -217,7 +217,7 @@ impl Default for Config {
             tls_key: None,
             cors_origins: Vec::new(),
             trusted_proxies: Vec::new(),
-            callback_resolver: crate::webhooks::ResolverOverride::default(),
+            callback_resolver: crate::ops::callbacks::ResolverOverride::default(),
         }
     }
 }

@@ -5,32 +5,24 @@
 //! the store, then converts to the wire types of `inbox-api`.
 
 pub mod auth;
+mod background;
 pub mod config;
 mod convert;
-mod cors;
 mod error;
-mod extract;
 mod group_commit;
 mod hints;
+mod http;
 mod limits;
 mod metrics;
-mod middleware;
 mod nonce_writer;
-mod notifier;
-pub mod openapi;
+mod ops;
 mod proxies;
 mod publish_batcher;
-mod routes;
 mod session_changes;
-mod session_policy;
-mod signatures;
 mod startup;
-mod streams;
-mod tasks;
 mod tenant_policies;
 pub mod tls;
 mod trust;
-mod webhooks;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -45,7 +37,8 @@ use crate::startup::Retry;
 pub use auth::{CallerKind, IssuedTokens, TokenService};
 pub use config::Config;
 pub use error::ApiError;
-pub use webhooks::{Resolver, ResolverOverride, SystemResolver};
+pub use http::openapi;
+pub use ops::callbacks::{Resolver, ResolverOverride, SystemResolver};
 
 /// Everything a handler can reach. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -212,26 +205,26 @@ fn retry(err: StoreError) -> Retry {
 /// Every route of the service.
 pub fn router(state: AppState) -> Router {
     let router = Router::new()
-        .merge(routes::inbox::router())
-        .merge(routes::agents::router())
-        .merge(routes::events::router())
-        .merge(routes::rooms::router())
-        .merge(routes::sessions::router())
-        .merge(routes::streams::router())
-        .merge(routes::ws::router())
-        .merge(routes::agent_keys::router())
-        .merge(routes::callbacks::router())
-        .merge(routes::tenant_policy::router())
-        .merge(routes::admin::router())
-        .merge(routes::auth::router())
-        .merge(routes::health::router())
-        .fallback(middleware::not_found)
-        .method_not_allowed_fallback(middleware::method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::observe))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::normalize));
+        .merge(http::routes::inbox::router())
+        .merge(http::routes::agents::router())
+        .merge(http::routes::events::router())
+        .merge(http::routes::rooms::router())
+        .merge(http::routes::sessions::router())
+        .merge(http::routes::streams::router())
+        .merge(http::routes::ws::router())
+        .merge(http::routes::agent_keys::router())
+        .merge(http::routes::callbacks::router())
+        .merge(http::routes::tenant_policy::router())
+        .merge(http::routes::admin::router())
+        .merge(http::routes::auth::router())
+        .merge(http::routes::health::router())
+        .fallback(http::middleware::not_found)
+        .method_not_allowed_fallback(http::middleware::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), http::middleware::observe))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), http::middleware::normalize));
     // Outside `observe`, so an approved preflight is answered here and a refused cross-origin
     // request is still logged and measured like any other.
-    let router = match cors::layer(&state.config) {
+    let router = match http::cors::layer(&state.config) {
         Some(cors) => router.layer(cors),
         None => router,
     };
@@ -327,7 +320,7 @@ pub async fn run_and_tell(
     let _ = ready.set(router(state.clone()));
     tracing::info!(%addr, database = state.store.dialect().name(), "agent-inbox ready");
     let _ = ready_signal.send(());
-    let background = tasks::spawn(state.clone());
+    let background = background::spawn(state.clone());
 
     // Streams and long polls end at once on shutdown, but a stream whose client stopped reading
     // is not polled again and cannot notice; do not wait for such connections forever.

@@ -150,7 +150,7 @@ pub(crate) fn waiting_router(waiting: Arc<Waiting>, metrics: Arc<Metrics>) -> Ro
         .route(
             "/metrics",
             get(|State(state): State<WaitingState>| async move {
-                crate::routes::health::metrics_text(&state.metrics)
+                crate::http::routes::health::metrics_text(&state.metrics)
             }),
         )
         .fallback(unavailable)

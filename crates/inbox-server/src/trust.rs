@@ -8,8 +8,8 @@ use tokio::task::JoinHandle;
 
 use crate::AppState;
 use crate::config::Config;
-use crate::signatures::SignatureCaches;
-use crate::webhooks::Webhooks;
+use crate::http::signed::SignatureCaches;
+use crate::ops::callbacks::Webhooks;
 
 /// How long the delivery log is kept.
 pub const CALLBACK_LOG_RETENTION: Duration = Duration::from_secs(7 * 86_400);
@@ -32,7 +32,7 @@ impl Trust {
 
 pub fn spawn(state: &AppState) -> Vec<JoinHandle<()>> {
     vec![
-        tokio::spawn(crate::webhooks::run(state.clone())),
+        tokio::spawn(crate::ops::callbacks::run(state.clone())),
         tokio::spawn(reload_signing_keys(state.clone())),
         tokio::spawn(clean_up(state.clone())),
     ]

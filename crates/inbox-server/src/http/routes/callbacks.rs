@@ -24,9 +24,9 @@ use inbox_store::{CallbackLimits, CallbackRegistration, KeyId, NewCallbackRegist
 use crate::AppState;
 use crate::auth::{Caller, CallerKind, hex, random};
 use crate::error::ApiError;
-use crate::extract::ApiJson;
-use crate::routes::agent_keys::decode_base64;
-use crate::webhooks::{ChallengeOutcome, SendError, challenge};
+use crate::http::extract::ApiJson;
+use crate::http::routes::agent_keys::decode_base64;
+use crate::ops::callbacks::{ChallengeOutcome, SendError, challenge};
 
 pub fn router() -> Router<AppState> {
     Router::new()

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::routes::{
+use crate::http::routes::{
     admin, agent_keys, agents, auth, callbacks, events, inbox, rooms, sessions, streams, tenant_policy, ws,
 };
 

@@ -22,8 +22,8 @@ use crate::AppState;
 use crate::auth::{Caller, CallerKind};
 use crate::convert;
 use crate::error::ApiError;
-use crate::extract::ApiJson;
-use crate::routes::events::record_published;
+use crate::http::extract::ApiJson;
+use crate::http::routes::events::record_published;
 
 pub fn router() -> Router<AppState> {
     Router::new()

@@ -16,11 +16,11 @@ use crate::AppState;
 use crate::auth::Caller;
 use crate::convert::{self, envelope};
 use crate::error::ApiError;
-use crate::extract::parse_json;
-use crate::routes::inbox::{
+use crate::http::extract::parse_json;
+use crate::http::routes::inbox::{
     POLL_LIMIT_DEFAULT, ack_outcome, acknowledge_items, claim_for, count_fetch, poll_page, release_event,
 };
-use crate::signatures::{self, SignedBody, SignedJson};
+use crate::http::signed::{self, SignedBody, SignedJson};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -50,7 +50,7 @@ pub async fn inbox(
 ) -> Result<Json<AgentInboxPage>, ApiError> {
     caller.require("inbox.poll")?;
     caller.check_agent(Some(&agent_id))?;
-    let Query(query) = query.map_err(|e| crate::extract::query_problem(&e))?;
+    let Query(query) = query.map_err(|e| crate::http::extract::query_problem(&e))?;
     let query = PollQuery {
         inbox: caller.inbox(),
         after_seq: InboxSeq::new(query.after_cursor)

@@ -21,9 +21,9 @@ use inbox_store::{SessionRecord, SessionTouch};
 use crate::AppState;
 use crate::auth::{Caller, hex, random};
 use crate::error::ApiError;
-use crate::extract::{ApiJson, parse_json};
-use crate::session_policy::require_active_session;
-use crate::streams::{session_not_found, websocket_url};
+use crate::http::extract::{ApiJson, parse_json};
+use crate::ops::sessions::require_active_session;
+use crate::ops::streams::{session_not_found, websocket_url};
 
 pub fn router() -> Router<AppState> {
     Router::new()

@@ -40,7 +40,7 @@ use sha2::{Digest, Sha256};
 use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::parse_json;
+use crate::http::extract::parse_json;
 
 /// How long a looked-up key is trusted before it is read again.
 pub const KEY_CACHE_TTL: Duration = Duration::from_secs(10);

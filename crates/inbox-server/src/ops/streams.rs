@@ -25,7 +25,7 @@ use crate::AppState;
 use crate::auth::{Caller, random};
 use crate::error::ApiError;
 use crate::limits::WaiterGuard;
-use crate::session_policy::{is_superseded, require_active_session};
+use crate::ops::sessions::{is_superseded, require_active_session};
 
 /// What woke a subscription.
 #[derive(Debug)]

@@ -12,7 +12,7 @@ use inbox_store::{TenantPolicy, TenantPolicyChange};
 use crate::AppState;
 use crate::auth::{Caller, CallerKind};
 use crate::error::ApiError;
-use crate::extract::ApiJson;
+use crate::http::extract::ApiJson;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/v1/admin/tenant-policy", get(get_policy).post(set_policy))

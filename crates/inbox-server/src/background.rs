@@ -26,7 +26,7 @@ pub fn spawn(state: AppState) -> Vec<JoinHandle<()>> {
         tokio::spawn(scavenger(state.clone())),
         tokio::spawn(stats(state.clone())),
         tokio::spawn(database_health(state.clone())),
-        crate::notifier::spawn(state),
+        crate::ops::signals::spawn(state),
     ]);
     tasks
 }

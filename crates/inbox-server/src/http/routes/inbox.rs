@@ -27,10 +27,10 @@ use crate::AppState;
 use crate::auth::Caller;
 use crate::convert::{self, envelope};
 use crate::error::{ApiError, item_error};
-use crate::extract::ApiJson;
-use crate::session_policy::require_active_session;
-use crate::signatures::{self, SignedJson};
-use crate::streams::Connected;
+use crate::http::extract::ApiJson;
+use crate::ops::sessions::require_active_session;
+use crate::http::signed::{self, SignedJson};
+use crate::ops::streams::Connected;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -469,7 +469,7 @@ pub async fn resync(
     query: Result<Query<ResyncQuery>, QueryRejection>,
 ) -> Result<Json<ResyncResponse>, ApiError> {
     caller.require("inbox.poll")?;
-    let Query(query) = query.map_err(|e| crate::extract::query_problem(&e))?;
+    let Query(query) = query.map_err(|e| crate::http::extract::query_problem(&e))?;
     let after_seq =
         InboxSeq::new(query.after_seq).map_err(|e| ApiError::invalid_field("after_seq", e.problem))?;
     let inbox: RecipientKey = caller.inbox();

@@ -8,7 +8,7 @@ use inbox_api::{RefreshRequest, TokenResponse};
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::extract::ApiJson;
+use crate::http::extract::ApiJson;
 use crate::proxies::ClientAddr;
 
 pub fn router() -> Router<AppState> {

@@ -50,6 +50,6 @@ pub(crate) fn metrics_text(metrics: &crate::metrics::Metrics) -> impl IntoRespon
 async fn openapi(State(state): State<AppState>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-        crate::openapi::document_for(&state.config),
+        crate::http::openapi::document_for(&state.config),
     )
 }

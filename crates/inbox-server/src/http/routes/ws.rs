@@ -27,9 +27,9 @@ use serde::Serialize;
 use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::{StreamAuth, StreamCaller, StreamQuery, parse_json};
-use crate::routes::inbox::{acknowledge_for, claim_for, heartbeat_for, release_for};
-use crate::streams::{SEND_TIMEOUT, Subscription, Wake};
+use crate::http::extract::{StreamAuth, StreamCaller, StreamQuery, parse_json};
+use crate::http::routes::inbox::{acknowledge_for, claim_for, heartbeat_for, release_for};
+use crate::ops::streams::{SEND_TIMEOUT, Subscription, Wake};
 
 pub fn router() -> Router<AppState> {
     // `any`: HTTP/1.1 upgrades with GET, HTTP/2 (RFC 8441) with an extended CONNECT.
@@ -89,7 +89,7 @@ fn same_origin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let origin_host = origin.split_once("://").map_or("", |(_, rest)| rest);
     if (!host.is_empty() && origin_host.eq_ignore_ascii_case(host))
-        || crate::cors::allowed(&state.config, origin)
+        || crate::http::cors::allowed(&state.config, origin)
     {
         return Ok(());
     }
@@ -212,7 +212,7 @@ async fn run(
     })?;
     let body = request.body.as_deref().map_or("{}", |raw| raw.get()).as_bytes();
     if OPS.contains(&request.op.as_str()) {
-        crate::signatures::refuse_unsigned_if_required(state, caller).await?;
+        crate::http::signed::refuse_unsigned_if_required(state, caller).await?;
     }
     match request.op.as_str() {
         "claim" => {

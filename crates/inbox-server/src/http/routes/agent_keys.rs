@@ -23,7 +23,7 @@ use serde::Deserialize;
 use crate::AppState;
 use crate::auth::{Caller, CallerKind, hex, random};
 use crate::error::ApiError;
-use crate::signatures::{OptionallySignedBody, OptionallySignedJson};
+use crate::http::signed::{OptionallySignedBody, OptionallySignedJson};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -133,7 +133,7 @@ pub async fn retire(
     query: Result<Query<RetireParams>, axum::extract::rejection::QueryRejection>,
     request: OptionallySignedBody,
 ) -> Result<StatusCode, ApiError> {
-    let Query(query) = query.map_err(|e| crate::extract::query_problem(&e))?;
+    let Query(query) = query.map_err(|e| crate::http::extract::query_problem(&e))?;
     let after_seconds = query.after_seconds.unwrap_or(0);
     if after_seconds > 7 * 86_400 {
         return Err(ApiError::invalid_field("after_seconds", "must be at most 604800 (7 days)"));

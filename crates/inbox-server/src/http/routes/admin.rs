@@ -15,7 +15,7 @@ use crate::AppState;
 use crate::auth::{Caller, CallerKind};
 use crate::convert::{self, envelope};
 use crate::error::{ApiError, item_error};
-use crate::extract::ApiJson;
+use crate::http::extract::ApiJson;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -53,7 +53,7 @@ pub async fn list_parked(
     params: Result<Query<ParkedParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<ParkedEventsResponse>, ApiError> {
     require_admin(&caller)?;
-    let Query(params) = params.map_err(|e| crate::extract::query_problem(&e))?;
+    let Query(params) = params.map_err(|e| crate::http::extract::query_problem(&e))?;
     let recipient = params
         .recipient_id
         .map(|id| RecipientId::new(id).map(Recipient::agent))
@@ -155,7 +155,7 @@ pub async fn inboxes(
     params: Result<Query<InboxesParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<InboxStatsResponse>, ApiError> {
     require_admin(&caller)?;
-    let Query(params) = params.map_err(|e| crate::extract::query_problem(&e))?;
+    let Query(params) = params.map_err(|e| crate::http::extract::query_problem(&e))?;
     let stats = state.store.inbox_stats(&caller.tenant_id, params.limit.unwrap_or(100)).await?;
     let now = state.store.now();
     Ok(Json(InboxStatsResponse {

@@ -24,7 +24,7 @@ use inbox_store::SessionStanding;
 use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::streams::session_not_found;
+use crate::ops::streams::session_not_found;
 
 /// Lets `session_id` take new work (claim, open a stream), or refuses it when the tenant runs
 /// the policy and the session is not the agent's newest.

@@ -28,8 +28,8 @@ use sha2::{Digest, Sha256};
 use crate::AppState;
 use crate::auth::{Caller, hex, random};
 use crate::error::ApiError;
-use crate::extract::{COOKIE_PREFIX, STREAM_COOKIE, StreamCaller, StreamQuery, TICKET_PREFIX, parse_json};
-use crate::streams::{
+use crate::http::extract::{COOKIE_PREFIX, STREAM_COOKIE, StreamCaller, StreamQuery, TICKET_PREFIX, parse_json};
+use crate::ops::streams::{
     SESSION_SUPERSEDED, Subscription, Wake, forwarded_https, session_param, touch, websocket_url,
 };
 

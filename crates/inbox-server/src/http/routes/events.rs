@@ -15,7 +15,7 @@ use crate::AppState;
 use crate::auth::Caller;
 use crate::convert;
 use crate::error::ApiError;
-use crate::extract::ApiJson;
+use crate::http::extract::ApiJson;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/v1/events", post(publish))
