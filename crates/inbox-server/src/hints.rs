@@ -1,6 +1,6 @@
 //! Wake-ups for this node's long polls and streams: a watch channel per inbox carrying the
 //! newest head sequence reported. Reports come only from committed work: the notifier
-//! (`notifier.rs`), which reads every node's commits from `outbox_signal`, and a publish on
+//! (`ops/signals.rs`), which reads every node's commits from `outbox_signal`, and a publish on
 //! this node right after its own commit. A report is only ever "the head is at least N".
 //!
 //! A watch channel holds one value, so reports coalesce to the highest head: a subscriber that

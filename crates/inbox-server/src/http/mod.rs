@@ -8,3 +8,4 @@ pub mod middleware;
 pub mod openapi;
 pub mod routes;
 pub mod signed;
+pub mod stream_params;

@@ -10,10 +10,11 @@
 //! as expired. Every refusal names what to fix, and counts as a failed authentication for the
 //! client address's throttle.
 //!
-//! The extractors only verify; the handler spends the nonce ([`spend`]) before anything
-//! changes, so a replay changes nothing and a request refused later (a missing scope, say)
-//! still spent its nonce. Spending goes through the node's [`crate::nonce_writer`], which
-//! records the nonces of concurrent requests in one statement.
+//! The extractors verify and then spend the nonce themselves ([`spend`]), as the last step of
+//! extraction: after every other extractor and the body's parse succeeded, before the handler
+//! runs. So no handler can forget it, a replay changes nothing, and a request refused later (a
+//! missing scope, say) still spent its nonce. Spending goes through the node's
+//! [`crate::nonce_writer`], which records the nonces of concurrent requests in one statement.
 //!
 //! Keys and tenant policies are cached per node for a few seconds ([`KEY_CACHE_TTL`],
 //! [`crate::tenant_policies`]), which is how long a retirement or a policy
@@ -50,21 +51,21 @@ const UNKNOWN_KEY_TTL: Duration = Duration::from_secs(1);
 /// Entries per cache; past it the cache starts over.
 const CACHE_ENTRIES_MAX: usize = 10_000;
 
-/// A JSON body whose request passed signature verification (or needed none), and the
-/// signature's nonce for the operation to record ([`PendingNonce`]).
+/// A JSON body whose request passed signature verification (or needed none); a signature's
+/// nonce is already spent when the handler sees it.
 #[derive(Debug)]
-pub struct SignedJson<T>(pub T, pub Option<PendingNonce>);
+pub struct SignedJson<T>(pub T);
 
-/// A body (possibly empty, any content type) whose request passed signature verification.
+/// A body (possibly empty, any content type) whose request passed signature verification; a
+/// signature's nonce is already spent.
 #[derive(Debug)]
 pub struct SignedBody {
     pub body: Bytes,
-    pub nonce: Option<PendingNonce>,
 }
 
-/// A verified signature's nonce, not yet recorded: the handler spends it with [`spend`].
+/// A verified signature's nonce, not yet recorded: the extractor spends it with [`spend`].
 #[derive(Debug, Clone)]
-pub struct PendingNonce {
+struct PendingNonce {
     record: SignatureNonce,
     key_id: String,
     nonce: String,
@@ -91,7 +92,7 @@ impl PendingNonce {
 
 /// Records a signed request's nonce now, before the operation: a replay is refused here, and
 /// a request refused later (say for a missing scope) cannot be replayed either.
-pub async fn spend(state: &AppState, nonce: Option<PendingNonce>) -> Result<(), ApiError> {
+async fn spend(state: &AppState, nonce: Option<PendingNonce>) -> Result<(), ApiError> {
     let Some(nonce) = nonce else { return Ok(()) };
     let started = Instant::now();
     let remembered = state.nonces.remember(nonce.record).await;
@@ -104,9 +105,9 @@ pub async fn spend(state: &AppState, nonce: Option<PendingNonce>) -> Result<(), 
 
 /// A verified signature and its not yet recorded nonce.
 #[derive(Debug)]
-pub struct Verified {
-    pub signature: VerifiedSignature,
-    pub nonce: PendingNonce,
+struct Verified {
+    signature: VerifiedSignature,
+    nonce: PendingNonce,
 }
 
 /// A JSON body verified when signed, but accepted unsigned whatever the tenant's policy: for
@@ -117,13 +118,17 @@ pub struct OptionallySignedJson<T> {
     pub signature: Option<VerifiedSignature>,
 }
 
-impl<T: DeserializeOwned> FromRequest<AppState> for SignedJson<T> {
+impl<T: DeserializeOwned + Send> FromRequest<AppState> for SignedJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
         require_json(&request)?;
-        let signed = SignedBody::from_request(request, state).await?;
-        Ok(SignedJson(parse_json(&signed.body)?, signed.nonce))
+        let (caller, parts, body) = split(request, state).await?;
+        let nonce = verify_request(state, &caller, &parts, &body, true).await?.map(|v| v.nonce);
+        // Parsed before the nonce is spent: a body that is not even well-formed spends nothing.
+        let value = parse_json(&body)?;
+        spend(state, nonce).await?;
+        Ok(SignedJson(value))
     }
 }
 
@@ -133,7 +138,8 @@ impl FromRequest<AppState> for SignedBody {
     async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
         let (caller, parts, body) = split(request, state).await?;
         let nonce = verify_request(state, &caller, &parts, &body, true).await?.map(|v| v.nonce);
-        Ok(SignedBody { body, nonce })
+        spend(state, nonce).await?;
+        Ok(SignedBody { body })
     }
 }
 
@@ -227,9 +233,9 @@ fn require_json(request: &Request) -> Result<(), ApiError> {
 }
 
 /// Verifies the request's signature when it carries one, or when `enforce_policy` and the
-/// tenant requires one. Returns the verified signature with its nonce, which the caller must
-/// record (`None`: unsigned and allowed).
-pub async fn verify_request(
+/// tenant requires one. Returns the verified signature with its nonce, which the extractor
+/// then spends (`None`: unsigned and allowed).
+async fn verify_request(
     state: &AppState,
     caller: &Caller,
     parts: &Parts,

@@ -2,6 +2,7 @@
 //! WebSocket and seed 000's aliases all call, so a rule holds whichever transport asked.
 
 pub mod callbacks;
+pub mod inbox;
 pub mod sessions;
 pub mod signals;
 pub mod streams;

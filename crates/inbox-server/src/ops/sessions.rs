@@ -19,12 +19,11 @@
 
 use axum::http::StatusCode;
 use inbox_core::{RecipientId, SessionId, TenantId};
-use inbox_store::SessionStanding;
+use inbox_store::{SessionStanding, SessionTouch};
 
 use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::ops::streams::session_not_found;
 
 /// Lets `session_id` take new work (claim, open a stream), or refuses it when the tenant runs
 /// the policy and the session is not the agent's newest.
@@ -77,4 +76,30 @@ pub(crate) fn session_superseded(session_id: &SessionId) -> ApiError {
          the work back",
     )
     .with("session_id", session_id.as_str())
+}
+
+/// Records a sign of life of `session_id`, which must be the caller's (404
+/// `session_not_found` otherwise).
+pub(crate) async fn touch(
+    state: &AppState,
+    caller: &Caller,
+    session_id: &SessionId,
+    transport: Option<&str>,
+) -> Result<(), ApiError> {
+    let touch = SessionTouch {
+        session_id,
+        tenant_id: &caller.tenant_id,
+        agent_id: &caller.subject,
+        transport,
+        last_seen_seq: None,
+    };
+    if state.store.touch_session(&touch).await? { Ok(()) } else { Err(session_not_found()) }
+}
+
+pub(crate) fn session_not_found() -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::NOT_FOUND,
+        "session_not_found",
+        "no session with this session_id belongs to you; open one with POST /v1/agent-sessions/subscribe",
+    )
 }

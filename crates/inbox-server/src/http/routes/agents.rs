@@ -1,5 +1,5 @@
-//! Seed 000's resource-style routes, thin aliases onto the handlers of `inbox.rs`. The
-//! `{agent_id}` in the path must be the token's own agent.
+//! Seed 000's resource-style routes, thin aliases onto the use cases of [`crate::ops::inbox`]
+//! that seed 001's routes call too. The `{agent_id}` in the path must be the token's own agent.
 
 use axum::extract::{Path, Query, State};
 use axum::routing::{get, post};
@@ -8,19 +8,15 @@ use inbox_api::{
     AckOneRequest, AckOutcome, AgentInboxPage, ClaimRequest, ClaimResponse, ReleaseOneRequest,
     ReleaseResponse,
 };
-use inbox_core::InboxSeq;
-use inbox_store::{AckItem, PollQuery, Release};
 use serde::Deserialize;
 
 use crate::AppState;
 use crate::auth::Caller;
-use crate::convert::{self, envelope};
+use crate::convert::envelope;
 use crate::error::ApiError;
 use crate::http::extract::parse_json;
-use crate::http::routes::inbox::{
-    POLL_LIMIT_DEFAULT, ack_outcome, acknowledge_items, claim_for, count_fetch, poll_page, release_event,
-};
-use crate::http::signed::{self, SignedBody, SignedJson};
+use crate::http::signed::{SignedBody, SignedJson};
+use crate::ops::inbox;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -51,15 +47,7 @@ pub async fn inbox(
     caller.require("inbox.poll")?;
     caller.check_agent(Some(&agent_id))?;
     let Query(query) = query.map_err(|e| crate::http::extract::query_problem(&e))?;
-    let query = PollQuery {
-        inbox: caller.inbox(),
-        after_seq: InboxSeq::new(query.after_cursor)
-            .map_err(|e| ApiError::invalid_field("after_cursor", e.problem))?,
-        limit: query.limit.unwrap_or(POLL_LIMIT_DEFAULT),
-        claimable_only: false,
-    };
-    let page = poll_page(&state, &caller, &query, None).await?;
-    count_fetch(&state, &caller, "poll");
+    let page = inbox::page(&state, &caller, query.after_cursor, query.limit).await?;
     let now = state.store.now();
     Ok(Json(AgentInboxPage {
         events: page.events.iter().map(|e| envelope(e, now).into()).collect(),
@@ -78,13 +66,12 @@ pub async fn claim(
     State(state): State<AppState>,
     caller: Caller,
     Path(agent_id): Path<String>,
-    SignedBody { body, nonce }: SignedBody,
+    SignedBody { body }: SignedBody,
 ) -> Result<Json<ClaimResponse>, ApiError> {
-    signatures::spend(&state, nonce).await?;
     caller.check_agent(Some(&agent_id))?;
     let request: ClaimRequest =
         if body.iter().all(u8::is_ascii_whitespace) { ClaimRequest::default() } else { parse_json(&body)? };
-    claim_for(&state, &caller, request).await.map(Json)
+    inbox::claim(&state, &caller, request).await.map(Json)
 }
 
 /// Acknowledge one event, as `POST /api/v1/agents/{agent_id}/inbox/{event_id}/ack`.
@@ -95,17 +82,10 @@ pub async fn ack(
     State(state): State<AppState>,
     caller: Caller,
     Path((agent_id, event_id)): Path<(String, String)>,
-    SignedJson(request, nonce): SignedJson<AckOneRequest>,
+    SignedJson(request): SignedJson<AckOneRequest>,
 ) -> Result<Json<AckOutcome>, ApiError> {
-    signatures::spend(&state, nonce).await?;
     caller.check_agent(Some(&agent_id))?;
-    let item = AckItem {
-        event_id: convert::event_id("event_id", &event_id)?,
-        lease_token: convert::lease_token("lease_token", &request.lease_token)?,
-        result: convert::ack_result("result", request.result.as_deref())?,
-    };
-    let receipt = acknowledge_items(&state, &caller, vec![item]).await?.remove(0)?;
-    Ok(Json(ack_outcome(Ok(receipt))))
+    inbox::acknowledge_one(&state, &caller, &event_id, request).await.map(Json)
 }
 
 /// Release one event, as `POST /api/v1/agents/{agent_id}/inbox/{event_id}/release`.
@@ -116,16 +96,8 @@ pub async fn release(
     State(state): State<AppState>,
     caller: Caller,
     Path((agent_id, event_id)): Path<(String, String)>,
-    SignedJson(request, nonce): SignedJson<ReleaseOneRequest>,
+    SignedJson(request): SignedJson<ReleaseOneRequest>,
 ) -> Result<Json<ReleaseResponse>, ApiError> {
-    signatures::spend(&state, nonce).await?;
     caller.check_agent(Some(&agent_id))?;
-    let release = Release {
-        inbox: caller.inbox(),
-        event_id: convert::event_id("event_id", &event_id)?,
-        lease_token: convert::lease_token("lease_token", &request.lease_token)?,
-        retry_after_ms: convert::seconds_to_ms("retry_after_seconds", request.retry_after_seconds)?,
-        reason: request.reason,
-    };
-    release_event(&state, &caller, release).await.map(Json)
+    inbox::release_one(&state, &caller, &event_id, request).await.map(Json)
 }

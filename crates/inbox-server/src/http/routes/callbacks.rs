@@ -3,7 +3,7 @@
 //! the challenge), rotate the shared secret, and read the delivery log.
 //!
 //! A URL is checked when registered (`https` only, every resolved address outside the
-//! refused ranges) and again on every delivery (`webhooks.rs`). A registration stays
+//! refused ranges) and again on every delivery (`ops/callbacks.rs`). A registration stays
 //! `pending_verification`, receiving nothing but challenges, until its receiver answers one
 //! with the HMAC of the challenge under the shared secret.
 

@@ -1,8 +1,6 @@
-//! Seed 001's inbox contract: poll after cursor (with long polling), head (with ETag), claim,
-//! acknowledge, release, heartbeat, and the resync route that follows a cursor reset.
-//! Seed 000's resource routes (`agents.rs`) call the same functions.
-
-use std::time::{Duration, Instant};
+//! Seed 001's inbox contract over HTTP: poll after cursor (with long polling), head (with
+//! ETag), claim, acknowledge, release, heartbeat, and the resync route that follows a cursor
+//! reset. Each handler extracts and makes one call into [`crate::ops::inbox`].
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -10,27 +8,18 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use inbox_api::time::format_utc;
 use inbox_api::{
-    AckOutcome, AcknowledgeRequest, AcknowledgeResponse, Claim, ClaimRequest, ClaimResponse, HeadResponse,
-    HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse, PollRequest, PollResponse, RejectedEvent,
-    ReleaseRequest, ReleaseResponse, ResyncResponse,
-};
-use inbox_core::{InboxSeq, RecipientKey, RefusalReason, SessionId};
-use inbox_store::{
-    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Heartbeat, HeartbeatItem,
-    ItemOutcome, PollQuery, Refusal, Release, StoreError,
+    AcknowledgeRequest, AcknowledgeResponse, ClaimRequest, ClaimResponse, HeadResponse, HeartbeatRequest,
+    HeartbeatResponse, PollRequest, PollResponse, ReleaseRequest, ReleaseResponse, ResyncResponse,
 };
 use serde::Deserialize;
 
 use crate::AppState;
 use crate::auth::Caller;
-use crate::convert::{self, envelope};
-use crate::error::{ApiError, item_error};
+use crate::error::ApiError;
 use crate::http::extract::ApiJson;
-use crate::ops::sessions::require_active_session;
-use crate::http::signed::{self, SignedJson};
-use crate::ops::streams::Connected;
+use crate::http::signed::SignedJson;
+use crate::ops::inbox;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -43,15 +32,6 @@ pub fn router() -> Router<AppState> {
         .route("/v1/inbox/resync", get(resync))
 }
 
-/// Default page size of a poll.
-pub const POLL_LIMIT_DEFAULT: u32 = 100;
-/// Default batch of a claim-next.
-pub const CLAIM_LIMIT_DEFAULT: u32 = 10;
-/// How often a waiting long poll re-reads the database when no hint arrives. Hints come from
-/// the notifier within its interval for commits on any node, so this is only a safety net
-/// (a notifier that fell behind, a signal it gave up on).
-const LONG_POLL_RECHECK: Duration = Duration::from_secs(5);
-
 /// Events after the cursor, in sequence order.
 #[utoipa::path(post, path = "/v1/inbox/poll-after-cursor", tag = "inbox", request_body = PollRequest,
     responses((status = 200, body = PollResponse), (status = 410, description = "cursor_reset_required", body = inbox_api::Problem)))]
@@ -60,91 +40,7 @@ pub async fn poll(
     caller: Caller,
     ApiJson(request): ApiJson<PollRequest>,
 ) -> Result<Json<PollResponse>, ApiError> {
-    caller.require("inbox.poll")?;
-    caller.check_tenant(request.tenant_id.as_deref())?;
-    caller.check_agent(request.recipient_id.as_deref())?;
-    let query = PollQuery {
-        inbox: caller.inbox(),
-        after_seq: InboxSeq::new(request.after_seq)
-            .map_err(|e| ApiError::invalid_field("after_seq", e.problem))?,
-        limit: request.limit.unwrap_or(POLL_LIMIT_DEFAULT),
-        claimable_only: request.include_claimable_only,
-    };
-    let wait = match request.wait_seconds {
-        None | Some(0) => None,
-        Some(seconds) => {
-            let max = state.config.long_poll_wait_max;
-            if u64::from(seconds) > max.as_secs() {
-                return Err(ApiError::invalid_field(
-                    "wait_seconds",
-                    format!("is {seconds}; the longest wait this server allows is {} s", max.as_secs()),
-                ));
-            }
-            Some(Duration::from_secs(u64::from(seconds)))
-        }
-    };
-    let page = poll_page(&state, &caller, &query, wait).await?;
-    count_fetch(&state, &caller, "poll");
-    let now = state.store.now();
-    Ok(Json(PollResponse {
-        head_seq: page.head_seq.get(),
-        events: page.events.iter().map(|e| envelope(e, now)).collect(),
-        next_cursor: page.next_cursor.get(),
-        more_available: page.more_available,
-    }))
-}
-
-/// One poll, or a long poll that returns as soon as an event past the cursor commits.
-pub(crate) async fn poll_page(
-    state: &AppState,
-    caller: &Caller,
-    query: &PollQuery,
-    wait: Option<Duration>,
-) -> Result<inbox_store::PollPage, ApiError> {
-    let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
-    let counted = |result: Result<inbox_store::PollPage, StoreError>| {
-        if let Err(StoreError::CursorResetRequired { .. }) = &result {
-            state.metrics.count("agent_inbox_cursor_resets_total", vec![("tenant", tenant.clone())], 1);
-        }
-        result.map_err(ApiError::from)
-    };
-    let Some(wait) = wait else {
-        return counted(state.store.poll_after_cursor(query).await);
-    };
-    let _slot = state.limits.hold_waiter(caller.tenant_id.as_str(), caller.subject.as_str())?;
-    let _connected = Connected::new(state, "long-poll");
-    let deadline = Instant::now() + wait;
-    let mut hints = state.hints.watch(&query.inbox);
-    let outcome = |outcome: &'static str| {
-        state.metrics.count("agent_inbox_long_polls_total", vec![("outcome", outcome.to_owned())], 1);
-    };
-    loop {
-        hints.mark_unchanged();
-        let page = counted(state.store.poll_after_cursor(query).await)?;
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if !page.events.is_empty() {
-            outcome("events");
-            return Ok(page);
-        }
-        if remaining.is_zero() {
-            outcome("timeout");
-            return Ok(page);
-        }
-        tokio::select! {
-            _ = hints.changed() => {}
-            _ = tokio::time::sleep(remaining.min(LONG_POLL_RECHECK)) => {}
-            _ = state.shutdown.cancelled() => {
-                outcome("shutdown");
-                return Ok(page);
-            }
-        }
-    }
-}
-
-/// Counts a poll or claim request: what a hint is meant to lead to (the hint-to-fetch ratio).
-pub(crate) fn count_fetch(state: &AppState, caller: &Caller, kind: &'static str) {
-    let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
-    state.metrics.count("agent_inbox_fetches_total", vec![("tenant", tenant), ("kind", kind.to_owned())], 1);
+    inbox::poll(&state, &caller, request).await.map(Json)
 }
 
 /// The recipient's head. Answers `304 Not Modified` while the head matches `If-None-Match`.
@@ -155,9 +51,7 @@ pub async fn head(
     caller: Caller,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    caller.require("inbox.poll")?;
-    let inbox = caller.inbox();
-    let head = state.store.head(&inbox).await?;
+    let (inbox, head) = inbox::head(&state, &caller).await?;
     let etag = format!("\"{}:{}:{}\"", inbox.tenant_id, inbox.recipient.id, head.head_seq);
     let matches = headers
         .get(header::IF_NONE_MATCH)
@@ -183,6 +77,7 @@ pub async fn head(
         .into_response())
 }
 
+
 /// Claims the named events, or the next `limit` claimable ones.
 #[utoipa::path(post, path = "/v1/inbox/claim", tag = "inbox", request_body = ClaimRequest,
     responses((status = 200, body = ClaimResponse),
@@ -190,96 +85,9 @@ pub async fn head(
 pub async fn claim(
     State(state): State<AppState>,
     caller: Caller,
-    SignedJson(request, nonce): SignedJson<ClaimRequest>,
+    SignedJson(request): SignedJson<ClaimRequest>,
 ) -> Result<Json<ClaimResponse>, ApiError> {
-    signatures::spend(&state, nonce).await?;
-    claim_for(&state, &caller, request).await.map(Json)
-}
-
-/// The whole of a claim after extraction (and after its signature's nonce is spent).
-pub(crate) async fn claim_for(
-    state: &AppState,
-    caller: &Caller,
-    request: ClaimRequest,
-) -> Result<ClaimResponse, ApiError> {
-    caller.require("inbox.claim")?;
-    caller.check_tenant(request.tenant_id.as_deref())?;
-    caller.check_agent(request.recipient_id.as_deref())?;
-    let session_id = request
-        .session_id
-        .as_deref()
-        .map(SessionId::new)
-        .transpose()
-        .map_err(|e| ApiError::invalid_field("session_id", e.problem))?;
-    require_active_session(state, caller, session_id.as_ref()).await?;
-    let lease_ms = request.lease_seconds.map(|s| convert::seconds_to_ms("lease_seconds", s)).transpose()?;
-    let inbox = caller.inbox();
-    let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
-    let (claimed, rejected) = match request.event_ids {
-        None => {
-            let limit = request.limit.unwrap_or(CLAIM_LIMIT_DEFAULT);
-            let claim = ClaimNext { inbox, session_id, limit, lease_ms };
-            let claimed = state.store.claim_next(&claim).await?;
-            (claimed, Vec::new())
-        }
-        Some(ids) => {
-            if request.limit.is_some() {
-                return Err(ApiError::invalid_field(
-                    "limit",
-                    "applies only when event_ids is absent; send one or the other",
-                ));
-            }
-            let event_ids = ids
-                .iter()
-                .enumerate()
-                .map(|(i, id)| convert::event_id(&format!("event_ids[{i}]"), id))
-                .collect::<Result<Vec<_>, _>>()?;
-            let claim = ClaimByIds { inbox, session_id, event_ids, lease_ms };
-            let outcomes = state.store.claim_by_ids(&claim).await?;
-            let mut claimed = Vec::new();
-            let mut rejected = Vec::new();
-            for outcome in outcomes {
-                match outcome {
-                    Ok(c) => claimed.push(c),
-                    Err(refusal) => {
-                        if matches!(
-                            refusal.reason,
-                            Refusal::Refused(RefusalReason::NotClaimable("claimed" | "acked"))
-                        ) {
-                            state.metrics.count(
-                                "agent_inbox_duplicate_claims_total",
-                                vec![("tenant", tenant.clone())],
-                                1,
-                            );
-                        }
-                        rejected.push(RejectedEvent {
-                            event_id: refusal.event_id.to_string(),
-                            error: item_error(&refusal),
-                        });
-                    }
-                }
-            }
-            (claimed, rejected)
-        }
-    };
-    count_fetch(state, caller, "claim");
-    let now = state.store.now();
-    state.metrics.count("agent_inbox_claims_total", vec![("tenant", tenant)], claimed.len() as u64);
-    for c in claimed.iter().filter(|c| c.event.lifecycle.delivery_attempts == 1) {
-        let waited = now.ms_since(c.event.lifecycle.available_at);
-        state.metrics.observe("agent_inbox_delivery_latency_seconds", vec![], Duration::from_millis(waited));
-    }
-    Ok(ClaimResponse { claims: claimed.iter().map(|c| claim_view(c, now)).collect(), rejected })
-}
-
-fn claim_view(c: &ClaimedEvent, now: inbox_core::UnixMillis) -> Claim {
-    Claim {
-        event_id: c.event.event_id.to_string(),
-        lease_token: c.lease_token.as_str().to_owned(),
-        visibility_lease_until_utc: format_utc(c.lease_until.get()),
-        ack_state: c.event.state().as_str().to_owned(),
-        event: envelope(&c.event, now),
-    }
+    inbox::claim(&state, &caller, request).await.map(Json)
 }
 
 /// Acknowledges events; repeats with the same token succeed.
@@ -287,66 +95,9 @@ fn claim_view(c: &ClaimedEvent, now: inbox_core::UnixMillis) -> Claim {
 pub async fn acknowledge(
     State(state): State<AppState>,
     caller: Caller,
-    SignedJson(request, nonce): SignedJson<AcknowledgeRequest>,
+    SignedJson(request): SignedJson<AcknowledgeRequest>,
 ) -> Result<Json<AcknowledgeResponse>, ApiError> {
-    signatures::spend(&state, nonce).await?;
-    acknowledge_for(&state, &caller, request).await.map(Json)
-}
-
-/// The whole of `POST /v1/inbox/acknowledge` after extraction, shared with the WebSocket.
-pub(crate) async fn acknowledge_for(
-    state: &AppState,
-    caller: &Caller,
-    request: AcknowledgeRequest,
-) -> Result<AcknowledgeResponse, ApiError> {
-    caller.check_tenant(request.tenant_id.as_deref())?;
-    caller.check_agent(request.recipient_id.as_deref())?;
-    let items = request
-        .acks
-        .iter()
-        .enumerate()
-        .map(|(i, a)| {
-            Ok(AckItem {
-                event_id: convert::event_id(&format!("acks[{i}].event_id"), &a.event_id)?,
-                lease_token: convert::lease_token(&format!("acks[{i}].lease_token"), &a.lease_token)?,
-                result: convert::ack_result(&format!("acks[{i}].result"), a.result.as_deref())?,
-            })
-        })
-        .collect::<Result<Vec<_>, ApiError>>()?;
-    let outcomes = acknowledge_items(state, caller, items).await?;
-    Ok(AcknowledgeResponse { results: outcomes.into_iter().map(ack_outcome).collect() })
-}
-
-pub(crate) async fn acknowledge_items(
-    state: &AppState,
-    caller: &Caller,
-    items: Vec<AckItem>,
-) -> Result<Vec<ItemOutcome<AckReceipt>>, ApiError> {
-    caller.require("inbox.ack")?;
-    let started = Instant::now();
-    let outcomes = state.store.acknowledge(&Acknowledge { inbox: caller.inbox(), items }).await?;
-    state.metrics.observe("agent_inbox_ack_latency_seconds", vec![], started.elapsed());
-    let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
-    for receipt in outcomes.iter().flatten() {
-        let labels = vec![("tenant", tenant.clone()), ("state", receipt.state.as_str().to_owned())];
-        state.metrics.count("agent_inbox_acks_total", labels, 1);
-    }
-    Ok(outcomes)
-}
-
-pub(crate) fn ack_outcome(outcome: ItemOutcome<AckReceipt>) -> AckOutcome {
-    match outcome {
-        Ok(receipt) => AckOutcome {
-            event_id: receipt.event_id.to_string(),
-            ack_state: Some(receipt.state.as_str().to_owned()),
-            error: None,
-        },
-        Err(refusal) => AckOutcome {
-            event_id: refusal.event_id.to_string(),
-            ack_state: None,
-            error: Some(item_error(&refusal)),
-        },
-    }
+    inbox::acknowledge(&state, &caller, request).await.map(Json)
 }
 
 /// Gives a claimed event back, to be retried after `retry_after_seconds`.
@@ -355,42 +106,9 @@ pub(crate) fn ack_outcome(outcome: ItemOutcome<AckReceipt>) -> AckOutcome {
 pub async fn release(
     State(state): State<AppState>,
     caller: Caller,
-    SignedJson(request, nonce): SignedJson<ReleaseRequest>,
+    SignedJson(request): SignedJson<ReleaseRequest>,
 ) -> Result<Json<ReleaseResponse>, ApiError> {
-    signatures::spend(&state, nonce).await?;
-    release_for(&state, &caller, request).await.map(Json)
-}
-
-/// The whole of `POST /v1/inbox/release` after extraction, shared with the WebSocket.
-pub(crate) async fn release_for(
-    state: &AppState,
-    caller: &Caller,
-    request: ReleaseRequest,
-) -> Result<ReleaseResponse, ApiError> {
-    caller.check_tenant(request.tenant_id.as_deref())?;
-    caller.check_agent(request.recipient_id.as_deref())?;
-    let release = Release {
-        inbox: caller.inbox(),
-        event_id: convert::event_id("event_id", &request.event_id)?,
-        lease_token: convert::lease_token("lease_token", &request.lease_token)?,
-        retry_after_ms: convert::seconds_to_ms("retry_after_seconds", request.retry_after_seconds)?,
-        reason: request.reason,
-    };
-    release_event(state, caller, release).await
-}
-
-pub(crate) async fn release_event(
-    state: &AppState,
-    caller: &Caller,
-    release: Release,
-) -> Result<ReleaseResponse, ApiError> {
-    caller.require("inbox.release")?;
-    let receipt = state.store.release(&release).await?;
-    Ok(ReleaseResponse {
-        event_id: receipt.event_id.to_string(),
-        ack_state: receipt.state.as_str().to_owned(),
-        next_retry_at_utc: receipt.next_retry_at.map(|t| format_utc(t.get())),
-    })
+    inbox::release(&state, &caller, request).await.map(Json)
 }
 
 /// Extends leases of events still being worked on.
@@ -398,54 +116,9 @@ pub(crate) async fn release_event(
 pub async fn heartbeat(
     State(state): State<AppState>,
     caller: Caller,
-    SignedJson(request, nonce): SignedJson<HeartbeatRequest>,
+    SignedJson(request): SignedJson<HeartbeatRequest>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
-    signatures::spend(&state, nonce).await?;
-    heartbeat_for(&state, &caller, request).await.map(Json)
-}
-
-/// The whole of `POST /v1/inbox/heartbeat` after extraction, shared with the WebSocket.
-pub(crate) async fn heartbeat_for(
-    state: &AppState,
-    caller: &Caller,
-    request: HeartbeatRequest,
-) -> Result<HeartbeatResponse, ApiError> {
-    caller.require("inbox.heartbeat")?;
-    caller.check_tenant(request.tenant_id.as_deref())?;
-    caller.check_agent(request.recipient_id.as_deref())?;
-    let items = request
-        .leases
-        .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            Ok(HeartbeatItem {
-                event_id: convert::event_id(&format!("leases[{i}].event_id"), &l.event_id)?,
-                lease_token: convert::lease_token(&format!("leases[{i}].lease_token"), &l.lease_token)?,
-                extend_ms: convert::seconds_to_ms(
-                    &format!("leases[{i}].extend_by_seconds"),
-                    l.extend_by_seconds,
-                )?,
-            })
-        })
-        .collect::<Result<Vec<_>, ApiError>>()?;
-    let outcomes = state.store.heartbeat(&Heartbeat { inbox: caller.inbox(), items }).await?;
-    Ok(HeartbeatResponse {
-        leases: outcomes
-            .into_iter()
-            .map(|o| match o {
-                Ok(r) => HeartbeatOutcome {
-                    event_id: r.event_id.to_string(),
-                    visibility_lease_until_utc: Some(format_utc(r.lease_until.get())),
-                    error: None,
-                },
-                Err(refusal) => HeartbeatOutcome {
-                    event_id: refusal.event_id.to_string(),
-                    visibility_lease_until_utc: None,
-                    error: Some(item_error(&refusal)),
-                },
-            })
-            .collect(),
-    })
+    inbox::heartbeat(&state, &caller, request).await.map(Json)
 }
 
 /// Query parameters of `GET /v1/inbox/resync`.
@@ -470,18 +143,5 @@ pub async fn resync(
 ) -> Result<Json<ResyncResponse>, ApiError> {
     caller.require("inbox.poll")?;
     let Query(query) = query.map_err(|e| crate::http::extract::query_problem(&e))?;
-    let after_seq =
-        InboxSeq::new(query.after_seq).map_err(|e| ApiError::invalid_field("after_seq", e.problem))?;
-    let inbox: RecipientKey = caller.inbox();
-    let head = state.store.head(&inbox).await?;
-    let limit = query.limit.unwrap_or(state.store.config().batch_events_max);
-    let (open, more_available) = state.store.open_events(&inbox, after_seq, limit).await?;
-    let now = state.store.now();
-    Ok(Json(ResyncResponse {
-        head_seq: head.head_seq.get(),
-        oldest_available_seq: head.oldest_available_seq.get(),
-        resume_after_seq: head.head_seq.get(),
-        open_events: open.iter().map(|e| envelope(e, now)).collect(),
-        more_available,
-    }))
+    inbox::resync(&state, &caller, query.after_seq, query.limit).await.map(Json)
 }

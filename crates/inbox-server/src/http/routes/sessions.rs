@@ -3,7 +3,7 @@
 //! `POST /v1/agent-sessions/{session_id}/heartbeat` keeps a session without a stream alive.
 //!
 //! Under the tenant's single-active-session policy a subscribe supersedes the agent's earlier
-//! sessions (see `session_policy.rs` for what they may still do); their open streams on this
+//! sessions (see `ops/sessions.rs` for what they may still do); their open streams on this
 //! node are told right after the commit, on other nodes through the notifier.
 
 use axum::body::Bytes;
@@ -23,7 +23,8 @@ use crate::auth::{Caller, hex, random};
 use crate::error::ApiError;
 use crate::http::extract::{ApiJson, parse_json};
 use crate::ops::sessions::require_active_session;
-use crate::ops::streams::{session_not_found, websocket_url};
+use crate::http::stream_params::websocket_url;
+use crate::ops::sessions::session_not_found;
 
 pub fn router() -> Router<AppState> {
     Router::new()

@@ -29,9 +29,9 @@ use crate::AppState;
 use crate::auth::{Caller, hex, random};
 use crate::error::ApiError;
 use crate::http::extract::{COOKIE_PREFIX, STREAM_COOKIE, StreamCaller, StreamQuery, TICKET_PREFIX, parse_json};
-use crate::ops::streams::{
-    SESSION_SUPERSEDED, Subscription, Wake, forwarded_https, session_param, touch, websocket_url,
-};
+use crate::http::stream_params::{forwarded_https, session_param, websocket_url};
+use crate::ops::sessions::touch;
+use crate::ops::streams::{SESSION_SUPERSEDED, Subscription, Wake};
 
 pub fn router() -> Router<AppState> {
     Router::new()

@@ -1,6 +1,6 @@
 //! The tenant's policy, for operators: whether agents must sign their claim, acknowledge,
 //! release and heartbeat calls, and whether each agent may have only one active session (seed
-//! 001's single-active-session, `session_policy.rs`). Other nodes see a change within
+//! 001's single-active-session, `ops/sessions.rs`). Other nodes see a change within
 //! [`crate::tenant_policies::TENANT_POLICY_CACHE_TTL`].
 
 use axum::extract::State;

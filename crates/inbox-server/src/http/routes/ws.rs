@@ -12,6 +12,8 @@
 //! Under the single-active-session policy, a socket whose session is superseded gets a last
 //! `session.superseded` signal and is closed with 1008 (policy violation).
 
+use std::time::Duration;
+
 use axum::Router;
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
@@ -28,8 +30,12 @@ use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::http::extract::{StreamAuth, StreamCaller, StreamQuery, parse_json};
-use crate::http::routes::inbox::{acknowledge_for, claim_for, heartbeat_for, release_for};
-use crate::ops::streams::{SEND_TIMEOUT, Subscription, Wake};
+use crate::ops::inbox;
+use crate::ops::streams::{Subscription, Wake};
+
+/// How long a WebSocket send may wait for a client that does not read before the connection
+/// is dropped (SSE needs none: its frames are produced only when the connection can take them).
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub fn router() -> Router<AppState> {
     // `any`: HTTP/1.1 upgrades with GET, HTTP/2 (RFC 8441) with an extended CONNECT.
@@ -220,13 +226,13 @@ async fn run(
             if claim.session_id.is_none() {
                 claim.session_id = connection.session_id.as_ref().map(ToString::to_string);
             }
-            to_value(claim_for(state, caller, claim).await?)
+            to_value(inbox::claim(state, caller, claim).await?)
         }
         "acknowledge" => {
-            to_value(acknowledge_for(state, caller, parse_json::<AcknowledgeRequest>(body)?).await?)
+            to_value(inbox::acknowledge(state, caller, parse_json::<AcknowledgeRequest>(body)?).await?)
         }
-        "release" => to_value(release_for(state, caller, parse_json::<ReleaseRequest>(body)?).await?),
-        "heartbeat" => to_value(heartbeat_for(state, caller, parse_json::<HeartbeatRequest>(body)?).await?),
+        "release" => to_value(inbox::release(state, caller, parse_json::<ReleaseRequest>(body)?).await?),
+        "heartbeat" => to_value(inbox::heartbeat(state, caller, parse_json::<HeartbeatRequest>(body)?).await?),
         other => Err(ApiError::bad_request(
             "unknown_op",
             format!(

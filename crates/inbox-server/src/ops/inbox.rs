@@ -1,0 +1,428 @@
+//! The inbox's use cases: poll after the cursor (and long poll), head, resync, claim,
+//! acknowledge, release and heartbeat. The HTTP routes (`http/routes/inbox.rs`), seed 000's
+//! aliases (`http/routes/agents.rs`) and the WebSocket (`http/routes/ws.rs`) all call these, so
+//! scopes, the session policy, validation and metrics are the same whichever way a call came.
+//!
+//! They take the wire requests of `inbox-api` and answer its wire responses, because all three
+//! transports answer with the same bodies; what is HTTP's alone (ETags, query strings, paths)
+//! stays in the routes.
+
+use std::time::{Duration, Instant};
+
+use inbox_api::time::format_utc;
+use inbox_api::{
+    AckOneRequest, AckOutcome, AcknowledgeRequest, AcknowledgeResponse, Claim, ClaimRequest, ClaimResponse,
+    HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse, PollRequest, PollResponse, RejectedEvent,
+    ReleaseOneRequest, ReleaseRequest, ReleaseResponse, ResyncResponse,
+};
+use inbox_core::{InboxSeq, RecipientKey, RefusalReason, SessionId};
+use inbox_store::{
+    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Heartbeat, HeartbeatItem, InboxHead,
+    ItemOutcome, PollPage, PollQuery, Refusal, Release, StoreError,
+};
+
+use crate::AppState;
+use crate::auth::Caller;
+use crate::convert::{self, envelope};
+use crate::error::{ApiError, item_error};
+use crate::ops::sessions::require_active_session;
+use crate::ops::streams::Connected;
+
+/// Default page size of a poll.
+pub const POLL_LIMIT_DEFAULT: u32 = 100;
+/// Default batch of a claim-next.
+pub const CLAIM_LIMIT_DEFAULT: u32 = 10;
+/// How often a waiting long poll re-reads the database when no hint arrives. Hints come from
+/// the notifier within its interval for commits on any node, so this is only a safety net
+/// (a notifier that fell behind, a signal it gave up on).
+const LONG_POLL_RECHECK: Duration = Duration::from_secs(5);
+
+/// Events after the cursor, in sequence order; with `wait_seconds`, a long poll.
+pub async fn poll(state: &AppState, caller: &Caller, request: PollRequest) -> Result<PollResponse, ApiError> {
+    caller.require("inbox.poll")?;
+    caller.check_tenant(request.tenant_id.as_deref())?;
+    caller.check_agent(request.recipient_id.as_deref())?;
+    let query = PollQuery {
+        inbox: caller.inbox(),
+        after_seq: InboxSeq::new(request.after_seq)
+            .map_err(|e| ApiError::invalid_field("after_seq", e.problem))?,
+        limit: request.limit.unwrap_or(POLL_LIMIT_DEFAULT),
+        claimable_only: request.include_claimable_only,
+    };
+    let wait = match request.wait_seconds {
+        None | Some(0) => None,
+        Some(seconds) => {
+            let max = state.config.long_poll_wait_max;
+            if u64::from(seconds) > max.as_secs() {
+                return Err(ApiError::invalid_field(
+                    "wait_seconds",
+                    format!("is {seconds}; the longest wait this server allows is {} s", max.as_secs()),
+                ));
+            }
+            Some(Duration::from_secs(u64::from(seconds)))
+        }
+    };
+    let page = poll_page(state, caller, &query, wait).await?;
+    count_fetch(state, caller, "poll");
+    let now = state.store.now();
+    Ok(PollResponse {
+        head_seq: page.head_seq.get(),
+        events: page.events.iter().map(|e| envelope(e, now)).collect(),
+        next_cursor: page.next_cursor.get(),
+        more_available: page.more_available,
+    })
+}
+
+/// Seed 000's page of events after `after_cursor` (no long poll).
+pub async fn page(
+    state: &AppState,
+    caller: &Caller,
+    after_cursor: u64,
+    limit: Option<u32>,
+) -> Result<PollPage, ApiError> {
+    let query = PollQuery {
+        inbox: caller.inbox(),
+        after_seq: InboxSeq::new(after_cursor).map_err(|e| ApiError::invalid_field("after_cursor", e.problem))?,
+        limit: limit.unwrap_or(POLL_LIMIT_DEFAULT),
+        claimable_only: false,
+    };
+    let page = poll_page(state, caller, &query, None).await?;
+    count_fetch(state, caller, "poll");
+    Ok(page)
+}
+
+/// One poll, or a long poll that returns as soon as an event past the cursor commits.
+async fn poll_page(
+    state: &AppState,
+    caller: &Caller,
+    query: &PollQuery,
+    wait: Option<Duration>,
+) -> Result<PollPage, ApiError> {
+    let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
+    let counted = |result: Result<PollPage, StoreError>| {
+        if let Err(StoreError::CursorResetRequired { .. }) = &result {
+            state.metrics.count("agent_inbox_cursor_resets_total", vec![("tenant", tenant.clone())], 1);
+        }
+        result.map_err(ApiError::from)
+    };
+    let Some(wait) = wait else {
+        return counted(state.store.poll_after_cursor(query).await);
+    };
+    let _slot = state.limits.hold_waiter(caller.tenant_id.as_str(), caller.subject.as_str())?;
+    let _connected = Connected::new(state, "long-poll");
+    let deadline = Instant::now() + wait;
+    let mut hints = state.hints.watch(&query.inbox);
+    let outcome = |outcome: &'static str| {
+        state.metrics.count("agent_inbox_long_polls_total", vec![("outcome", outcome.to_owned())], 1);
+    };
+    loop {
+        hints.mark_unchanged();
+        let page = counted(state.store.poll_after_cursor(query).await)?;
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if !page.events.is_empty() {
+            outcome("events");
+            return Ok(page);
+        }
+        if remaining.is_zero() {
+            outcome("timeout");
+            return Ok(page);
+        }
+        tokio::select! {
+            _ = hints.changed() => {}
+            _ = tokio::time::sleep(remaining.min(LONG_POLL_RECHECK)) => {}
+            _ = state.shutdown.cancelled() => {
+                outcome("shutdown");
+                return Ok(page);
+            }
+        }
+    }
+}
+
+/// Counts a poll or claim request: what a hint is meant to lead to (the hint-to-fetch ratio).
+fn count_fetch(state: &AppState, caller: &Caller, kind: &'static str) {
+    let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
+    state.metrics.count("agent_inbox_fetches_total", vec![("tenant", tenant), ("kind", kind.to_owned())], 1);
+}
+
+/// The caller's inbox and its head.
+pub async fn head(state: &AppState, caller: &Caller) -> Result<(RecipientKey, InboxHead), ApiError> {
+    caller.require("inbox.poll")?;
+    let inbox = caller.inbox();
+    let head = state.store.head(&inbox).await?;
+    Ok((inbox, head))
+}
+
+/// After `cursor_reset_required`: the head, the oldest retained sequence and a page of the
+/// events still open after `after_seq`.
+pub async fn resync(
+    state: &AppState,
+    caller: &Caller,
+    after_seq: u64,
+    limit: Option<u32>,
+) -> Result<ResyncResponse, ApiError> {
+    let after_seq = InboxSeq::new(after_seq).map_err(|e| ApiError::invalid_field("after_seq", e.problem))?;
+    let inbox: RecipientKey = caller.inbox();
+    let head = state.store.head(&inbox).await?;
+    let limit = limit.unwrap_or(state.store.config().batch_events_max);
+    let (open, more_available) = state.store.open_events(&inbox, after_seq, limit).await?;
+    let now = state.store.now();
+    Ok(ResyncResponse {
+        head_seq: head.head_seq.get(),
+        oldest_available_seq: head.oldest_available_seq.get(),
+        resume_after_seq: head.head_seq.get(),
+        open_events: open.iter().map(|e| envelope(e, now)).collect(),
+        more_available,
+    })
+}
+
+/// Claims the named events, or the next `limit` claimable ones.
+pub async fn claim(
+    state: &AppState,
+    caller: &Caller,
+    request: ClaimRequest,
+) -> Result<ClaimResponse, ApiError> {
+    caller.require("inbox.claim")?;
+    caller.check_tenant(request.tenant_id.as_deref())?;
+    caller.check_agent(request.recipient_id.as_deref())?;
+    let session_id = request
+        .session_id
+        .as_deref()
+        .map(SessionId::new)
+        .transpose()
+        .map_err(|e| ApiError::invalid_field("session_id", e.problem))?;
+    require_active_session(state, caller, session_id.as_ref()).await?;
+    let lease_ms = request.lease_seconds.map(|s| convert::seconds_to_ms("lease_seconds", s)).transpose()?;
+    let inbox = caller.inbox();
+    let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
+    let (claimed, rejected) = match request.event_ids {
+        None => {
+            let limit = request.limit.unwrap_or(CLAIM_LIMIT_DEFAULT);
+            let claim = ClaimNext { inbox, session_id, limit, lease_ms };
+            let claimed = state.store.claim_next(&claim).await?;
+            (claimed, Vec::new())
+        }
+        Some(ids) => {
+            if request.limit.is_some() {
+                return Err(ApiError::invalid_field(
+                    "limit",
+                    "applies only when event_ids is absent; send one or the other",
+                ));
+            }
+            let event_ids = ids
+                .iter()
+                .enumerate()
+                .map(|(i, id)| convert::event_id(&format!("event_ids[{i}]"), id))
+                .collect::<Result<Vec<_>, _>>()?;
+            let claim = ClaimByIds { inbox, session_id, event_ids, lease_ms };
+            let outcomes = state.store.claim_by_ids(&claim).await?;
+            let mut claimed = Vec::new();
+            let mut rejected = Vec::new();
+            for outcome in outcomes {
+                match outcome {
+                    Ok(c) => claimed.push(c),
+                    Err(refusal) => {
+                        if matches!(
+                            refusal.reason,
+                            Refusal::Refused(RefusalReason::NotClaimable("claimed" | "acked"))
+                        ) {
+                            state.metrics.count(
+                                "agent_inbox_duplicate_claims_total",
+                                vec![("tenant", tenant.clone())],
+                                1,
+                            );
+                        }
+                        rejected.push(RejectedEvent {
+                            event_id: refusal.event_id.to_string(),
+                            error: item_error(&refusal),
+                        });
+                    }
+                }
+            }
+            (claimed, rejected)
+        }
+    };
+    count_fetch(state, caller, "claim");
+    let now = state.store.now();
+    state.metrics.count("agent_inbox_claims_total", vec![("tenant", tenant)], claimed.len() as u64);
+    for c in claimed.iter().filter(|c| c.event.lifecycle.delivery_attempts == 1) {
+        let waited = now.ms_since(c.event.lifecycle.available_at);
+        state.metrics.observe("agent_inbox_delivery_latency_seconds", vec![], Duration::from_millis(waited));
+    }
+    Ok(ClaimResponse { claims: claimed.iter().map(|c| claim_view(c, now)).collect(), rejected })
+}
+
+fn claim_view(c: &ClaimedEvent, now: inbox_core::UnixMillis) -> Claim {
+    Claim {
+        event_id: c.event.event_id.to_string(),
+        lease_token: c.lease_token.as_str().to_owned(),
+        visibility_lease_until_utc: format_utc(c.lease_until.get()),
+        ack_state: c.event.state().as_str().to_owned(),
+        event: envelope(&c.event, now),
+    }
+}
+
+/// Acknowledges events; repeats with the same token succeed.
+pub async fn acknowledge(
+    state: &AppState,
+    caller: &Caller,
+    request: AcknowledgeRequest,
+) -> Result<AcknowledgeResponse, ApiError> {
+    caller.check_tenant(request.tenant_id.as_deref())?;
+    caller.check_agent(request.recipient_id.as_deref())?;
+    let items = request
+        .acks
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            Ok(AckItem {
+                event_id: convert::event_id(&format!("acks[{i}].event_id"), &a.event_id)?,
+                lease_token: convert::lease_token(&format!("acks[{i}].lease_token"), &a.lease_token)?,
+                result: convert::ack_result(&format!("acks[{i}].result"), a.result.as_deref())?,
+            })
+        })
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    let outcomes = acknowledge_items(state, caller, items).await?;
+    Ok(AcknowledgeResponse { results: outcomes.into_iter().map(ack_outcome).collect() })
+}
+
+async fn acknowledge_items(
+    state: &AppState,
+    caller: &Caller,
+    items: Vec<AckItem>,
+) -> Result<Vec<ItemOutcome<AckReceipt>>, ApiError> {
+    caller.require("inbox.ack")?;
+    let started = Instant::now();
+    let outcomes = state.store.acknowledge(&Acknowledge { inbox: caller.inbox(), items }).await?;
+    state.metrics.observe("agent_inbox_ack_latency_seconds", vec![], started.elapsed());
+    let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
+    for receipt in outcomes.iter().flatten() {
+        let labels = vec![("tenant", tenant.clone()), ("state", receipt.state.as_str().to_owned())];
+        state.metrics.count("agent_inbox_acks_total", labels, 1);
+    }
+    Ok(outcomes)
+}
+
+fn ack_outcome(outcome: ItemOutcome<AckReceipt>) -> AckOutcome {
+    match outcome {
+        Ok(receipt) => AckOutcome {
+            event_id: receipt.event_id.to_string(),
+            ack_state: Some(receipt.state.as_str().to_owned()),
+            error: None,
+        },
+        Err(refusal) => AckOutcome {
+            event_id: refusal.event_id.to_string(),
+            ack_state: None,
+            error: Some(item_error(&refusal)),
+        },
+    }
+}
+
+/// Seed 000's acknowledgement of one event: its refusal is the whole answer's error.
+pub async fn acknowledge_one(
+    state: &AppState,
+    caller: &Caller,
+    event_id: &str,
+    request: AckOneRequest,
+) -> Result<AckOutcome, ApiError> {
+    let item = AckItem {
+        event_id: convert::event_id("event_id", event_id)?,
+        lease_token: convert::lease_token("lease_token", &request.lease_token)?,
+        result: convert::ack_result("result", request.result.as_deref())?,
+    };
+    let receipt = acknowledge_items(state, caller, vec![item]).await?.remove(0)?;
+    Ok(ack_outcome(Ok(receipt)))
+}
+
+/// Gives a claimed event back, to be retried after `retry_after_seconds`.
+pub async fn release(
+    state: &AppState,
+    caller: &Caller,
+    request: ReleaseRequest,
+) -> Result<ReleaseResponse, ApiError> {
+    caller.check_tenant(request.tenant_id.as_deref())?;
+    caller.check_agent(request.recipient_id.as_deref())?;
+    let release = Release {
+        inbox: caller.inbox(),
+        event_id: convert::event_id("event_id", &request.event_id)?,
+        lease_token: convert::lease_token("lease_token", &request.lease_token)?,
+        retry_after_ms: convert::seconds_to_ms("retry_after_seconds", request.retry_after_seconds)?,
+        reason: request.reason,
+    };
+    release_event(state, caller, release).await
+}
+
+async fn release_event(
+    state: &AppState,
+    caller: &Caller,
+    release: Release,
+) -> Result<ReleaseResponse, ApiError> {
+    caller.require("inbox.release")?;
+    let receipt = state.store.release(&release).await?;
+    Ok(ReleaseResponse {
+        event_id: receipt.event_id.to_string(),
+        ack_state: receipt.state.as_str().to_owned(),
+        next_retry_at_utc: receipt.next_retry_at.map(|t| format_utc(t.get())),
+    })
+}
+
+/// Seed 000's release of one event.
+pub async fn release_one(
+    state: &AppState,
+    caller: &Caller,
+    event_id: &str,
+    request: ReleaseOneRequest,
+) -> Result<ReleaseResponse, ApiError> {
+    let release = Release {
+        inbox: caller.inbox(),
+        event_id: convert::event_id("event_id", event_id)?,
+        lease_token: convert::lease_token("lease_token", &request.lease_token)?,
+        retry_after_ms: convert::seconds_to_ms("retry_after_seconds", request.retry_after_seconds)?,
+        reason: request.reason,
+    };
+    release_event(state, caller, release).await
+}
+
+/// Extends leases of events still being worked on.
+pub async fn heartbeat(
+    state: &AppState,
+    caller: &Caller,
+    request: HeartbeatRequest,
+) -> Result<HeartbeatResponse, ApiError> {
+    caller.require("inbox.heartbeat")?;
+    caller.check_tenant(request.tenant_id.as_deref())?;
+    caller.check_agent(request.recipient_id.as_deref())?;
+    let items = request
+        .leases
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            Ok(HeartbeatItem {
+                event_id: convert::event_id(&format!("leases[{i}].event_id"), &l.event_id)?,
+                lease_token: convert::lease_token(&format!("leases[{i}].lease_token"), &l.lease_token)?,
+                extend_ms: convert::seconds_to_ms(
+                    &format!("leases[{i}].extend_by_seconds"),
+                    l.extend_by_seconds,
+                )?,
+            })
+        })
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    let outcomes = state.store.heartbeat(&Heartbeat { inbox: caller.inbox(), items }).await?;
+    Ok(HeartbeatResponse {
+        leases: outcomes
+            .into_iter()
+            .map(|o| match o {
+                Ok(r) => HeartbeatOutcome {
+                    event_id: r.event_id.to_string(),
+                    visibility_lease_until_utc: Some(format_utc(r.lease_until.get())),
+                    error: None,
+                },
+                Err(refusal) => HeartbeatOutcome {
+                    event_id: refusal.event_id.to_string(),
+                    visibility_lease_until_utc: None,
+                    error: Some(item_error(&refusal)),
+                },
+            })
+            .collect(),
+    })
+}
+
