@@ -1,8 +1,11 @@
-//! Background work of every node: the scavenger (leases, expiry, retention), the sweep of
-//! silent sessions, the clean-up of old signals and stream credentials, the notifier
-//! (`notifier.rs`), the backlog snapshot behind the per-tenant gauges, and the database check
-//! behind `agent_inbox_database_up`. Each loop stops
-//! when the server shuts down; errors are logged and the loop carries on.
+//! Background work of every node, each a [`crate::periodic::Job`] run by [`crate::periodic::every`]: the
+//! scavenger (leases, expiry, retention), the sweep of silent sessions, the clean-up of old
+//! signals and stream credentials, the notifier (`ops/signals.rs`), the callback dispatcher
+//! (`ops/callbacks.rs`), the reload of token signing keys (so `agent-inbox keys rotate` needs
+//! no restart), the clean-up of expired nonces and old delivery log entries, the backlog
+//! snapshot behind the per-tenant gauges, and the database check behind
+//! `agent_inbox_database_up`. Each stops when the server shuts down; failures are logged and
+//! the job carries on.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,6 +13,9 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use crate::AppState;
+use crate::periodic::{Failure, Job, Outcome, Start, every};
+use crate::ops::callbacks::Dispatcher;
+use crate::ops::signals::Notifier;
 
 /// How often backlog gauges are refreshed.
 const STATS_INTERVAL: Duration = Duration::from_secs(15);
@@ -20,26 +26,38 @@ const DEEPEST_INBOXES: usize = 20;
 /// worked off over a few passes instead of one long statement.
 const SIGNAL_DELETE_BATCHES: u32 = 10;
 
+/// How long the delivery log is kept.
+pub const CALLBACK_LOG_RETENTION: Duration = Duration::from_secs(7 * 86_400);
+/// How often expired nonces and old log entries are deleted.
+const CLEAN_UP_INTERVAL: Duration = Duration::from_secs(10);
+/// Batches one clean-up deletes at most per table.
+const CLEAN_UP_BATCHES: u32 = 10;
+
+/// How often the database is asked whether it answers, for `agent_inbox_database_up`.
+const DATABASE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
 pub fn spawn(state: AppState) -> Vec<JoinHandle<()>> {
-    let mut tasks = crate::trust::spawn(&state);
-    tasks.extend([
-        tokio::spawn(scavenger(state.clone())),
-        tokio::spawn(stats(state.clone())),
-        tokio::spawn(database_health(state.clone())),
-        crate::ops::signals::spawn(state),
-    ]);
-    tasks
+    let config = state.config.clone();
+    let s = || state.clone();
+    vec![
+        tokio::spawn(every(s(), config.callbacks_poll_interval, Start::Now, Dispatcher)),
+        tokio::spawn(every(s(), config.signing_keys_reload_interval, Start::AfterInterval, ReloadSigningKeys)),
+        tokio::spawn(every(s(), CLEAN_UP_INTERVAL, Start::Now, CleanUp)),
+        tokio::spawn(every(s(), config.scavenge_interval, Start::Now, Scavenger)),
+        tokio::spawn(every(s(), STATS_INTERVAL, Start::Now, Stats)),
+        tokio::spawn(every(s(), DATABASE_CHECK_INTERVAL, Start::Now, DatabaseHealth { was_up: true })),
+        tokio::spawn(every(s(), config.notify_interval, Start::Now, Notifier::default())),
+    ]
 }
 
-async fn scavenger(state: AppState) {
-    let mut tick = tokio::time::interval(state.config.scavenge_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = state.shutdown.cancelled() => return,
-        }
-        match state.store.scavenge(state.config.scavenge_batch).await {
+/// Leases, expiry, retention; then silent sessions; then old signals and stream credentials.
+struct Scavenger;
+
+impl Job for Scavenger {
+    const NAME: &'static str = "scavenger";
+
+    async fn tick(&mut self, state: &AppState) -> Outcome {
+        let scavenged = match state.store.scavenge(state.config.scavenge_batch).await {
             Ok(report) => {
                 let metrics = &state.metrics;
                 metrics.count(
@@ -53,23 +71,29 @@ async fn scavenger(state: AppState) {
                 if report != inbox_store::ScavengeReport::default() {
                     tracing::debug!(?report, "scavenger pass");
                 }
+                Ok(())
             }
-            Err(err) => tracing::warn!(error = %err, "scavenger pass failed; retrying next tick"),
-        }
+            Err(err) => Err(Failure::new("scavenger pass", err)),
+        };
         let silent_for = state.config.heartbeat_interval * 3;
         let cutoff = state.store.now().minus_ms(silent_for.as_millis() as u64);
-        if let Err(err) = state.store.mark_silent_sessions_gone(cutoff).await {
-            tracing::warn!(error = %err, "session sweep failed");
-        }
-        clean_up_signals(&state).await;
+        let swept = state
+            .store
+            .mark_silent_sessions_gone(cutoff)
+            .await
+            .map(|_| ())
+            .map_err(|err| Failure::new("session sweep", err));
+        let cleaned = clean_up_signals(state).await;
+        scavenged.and(swept).and(cleaned)
     }
 }
 
 /// Deletes `outbox_signal` rows past their retention (every notifier has long read them) and
 /// expired stream credentials.
-async fn clean_up_signals(state: &AppState) {
+async fn clean_up_signals(state: &AppState) -> Outcome {
     let now = state.store.now();
     let cutoff = now.minus_ms(state.config.signal_retention.as_millis() as u64);
+    let mut outcome = Ok(());
     for _ in 0..SIGNAL_DELETE_BATCHES {
         match state.store.delete_signals_before(cutoff, inbox_store::SIGNALS_READ_MAX).await {
             Ok(deleted) => {
@@ -79,61 +103,106 @@ async fn clean_up_signals(state: &AppState) {
                 }
             }
             Err(err) => {
-                tracing::warn!(error = %err, "deleting old signals failed");
+                outcome = Err(Failure::new("deleting old signals", err));
                 break;
             }
         }
     }
-    if let Err(err) = state.store.delete_expired_stream_credentials(now).await {
-        tracing::warn!(error = %err, "deleting expired stream credentials failed");
+    let credentials = state
+        .store
+        .delete_expired_stream_credentials(now)
+        .await
+        .map(|_| ())
+        .map_err(|err| Failure::new("deleting expired stream credentials", err));
+    outcome.and(credentials)
+}
+
+/// Re-reads the token signing keys, so a rotation elsewhere takes effect here.
+struct ReloadSigningKeys;
+
+impl Job for ReloadSigningKeys {
+    const NAME: &'static str = "signing key reload";
+
+    async fn tick(&mut self, state: &AppState) -> Outcome {
+        state
+            .tokens
+            .reload_keys()
+            .await
+            .map_err(|err| Failure::new("reloading token signing keys (keeping the loaded ones)", err))
     }
 }
 
-/// How often the database is asked whether it answers, for `agent_inbox_database_up`.
-const DATABASE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+/// Deletes expired signature nonces and old callback delivery log entries.
+struct CleanUp;
+
+impl Job for CleanUp {
+    const NAME: &'static str = "nonce and delivery log clean-up";
+
+    async fn tick(&mut self, state: &AppState) -> Outcome {
+        let now = state.store.now();
+        let mut nonces = Ok(());
+        for _ in 0..CLEAN_UP_BATCHES {
+            match state.store.delete_expired_nonces(now, inbox_store::NONCES_DELETE_MAX).await {
+                Ok(deleted) if deleted < u64::from(inbox_store::NONCES_DELETE_MAX) => break,
+                Ok(_) => {}
+                Err(err) => {
+                    nonces = Err(Failure::new("deleting expired signature nonces", err));
+                    break;
+                }
+            }
+        }
+        let cutoff = now.minus_ms(CALLBACK_LOG_RETENTION.as_millis() as u64);
+        let mut attempts = Ok(());
+        for _ in 0..CLEAN_UP_BATCHES {
+            match state.store.delete_callback_attempts_before(cutoff, 1_000).await {
+                Ok(deleted) if deleted < 1_000 => break,
+                Ok(_) => {}
+                Err(err) => {
+                    attempts = Err(Failure::new("deleting old callback delivery log entries", err));
+                    break;
+                }
+            }
+        }
+        nonces.and(attempts)
+    }
+}
 
 /// Keeps `agent_inbox_database_up` current and logs when the database goes away and comes
 /// back, once each; requests meanwhile get `503 database_unavailable` after the bounded wait.
-async fn database_health(state: AppState) {
-    let mut tick = tokio::time::interval(DATABASE_CHECK_INTERVAL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut was_up = true;
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = state.shutdown.cancelled() => return,
-        }
+struct DatabaseHealth {
+    was_up: bool,
+}
+
+impl Job for DatabaseHealth {
+    const NAME: &'static str = "database check";
+
+    async fn tick(&mut self, state: &AppState) -> Outcome {
         let checked = tokio::select! {
             checked = state.store.ping() => checked,
-            _ = state.shutdown.cancelled() => return,
+            _ = state.shutdown.cancelled() => return Ok(()),
         };
         let up = checked.is_ok();
         state.metrics.set_gauge("agent_inbox_database_up", vec![], if up { 1.0 } else { 0.0 });
-        match (was_up, checked) {
+        match (self.was_up, checked) {
             (true, Err(err)) => {
                 tracing::warn!(error = %err, "the database does not answer; requests get 503 database_unavailable until it is back")
             }
             (false, Ok(())) => tracing::info!("the database answers again"),
             _ => {}
         }
-        was_up = up;
+        self.was_up = up;
+        Ok(())
     }
 }
 
-async fn stats(state: AppState) {
-    let mut tick = tokio::time::interval(STATS_INTERVAL);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = state.shutdown.cancelled() => return,
-        }
-        let backlogs = match state.store.backlogs().await {
-            Ok(backlogs) => backlogs,
-            Err(err) => {
-                tracing::warn!(error = %err, "backlog snapshot failed");
-                continue;
-            }
-        };
+/// The backlog snapshot behind the per-tenant gauges.
+struct Stats;
+
+impl Job for Stats {
+    const NAME: &'static str = "backlog snapshot";
+
+    async fn tick(&mut self, state: &AppState) -> Outcome {
+        let backlogs = state.store.backlogs().await.map_err(|err| Failure::new("backlog snapshot", err))?;
         let now = state.store.now();
         let mut per_tenant: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
         let mut deepest: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
@@ -159,5 +228,6 @@ async fn stats(state: AppState) {
             }
         }
         state.metrics.set_gauge_family("agent_inbox_inbox_depth", depth_series);
+        Ok(())
     }
 }

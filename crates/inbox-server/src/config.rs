@@ -154,10 +154,6 @@ pub struct Config {
     /// none, and those headers are ignored. A comma-separated list in the environment or a flag.
     #[serde(with = "string_list")]
     pub trusted_proxies: Vec<String>,
-    /// How callback host names are resolved; the system resolver unless a test or an embedding
-    /// application puts its own here. Not a configuration key.
-    #[serde(skip)]
-    pub callback_resolver: crate::ops::callbacks::ResolverOverride,
 }
 
 impl Default for Config {
@@ -217,7 +213,6 @@ impl Default for Config {
             tls_key: None,
             cors_origins: Vec::new(),
             trusted_proxies: Vec::new(),
-            callback_resolver: crate::ops::callbacks::ResolverOverride::default(),
         }
     }
 }

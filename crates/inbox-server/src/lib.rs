@@ -16,6 +16,7 @@ mod limits;
 mod metrics;
 mod nonce_writer;
 mod ops;
+mod periodic;
 mod proxies;
 mod publish_batcher;
 mod session_changes;
@@ -39,6 +40,13 @@ pub use config::Config;
 pub use error::ApiError;
 pub use http::openapi;
 pub use ops::callbacks::{Resolver, ResolverOverride, SystemResolver};
+
+/// What an embedding application or a test sets in code rather than in configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// How callback host names are resolved; the system resolver by default.
+    pub callback_resolver: ResolverOverride,
+}
 
 /// Everything a handler can reach. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -142,6 +150,7 @@ fn store_config(config: &Config) -> StoreConfig {
 /// Builds the application state: connects, migrates and loads signing keys.
 async fn prepare(
     config: Config,
+    overrides: &Overrides,
     metrics: Arc<metrics::Metrics>,
     shutdown: Shutdown,
 ) -> Result<AppState, Retry> {
@@ -155,7 +164,7 @@ async fn prepare(
         Err(reason) => return Err(Retry::Never(reason)),
     };
     let proxies = proxies::TrustedProxies::parse(&config.trusted_proxies).map_err(Retry::Never)?;
-    let trust = Arc::new(trust::Trust::new(&config));
+    let trust = Arc::new(trust::Trust::new(&config, &overrides.callback_resolver));
     let nonces = nonce_writer::NonceWriter::start(store.clone(), metrics.clone());
     let publisher = publish_batcher::PublishBatcher::start(store.clone(), metrics.clone(), &config);
     Ok(AppState {
@@ -254,6 +263,17 @@ pub async fn run_and_tell(
     shutdown: impl Future<Output = ()> + Send + 'static,
     ready_signal: tokio::sync::oneshot::Sender<()>,
 ) -> Result<(), ServerError> {
+    run_with(config, Overrides::default(), listener, shutdown, ready_signal).await
+}
+
+/// [`run_and_tell`] with what is set in code rather than in configuration.
+pub async fn run_with(
+    config: Config,
+    overrides: Overrides,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    ready_signal: tokio::sync::oneshot::Sender<()>,
+) -> Result<(), ServerError> {
     let tls = match (&config.tls_cert, &config.tls_key) {
         (Some(cert), Some(key)) => {
             let files = tls::TlsFiles { cert: cert.clone(), key: key.clone() };
@@ -300,7 +320,7 @@ pub async fn run_and_tell(
 
     let prepared = tokio::select! {
         prepared = startup::until_reachable(&waiting, config.database_wait_max, |text| redact(&config, text), || {
-            prepare(config.clone(), metrics.clone(), stopping.clone())
+            prepare(config.clone(), &overrides, metrics.clone(), stopping.clone())
         }) => Some(prepared),
         _ = stopping.cancelled() => None,
     };

@@ -32,6 +32,7 @@ use inbox_trust::webhooks::{OutgoingWebhook, challenge_string, check_challenge_r
 use tokio::sync::Semaphore;
 
 use crate::AppState;
+use crate::periodic::{Failure, Job, Outcome};
 use crate::auth::{hex, random};
 use crate::config::Config;
 
@@ -66,7 +67,7 @@ impl Resolver for SystemResolver {
     }
 }
 
-/// A resolver chosen in code rather than in configuration (see [`Config::callback_resolver`]).
+/// A resolver chosen in code rather than in configuration (see [`crate::Overrides`]).
 #[derive(Clone, Default)]
 pub struct ResolverOverride(pub Option<Arc<dyn Resolver>>);
 
@@ -151,13 +152,13 @@ impl fmt::Debug for Webhooks {
 }
 
 impl Webhooks {
-    pub fn new(config: &Config) -> Self {
+    pub fn new(config: &Config, resolver: &ResolverOverride) -> Self {
         Webhooks {
             policy: ssrf::Policy {
                 allow_http_loopback_for_development: config.callbacks_allow_http_loopback,
                 allowed_internal_hosts: config.callbacks_allow_hosts.clone(),
             },
-            resolver: config.callback_resolver.0.clone().unwrap_or_else(|| Arc::new(SystemResolver)),
+            resolver: resolver.0.clone().unwrap_or_else(|| Arc::new(SystemResolver)),
             timeout: config.callbacks_timeout,
             in_flight: Arc::new(Semaphore::new(config.callbacks_in_flight_max as usize)),
             backoff: BackoffPolicy {
@@ -380,21 +381,14 @@ pub async fn challenge(state: &AppState, registration: &CallbackRegistration) ->
 /// The delivery worker: every `callbacks_poll_interval`, takes due deliveries (at most
 /// `callbacks_fanout_per_tenant_max` per tenant, at most `callbacks_in_flight_max` at once on
 /// this node) and sends each one in its own task.
-pub async fn run(state: AppState) {
-    let mut tick = tokio::time::interval(state.config.callbacks_poll_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut warned: Option<Instant> = None;
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = state.shutdown.cancelled() => return,
-        }
-        if let Err(err) = pass(&state).await {
-            if warned.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
-                tracing::warn!(error = %err, "webhook delivery pass failed; retrying next tick");
-                warned = Some(Instant::now());
-            }
-        }
+#[derive(Debug)]
+pub struct Dispatcher;
+
+impl Job for Dispatcher {
+    const NAME: &'static str = "callback dispatcher";
+
+    async fn tick(&mut self, state: &AppState) -> Outcome {
+        pass(state).await.map_err(|err| Failure::new("callback delivery pass", err))
     }
 }
 

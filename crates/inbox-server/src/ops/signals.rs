@@ -21,49 +21,42 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use inbox_core::RecipientKey;
+use inbox_core::{RecipientKey, UnixMillis};
 use inbox_store::{SIGNALS_READ_MAX, Signal, SignalKind};
-use tokio::task::JoinHandle;
-use tokio::time::MissedTickBehavior;
 
 use crate::AppState;
+use crate::periodic::{Failure, Job, Outcome};
 
 /// Skipped ids remembered at most.
 pub const GAPS_MAX: usize = 10_000;
-/// Quiet time between two warnings while the database keeps failing.
-const WARN_EVERY: Duration = Duration::from_secs(10);
 
-pub fn spawn(state: AppState) -> JoinHandle<()> {
-    tokio::spawn(run(state))
+/// The notifier: one pass per `notify_interval` reads what committed since the last one.
+#[derive(Debug, Default)]
+pub struct Notifier {
+    /// Where reading resumes; found by the first pass that reaches the database.
+    cursor: Option<SignalCursor>,
+    /// When this node started reading: signals older than this say nothing about latency.
+    started: Option<UnixMillis>,
 }
 
-async fn run(state: AppState) {
-    let grace = state.config.signal_gap_grace;
-    let started = state.store.now();
-    let mut warned: Option<Instant> = None;
-    let mut warn = |what: &str, err: &dyn std::fmt::Display| {
-        if warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
-            tracing::warn!(error = %err, "notifier: {what}; hints wait for the next pass");
-            warned = Some(Instant::now());
-        }
-    };
-    let mut tick = tokio::time::interval(state.config.notify_interval);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut cursor = loop {
-        match state.store.signal_start_id(started.minus_ms(grace.as_millis() as u64)).await {
-            Ok(start) => break SignalCursor::new(start, grace),
-            Err(err) => warn("cannot find where to start reading signals", &err),
-        }
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = state.shutdown.cancelled() => return,
-        }
-    };
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = state.shutdown.cancelled() => return,
-        }
+impl Job for Notifier {
+    const NAME: &'static str = "notifier";
+
+    async fn tick(&mut self, state: &AppState) -> Outcome {
+        let grace = state.config.signal_gap_grace;
+        let started = *self.started.get_or_insert_with(|| state.store.now());
+        let cursor = match &mut self.cursor {
+            Some(cursor) => cursor,
+            None => {
+                let start = state
+                    .store
+                    .signal_start_id(started.minus_ms(grace.as_millis() as u64))
+                    .await
+                    .map_err(|err| Failure::new(HINTS_WAIT_START, err))?;
+                self.cursor.insert(SignalCursor::new(start, grace))
+            }
+        };
+        let mut outcome = Ok(());
         // Forward: everything committed past the cursor, page by page.
         loop {
             match state.store.signals_after(cursor.position(), SIGNALS_READ_MAX).await {
@@ -72,14 +65,14 @@ async fn run(state: AppState) {
                     let now = Instant::now();
                     for signal in &signals {
                         cursor.saw(signal.outbox_id, now);
-                        deliver(&state, signal, started);
+                        deliver(state, signal, started);
                     }
                     if !full {
                         break;
                     }
                 }
                 Err(err) => {
-                    warn("reading new signals failed", &err);
+                    outcome = Err(Failure::new(HINTS_WAIT_NEW, err));
                     break;
                 }
             }
@@ -91,22 +84,27 @@ async fn run(state: AppState) {
                 Ok(signals) => {
                     for signal in &signals {
                         cursor.filled(signal.outbox_id);
-                        deliver(&state, signal, started);
+                        deliver(state, signal, started);
                     }
                 }
-                Err(err) => warn("re-reading skipped signals failed", &err),
+                Err(err) => outcome = outcome.and(Err(Failure::new(HINTS_WAIT_SKIPPED, err))),
             }
         }
         let abandoned = cursor.expire(Instant::now());
         if abandoned > 0 {
             state.metrics.count("agent_inbox_signal_gaps_abandoned_total", vec![], abandoned as u64);
         }
+        outcome
     }
 }
 
+const HINTS_WAIT_START: &str = "finding where to start reading signals (hints wait for the next pass)";
+const HINTS_WAIT_NEW: &str = "reading new signals (hints wait for the next pass)";
+const HINTS_WAIT_SKIPPED: &str = "re-reading skipped signals (hints wait for the next pass)";
+
 /// Hands one signal's heads to this node's waiters, or a superseding subscribe to the open
 /// streams of that agent.
-fn deliver(state: &AppState, signal: &Signal, started: inbox_core::UnixMillis) {
+fn deliver(state: &AppState, signal: &Signal, started: UnixMillis) {
     for (recipient, head) in &signal.heads {
         match signal.kind {
             SignalKind::InboxUpdated => {

@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, StatusCode as AxumStatus, Uri, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use inbox_server::{CallerKind, Config, Resolver, ResolverOverride};
+use inbox_server::{CallerKind, Config, Overrides, Resolver, ResolverOverride};
 use inbox_trust::message_signatures::{RequestParts, VerifyingKey};
 use inbox_trust::webhooks::{
     MATM_DELIVERY_ID, MATM_KEY_ID, MATM_NONCE, MATM_TIMESTAMP, challenge_response, verify_webhook,
@@ -402,8 +402,8 @@ async fn refused_address_forms_are_rejected_with_a_clear_error(backend: Backend)
         .with("mapped.example", &[&["::ffff:192.168.0.1"]])
         .with("allowed.internal", &[&["10.9.9.9"]])
         .with("metadata.internal", &[&["169.254.169.254"]]);
-    let server = TestServer::start_with(backend, |config| {
-        config.callback_resolver = ResolverOverride::new(resolver);
+    let overrides = Overrides { callback_resolver: ResolverOverride::new(resolver) };
+    let server = TestServer::start_overridden(backend, overrides, |config| {
         config.callbacks_allow_hosts = vec!["allowed.internal".to_owned(), "metadata.internal".to_owned()];
         config.callbacks_timeout = Duration::from_millis(300);
     })
@@ -477,8 +477,8 @@ async fn dns_rebinding_cannot_reach_loopback(backend: Backend) {
     let resolver = ScriptedResolver::default()
         .with("rebind.example", &[&["93.184.215.14"], &["127.0.0.1"]])
         .with("both.example", &[&["93.184.215.14", "127.0.0.1"]]);
-    let server = TestServer::start_with(backend, |config| {
-        config.callback_resolver = ResolverOverride::new(resolver);
+    let overrides = Overrides { callback_resolver: ResolverOverride::new(resolver) };
+    let server = TestServer::start_overridden(backend, overrides, |config| {
         config.callbacks_timeout = Duration::from_millis(500);
     })
     .await;
@@ -511,9 +511,9 @@ async fn dns_rebinding_cannot_reach_loopback(backend: Backend) {
     // its name kept in `Host`.
     let receiver = Receiver::start_on("127.0.0.2", &SECRET).await;
     let resolver = ScriptedResolver::default().with("pinned.localhost", &[&["127.0.0.2"]]);
-    let dev = TestServer::start_with(backend, |config| {
+    let overrides = Overrides { callback_resolver: ResolverOverride::new(resolver) };
+    let dev = TestServer::start_overridden(backend, overrides, |config| {
         development(config);
-        config.callback_resolver = ResolverOverride::new(resolver);
     })
     .await;
     let agent = callback_agent(&dev, "t1", "alpha").await;

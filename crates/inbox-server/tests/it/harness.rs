@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use inbox_core::{RecipientId, TenantId};
-use inbox_server::{CallerKind, Config, TokenService};
+use inbox_server::{CallerKind, Config, Overrides, TokenService};
 use inbox_store::conformance::{Backend, Harness};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
@@ -28,15 +28,24 @@ impl TestServer {
     }
 
     pub async fn start_with(backend: Backend, tune: impl FnOnce(&mut Config)) -> TestServer {
-        Self::start_on(Arc::new(Harness::new(backend).await), tune).await
+        Self::start_overridden(backend, Overrides::default(), tune).await
+    }
+
+    /// A server with what is set in code rather than configuration (a scripted resolver).
+    pub async fn start_overridden(
+        backend: Backend,
+        overrides: Overrides,
+        tune: impl FnOnce(&mut Config),
+    ) -> TestServer {
+        Self::start_on(Arc::new(Harness::new(backend).await), overrides, tune).await
     }
 
     /// A second node: another server on this server's database, which stays until both stop.
     pub async fn start_beside(&self, tune: impl FnOnce(&mut Config)) -> TestServer {
-        Self::start_on(self.db.clone(), tune).await
+        Self::start_on(self.db.clone(), Overrides::default(), tune).await
     }
 
-    async fn start_on(db: Arc<Harness>, tune: impl FnOnce(&mut Config)) -> TestServer {
+    async fn start_on(db: Arc<Harness>, overrides: Overrides, tune: impl FnOnce(&mut Config)) -> TestServer {
         let mut config = Config {
             database_url: db.url.clone(),
             scavenge_interval: std::time::Duration::from_millis(200),
@@ -48,10 +57,11 @@ impl TestServer {
         let (stop, stopped) = oneshot::channel::<()>();
         let server_config = config.clone();
         let task = tokio::spawn(async move {
-            inbox_server::run(server_config, listener, async move {
+            let stopping = async move {
                 let _ = stopped.await;
-            })
-            .await
+            };
+            inbox_server::run_with(server_config, overrides, listener, stopping, oneshot::channel().0)
+                .await
             .expect("the server runs");
         });
         let tokens = Arc::new(TokenService::new(db.store.clone(), &config).await.expect("token service"));
