@@ -45,7 +45,8 @@ async fn main() -> Result<(), BenchError> {
 
 async fn run(binary: &Path, dir: &Path) -> Result<(), BenchError> {
     let database_url = format!("sqlite://{}", dir.join("inbox.db").display());
-    let config = Config { database_url: database_url.clone(), ..Config::default() };
+    let mut config = Config::default();
+    config.database.url = database_url.clone();
     let store = inbox_server::connect_store(&config).await?;
     store.migrate().await?;
     let tokens = TokenService::new(store.clone(), &config).await?;

@@ -25,7 +25,7 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<()> {
     let store = inbox_server::connect_store(&config).await?;
     let now = store.now();
     let before = match &args.before {
-        None => now.minus_ms(config.archive_retention.as_millis() as u64),
+        None => now.minus_ms(config.inbox.archive_retention.as_millis() as u64),
         Some(text) => before_from(text, now)?,
     };
     if before > now {

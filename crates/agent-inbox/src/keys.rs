@@ -30,12 +30,12 @@ async fn rotate(args: RotateArgs) -> anyhow::Result<()> {
         bail!("--overlap must be at most 30d");
     }
     let config = load_database_config(&args.database)?;
-    if overlap < config.access_token_ttl {
+    if overlap < config.tokens.access_token_ttl {
         eprintln!(
             "warning: --overlap {} is shorter than access_token_ttl {}; tokens issued just before the rotation \
              stop working early",
             humantime::format_duration(overlap),
-            humantime::format_duration(config.access_token_ttl)
+            humantime::format_duration(config.tokens.access_token_ttl)
         );
     }
     let store = inbox_server::connect_store(&config).await?;

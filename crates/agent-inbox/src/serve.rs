@@ -21,8 +21,8 @@ pub fn load_database_config(args: &DatabaseArgs) -> anyhow::Result<Config> {
         eprintln!("warning: {warning}");
     }
     let config = Config::load(args.config.as_deref(), std::env::vars(), args.overrides())?;
-    let defaulted = config.database_url == Config::default().database_url;
-    if let Some(path) = sqlite_path(&config.database_url).filter(|_| defaulted && !args.create_database)
+    let defaulted = config.database.url == Config::default().database.url;
+    if let Some(path) = sqlite_path(&config.database.url).filter(|_| defaulted && !args.create_database)
         && !path.exists()
     {
         let here = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_else(|_| ".".into());
@@ -62,9 +62,9 @@ fn init_logging(json: bool) {
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(args.log_json);
     let config = load_config(&args)?;
-    let listener = tokio::net::TcpListener::bind(&config.listen)
+    let listener = tokio::net::TcpListener::bind(&config.http.listen)
         .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
+        .with_context(|| format!("cannot listen on {}", config.http.listen))?;
     let banner = banner(&args, &config, listener.local_addr()?);
     let (ready, is_ready) = tokio::sync::oneshot::channel();
     // Told only once the database is reached and migrated: the token commands need it too.
@@ -80,7 +80,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 /// Where the service listens and how to get tokens for it; never a password. Printed once it
 /// serves (tests and scripts wait for its first line).
 fn banner(args: &ServeArgs, config: &inbox_server::Config, addr: std::net::SocketAddr) -> String {
-    let database = inbox_server::config::redact_database_url(&config.database_url);
+    let database = inbox_server::config::redact_database_url(&config.database.url);
     let same_database = match (&args.config, &args.database_url) {
         (Some(file), _) => format!(" --config {}", file.display()),
         (None, Some(url)) if inbox_server::config::database_password(url).is_some() => {
@@ -94,7 +94,7 @@ fn banner(args: &ServeArgs, config: &inbox_server::Config, addr: std::net::Socke
     } else {
         ""
     };
-    let scheme = if config.tls_cert.is_some() { "https" } else { "http" };
+    let scheme = if config.tls.cert.is_some() { "https" } else { "http" };
     format!(
         "agent-inbox listening on {scheme}://{addr} (database {database})\n\
          an agent token:     agent-inbox token issue --tenant demo --subject agent_alpha{same_database}\n\

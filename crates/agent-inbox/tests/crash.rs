@@ -18,7 +18,8 @@ use common::{poll_all, post, start, wait_ready};
 
 async fn crash_and_recover(backend: Backend) {
     let db = Harness::new(backend).await;
-    let config = Config { database_url: db.url.clone(), ..Config::default() };
+    let mut config = Config::default();
+    config.database.url = db.url.clone();
     let tokens = TokenService::new(db.store.clone(), &config).await.expect("token service");
     let tenant = TenantId::new("t1").unwrap();
     let issue = |subject: &str, kind, scope: &str| {

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use inbox_core::{RecipientId, TenantId};
-use inbox_server::{CallerKind, Config, TokenService};
+use inbox_server::{CallerKind, TokenService};
 use inbox_store::{ConnectOptions, SqlStore, StoreConfig};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 
@@ -59,8 +59,9 @@ pub async fn main(args: HintsArgs) -> ExitCode {
 }
 
 async fn run(args: HintsArgs, url: String) -> Result<String, BenchError> {
-    let config =
-        Config { heartbeat_interval: HEARTBEAT, waiters_per_tenant: 1_000_000, ..Node::config(&url) };
+    let mut config = Node::config(&url);
+    config.sessions.heartbeat_interval = HEARTBEAT;
+    config.limits.waiters_per_tenant = 1_000_000;
     let a = Node::start(config.clone()).await?;
     let b = Node::start(config.clone()).await?;
     let store = SqlStore::connect(&ConnectOptions::new(&url), StoreConfig::default()).await?;

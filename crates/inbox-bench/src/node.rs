@@ -35,15 +35,14 @@ impl Node {
     /// A configuration on `database_url` whose rate limits and waiter caps never bind: the
     /// benchmarks measure the service's cost, not its limits.
     pub fn config(database_url: &str) -> Config {
-        Config {
-            database_url: database_url.to_owned(),
-            tenant_requests_per_second: 1_000_000,
-            tenant_requests_burst: 1_000_000,
-            agent_requests_per_second: 1_000_000,
-            agent_requests_burst: 1_000_000,
-            waiters_per_agent: 64,
-            ..Config::default()
-        }
+        let mut config = Config::default();
+        config.database.url = database_url.to_owned();
+        config.limits.tenant_requests_per_second = 1_000_000;
+        config.limits.tenant_requests_burst = 1_000_000;
+        config.limits.agent_requests_per_second = 1_000_000;
+        config.limits.agent_requests_burst = 1_000_000;
+        config.limits.waiters_per_agent = 64;
+        config
     }
 
     /// Runs a node with `config` inside this process.

@@ -258,7 +258,7 @@ impl TokenService {
         let read_at = store.now();
         let keys = store.access_signing_keys().await.map_err(|e| format!("cannot load signing keys: {e}"))?;
         let own_keys = KeySnapshot { keys, trusted_until: read_at.plus_ms(SIGNING_KEY_OVERLAP_MS_MIN) };
-        let external = match &config.jwks_file {
+        let external = match &config.tokens.jwks_file {
             None => None,
             Some(path) => {
                 let text = std::fs::read_to_string(path)
@@ -267,16 +267,16 @@ impl TokenService {
                     .map_err(|e| format!("JWKS file {} is not a JWK set: {e}", path.display()))?;
                 Some(External {
                     keys,
-                    issuer: config.jwks_issuer.clone(),
-                    audience: config.jwks_audience.clone(),
+                    issuer: config.tokens.jwks_issuer.clone(),
+                    audience: config.tokens.jwks_audience.clone(),
                 })
             }
         };
         Ok(TokenService {
             store,
-            issuer: config.token_issuer.clone(),
-            access_ttl: config.access_token_ttl,
-            refresh_ttl: config.refresh_token_ttl,
+            issuer: config.tokens.issuer.clone(),
+            access_ttl: config.tokens.access_token_ttl,
+            refresh_ttl: config.tokens.refresh_token_ttl,
             own_keys: RwLock::new(own_keys),
             refreshing: tokio::sync::Mutex::new(None),
             last_reload: RwLock::new(Instant::now()),

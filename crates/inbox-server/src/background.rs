@@ -13,9 +13,9 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use crate::AppState;
-use crate::periodic::{Failure, Job, Outcome, Start, every};
 use crate::ops::callbacks::Dispatcher;
 use crate::ops::signals::Notifier;
+use crate::periodic::{Failure, Job, Outcome, Start, every};
 
 /// How often backlog gauges are refreshed.
 const STATS_INTERVAL: Duration = Duration::from_secs(15);
@@ -40,13 +40,18 @@ pub fn spawn(state: AppState) -> Vec<JoinHandle<()>> {
     let config = state.config.clone();
     let s = || state.clone();
     vec![
-        tokio::spawn(every(s(), config.callbacks_poll_interval, Start::Now, Dispatcher)),
-        tokio::spawn(every(s(), config.signing_keys_reload_interval, Start::AfterInterval, ReloadSigningKeys)),
+        tokio::spawn(every(s(), config.callbacks.poll_interval, Start::Now, Dispatcher)),
+        tokio::spawn(every(
+            s(),
+            config.tokens.signing_keys_reload_interval,
+            Start::AfterInterval,
+            ReloadSigningKeys,
+        )),
         tokio::spawn(every(s(), CLEAN_UP_INTERVAL, Start::Now, CleanUp)),
-        tokio::spawn(every(s(), config.scavenge_interval, Start::Now, Scavenger)),
+        tokio::spawn(every(s(), config.inbox.scavenge_interval, Start::Now, Scavenger)),
         tokio::spawn(every(s(), STATS_INTERVAL, Start::Now, Stats)),
         tokio::spawn(every(s(), DATABASE_CHECK_INTERVAL, Start::Now, DatabaseHealth { was_up: true })),
-        tokio::spawn(every(s(), config.notify_interval, Start::Now, Notifier::default())),
+        tokio::spawn(every(s(), config.signals.notify_interval, Start::Now, Notifier::default())),
     ]
 }
 
@@ -57,7 +62,7 @@ impl Job for Scavenger {
     const NAME: &'static str = "scavenger";
 
     async fn tick(&mut self, state: &AppState) -> Outcome {
-        let scavenged = match state.store.scavenge(state.config.scavenge_batch).await {
+        let scavenged = match state.store.scavenge(state.config.inbox.scavenge_batch).await {
             Ok(report) => {
                 let metrics = &state.metrics;
                 metrics.count(
@@ -75,7 +80,7 @@ impl Job for Scavenger {
             }
             Err(err) => Err(Failure::new("scavenger pass", err)),
         };
-        let silent_for = state.config.heartbeat_interval * 3;
+        let silent_for = state.config.sessions.heartbeat_interval * 3;
         let cutoff = state.store.now().minus_ms(silent_for.as_millis() as u64);
         let swept = state
             .store
@@ -92,7 +97,7 @@ impl Job for Scavenger {
 /// expired stream credentials.
 async fn clean_up_signals(state: &AppState) -> Outcome {
     let now = state.store.now();
-    let cutoff = now.minus_ms(state.config.signal_retention.as_millis() as u64);
+    let cutoff = now.minus_ms(state.config.signals.retention.as_millis() as u64);
     let mut outcome = Ok(());
     for _ in 0..SIGNAL_DELETE_BATCHES {
         match state.store.delete_signals_before(cutoff, inbox_store::SIGNALS_READ_MAX).await {

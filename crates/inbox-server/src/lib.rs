@@ -69,7 +69,7 @@ pub struct AppState {
 impl AppState {
     /// The largest request body accepted: the payload limit plus room for the envelope.
     fn body_bytes_limit(&self) -> usize {
-        self.config.payload_bytes_limit + 64 * 1024
+        self.config.inbox.payload_bytes_limit + 64 * 1024
     }
 }
 
@@ -103,23 +103,23 @@ pub async fn connect_store(config: &Config) -> Result<SqlStore, ServerError> {
 }
 
 async fn connect(config: &Config) -> Result<SqlStore, Retry> {
-    if let Some(path) = config.database_url.strip_prefix("sqlite://") {
+    if let Some(path) = config.database.url.strip_prefix("sqlite://") {
         if let Some(parent) = std::path::Path::new(path).parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| {
                 Retry::Never(format!("cannot create the database directory {}: {e}", parent.display()))
             })?;
         }
     }
-    let statement_timeout = config.database_statement_timeout;
+    let statement_timeout = config.database.statement_timeout;
     let options = ConnectOptions {
-        connections_max: config.database_connections_max,
-        acquire_timeout: config.database_acquire_timeout,
+        connections_max: config.database.connections_max,
+        acquire_timeout: config.database.acquire_timeout,
         statement_timeout: Some(statement_timeout),
         lock_wait_timeout_seconds: (statement_timeout.as_secs() as u32).saturating_sub(1).max(1),
-        ..ConnectOptions::new(&config.database_url)
+        ..ConnectOptions::new(&config.database.url)
     };
     let connected = SqlStore::connect(&options, store_config(config)).await;
-    if config.database_url.starts_with("sqlite:") {
+    if config.database.url.starts_with("sqlite:") {
         // A local file does not come back by itself: a path that cannot be opened is a setting
         // to fix, not an outage to wait out.
         return connected.map_err(|e| Retry::Never(e.to_string()));
@@ -129,7 +129,7 @@ async fn connect(config: &Config) -> Result<SqlStore, Retry> {
 
 /// `text` with the database password, if any, replaced by `***`.
 fn redact(config: &Config, text: String) -> String {
-    match config::database_password(&config.database_url) {
+    match config::database_password(&config.database.url) {
         Some(password) => text.replace(password, "***"),
         None => text,
     }
@@ -137,12 +137,12 @@ fn redact(config: &Config, text: String) -> String {
 
 fn store_config(config: &Config) -> StoreConfig {
     StoreConfig {
-        lease_ms_default: config.lease_default.as_millis() as u64,
-        lease_ms_max: config.lease_max.as_millis() as u64,
-        max_attempts_default: config.max_attempts,
-        payload_bytes_limit: config.payload_bytes_limit,
-        retention_ms: config.retention.as_millis() as u64,
-        archive_retention_ms: config.archive_retention.as_millis() as u64,
+        lease_ms_default: config.inbox.lease_default.as_millis() as u64,
+        lease_ms_max: config.inbox.lease_max.as_millis() as u64,
+        max_attempts_default: config.inbox.max_attempts,
+        payload_bytes_limit: config.inbox.payload_bytes_limit,
+        retention_ms: config.inbox.retention.as_millis() as u64,
+        archive_retention_ms: config.inbox.archive_retention.as_millis() as u64,
         ..StoreConfig::default()
     }
 }
@@ -163,7 +163,7 @@ async fn prepare(
         Err(reason) if store.ping().await.is_err() => return Err(Retry::Later(reason)),
         Err(reason) => return Err(Retry::Never(reason)),
     };
-    let proxies = proxies::TrustedProxies::parse(&config.trusted_proxies).map_err(Retry::Never)?;
+    let proxies = proxies::TrustedProxies::parse(&config.http.trusted_proxies).map_err(Retry::Never)?;
     let trust = Arc::new(trust::Trust::new(&config, &overrides.callback_resolver));
     let nonces = nonce_writer::NonceWriter::start(store.clone(), metrics.clone());
     let publisher = publish_batcher::PublishBatcher::start(store.clone(), metrics.clone(), &config);
@@ -274,7 +274,7 @@ pub async fn run_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
     ready_signal: tokio::sync::oneshot::Sender<()>,
 ) -> Result<(), ServerError> {
-    let tls = match (&config.tls_cert, &config.tls_key) {
+    let tls = match (&config.tls.cert, &config.tls.key) {
         (Some(cert), Some(key)) => {
             let files = tls::TlsFiles { cert: cert.clone(), key: key.clone() };
             let first = tls::load(&files).map_err(ServerError)?;
@@ -286,7 +286,7 @@ pub async fn run_with(
     let stopping = Shutdown::new();
     let metrics = Arc::new(metrics::Metrics::default());
     metrics.set_gauge("agent_inbox_database_up", vec![], 0.0);
-    let database = config::redact_database_url(&config.database_url);
+    let database = config::redact_database_url(&config.database.url);
     let waiting = Arc::new(startup::Waiting::new(database.clone()));
     let ready = Arc::new(OnceLock::new());
     let dispatch = startup::Dispatch {
@@ -319,7 +319,7 @@ pub async fn run_with(
     tracing::info!(%addr, scheme, %database, "agent-inbox listening; connecting to the database");
 
     let prepared = tokio::select! {
-        prepared = startup::until_reachable(&waiting, config.database_wait_max, |text| redact(&config, text), || {
+        prepared = startup::until_reachable(&waiting, config.database.wait_max, |text| redact(&config, text), || {
             prepare(config.clone(), &overrides, metrics.clone(), stopping.clone())
         }) => Some(prepared),
         _ = stopping.cancelled() => None,

@@ -71,18 +71,21 @@ pub struct Limits {
 
 impl Limits {
     pub fn new(config: &Config) -> Self {
-        let per_minute = config.auth_failures_per_minute.max(1);
+        let per_minute = config.limits.auth_failures_per_minute.max(1);
         Self {
-            tenants: Buckets::new(config.tenant_requests_per_second, config.tenant_requests_burst),
-            agents: Buckets::new(config.agent_requests_per_second, config.agent_requests_burst),
+            tenants: Buckets::new(
+                config.limits.tenant_requests_per_second,
+                config.limits.tenant_requests_burst,
+            ),
+            agents: Buckets::new(config.limits.agent_requests_per_second, config.limits.agent_requests_burst),
             // A bucket refilling per_minute tokens a minute, holding at most per_minute.
             auth_failures: Buckets {
                 per_second: f64::from(per_minute) / 60.0,
                 burst: f64::from(per_minute),
                 table: Mutex::default(),
             },
-            waiters_per_agent: config.waiters_per_agent,
-            waiters_per_tenant: config.waiters_per_tenant,
+            waiters_per_agent: config.limits.waiters_per_agent,
+            waiters_per_tenant: config.limits.waiters_per_tenant,
             waiters: Arc::default(),
         }
     }
@@ -203,7 +206,9 @@ mod tests {
 
     #[test]
     fn waiter_slots_are_capped_and_returned() {
-        let config = Config { waiters_per_agent: 2, waiters_per_tenant: 3, ..Config::default() };
+        let mut config = Config::default();
+        config.limits.waiters_per_agent = 2;
+        config.limits.waiters_per_tenant = 3;
         let limits = Limits::new(&config);
         let a = limits.hold_waiter("t", "a").unwrap();
         let _b = limits.hold_waiter("t", "a").unwrap();

@@ -24,10 +24,10 @@ impl PublishBatcher {
     /// Starts the committing task on the current runtime.
     pub fn start(store: SqlStore, metrics: Arc<Metrics>, config: &Config) -> PublishBatcher {
         let gathering = Gathering {
-            batch_max: config.publish_batch_max as usize,
+            batch_max: config.inbox.publish_batch_max as usize,
             yields: 1,
-            linger: config.publish_linger,
-            in_flight_max: config.publish_batches_in_flight as usize,
+            linger: config.inbox.publish_linger,
+            in_flight_max: config.inbox.publish_batches_in_flight as usize,
         };
         let committing = store.clone();
         let batcher = GroupCommit::start(

@@ -84,7 +84,8 @@ impl Server {
 
     pub async fn start_on(backend: Backend, flags: &[&str]) -> Server {
         let db = Harness::new(backend).await;
-        let config = Config { database_url: db.url.clone(), ..Config::default() };
+        let mut config = Config::default();
+        config.database.url = db.url.clone();
         let tokens = TokenService::new(db.store.clone(), &config).await.expect("token service");
         let port = free_port();
         let mut server = Server {

@@ -11,11 +11,11 @@ use crate::config::Config;
 
 /// The CORS layer for the configured origins, or `None` when there are none.
 pub(crate) fn layer(config: &Config) -> Option<CorsLayer> {
-    if config.cors_origins.is_empty() {
+    if config.http.cors_origins.is_empty() {
         return None;
     }
     let origins: Vec<HeaderValue> =
-        config.cors_origins.iter().filter_map(|origin| HeaderValue::from_str(origin).ok()).collect();
+        config.http.cors_origins.iter().filter_map(|origin| HeaderValue::from_str(origin).ok()).collect();
     Some(
         CorsLayer::new()
             .allow_origin(AllowOrigin::list(origins))
@@ -43,5 +43,5 @@ pub(crate) fn layer(config: &Config) -> Option<CorsLayer> {
 
 /// Whether `origin` (an `Origin` header) is one of the configured browser-app origins.
 pub(crate) fn allowed(config: &Config, origin: &str) -> bool {
-    config.cors_origins.iter().any(|listed| listed == origin)
+    config.http.cors_origins.iter().any(|listed| listed == origin)
 }

@@ -29,10 +29,10 @@ pub async fn normalize(State(state): State<AppState>, mut request: Request, next
     }
     let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
     if let Some(peer) = peer {
-        let native_tls = state.config.tls_cert.is_some();
+        let native_tls = state.config.tls.cert.is_some();
         let client = state.proxies.apply(peer, request.headers_mut(), native_tls);
         request.extensions_mut().insert(client);
-    } else if state.config.tls_cert.is_some() {
+    } else if state.config.tls.cert.is_some() {
         request.headers_mut().insert("x-forwarded-proto", HeaderValue::from_static("https"));
     } else {
         request.headers_mut().remove("x-forwarded-proto");

@@ -79,9 +79,9 @@ const BATCH_MAX: u64 = 500;
 /// Integers are JSON integers: a whole-number float such as `5.0` is refused (400
 /// `invalid_field`), as the schemas' `"type": "integer"` says.
 fn add_constraints(document: &mut Value, config: &crate::Config) {
-    let lease_max = config.lease_max.as_secs();
-    let wait_max = config.long_poll_wait_max.as_secs();
-    let ticket_ttl_max = config.stream_ticket_ttl.as_secs();
+    let lease_max = config.inbox.lease_max.as_secs();
+    let wait_max = config.inbox.long_poll_wait_max.as_secs();
+    let ticket_ttl_max = config.sessions.stream_ticket_ttl.as_secs();
     // Free text: no control characters (C0, DEL, C1); the server's limit is in bytes of
     // UTF-8, which JSON Schema cannot state: `maxLength` is the same number, in characters
     // (exact for ASCII).

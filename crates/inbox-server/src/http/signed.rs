@@ -337,7 +337,8 @@ async fn verify_signed(
 fn request_parts(state: &AppState, parts: &Parts) -> RequestParts {
     let authority = state
         .config
-        .signatures_authority
+        .signatures
+        .authority
         .clone()
         .or_else(|| parts.headers.get(header::HOST).and_then(|v| v.to_str().ok()).map(str::to_owned))
         .or_else(|| parts.uri.authority().map(|a| a.to_string()))

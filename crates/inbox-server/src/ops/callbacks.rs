@@ -32,9 +32,9 @@ use inbox_trust::webhooks::{OutgoingWebhook, challenge_string, check_challenge_r
 use tokio::sync::Semaphore;
 
 use crate::AppState;
-use crate::periodic::{Failure, Job, Outcome};
 use crate::auth::{hex, random};
 use crate::config::Config;
+use crate::periodic::{Failure, Job, Outcome};
 
 /// Largest response body read from a receiver (a challenge answer is tiny).
 const RESPONSE_BYTES_LIMIT: usize = 8 * 1024;
@@ -155,15 +155,15 @@ impl Webhooks {
     pub fn new(config: &Config, resolver: &ResolverOverride) -> Self {
         Webhooks {
             policy: ssrf::Policy {
-                allow_http_loopback_for_development: config.callbacks_allow_http_loopback,
-                allowed_internal_hosts: config.callbacks_allow_hosts.clone(),
+                allow_http_loopback_for_development: config.callbacks.allow_http_loopback,
+                allowed_internal_hosts: config.callbacks.allow_hosts.clone(),
             },
             resolver: resolver.0.clone().unwrap_or_else(|| Arc::new(SystemResolver)),
-            timeout: config.callbacks_timeout,
-            in_flight: Arc::new(Semaphore::new(config.callbacks_in_flight_max as usize)),
+            timeout: config.callbacks.timeout,
+            in_flight: Arc::new(Semaphore::new(config.callbacks.in_flight_max as usize)),
             backoff: BackoffPolicy {
-                base_ms: config.callbacks_retry_base.as_millis() as u64,
-                ceiling_ms: config.callbacks_retry_max.as_millis() as u64,
+                base_ms: config.callbacks.retry_base.as_millis() as u64,
+                ceiling_ms: config.callbacks.retry_max.as_millis() as u64,
             },
         }
     }
@@ -400,7 +400,7 @@ async fn pass(state: &AppState) -> Result<(), inbox_store::StoreError> {
     }
     let now = state.store.now();
     let due = state.store.due_callback_deliveries(now, available * DUE_READ_FACTOR).await?;
-    let per_tenant_max = state.config.callbacks_fanout_per_tenant_max as usize;
+    let per_tenant_max = state.config.callbacks.fanout_per_tenant_max as usize;
     let mut per_tenant: HashMap<String, usize> = HashMap::new();
     for delivery in due {
         let taken = per_tenant.entry(delivery.registration.tenant_id.to_string()).or_default();
@@ -474,7 +474,7 @@ async fn deliver(state: &AppState, due: DueDelivery) {
             let error = err.to_string();
             let jitter = f64::from(u32::from_le_bytes(random::<4>())) / f64::from(u32::MAX);
             let backoff_ms = webhooks.backoff.delay_ms(attempt, jitter);
-            let give_up = attempt >= state.config.callbacks_attempts_max;
+            let give_up = attempt >= state.config.callbacks.attempts_max;
             let give_up_head: Option<InboxSeq> = give_up.then_some(due.head_seq);
             (
                 DeliveryResult::Failed {

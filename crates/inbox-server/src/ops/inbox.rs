@@ -17,8 +17,8 @@ use inbox_api::{
 };
 use inbox_core::{InboxSeq, RecipientKey, RefusalReason, SessionId};
 use inbox_store::{
-    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Heartbeat, HeartbeatItem, InboxHead,
-    ItemOutcome, PollPage, PollQuery, Refusal, Release, StoreError,
+    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Heartbeat, HeartbeatItem,
+    InboxHead, ItemOutcome, PollPage, PollQuery, Refusal, Release, StoreError,
 };
 
 use crate::AppState;
@@ -52,7 +52,7 @@ pub async fn poll(state: &AppState, caller: &Caller, request: PollRequest) -> Re
     let wait = match request.wait_seconds {
         None | Some(0) => None,
         Some(seconds) => {
-            let max = state.config.long_poll_wait_max;
+            let max = state.config.inbox.long_poll_wait_max;
             if u64::from(seconds) > max.as_secs() {
                 return Err(ApiError::invalid_field(
                     "wait_seconds",
@@ -82,7 +82,8 @@ pub async fn page(
 ) -> Result<PollPage, ApiError> {
     let query = PollQuery {
         inbox: caller.inbox(),
-        after_seq: InboxSeq::new(after_cursor).map_err(|e| ApiError::invalid_field("after_cursor", e.problem))?,
+        after_seq: InboxSeq::new(after_cursor)
+            .map_err(|e| ApiError::invalid_field("after_cursor", e.problem))?,
         limit: limit.unwrap_or(POLL_LIMIT_DEFAULT),
         claimable_only: false,
     };
@@ -425,4 +426,3 @@ pub async fn heartbeat(
             .collect(),
     })
 }
-

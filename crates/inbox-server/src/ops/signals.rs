@@ -43,7 +43,7 @@ impl Job for Notifier {
     const NAME: &'static str = "notifier";
 
     async fn tick(&mut self, state: &AppState) -> Outcome {
-        let grace = state.config.signal_gap_grace;
+        let grace = state.config.signals.gap_grace;
         let started = *self.started.get_or_insert_with(|| state.store.now());
         let cursor = match &mut self.cursor {
             Some(cursor) => cursor,

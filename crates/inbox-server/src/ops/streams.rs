@@ -84,7 +84,7 @@ impl Subscription {
         if last_event_id.is_some() {
             state.metrics.count("agent_inbox_stream_reconnects_total", labels, 1);
         }
-        let period = state.config.heartbeat_interval;
+        let period = state.config.sessions.heartbeat_interval;
         let mut heartbeat = tokio::time::interval_at(Instant::now() + period, period);
         heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut subscription = Subscription {

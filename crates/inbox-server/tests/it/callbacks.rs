@@ -186,11 +186,11 @@ impl Resolver for ScriptedResolver {
 
 /// Development settings: http to loopback, short timeouts and retries, frequent passes.
 fn development(config: &mut Config) {
-    config.callbacks_allow_http_loopback = true;
-    config.callbacks_timeout = Duration::from_millis(500);
-    config.callbacks_retry_base = Duration::from_millis(100);
-    config.callbacks_retry_max = Duration::from_millis(300);
-    config.callbacks_poll_interval = Duration::from_millis(20);
+    config.callbacks.allow_http_loopback = true;
+    config.callbacks.timeout = Duration::from_millis(500);
+    config.callbacks.retry_base = Duration::from_millis(100);
+    config.callbacks.retry_max = Duration::from_millis(300);
+    config.callbacks.poll_interval = Duration::from_millis(20);
 }
 
 async fn callback_agent(server: &TestServer, tenant: &str, agent: &str) -> String {
@@ -404,8 +404,8 @@ async fn refused_address_forms_are_rejected_with_a_clear_error(backend: Backend)
         .with("metadata.internal", &[&["169.254.169.254"]]);
     let overrides = Overrides { callback_resolver: ResolverOverride::new(resolver) };
     let server = TestServer::start_overridden(backend, overrides, |config| {
-        config.callbacks_allow_hosts = vec!["allowed.internal".to_owned(), "metadata.internal".to_owned()];
-        config.callbacks_timeout = Duration::from_millis(300);
+        config.callbacks.allow_hosts = vec!["allowed.internal".to_owned(), "metadata.internal".to_owned()];
+        config.callbacks.timeout = Duration::from_millis(300);
     })
     .await;
     let agent = callback_agent(&server, "t1", "alpha").await;
@@ -479,7 +479,7 @@ async fn dns_rebinding_cannot_reach_loopback(backend: Backend) {
         .with("both.example", &[&["93.184.215.14", "127.0.0.1"]]);
     let overrides = Overrides { callback_resolver: ResolverOverride::new(resolver) };
     let server = TestServer::start_overridden(backend, overrides, |config| {
-        config.callbacks_timeout = Duration::from_millis(500);
+        config.callbacks.timeout = Duration::from_millis(500);
     })
     .await;
     let agent = callback_agent(&server, "t1", "alpha").await;
@@ -584,7 +584,7 @@ async fn redirects_to_internal_addresses_are_not_followed(backend: Backend) {
 async fn registration_limits_and_secret_rotation(backend: Backend) {
     let server = TestServer::start_with(backend, |config| {
         development(config);
-        config.callbacks_per_recipient_max = 2;
+        config.callbacks.per_recipient_max = 2;
     })
     .await;
     let receiver = Receiver::start(&SECRET).await;

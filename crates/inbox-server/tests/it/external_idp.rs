@@ -47,8 +47,8 @@ async fn tokens_of_a_configured_identity_provider_are_accepted() {
     let path = std::env::temp_dir().join(format!("agent-inbox-jwks-{}.json", std::process::id()));
     std::fs::write(&path, jwks.to_string()).unwrap();
     let server = TestServer::start_with(Backend::Sqlite, |c| {
-        c.jwks_file = Some(path.clone());
-        c.jwks_issuer = Some("https://idp.example".into());
+        c.tokens.jwks_file = Some(path.clone());
+        c.tokens.jwks_issuer = Some("https://idp.example".into());
     })
     .await;
     let claims = |iss: &str, exp: u64| json!({"iss": iss, "sub": "agent_alpha", "tid": "t1", "kind": "agent", "scope": "inbox.poll", "exp": exp, "iat": now()});

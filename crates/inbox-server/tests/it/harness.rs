@@ -46,11 +46,9 @@ impl TestServer {
     }
 
     async fn start_on(db: Arc<Harness>, overrides: Overrides, tune: impl FnOnce(&mut Config)) -> TestServer {
-        let mut config = Config {
-            database_url: db.url.clone(),
-            scavenge_interval: std::time::Duration::from_millis(200),
-            ..Config::default()
-        };
+        let mut config = Config::default();
+        config.database.url = db.url.clone();
+        config.inbox.scavenge_interval = std::time::Duration::from_millis(200);
         tune(&mut config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
         let addr: SocketAddr = listener.local_addr().unwrap();
@@ -62,12 +60,12 @@ impl TestServer {
             };
             inbox_server::run_with(server_config, overrides, listener, stopping, oneshot::channel().0)
                 .await
-            .expect("the server runs");
+                .expect("the server runs");
         });
         let tokens = Arc::new(TokenService::new(db.store.clone(), &config).await.expect("token service"));
         // A TLS server is called over https with a client that trusts its test certificate,
         // and that offers HTTP/2 by ALPN.
-        let (base, client) = match &config.tls_cert {
+        let (base, client) = match &config.tls.cert {
             Some(cert) => {
                 let pem = std::fs::read(cert).expect("the test certificate");
                 let client = reqwest::Client::builder()

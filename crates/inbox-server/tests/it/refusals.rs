@@ -80,7 +80,7 @@ async fn whole_number_floats_are_integers_and_bodies_are_objects(backend: Backen
 }
 
 async fn malformed_requests_get_precise_problems_and_change_nothing(backend: Backend) {
-    let server = TestServer::start_with(backend, |c| c.payload_bytes_limit = 4_096).await;
+    let server = TestServer::start_with(backend, |c| c.inbox.payload_bytes_limit = 4_096).await;
     let publisher = server.publisher("t1").await;
     let agent = server.agent("t1", "agent_alpha").await;
     server.publish(&publisher, &["agent_alpha"], json!({"keep": true})).await;
@@ -334,8 +334,8 @@ async fn cursor_reset_points_to_resync(backend: Backend) {
 
 async fn rate_limits_answer_429_with_retry_after(backend: Backend) {
     let server = TestServer::start_with(backend, |c| {
-        c.agent_requests_per_second = 1;
-        c.agent_requests_burst = 3;
+        c.limits.agent_requests_per_second = 1;
+        c.limits.agent_requests_burst = 3;
     })
     .await;
     let agent = server.agent("t1", "agent_alpha").await;
@@ -354,7 +354,7 @@ async fn rate_limits_answer_429_with_retry_after(backend: Backend) {
 }
 
 async fn authentication_refusals(backend: Backend) {
-    let server = TestServer::start_with(backend, |c| c.auth_failures_per_minute = 5).await;
+    let server = TestServer::start_with(backend, |c| c.limits.auth_failures_per_minute = 5).await;
     assert_problem(
         &server.call(Method::GET, "/v1/inbox/head", None, None).await,
         StatusCode::UNAUTHORIZED,
@@ -406,7 +406,7 @@ async fn forwarding_headers_count_only_from_trusted_proxies(backend: Backend) {
             .send()
     };
 
-    let direct = TestServer::start_with(backend, |c| c.auth_failures_per_minute = 2).await;
+    let direct = TestServer::start_with(backend, |c| c.limits.auth_failures_per_minute = 2).await;
     let agent = direct.agent("t1", "agent_alpha").await;
     assert!(!secure_cookie(&direct, agent).await, "a client's own X-Forwarded-Proto is not believed");
     for _ in 0..2 {
@@ -421,8 +421,8 @@ async fn forwarding_headers_count_only_from_trusted_proxies(backend: Backend) {
     direct.stop().await;
 
     let proxied = TestServer::start_with(backend, |c| {
-        c.auth_failures_per_minute = 2;
-        c.trusted_proxies = vec!["127.0.0.0/8".into(), "::1".into()];
+        c.limits.auth_failures_per_minute = 2;
+        c.http.trusted_proxies = vec!["127.0.0.0/8".into(), "::1".into()];
     })
     .await;
     let agent = proxied.agent("t1", "agent_alpha").await;

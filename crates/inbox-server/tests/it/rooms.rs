@@ -159,7 +159,7 @@ async fn room_posts_deduplicate_by_key(backend: Backend) {
 }
 
 async fn room_refusals_are_problems_with_stable_codes(backend: Backend) {
-    let server = TestServer::start_with(backend, |c| c.payload_bytes_limit = 1024).await;
+    let server = TestServer::start_with(backend, |c| c.inbox.payload_bytes_limit = 1024).await;
     let publisher = server.publisher("t1").await;
     let alpha = server.agent("t1", "agent_alpha").await;
     let events_only = server.token("t1", "publisher_app", CallerKind::Publisher, "events.publish").await;

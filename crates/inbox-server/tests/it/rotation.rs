@@ -50,7 +50,7 @@ async fn agent_token(tokens: &TokenService) -> String {
 }
 
 async fn rotation_keeps_old_tokens_through_the_overlap_and_refuses_them_after(backend: Backend) {
-    let tune = |config: &mut Config| config.signing_keys_reload_interval = Duration::from_millis(100);
+    let tune = |config: &mut Config| config.tokens.signing_keys_reload_interval = Duration::from_millis(100);
     let server = TestServer::start_with(backend, tune).await;
     let other_node = server.start_beside(tune).await;
     let old_token = server.agent("t1", "alpha").await;
@@ -123,7 +123,7 @@ async fn rotation_keeps_old_tokens_through_the_overlap_and_refuses_them_after(ba
 /// longer than the shortest overlap before it trusts them. An overlap below that minimum is
 /// refused.
 async fn a_retired_key_is_refused_the_moment_its_overlap_ends(backend: Backend) {
-    let tune = |config: &mut Config| config.signing_keys_reload_interval = Duration::from_secs(3600);
+    let tune = |config: &mut Config| config.tokens.signing_keys_reload_interval = Duration::from_secs(3600);
     let server = TestServer::start_with(backend, tune).await;
     let other_node = server.start_beside(tune).await;
     let old_token = server.agent("t1", "alpha").await;

@@ -183,8 +183,8 @@ async fn superseded_streams_get_a_last_signal_and_close_on_any_node(backend: Bac
     let node_b = node_a
         .start_beside(|c| {
             // Beyond what a configuration file may set: it takes B's notifier out of the test.
-            c.notify_interval = Duration::from_secs(3_600);
-            c.heartbeat_interval = Duration::from_secs(1);
+            c.signals.notify_interval = Duration::from_secs(3_600);
+            c.sessions.heartbeat_interval = Duration::from_secs(1);
         })
         .await;
     let node_c = node_a.start_beside(|_| {}).await;

@@ -495,8 +495,8 @@ async fn killing_an_sse_connection_loses_nothing(backend: Backend) {
 }
 
 async fn stream_tickets_work_once_on_any_node(backend: Backend) {
-    let a = TestServer::start_with(backend, |c| c.waiters_per_agent = 2).await;
-    let b = a.start_beside(|c| c.waiters_per_agent = 2).await;
+    let a = TestServer::start_with(backend, |c| c.limits.waiters_per_agent = 2).await;
+    let b = a.start_beside(|c| c.limits.waiters_per_agent = 2).await;
     let publisher = a.publisher("t1").await;
     let agent = a.agent("t1", "agent_alpha").await;
     let (status, minted) = a.post("/v1/streams/tickets", &agent, json!({"ttl_seconds": 30})).await;
@@ -677,7 +677,8 @@ async fn subscribe_recommends_a_transport_and_sessions_stay_alive(backend: Backe
 }
 
 async fn streams_beat_and_end_promptly_on_shutdown(backend: Backend) {
-    let server = TestServer::start_with(backend, |c| c.heartbeat_interval = Duration::from_secs(1)).await;
+    let server =
+        TestServer::start_with(backend, |c| c.sessions.heartbeat_interval = Duration::from_secs(1)).await;
     let agent = server.agent("t1", "agent_alpha").await;
     let mut stream = Sse::open(&server, "/v1/streams/sse", Some(&agent), &[]).await;
     stream.next(HINT_DEADLINE).await.expect("the opening frame");

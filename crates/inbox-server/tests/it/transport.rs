@@ -62,8 +62,8 @@ async fn tls_server(
 ) -> TestServer {
     let (cert, key) = (certificate.cert.clone(), certificate.key.clone());
     TestServer::start_with(Backend::Sqlite, move |c| {
-        c.tls_cert = Some(cert);
-        c.tls_key = Some(key);
+        c.tls.cert = Some(cert);
+        c.tls.key = Some(key);
         tune(c);
     })
     .await
@@ -249,12 +249,10 @@ async fn bad_certificate_files_refuse_to_start_naming_the_file() {
         (&certificate.cert, &other.key, "does not match the certificate"),
     ];
     for (cert, key, expected) in cases {
-        let config = inbox_server::Config {
-            database_url: format!("sqlite://{}", certificate.dir.join("never.db").display()),
-            tls_cert: Some(cert.to_owned()),
-            tls_key: Some(key.to_owned()),
-            ..inbox_server::Config::default()
-        };
+        let mut config = inbox_server::Config::default();
+        config.database.url = format!("sqlite://{}", certificate.dir.join("never.db").display());
+        config.tls.cert = Some(cert.to_owned());
+        config.tls.key = Some(key.to_owned());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let err = inbox_server::run(config, listener, async {}).await.expect_err("refused");
         assert!(err.to_string().contains(expected), "{expected:?} in {err}");
@@ -263,9 +261,10 @@ async fn bad_certificate_files_refuse_to_start_naming_the_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cors_answers_listed_origins_only() {
-    let server =
-        TestServer::start_with(Backend::Sqlite, |c| c.cors_origins = vec!["http://127.0.0.1:5555".into()])
-            .await;
+    let server = TestServer::start_with(Backend::Sqlite, |c| {
+        c.http.cors_origins = vec!["http://127.0.0.1:5555".into()]
+    })
+    .await;
     let preflight = |origin: &'static str| {
         server
             .request(Method::OPTIONS, "/v1/inbox/claim", None, None)

@@ -131,8 +131,8 @@ async fn create(
     let (secret, generated) = secret_from(request.secret.as_deref())?;
     let key_id = key_id_from(request.secret_id)?;
     let limits = CallbackLimits {
-        per_recipient_max: u64::from(state.config.callbacks_per_recipient_max),
-        per_tenant_max: u64::from(state.config.callbacks_per_tenant_max),
+        per_recipient_max: u64::from(state.config.callbacks.per_recipient_max),
+        per_tenant_max: u64::from(state.config.callbacks.per_tenant_max),
     };
     let registration = state
         .store

@@ -77,7 +77,6 @@ pub async fn head(
         .into_response())
 }
 
-
 /// Claims the named events, or the next `limit` claimable ones.
 #[utoipa::path(post, path = "/v1/inbox/claim", tag = "inbox", request_body = ClaimRequest,
     responses((status = 200, body = ClaimResponse),

@@ -22,8 +22,8 @@ use crate::AppState;
 use crate::auth::{Caller, hex, random};
 use crate::error::ApiError;
 use crate::http::extract::{ApiJson, parse_json};
-use crate::ops::sessions::require_active_session;
 use crate::http::stream_params::websocket_url;
+use crate::ops::sessions::require_active_session;
 use crate::ops::sessions::session_not_found;
 
 pub fn router() -> Router<AppState> {
@@ -104,9 +104,9 @@ pub async fn subscribe(
         poll_after_cursor_url: "/v1/inbox/poll-after-cursor".to_owned(),
         sse_url: streams_allowed.then(|| format!("/v1/streams/sse?session_id={session_id}")),
         websocket_url: streams_allowed.then(|| websocket_url(&headers, &format!("?session_id={session_id}"))),
-        heartbeat_interval_seconds: config.heartbeat_interval.as_secs(),
-        lease_default_seconds: config.lease_default.as_secs(),
-        retention_days: config.retention.as_secs() / 86_400,
+        heartbeat_interval_seconds: config.sessions.heartbeat_interval.as_secs(),
+        lease_default_seconds: config.inbox.lease_default.as_secs(),
+        retention_days: config.inbox.retention.as_secs() / 86_400,
     }))
 }
 
@@ -148,7 +148,7 @@ pub async fn heartbeat(
     if !state.store.touch_session(&touch).await? {
         return Err(session_not_found());
     }
-    let interval = state.config.heartbeat_interval;
+    let interval = state.config.sessions.heartbeat_interval;
     let gone_after = state.store.now().plus_ms((interval * 3).as_millis() as u64);
     Ok(Json(SessionHeartbeatResponse {
         session_id: session_id.to_string(),

@@ -28,7 +28,9 @@ use sha2::{Digest, Sha256};
 use crate::AppState;
 use crate::auth::{Caller, hex, random};
 use crate::error::ApiError;
-use crate::http::extract::{COOKIE_PREFIX, STREAM_COOKIE, StreamCaller, StreamQuery, TICKET_PREFIX, parse_json};
+use crate::http::extract::{
+    COOKIE_PREFIX, STREAM_COOKIE, StreamCaller, StreamQuery, TICKET_PREFIX, parse_json,
+};
 use crate::http::stream_params::{forwarded_https, session_param, websocket_url};
 use crate::ops::sessions::touch;
 use crate::ops::streams::{SESSION_SUPERSEDED, Subscription, Wake};
@@ -76,7 +78,7 @@ enum Names {
 async fn open_sse(state: AppState, caller: StreamCaller, names: Names) -> Result<Response, ApiError> {
     let (subscription, first) =
         Subscription::open(&state, &caller.caller, "sse", caller.session_id, caller.last_event_id).await?;
-    let mut opening = Event::default().retry(state.config.sse_retry);
+    let mut opening = Event::default().retry(state.config.sessions.sse_retry);
     if let Some(signal) = &first {
         opening = hint_event(opening, signal, names);
     }
@@ -153,7 +155,7 @@ pub async fn ticket(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<(StatusCode, Json<StreamTicketResponse>), ApiError> {
-    let max = state.config.stream_ticket_ttl.as_secs().max(1);
+    let max = state.config.sessions.stream_ticket_ttl.as_secs().max(1);
     let (ticket, expires_at, ttl) =
         mint(&state, &caller, &body, StreamCredential::Ticket, TICKET_PREFIX, max).await?;
     Ok((
@@ -180,7 +182,7 @@ pub async fn cookie(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let max = state.config.access_token_ttl.as_secs().max(1);
+    let max = state.config.tokens.access_token_ttl.as_secs().max(1);
     let (value, expires_at, ttl) =
         mint(&state, &caller, &body, StreamCredential::Cookie, COOKIE_PREFIX, max).await?;
     let secure = if forwarded_https(&headers) { "; Secure" } else { "" };

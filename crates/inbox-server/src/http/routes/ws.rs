@@ -232,7 +232,9 @@ async fn run(
             to_value(inbox::acknowledge(state, caller, parse_json::<AcknowledgeRequest>(body)?).await?)
         }
         "release" => to_value(inbox::release(state, caller, parse_json::<ReleaseRequest>(body)?).await?),
-        "heartbeat" => to_value(inbox::heartbeat(state, caller, parse_json::<HeartbeatRequest>(body)?).await?),
+        "heartbeat" => {
+            to_value(inbox::heartbeat(state, caller, parse_json::<HeartbeatRequest>(body)?).await?)
+        }
         other => Err(ApiError::bad_request(
             "unknown_op",
             format!(
