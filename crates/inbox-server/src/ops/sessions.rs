@@ -1,4 +1,6 @@
-//! Seed 001's optional single-active-session policy, enforced where an agent takes new work.
+//! Agent sessions: subscribe (which recommends a transport), the session heartbeat of clients
+//! without a stream, session touches, and seed 001's optional single-active-session policy,
+//! enforced where an agent takes new work.
 //!
 //! Seed 001: "Two processes using one agent identity: allow multiple sessions to receive hints,
 //! but serialize actual consumption through row-level claims. If shared identities are
@@ -18,11 +20,12 @@
 //! off takes to reach other nodes; subscribes read it from the database.
 
 use axum::http::StatusCode;
-use inbox_core::{RecipientId, SessionId, TenantId};
-use inbox_store::{SessionStanding, SessionTouch};
+use inbox_api::SubscribeRequest;
+use inbox_core::{InboxSeq, RecipientId, SessionId, TenantId, UnixMillis};
+use inbox_store::{SessionRecord, SessionStanding, SessionTouch};
 
 use crate::AppState;
-use crate::auth::Caller;
+use crate::auth::{Caller, hex, random};
 use crate::error::ApiError;
 
 /// Lets `session_id` take new work (claim, open a stream), or refuses it when the tenant runs
@@ -102,4 +105,99 @@ pub(crate) fn session_not_found() -> ApiError {
         "session_not_found",
         "no session with this session_id belongs to you; open one with POST /v1/agent-sessions/subscribe",
     )
+}
+
+/// What a subscribe opened.
+#[derive(Debug)]
+pub struct Subscribed {
+    pub session_id: SessionId,
+    /// The transport recommended to the agent.
+    pub recommended: &'static str,
+    /// Whether the caller may open streams (the `stream.subscribe` scope).
+    pub streams_allowed: bool,
+    pub head_seq: u64,
+}
+
+/// Transports this server offers, in the order it recommends them: SSE is the cheapest push
+/// that survives proxies, WebSocket when the client cannot do SSE, then long poll and poll.
+const OFFERED: &[&str] = &["sse", "websocket", "long-poll", "poll"];
+/// Transports that need the `stream.subscribe` scope.
+const STREAMS: &[&str] = &["sse", "websocket"];
+
+/// Opens a session for the caller, superseding the agent's earlier ones when the tenant runs
+/// the single-active-session policy (their open streams on this node are told at once, on
+/// other nodes through the notifier).
+pub async fn subscribe(
+    state: &AppState,
+    caller: &Caller,
+    request: SubscribeRequest,
+) -> Result<Subscribed, ApiError> {
+    caller.require("inbox.poll")?;
+    caller.check_tenant(request.tenant_id.as_deref())?;
+    caller.check_agent(request.agent_id.as_deref())?;
+    let known = ["sse", "websocket", "long-poll", "poll"];
+    if let Some(unknown) = request.supported_transports.iter().find(|t| !known.contains(&t.as_str())) {
+        return Err(ApiError::invalid_field(
+            "supported_transports",
+            format!("names {unknown:?}; use sse, websocket, long-poll or poll"),
+        ));
+    }
+    let streams_allowed = caller.has("stream.subscribe");
+    let recommended = OFFERED
+        .iter()
+        .filter(|t| streams_allowed || !STREAMS.contains(t))
+        .find(|t| {
+            request.supported_transports.is_empty() || request.supported_transports.iter().any(|s| s == *t)
+        })
+        .copied()
+        .unwrap_or("poll");
+    let last_seen_seq = InboxSeq::new(request.last_seen_seq.unwrap_or(0))
+        .map_err(|e| ApiError::invalid_field("last_seen_seq", e.problem))?;
+    let session_id = SessionId::new(format!("sess_{}", hex(&random::<16>())))
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let opened = state
+        .store
+        .open_session(&SessionRecord {
+            session_id: session_id.clone(),
+            tenant_id: caller.tenant_id.clone(),
+            agent_id: caller.subject.clone(),
+            device_id: request.device_id,
+            transport: recommended.to_owned(),
+            last_seen_seq,
+            auth_subject: caller.subject.to_string(),
+        })
+        .await?;
+    if opened.superseded > 0 {
+        state.session_changes.superseded(&caller.tenant_id, &caller.subject);
+    }
+    let head = state.store.head(&caller.inbox()).await?;
+    Ok(Subscribed { session_id, recommended, streams_allowed, head_seq: head.head_seq.get() })
+}
+
+/// A session heartbeat of a client without a stream: the session must be the caller's and,
+/// under the policy, its agent's newest. Returns when the session counts as gone if silent.
+pub async fn heartbeat(
+    state: &AppState,
+    caller: &Caller,
+    session_id: &SessionId,
+    last_seen_seq: Option<u64>,
+) -> Result<UnixMillis, ApiError> {
+    let last_seen_seq = last_seen_seq
+        .map(InboxSeq::new)
+        .transpose()
+        .map_err(|e| ApiError::invalid_field("last_seen_seq", e.problem))?;
+    require_active_session(state, caller, Some(session_id)).await?;
+    let touch = SessionTouch {
+        session_id,
+        tenant_id: &caller.tenant_id,
+        agent_id: &caller.subject,
+        transport: None,
+        last_seen_seq,
+    };
+    if !state.store.touch_session(&touch).await? {
+        return Err(session_not_found());
+    }
+    let interval = state.config.sessions.heartbeat_interval;
+    let gone_after = state.store.now().plus_ms((interval * 3).as_millis() as u64);
+    Ok(gone_after)
 }

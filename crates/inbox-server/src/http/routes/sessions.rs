@@ -15,28 +15,20 @@ use inbox_api::time::format_utc;
 use inbox_api::{
     RecipientView, SessionHeartbeatRequest, SessionHeartbeatResponse, SubscribeRequest, SubscribeResponse,
 };
-use inbox_core::{InboxSeq, SessionId};
-use inbox_store::{SessionRecord, SessionTouch};
+use inbox_core::SessionId;
 
 use crate::AppState;
-use crate::auth::{Caller, hex, random};
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::http::extract::{ApiJson, parse_json};
 use crate::http::stream_params::websocket_url;
-use crate::ops::sessions::require_active_session;
-use crate::ops::sessions::session_not_found;
+use crate::ops::sessions::{self, Subscribed};
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/agent-sessions/subscribe", post(subscribe))
         .route("/v1/agent-sessions/{session_id}/heartbeat", post(heartbeat))
 }
-
-/// Transports this server offers, in the order it recommends them: SSE is the cheapest push
-/// that survives proxies, WebSocket when the client cannot do SSE, then long poll and poll.
-const OFFERED: &[&str] = &["sse", "websocket", "long-poll", "poll"];
-/// Transports that need the `stream.subscribe` scope.
-const STREAMS: &[&str] = &["sse", "websocket"];
 
 /// Opens a session. When the tenant runs the single-active-session policy, the new session
 /// supersedes the agent's earlier ones: they are kept, marked `superseded`, and from now on
@@ -52,45 +44,8 @@ pub async fn subscribe(
     headers: HeaderMap,
     ApiJson(request): ApiJson<SubscribeRequest>,
 ) -> Result<Json<SubscribeResponse>, ApiError> {
-    caller.require("inbox.poll")?;
-    caller.check_tenant(request.tenant_id.as_deref())?;
-    caller.check_agent(request.agent_id.as_deref())?;
-    let known = ["sse", "websocket", "long-poll", "poll"];
-    if let Some(unknown) = request.supported_transports.iter().find(|t| !known.contains(&t.as_str())) {
-        return Err(ApiError::invalid_field(
-            "supported_transports",
-            format!("names {unknown:?}; use sse, websocket, long-poll or poll"),
-        ));
-    }
-    let streams_allowed = caller.has("stream.subscribe");
-    let recommended = OFFERED
-        .iter()
-        .filter(|t| streams_allowed || !STREAMS.contains(t))
-        .find(|t| {
-            request.supported_transports.is_empty() || request.supported_transports.iter().any(|s| s == *t)
-        })
-        .copied()
-        .unwrap_or("poll");
-    let last_seen_seq = InboxSeq::new(request.last_seen_seq.unwrap_or(0))
-        .map_err(|e| ApiError::invalid_field("last_seen_seq", e.problem))?;
-    let session_id = SessionId::new(format!("sess_{}", hex(&random::<16>())))
-        .map_err(|e| ApiError::internal(e.to_string()))?;
-    let opened = state
-        .store
-        .open_session(&SessionRecord {
-            session_id: session_id.clone(),
-            tenant_id: caller.tenant_id.clone(),
-            agent_id: caller.subject.clone(),
-            device_id: request.device_id,
-            transport: recommended.to_owned(),
-            last_seen_seq,
-            auth_subject: caller.subject.to_string(),
-        })
-        .await?;
-    if opened.superseded > 0 {
-        state.session_changes.superseded(&caller.tenant_id, &caller.subject);
-    }
-    let head = state.store.head(&caller.inbox()).await?;
+    let subscribed = sessions::subscribe(&state, &caller, request).await?;
+    let Subscribed { session_id, recommended, streams_allowed, head_seq } = subscribed;
     let config = &state.config;
     Ok(Json(SubscribeResponse {
         session_id: session_id.to_string(),
@@ -99,7 +54,7 @@ pub async fn subscribe(
             recipient_kind: "agent".to_owned(),
             recipient_id: caller.subject.to_string(),
         },
-        current_head_seq: head.head_seq.get(),
+        current_head_seq: head_seq,
         recommended_transport: recommended.to_owned(),
         poll_after_cursor_url: "/v1/inbox/poll-after-cursor".to_owned(),
         sse_url: streams_allowed.then(|| format!("/v1/streams/sse?session_id={session_id}")),
@@ -132,24 +87,8 @@ pub async fn heartbeat(
     } else {
         parse_json(&body)?
     };
-    let last_seen_seq = request
-        .last_seen_seq
-        .map(InboxSeq::new)
-        .transpose()
-        .map_err(|e| ApiError::invalid_field("last_seen_seq", e.problem))?;
-    require_active_session(&state, &caller, Some(&session_id)).await?;
-    let touch = SessionTouch {
-        session_id: &session_id,
-        tenant_id: &caller.tenant_id,
-        agent_id: &caller.subject,
-        transport: None,
-        last_seen_seq,
-    };
-    if !state.store.touch_session(&touch).await? {
-        return Err(session_not_found());
-    }
+    let gone_after = sessions::heartbeat(&state, &caller, &session_id, request.last_seen_seq).await?;
     let interval = state.config.sessions.heartbeat_interval;
-    let gone_after = state.store.now().plus_ms((interval * 3).as_millis() as u64);
     Ok(Json(SessionHeartbeatResponse {
         session_id: session_id.to_string(),
         status: "active".to_owned(),
