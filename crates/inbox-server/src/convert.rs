@@ -1,6 +1,8 @@
 //! Conversions between the store's domain types and the wire types of `inbox-api`, and the
 //! parsing of wire strings into typed values (each failure names its field).
 
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use inbox_api::time::format_utc;
 use inbox_api::{Correlation, DeliveryView, EventEnvelope, PayloadRef};
 use inbox_core::{AckResult, EventBody, EventId, LeaseToken, Priority, UnixMillis};
@@ -108,4 +110,15 @@ pub fn time(field: &str, text: Option<&str>) -> Result<Option<UnixMillis>, ApiEr
 /// Seconds from the wire to milliseconds, refusing values that would overflow.
 pub fn seconds_to_ms(field: &str, seconds: u64) -> Result<u64, ApiError> {
     seconds.checked_mul(1_000).ok_or_else(|| ApiError::invalid_field(field, "is far too large"))
+}
+
+/// Decodes base64url or standard base64, padded or not.
+pub fn decode_base64(field: &str, text: &str) -> Result<Vec<u8>, ApiError> {
+    let text = text.trim();
+    for engine in [&URL_SAFE_NO_PAD, &URL_SAFE, &STANDARD, &STANDARD_NO_PAD] {
+        if let Ok(bytes) = engine.decode(text) {
+            return Ok(bytes);
+        }
+    }
+    Err(ApiError::invalid_field(field, "is not base64 or base64url"))
 }

@@ -1,4 +1,4 @@
-//! The inbox's use cases: poll after the cursor (and long poll), head, resync, claim,
+//! The inbox's use cases: publish, poll after the cursor (and long poll), head, resync, claim,
 //! acknowledge, release and heartbeat. The HTTP routes (`http/routes/inbox.rs`), seed 000's
 //! aliases (`http/routes/agents.rs`) and the WebSocket (`http/routes/ws.rs`) all call these, so
 //! scopes, the session policy, validation and metrics are the same whichever way a call came.
@@ -15,10 +15,10 @@ use inbox_api::{
     HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse, PollRequest, PollResponse, RejectedEvent,
     ReleaseOneRequest, ReleaseRequest, ReleaseResponse, ResyncResponse,
 };
-use inbox_core::{InboxSeq, RecipientKey, RefusalReason, SessionId};
+use inbox_core::{InboxSeq, RecipientKey, RefusalReason, SessionId, TenantId};
 use inbox_store::{
     AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Heartbeat, HeartbeatItem,
-    InboxHead, ItemOutcome, PollPage, PollQuery, Refusal, Release, StoreError,
+    InboxHead, ItemOutcome, PollPage, PollQuery, Publish, PublishReceipt, Refusal, Release, StoreError,
 };
 
 use crate::AppState;
@@ -425,4 +425,31 @@ pub async fn heartbeat(
             })
             .collect(),
     })
+}
+
+/// Publishes through this node's batcher, records the commit latency, and wakes this node's
+/// waiters after the commit.
+pub async fn publish(state: &AppState, publish: Publish) -> Result<PublishReceipt, ApiError> {
+    let started = Instant::now();
+    let tenant_id = publish.tenant_id.clone();
+    let receipt = state.publisher.publish(publish).await?;
+    state.metrics.observe("agent_inbox_publish_commit_seconds", vec![], started.elapsed());
+    record_published(state, &tenant_id, &receipt);
+    Ok(receipt)
+}
+
+/// Counts a committed publish and hints its recipients' waiters on this node.
+pub fn record_published(state: &AppState, tenant_id: &TenantId, receipt: &PublishReceipt) {
+    let tenant = state.metrics.tenant_label(tenant_id.as_str());
+    let fresh = receipt.deliveries.iter().filter(|d| !d.deduplicated).count() as u64;
+    state.metrics.count("agent_inbox_events_published_total", vec![("tenant", tenant.clone())], fresh);
+    state.metrics.count(
+        "agent_inbox_events_deduplicated_total",
+        vec![("tenant", tenant)],
+        receipt.deliveries.len() as u64 - fresh,
+    );
+    for d in receipt.deliveries.iter().filter(|d| !d.deduplicated) {
+        let inbox = RecipientKey { tenant_id: tenant_id.clone(), recipient: d.recipient.clone() };
+        state.hints.advanced(&inbox, d.inbox_seq);
+    }
 }

@@ -3,6 +3,7 @@
 
 pub mod callbacks;
 pub mod inbox;
+pub mod rooms;
 pub mod sessions;
 pub mod signals;
 pub mod streams;

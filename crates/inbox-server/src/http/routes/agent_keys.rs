@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::routing::{delete, post};
 use axum::{Json, Router};
 use base64::Engine as _;
-use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use inbox_api::time::format_utc;
 use inbox_api::{AgentKeyRequest, AgentKeyResponse, AgentKeysResponse};
 use inbox_core::RecipientId;
@@ -22,6 +22,7 @@ use serde::Deserialize;
 
 use crate::AppState;
 use crate::auth::{Caller, CallerKind, hex, random};
+use crate::convert::decode_base64;
 use crate::error::ApiError;
 use crate::http::signed::{OptionallySignedBody, OptionallySignedJson};
 
@@ -198,15 +199,4 @@ fn key_view(key: &AgentKey) -> AgentKeyResponse {
         public_key: (key.algorithm == "ed25519").then(|| URL_SAFE_NO_PAD.encode(&key.key_material)),
         secret: None,
     }
-}
-
-/// Decodes base64url or standard base64, padded or not.
-pub(crate) fn decode_base64(field: &str, text: &str) -> Result<Vec<u8>, ApiError> {
-    let text = text.trim();
-    for engine in [&URL_SAFE_NO_PAD, &URL_SAFE, &STANDARD, &STANDARD_NO_PAD] {
-        if let Ok(bytes) = engine.decode(text) {
-            return Ok(bytes);
-        }
-    }
-    Err(ApiError::invalid_field(field, "is not base64 or base64url"))
 }

@@ -23,9 +23,9 @@ use inbox_store::{CallbackLimits, CallbackRegistration, KeyId, NewCallbackRegist
 
 use crate::AppState;
 use crate::auth::{Caller, CallerKind, hex, random};
+use crate::convert::decode_base64;
 use crate::error::ApiError;
 use crate::http::extract::ApiJson;
-use crate::http::routes::agent_keys::decode_base64;
 use crate::ops::callbacks::{ChallengeOutcome, SendError, challenge};
 
 pub fn router() -> Router<AppState> {

@@ -1,21 +1,20 @@
 //! `POST /v1/events`: a publisher sends one event to many agents of its tenant, atomically and
 //! idempotently by `deduplication_key`.
 
-use std::time::Instant;
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
 use inbox_api::{PublishRequest, PublishResponse};
-use inbox_core::{DeduplicationKey, EventBody, EventType, PayloadRef, Recipient, RecipientId, RecipientKey};
-use inbox_store::{Publish, PublishReceipt};
+use inbox_core::{DeduplicationKey, EventBody, EventType, PayloadRef, Recipient, RecipientId};
+use inbox_store::Publish;
 
 use crate::AppState;
 use crate::auth::Caller;
 use crate::convert;
 use crate::error::ApiError;
 use crate::http::extract::ApiJson;
+use crate::ops::inbox;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/v1/events", post(publish))
@@ -66,38 +65,11 @@ pub async fn publish(
         body,
         max_attempts: request.max_attempts,
     };
-    let receipt = publish_and_hint(&state, publish).await?;
+    let receipt = inbox::publish(&state, publish).await?;
     let status =
         if receipt.deliveries.iter().all(|d| d.deduplicated) { StatusCode::OK } else { StatusCode::CREATED };
     Ok((
         status,
         Json(PublishResponse { deliveries: receipt.deliveries.iter().map(convert::delivery).collect() }),
     ))
-}
-
-/// Publishes through this node's batcher, records the commit latency, and wakes this node's
-/// waiters after the commit.
-pub(crate) async fn publish_and_hint(state: &AppState, publish: Publish) -> Result<PublishReceipt, ApiError> {
-    let started = Instant::now();
-    let tenant_id = publish.tenant_id.clone();
-    let receipt = state.publisher.publish(publish).await?;
-    state.metrics.observe("agent_inbox_publish_commit_seconds", vec![], started.elapsed());
-    record_published(state, &tenant_id, &receipt);
-    Ok(receipt)
-}
-
-/// Counts a committed publish and hints its recipients' waiters on this node.
-pub(crate) fn record_published(state: &AppState, tenant_id: &inbox_core::TenantId, receipt: &PublishReceipt) {
-    let tenant = state.metrics.tenant_label(tenant_id.as_str());
-    let fresh = receipt.deliveries.iter().filter(|d| !d.deduplicated).count() as u64;
-    state.metrics.count("agent_inbox_events_published_total", vec![("tenant", tenant.clone())], fresh);
-    state.metrics.count(
-        "agent_inbox_events_deduplicated_total",
-        vec![("tenant", tenant)],
-        receipt.deliveries.len() as u64 - fresh,
-    );
-    for d in receipt.deliveries.iter().filter(|d| !d.deduplicated) {
-        let inbox = RecipientKey { tenant_id: tenant_id.clone(), recipient: d.recipient.clone() };
-        state.hints.advanced(&inbox, d.inbox_seq);
-    }
 }

@@ -1,13 +1,12 @@
 //! The built-in meeting-room domain: create a room, read it, change its members, and post
 //! messages. A post commits the message and one inbox event per member in one transaction
-//! (`SqlStore::post_message`); only after the commit are the members' waiters hinted.
+//! (`SqlStore::post_message`, through [`crate::ops::rooms`]); only after the commit are the
+//! members' waiters hinted.
 //!
 //! Creating rooms, changing members and posting need `rooms.write`. Reading a room needs
 //! `rooms.write`, or an agent token with `inbox.poll` whose agent is a member, so an agent can
 //! see who else its room's posts reach. Anyone else is told the room does not exist, the same
 //! answer as for a room of another tenant.
-
-use std::time::Instant;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -16,14 +15,14 @@ use axum::{Json, Router};
 use inbox_api::time::format_utc;
 use inbox_api::{CreateRoomRequest, PostMessageRequest, PostMessageResponse, RoomMembersRequest, RoomView};
 use inbox_core::{DeduplicationKey, RecipientId};
-use inbox_store::{NewRoom, PostMessage, Room, RoomId, StoreError};
+use inbox_store::{NewRoom, PostMessage, Room, RoomId};
 
 use crate::AppState;
 use crate::auth::{Caller, CallerKind};
 use crate::convert;
 use crate::error::ApiError;
 use crate::http::extract::ApiJson;
-use crate::http::routes::events::record_published;
+use crate::ops::rooms;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -71,11 +70,7 @@ pub async fn get_room(
         // Neither way in applies; name the scope that opens every room of the tenant.
         caller.require(ROOMS_WRITE)?;
     }
-    let room_id = room_id(&room_id_text)?;
-    let room = state.store.get_room(&caller.tenant_id, &room_id).await?;
-    if !writer && room.members.binary_search(&caller.subject).is_err() {
-        return Err(StoreError::NotFound { what: "room", id: room_id.to_string() }.into());
-    }
+    let room = rooms::read(&state, &caller, &room_id(&room_id_text)?, writer).await?;
     Ok(Json(room_view(&room)))
 }
 
@@ -139,10 +134,7 @@ pub async fn post_message(
             .map_err(|e| ApiError::invalid_field("deduplication_key", e.problem))?,
         priority: convert::priority(request.priority.as_deref())?,
     };
-    let started = Instant::now();
-    let posted = state.store.post_message(&post).await?;
-    state.metrics.observe("agent_inbox_publish_commit_seconds", vec![], started.elapsed());
-    record_published(&state, &caller.tenant_id, &posted.receipt);
+    let posted = rooms::post(&state, &post).await?;
     let status = if posted.deduplicated { StatusCode::OK } else { StatusCode::CREATED };
     Ok((
         status,
