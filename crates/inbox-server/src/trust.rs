@@ -3,8 +3,8 @@
 //! work runs in `background.rs`.
 
 use crate::config::Config;
-use crate::http::signed::SignatureCaches;
 use crate::ops::callbacks::{ResolverOverride, Webhooks};
+use crate::ops::signatures::SignatureCaches;
 
 #[derive(Debug)]
 pub struct Trust {

@@ -16,40 +16,31 @@
 //! missing scope, say) still spent its nonce. Spending goes through the node's
 //! [`crate::nonce_writer`], which records the nonces of concurrent requests in one statement.
 //!
-//! Keys and tenant policies are cached per node for a few seconds ([`KEY_CACHE_TTL`],
+//! Keys and tenant policies are cached per node for a few seconds
+//! ([`crate::ops::signatures::KEY_CACHE_TTL`],
 //! [`crate::tenant_policies`]), which is how long a retirement or a policy
 //! change made on another node takes to reach this one.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
-use inbox_core::{RecipientId, TenantId, UnixMillis};
-use inbox_store::{AgentKey, KeyId, NonceUse, SignatureNonce};
+use inbox_core::UnixMillis;
+use inbox_store::{KeyId, NonceUse, SignatureNonce};
 use inbox_trust::message_signatures::{
-    RequestParts, SIGNATURE, SIGNATURE_INPUT, VerifiedSignature, VerifyError, VerifyPolicy, VerifyingKey,
+    RequestParts, SIGNATURE, SIGNATURE_INPUT, VerifiedSignature, VerifyError, VerifyPolicy,
     check_signature_headers,
 };
 use serde::de::DeserializeOwned;
-use sha2::{Digest, Sha256};
 
 use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::http::extract::parse_json;
-
-/// How long a looked-up key is trusted before it is read again.
-pub const KEY_CACHE_TTL: Duration = Duration::from_secs(10);
-/// How long an unknown key id is remembered as unknown (a registration elsewhere shows up
-/// after this).
-const UNKNOWN_KEY_TTL: Duration = Duration::from_secs(1);
-/// Entries per cache; past it the cache starts over.
-const CACHE_ENTRIES_MAX: usize = 10_000;
+use crate::ops::signatures::nonce_hash;
 
 /// A JSON body whose request passed signature verification (or needed none); a signature's
 /// nonce is already spent when the handler sees it.
@@ -411,76 +402,4 @@ fn refuse_client(
 
 fn client_address(parts: &Parts) -> Option<IpAddr> {
     crate::proxies::ClientAddr::of(&parts.extensions)
-}
-
-/// What the nonce table stores: SHA-256 over the tenant, the key id and the nonce, each
-/// length-prefixed so no two triples collide.
-pub fn nonce_hash(tenant_id: &TenantId, key_id: &str, nonce: &str) -> [u8; 32] {
-    let mut hasher = Sha256::new();
-    for part in [tenant_id.as_str(), key_id, nonce] {
-        hasher.update((part.len() as u64).to_be_bytes());
-        hasher.update(part.as_bytes());
-    }
-    hasher.finalize().into()
-}
-
-/// A key ready to verify with.
-#[derive(Debug, Clone)]
-pub struct CachedKey {
-    pub agent_id: RecipientId,
-    pub verifying: VerifyingKey,
-    pub retired_at: Option<UnixMillis>,
-}
-
-impl CachedKey {
-    fn from_stored(key: &AgentKey) -> Option<CachedKey> {
-        let verifying = match key.algorithm.as_str() {
-            "ed25519" => {
-                let bytes: [u8; 32] = key.key_material.as_slice().try_into().ok()?;
-                VerifyingKey::ed25519_from_bytes(&bytes).ok()?
-            }
-            "hmac-sha256" => VerifyingKey::hmac_sha256(&key.key_material).ok()?,
-            _ => return None,
-        };
-        Some(CachedKey { agent_id: key.agent_id.clone(), verifying, retired_at: key.retired_at })
-    }
-}
-
-type KeyEntry = (Instant, Option<CachedKey>);
-
-/// This node's cache of agent keys.
-#[derive(Debug, Default)]
-pub struct SignatureCaches {
-    keys: Mutex<HashMap<(TenantId, KeyId), KeyEntry>>,
-}
-
-impl SignatureCaches {
-    /// A key by id, from the cache or the database.
-    pub async fn agent_key(
-        &self,
-        state: &AppState,
-        tenant_id: &TenantId,
-        key_id: &KeyId,
-    ) -> Result<Option<CachedKey>, inbox_store::StoreError> {
-        let cache_key = (tenant_id.clone(), key_id.clone());
-        if let Some((fetched, entry)) = self.keys.lock().expect("key cache").get(&cache_key) {
-            let ttl = if entry.is_some() { KEY_CACHE_TTL } else { UNKNOWN_KEY_TTL };
-            if fetched.elapsed() < ttl {
-                return Ok(entry.clone());
-            }
-        }
-        let stored = state.store.agent_key(tenant_id, key_id).await?;
-        let entry = stored.as_ref().and_then(CachedKey::from_stored);
-        let mut keys = self.keys.lock().expect("key cache");
-        if keys.len() >= CACHE_ENTRIES_MAX {
-            keys.clear();
-        }
-        keys.insert(cache_key, (Instant::now(), entry.clone()));
-        Ok(entry)
-    }
-
-    /// Drops a key from this node's cache (after it was registered or retired here).
-    pub fn forget_key(&self, tenant_id: &TenantId, key_id: &KeyId) {
-        self.keys.lock().expect("key cache").remove(&(tenant_id.clone(), key_id.clone()));
-    }
 }

@@ -6,4 +6,5 @@ pub mod inbox;
 pub mod rooms;
 pub mod sessions;
 pub mod signals;
+pub mod signatures;
 pub mod streams;
