@@ -1,8 +1,10 @@
 //! The agent-inbox HTTP service. [`run`] takes its configuration, a bound listener and a
 //! shutdown future, so tests bind port 0 and stop it cleanly.
 //!
-//! Handlers are thin: extractors authenticate and validate, the handler makes one call into
-//! the store, then converts to the wire types of `inbox-api`.
+//! Three layers: `http/` (extractors authenticate, validate and spend signed requests' nonces;
+//! a handler makes one call, then converts to the wire types of `inbox-api`) over `ops/` (the
+//! use cases, one module per subsystem, shared by HTTP, the WebSocket and seed 000's aliases)
+//! over the store. `background.rs` runs the periodic work through `periodic.rs`.
 
 pub mod auth;
 mod background;
