@@ -15,10 +15,11 @@ use inbox_api::{
     HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse, PollRequest, PollResponse, RejectedEvent,
     ReleaseOneRequest, ReleaseRequest, ReleaseResponse, ResyncResponse,
 };
-use inbox_core::{InboxSeq, RecipientKey, RefusalReason, SessionId, TenantId};
+use inbox_core::{EventId, InboxSeq, RecipientKey, RefusalReason, SessionId, TenantId};
 use inbox_store::{
-    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Heartbeat, HeartbeatItem,
-    InboxHead, ItemOutcome, PollPage, PollQuery, Publish, PublishReceipt, Refusal, Release, StoreError,
+    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, EventRecord, Heartbeat,
+    HeartbeatItem, InboxHead, ItemOutcome, PollPage, PollQuery, Publish, PublishReceipt, Refusal, Release,
+    StoreError,
 };
 
 use crate::AppState;
@@ -452,4 +453,19 @@ pub fn record_published(state: &AppState, tenant_id: &TenantId, receipt: &Publis
         let inbox = RecipientKey { tenant_id: tenant_id.clone(), recipient: d.recipient.clone() };
         state.hints.advanced(&inbox, d.inbox_seq);
     }
+}
+
+/// Sends parked events back to the inbox with a fresh budget of attempts, and wakes this
+/// node's waiters on that inbox when any went back.
+pub async fn requeue(
+    state: &AppState,
+    inbox: &RecipientKey,
+    ids: &[EventId],
+) -> Result<Vec<ItemOutcome<EventRecord>>, ApiError> {
+    let outcomes = state.store.requeue(inbox, ids).await?;
+    if outcomes.iter().any(Result::is_ok) {
+        let head = state.store.head(inbox).await?;
+        state.hints.advanced(inbox, head.head_seq);
+    }
+    Ok(outcomes)
 }

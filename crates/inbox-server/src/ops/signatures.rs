@@ -8,11 +8,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use inbox_core::{RecipientId, TenantId, UnixMillis};
-use inbox_store::{AgentKey, KeyId};
+use inbox_store::{AgentKey, KeyId, TenantPolicy, TenantPolicyChange};
 use inbox_trust::message_signatures::VerifyingKey;
 use sha2::{Digest, Sha256};
 
 use crate::AppState;
+use crate::error::ApiError;
 
 /// How long a looked-up key is trusted before it is read again.
 pub const KEY_CACHE_TTL: Duration = Duration::from_secs(10);
@@ -92,4 +93,16 @@ impl SignatureCaches {
     pub fn forget_key(&self, tenant_id: &TenantId, key_id: &KeyId) {
         self.keys.lock().expect("key cache").remove(&(tenant_id.clone(), key_id.clone()));
     }
+}
+
+/// Changes a tenant's policy (signatures required, single active session); this node sees
+/// the change at once, other nodes when their cache entry ages out.
+pub async fn change_tenant_policy(
+    state: &AppState,
+    tenant_id: &TenantId,
+    change: TenantPolicyChange,
+) -> Result<TenantPolicy, ApiError> {
+    let policy = state.store.change_tenant_policy(tenant_id, change).await?;
+    state.tenant_policies.remember(tenant_id, policy);
+    Ok(policy)
 }

@@ -16,6 +16,7 @@ use crate::auth::{Caller, CallerKind};
 use crate::convert::{self, envelope};
 use crate::error::{ApiError, item_error};
 use crate::http::extract::ApiJson;
+use crate::ops::inbox;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -119,11 +120,7 @@ pub async fn requeue(
 ) -> Result<Json<ItemResults>, ApiError> {
     require_admin(&caller)?;
     let (inbox, ids) = parse_request(&caller, &request)?;
-    let outcomes = state.store.requeue(&inbox, &ids).await?;
-    if outcomes.iter().any(Result::is_ok) {
-        let head = state.store.head(&inbox).await?;
-        state.hints.advanced(&inbox, head.head_seq);
-    }
+    let outcomes = inbox::requeue(&state, &inbox, &ids).await?;
     Ok(Json(results(outcomes, &ids)))
 }
 

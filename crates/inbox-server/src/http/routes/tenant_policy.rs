@@ -13,6 +13,7 @@ use crate::AppState;
 use crate::auth::{Caller, CallerKind};
 use crate::error::ApiError;
 use crate::http::extract::ApiJson;
+use crate::ops::signatures;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/v1/admin/tenant-policy", get(get_policy).post(set_policy))
@@ -52,8 +53,7 @@ pub async fn set_policy(
         signatures_required: request.signatures_required,
         single_active_session: request.single_active_session,
     };
-    let policy = state.store.change_tenant_policy(&caller.tenant_id, change).await?;
-    state.tenant_policies.remember(&caller.tenant_id, policy);
+    let policy = signatures::change_tenant_policy(&state, &caller.tenant_id, change).await?;
     Ok(Json(response(&caller, policy)))
 }
 
