@@ -39,20 +39,8 @@ pub struct EventEnvelope {
     pub created_at_utc: String,
 }
 
-/// Ids of the domain objects an event concerns.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct Correlation {
-    pub company_id: Option<String>,
-    pub workspace_id: Option<String>,
-    pub project_id: Option<String>,
-    pub meeting_room_id: Option<String>,
-    pub message_id: Option<String>,
-    pub routing_decision_id: Option<String>,
-    pub memory_update_id: Option<String>,
-    pub assignment_id: Option<String>,
-}
+/// Ids of the domain objects an event concerns: the core's type, which the wire carries as is.
+pub use inbox_core::Correlation;
 
 /// Where the data of an event lives when it is not inline.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,6 +1,7 @@
 //! The JSON of agent-inbox's HTTP API, as plain serde types: the contract of seed 001
 //! (subscribe, poll after cursor, head, claim, acknowledge, release, heartbeat), publishing,
-//! rooms, real-time stream signals, operators' endpoints and RFC 9457 problem details.
+//! rooms, real-time stream signals, operators' endpoints, RFC 9457 problem details with their
+//! stable codes, and the scopes a token carries.
 //!
 //! Field names follow the seed exactly. Times are RFC 3339 UTC strings (`..._utc`). Requests
 //! refuse unknown fields, so a typo is an error rather than a silently ignored option.
@@ -10,7 +11,9 @@ mod auth;
 mod events;
 mod inbox;
 mod problem;
+mod problem_code;
 mod rooms;
+mod scope;
 mod sessions;
 mod streams;
 pub mod time;
@@ -21,7 +24,9 @@ pub use auth::*;
 pub use events::*;
 pub use inbox::*;
 pub use problem::*;
+pub use problem_code::ProblemCode;
 pub use rooms::*;
+pub use scope::{Scope, UnknownScope};
 pub use sessions::*;
 pub use streams::*;
 pub use trust::*;

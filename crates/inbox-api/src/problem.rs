@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::ProblemCode;
+
 /// `application/problem+json`.
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
 
@@ -16,7 +18,8 @@ pub struct Problem {
     pub problem_type: String,
     pub title: String,
     pub status: u16,
-    pub code: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub code: ProblemCode,
     pub detail: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
@@ -26,12 +29,13 @@ pub struct Problem {
 }
 
 impl Problem {
-    pub fn new(status: u16, code: &str, title: &str, detail: impl Into<String>) -> Self {
+    pub fn new(status: u16, code: impl Into<ProblemCode>, title: &str, detail: impl Into<String>) -> Self {
+        let code = code.into();
         Self {
             problem_type: format!("urn:agent-inbox:problem:{code}"),
             title: title.to_owned(),
             status,
-            code: code.to_owned(),
+            code,
             detail: detail.into(),
             instance: None,
             extensions: Map::new(),
@@ -48,6 +52,7 @@ impl Problem {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ItemError {
-    pub code: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub code: ProblemCode,
     pub detail: String,
 }

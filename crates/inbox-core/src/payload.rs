@@ -44,8 +44,11 @@ impl Priority {
     }
 }
 
-/// Ids of the domain objects an event is about; all optional, each at most 128 bytes.
+/// Ids of the domain objects an event concerns.
+// One type from the wire to the database: the API's request and envelope carry it as is (its
+// doc line above is the OpenAPI description). All optional, each at most `BYTES_MAX` bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Correlation {
     pub company_id: Option<String>,

@@ -1,10 +1,20 @@
 //! Prometheus metrics: a small registry of counters, gauges and histograms rendered in the text
-//! exposition format. Label values that come from tenants are capped: past
-//! [`TENANT_LABELS_MAX`] distinct tenants, new ones share the label `_other`, so a series per
-//! tenant can be told apart without unbounded cardinality.
+//! exposition format. Every metric is declared once, in [`catalog`] (kind, name, label names,
+//! help), and recorded through the handle its declaration gives (`metrics.claims_total()`), so
+//! the names and labels at the call sites cannot drift from what `/metrics` exports.
+//!
+//! Label values that come from tenants are capped: past [`TENANT_LABELS_MAX`] distinct tenants,
+//! new ones share the label `_other`, so a series per tenant can be told apart without
+//! unbounded cardinality.
+//!
+//! The exposition is written here rather than by `prometheus-client`: that crate writes only
+//! OpenMetrics, which names counter families without `_total`, ends every help text with a
+//! period, prints whole floats as `0.0` and adds `# EOF`, so `/metrics` would change under
+//! every dashboard and test that reads it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+use std::marker::PhantomData;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -13,17 +23,154 @@ pub const TENANT_LABELS_MAX: usize = 1_000;
 /// Upper bounds (seconds) of every latency histogram's buckets.
 const BUCKETS: &[f64] =
     &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0];
-/// Upper bounds of the histograms that count things (names ending in `_size`).
+/// Upper bounds of the histograms that count things (a batch's size).
 const SIZE_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
 
-fn buckets(name: &str) -> &'static [f64] {
-    if name.ends_with("_size") { SIZE_BUCKETS } else { BUCKETS }
+/// Declares every metric: a method on [`Metrics`] per metric, returning its handle, and the
+/// list of families the exposition writes, in order. Used once, by [`catalog`].
+macro_rules! declare_metrics {
+    ($($kind:ident $method:ident($($label:literal),*) $help:literal;)+) => {
+        impl super::Metrics {
+            $(
+                #[doc = $help]
+                pub fn $method(&self) -> super::Metric<'_, $kind, { <[&str]>::len(&[$($label),*]) }> {
+                    super::Metric::new(self, concat!("agent_inbox_", stringify!($method)), [$($label),*])
+                }
+            )+
+        }
+
+        /// Every family, in the order of the exposition.
+        pub(super) const FAMILIES: &[super::Family] = &[$(
+            super::Family {
+                name: concat!("agent_inbox_", stringify!($method)),
+                kind: <$kind as super::Kind>::KIND,
+                help: $help,
+            },
+        )+];
+    };
+}
+
+mod catalog;
+
+/// The registry behind every handle.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    families: Mutex<Families>,
+    tenants: Mutex<BTreeSet<String>>,
+}
+
+/// One declared metric, bound to the registry: `N` label values go with every sample.
+#[derive(Debug)]
+pub struct Metric<'a, K, const N: usize> {
+    metrics: &'a Metrics,
+    name: &'static str,
+    labels: [&'static str; N],
+    kind: PhantomData<K>,
+}
+
+/// A count that only goes up.
+#[derive(Debug)]
+pub struct Counter;
+/// A value that goes up and down, or is replaced by a fresh snapshot.
+#[derive(Debug)]
+pub struct Gauge;
+/// Durations, in seconds, in [`BUCKETS`].
+#[derive(Debug)]
+pub struct Histogram;
+/// How many of something (a batch's size), in [`SIZE_BUCKETS`].
+#[derive(Debug)]
+pub struct SizeHistogram;
+
+impl<const N: usize> Metric<'_, Counter, N> {
+    pub fn add(&self, values: [String; N], by: u64) {
+        let labels = self.labelled(values);
+        let mut families = self.metrics.families.lock().expect("metrics lock");
+        *families.counters.entry(self.name).or_default().entry(labels).or_default() += by;
+    }
+}
+
+impl<const N: usize> Metric<'_, Gauge, N> {
+    /// Moves one series up or down (open connections).
+    pub fn add(&self, values: [String; N], delta: f64) {
+        let labels = self.labelled(values);
+        let mut families = self.metrics.families.lock().expect("metrics lock");
+        *families.gauges.entry(self.name).or_default().entry(labels).or_default() += delta;
+    }
+
+    /// Sets one series.
+    pub fn set(&self, values: [String; N], value: f64) {
+        let labels = self.labelled(values);
+        let mut families = self.metrics.families.lock().expect("metrics lock");
+        families.gauges.entry(self.name).or_default().insert(labels, value);
+    }
+
+    /// Replaces every series at once (a fresh snapshot of backlogs).
+    pub fn replace(&self, series: Vec<([String; N], f64)>) {
+        let series = series.into_iter().map(|(values, value)| (self.labelled(values), value)).collect();
+        let mut families = self.metrics.families.lock().expect("metrics lock");
+        families.gauges.insert(self.name, series);
+    }
+}
+
+impl<const N: usize> Metric<'_, Histogram, N> {
+    pub fn observe(&self, values: [String; N], value: Duration) {
+        self.metrics.record(self.name, BUCKETS, self.labelled(values), value.as_secs_f64());
+    }
+}
+
+impl<const N: usize> Metric<'_, SizeHistogram, N> {
+    pub fn observe(&self, values: [String; N], n: usize) {
+        self.metrics.record(self.name, SIZE_BUCKETS, self.labelled(values), n as f64);
+    }
+}
+
+impl<'a, K, const N: usize> Metric<'a, K, N> {
+    fn new(metrics: &'a Metrics, name: &'static str, labels: [&'static str; N]) -> Self {
+        Metric { metrics, name, labels, kind: PhantomData }
+    }
+
+    fn labelled(&self, values: [String; N]) -> Labels {
+        self.labels.iter().copied().zip(values).collect()
+    }
+}
+
+/// What the exposition's `# TYPE` line says, per kind of handle.
+trait Kind {
+    const KIND: FamilyKind;
+}
+
+impl Kind for Counter {
+    const KIND: FamilyKind = FamilyKind::Counter;
+}
+impl Kind for Gauge {
+    const KIND: FamilyKind = FamilyKind::Gauge;
+}
+impl Kind for Histogram {
+    const KIND: FamilyKind = FamilyKind::Histogram(BUCKETS);
+}
+impl Kind for SizeHistogram {
+    const KIND: FamilyKind = FamilyKind::Histogram(SIZE_BUCKETS);
+}
+
+#[derive(Debug, Clone, Copy)]
+enum FamilyKind {
+    Counter,
+    Gauge,
+    Histogram(&'static [f64]),
+}
+
+/// A declared family, for the exposition.
+#[derive(Debug)]
+struct Family {
+    name: &'static str,
+    kind: FamilyKind,
+    help: &'static str,
 }
 
 type Labels = Vec<(&'static str, String)>;
 
 #[derive(Debug, Default)]
-struct Histogram {
+struct Buckets {
     counts: Vec<u64>,
     sum: f64,
     count: u64,
@@ -33,145 +180,8 @@ struct Histogram {
 struct Families {
     counters: BTreeMap<&'static str, BTreeMap<Labels, u64>>,
     gauges: BTreeMap<&'static str, BTreeMap<Labels, f64>>,
-    histograms: BTreeMap<&'static str, BTreeMap<Labels, Histogram>>,
+    histograms: BTreeMap<&'static str, BTreeMap<Labels, Buckets>>,
 }
-
-#[derive(Debug, Default)]
-pub struct Metrics {
-    families: Mutex<Families>,
-    tenants: Mutex<BTreeSet<String>>,
-}
-
-/// Help text of every metric, which is also the list of what exists.
-const HELP: &[(&str, &str, &str)] = &[
-    ("agent_inbox_http_requests_total", "counter", "HTTP requests by route template and status"),
-    ("agent_inbox_http_request_duration_seconds", "histogram", "HTTP request latency by route template"),
-    ("agent_inbox_publish_commit_seconds", "histogram", "Publish-to-inbox commit latency, per request"),
-    ("agent_inbox_publish_batch_size", "histogram", "Publishes committed together in one transaction"),
-    (
-        "agent_inbox_publish_linger_seconds",
-        "histogram",
-        "How long a publish batch gathered before its commit started",
-    ),
-    ("agent_inbox_events_published_total", "counter", "Inbox rows written by publishes, by tenant"),
-    (
-        "agent_inbox_events_deduplicated_total",
-        "counter",
-        "Publishes answered with an existing event, by tenant",
-    ),
-    ("agent_inbox_claims_total", "counter", "Events claimed, by tenant"),
-    (
-        "agent_inbox_duplicate_claims_total",
-        "counter",
-        "Claims of events already claimed or finished, by tenant",
-    ),
-    ("agent_inbox_acks_total", "counter", "Acknowledgements accepted, by tenant and result"),
-    ("agent_inbox_ack_latency_seconds", "histogram", "Acknowledge request latency"),
-    (
-        "agent_inbox_delivery_latency_seconds",
-        "histogram",
-        "Time from an event becoming available to its first claim",
-    ),
-    (
-        "agent_inbox_lease_expirations_total",
-        "counter",
-        "Leases that ran out and returned their event to the inbox",
-    ),
-    ("agent_inbox_dead_lettered_total", "counter", "Events dead-lettered by the scavenger"),
-    ("agent_inbox_expired_total", "counter", "Events that passed expires_at unclaimed"),
-    ("agent_inbox_archived_total", "counter", "Terminal events moved to the archive by retention"),
-    ("agent_inbox_cursor_resets_total", "counter", "Polls answered with cursor_reset_required, by tenant"),
-    ("agent_inbox_rate_limited_total", "counter", "Requests refused by a rate limit or waiter cap, by code"),
-    ("agent_inbox_auth_failures_total", "counter", "Requests refused for authentication, by code"),
-    ("agent_inbox_database_up", "gauge", "1 while the database answers, 0 while it is unreachable"),
-    (
-        "agent_inbox_database_unavailable_total",
-        "counter",
-        "Requests answered 503 database_unavailable because the database could not be reached",
-    ),
-    ("agent_inbox_tls_reloads_total", "counter", "TLS certificate reloads, by result (loaded or refused)"),
-    ("agent_inbox_backlog", "gauge", "Unacknowledged events (available, scheduled, claimed) per tenant"),
-    ("agent_inbox_parked", "gauge", "Dead-lettered and quarantined events per tenant"),
-    ("agent_inbox_oldest_unacked_age_seconds", "gauge", "Age of the oldest unacknowledged event per tenant"),
-    ("agent_inbox_inbox_depth", "gauge", "Unacknowledged events of the deepest inboxes (top 20 per tenant)"),
-    (
-        "agent_inbox_publish_to_signal_seconds",
-        "histogram",
-        "Publish-to-signal latency: outbox row written to the notifier handing its hint to this node",
-    ),
-    ("agent_inbox_signals_read_total", "counter", "outbox_signal rows the notifier read (re-reads included)"),
-    (
-        "agent_inbox_signal_gaps_abandoned_total",
-        "counter",
-        "Skipped outbox ids the notifier stopped waiting for (rolled back, or later than the grace period)",
-    ),
-    ("agent_inbox_signals_deleted_total", "counter", "outbox_signal rows deleted by retention"),
-    ("agent_inbox_stream_connects_total", "counter", "SSE and WebSocket streams opened, by transport"),
-    (
-        "agent_inbox_stream_reconnects_total",
-        "counter",
-        "Streams opened with a Last-Event-ID (a client resuming), by transport",
-    ),
-    (
-        "agent_inbox_connected_streams",
-        "gauge",
-        "Open streams and waiting long polls on this node, by transport",
-    ),
-    (
-        "agent_inbox_hints_sent_total",
-        "counter",
-        "inbox.updated hints written to streams, by tenant and transport; fetches/hints is the hint-to-fetch ratio",
-    ),
-    (
-        "agent_inbox_fetches_total",
-        "counter",
-        "Poll and claim requests (what a hint should lead to), by tenant and kind",
-    ),
-    ("agent_inbox_ws_requests_total", "counter", "Operations sent over WebSockets, by op and status"),
-    (
-        "agent_inbox_long_polls_total",
-        "counter",
-        "Long polls by outcome (events, timeout, shutdown); timeout/total is the long-poll timeout ratio",
-    ),
-    (
-        "agent_inbox_head_requests_total",
-        "counter",
-        "Head checks by result (not_modified, modified); not_modified/total is the 304 ratio",
-    ),
-    (
-        "agent_inbox_signature_verifications_total",
-        "counter",
-        "Signed requests checked, by result (valid, refused); refusals also count under auth failures by code",
-    ),
-    (
-        "agent_inbox_signature_verify_seconds",
-        "histogram",
-        "Time to verify one request signature, key lookup included (its nonce is written afterwards)",
-    ),
-    (
-        "agent_inbox_signature_nonce_seconds",
-        "histogram",
-        "Time a signed request waits for its nonce to be recorded (shared statements, see nonce_writer)",
-    ),
-    (
-        "agent_inbox_signature_nonce_writes_total",
-        "counter",
-        "Statements that recorded signature nonces; nonces recorded are valid verifications",
-    ),
-    ("agent_inbox_signature_replays_total", "counter", "Signed requests refused as replays of a used nonce"),
-    ("agent_inbox_callback_challenges_total", "counter", "Callback registration challenges, by outcome"),
-    (
-        "agent_inbox_callback_deliveries_total",
-        "counter",
-        "Webhook hint deliveries by tenant and outcome (delivered, failed, abandoned)",
-    ),
-    ("agent_inbox_callback_delivery_seconds", "histogram", "Duration of one webhook delivery attempt"),
-    (
-        "agent_inbox_callback_fanout_deferred_total",
-        "counter",
-        "Due webhook deliveries left for a later pass by the per-tenant fan-out cap",
-    ),
-];
 
 impl Metrics {
     /// A tenant id as a label value, or `_other` once the cap is reached.
@@ -185,23 +195,7 @@ impl Metrics {
         }
     }
 
-    pub fn count(&self, name: &'static str, labels: Labels, by: u64) {
-        let mut families = self.families.lock().expect("metrics lock");
-        *families.counters.entry(name).or_default().entry(labels).or_default() += by;
-    }
-
-    pub fn observe(&self, name: &'static str, labels: Labels, value: Duration) {
-        self.record(name, labels, value.as_secs_f64());
-    }
-
-    /// Records how many of something (a batch's size) in a `_size` histogram.
-    pub fn observe_size(&self, name: &'static str, labels: Labels, n: usize) {
-        debug_assert!(name.ends_with("_size"), "size histograms are named *_size");
-        self.record(name, labels, n as f64);
-    }
-
-    fn record(&self, name: &'static str, labels: Labels, value: f64) {
-        let bounds = buckets(name);
+    fn record(&self, name: &'static str, bounds: &[f64], labels: Labels, value: f64) {
         let mut families = self.families.lock().expect("metrics lock");
         let histogram = families.histograms.entry(name).or_default().entry(labels).or_default();
         if histogram.counts.is_empty() {
@@ -216,44 +210,31 @@ impl Metrics {
         histogram.count += 1;
     }
 
-    /// Moves one gauge series up or down (open connections).
-    pub fn add_gauge(&self, name: &'static str, labels: Labels, delta: f64) {
-        let mut families = self.families.lock().expect("metrics lock");
-        *families.gauges.entry(name).or_default().entry(labels).or_default() += delta;
-    }
-
-    /// Sets one gauge series.
-    pub fn set_gauge(&self, name: &'static str, labels: Labels, value: f64) {
-        let mut families = self.families.lock().expect("metrics lock");
-        families.gauges.entry(name).or_default().insert(labels, value);
-    }
-
-    /// Replaces every series of a gauge at once (a fresh snapshot of backlogs).
-    pub fn set_gauge_family(&self, name: &'static str, series: Vec<(Labels, f64)>) {
-        let mut families = self.families.lock().expect("metrics lock");
-        families.gauges.insert(name, series.into_iter().collect());
-    }
-
     /// The Prometheus text exposition of everything recorded.
     pub fn render(&self) -> String {
         let families = self.families.lock().expect("metrics lock");
         let mut out = String::new();
-        for (name, kind, help) in HELP {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            match *kind {
-                "counter" => {
+        for Family { name, kind, help } in catalog::FAMILIES {
+            let type_name = match kind {
+                FamilyKind::Counter => "counter",
+                FamilyKind::Gauge => "gauge",
+                FamilyKind::Histogram(_) => "histogram",
+            };
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {type_name}");
+            match kind {
+                FamilyKind::Counter => {
                     for (labels, value) in families.counters.get(name).into_iter().flatten() {
                         let _ = writeln!(out, "{name}{} {value}", render_labels(labels, None));
                     }
                 }
-                "gauge" => {
+                FamilyKind::Gauge => {
                     for (labels, value) in families.gauges.get(name).into_iter().flatten() {
                         let _ = writeln!(out, "{name}{} {value}", render_labels(labels, None));
                     }
                 }
-                _ => {
+                FamilyKind::Histogram(bounds) => {
                     for (labels, h) in families.histograms.get(name).into_iter().flatten() {
-                        for (count, bound) in h.counts.iter().zip(buckets(name)) {
+                        for (count, bound) in h.counts.iter().zip(*bounds) {
                             let _ = writeln!(
                                 out,
                                 "{name}_bucket{} {count}",
@@ -291,8 +272,8 @@ mod tests {
     #[test]
     fn renders_counters_histograms_and_capped_tenant_labels() {
         let metrics = Metrics::default();
-        metrics.count("agent_inbox_claims_total", vec![("tenant", "t1".into())], 3);
-        metrics.observe("agent_inbox_ack_latency_seconds", vec![], Duration::from_millis(3));
+        metrics.claims_total().add(["t1".into()], 3);
+        metrics.ack_latency_seconds().observe([], Duration::from_millis(3));
         let text = metrics.render();
         assert!(text.contains("agent_inbox_claims_total{tenant=\"t1\"} 3"));
         assert!(text.contains("agent_inbox_ack_latency_seconds_bucket{le=\"0.005\"} 1"));
@@ -303,5 +284,32 @@ mod tests {
         }
         assert_eq!(metrics.tenant_label("t5"), "t5");
         assert_eq!(metrics.tenant_label("newcomer"), "_other");
+    }
+
+    #[test]
+    fn every_family_is_declared_once_and_exported_with_help_and_type() {
+        let text = Metrics::default().render();
+        let mut names = BTreeSet::new();
+        for family in catalog::FAMILIES {
+            assert!(names.insert(family.name), "{} is declared twice", family.name);
+            assert!(
+                text.contains(&format!("# HELP {} {}\n# TYPE {} ", family.name, family.help, family.name))
+            );
+        }
+        assert_eq!(names.len(), 47, "the families exported before metrics were declared once");
+    }
+
+    #[test]
+    fn gauges_and_size_histograms_keep_their_labels_and_buckets() {
+        let metrics = Metrics::default();
+        metrics.connected_streams().add(["sse".into()], 1.0);
+        metrics.connected_streams().add(["sse".into()], -1.0);
+        metrics.inbox_depth().replace(vec![(["t1".into(), "a1".into()], 4.0)]);
+        metrics.publish_batch_size().observe([], 3);
+        let text = metrics.render();
+        assert!(text.contains("agent_inbox_connected_streams{transport=\"sse\"} 0\n"), "{text}");
+        assert!(text.contains("agent_inbox_inbox_depth{tenant=\"t1\",agent=\"a1\"} 4\n"), "{text}");
+        assert!(text.contains("agent_inbox_publish_batch_size_bucket{le=\"2\"} 0\n"), "{text}");
+        assert!(text.contains("agent_inbox_publish_batch_size_bucket{le=\"4\"} 1\n"), "{text}");
     }
 }

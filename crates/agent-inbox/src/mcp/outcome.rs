@@ -2,7 +2,7 @@
 //! the same JSON as text), and every refusal as a tool error (`isError`) carrying the problem's
 //! stable `code`, its sentence, and what to do next when that is not obvious.
 
-use inbox_api::ItemError;
+use inbox_api::{ItemError, ProblemCode};
 use inbox_client::ClientError;
 use rmcp::model::CallToolResult;
 use serde::Serialize;
@@ -32,7 +32,7 @@ pub fn from_error(err: &ClientError) -> CallToolResult {
             if let Some(after) = retry_after(err) {
                 extra.insert("retry_after_seconds".to_owned(), after.as_secs().into());
             }
-            failure(&problem.code, &problem.detail, extra)
+            failure(problem.code.as_str(), &problem.detail, extra)
         }
         ClientError::Unreachable(_) => failure("unreachable", &err.to_string(), Map::new()),
         ClientError::Credentials(_) => failure("credentials", &err.to_string(), Map::new()),
@@ -44,7 +44,7 @@ pub fn from_error(err: &ClientError) -> CallToolResult {
 pub fn from_item(event_id: &str, error: &ItemError) -> CallToolResult {
     let mut extra = Map::new();
     extra.insert("event_id".to_owned(), event_id.into());
-    failure(&error.code, &error.detail, extra)
+    failure(error.code.as_str(), &error.detail, extra)
 }
 
 fn failure(code: &str, detail: &str, mut extra: Map<String, Value>) -> CallToolResult {
@@ -60,35 +60,46 @@ fn failure(code: &str, detail: &str, mut extra: Map<String, Value>) -> CallToolR
     CallToolResult::structured_error(body)
 }
 
+/// What to do after a busy service: wait as asked.
+const WAIT_AND_RETRY: &str =
+    "the service is busy; wait retry_after_seconds (or a few seconds) and call again";
+
 /// The next step for the refusals a model meets in ordinary work.
 fn hint(code: &str) -> Option<&'static str> {
-    Some(match code {
-        "lease_mismatch" | "lease_expired" => {
+    // The codes of failures that never got a problem document from the service.
+    match code {
+        "unreachable" => return Some("the inbox service did not answer; try again in a little while"),
+        "http_429" | "http_503" => return Some(WAIT_AND_RETRY),
+        "invalid_argument" => return Some("fix the named argument and call again"),
+        _ => {}
+    }
+    Some(match ProblemCode::parse(code) {
+        ProblemCode::LeaseMismatch | ProblemCode::LeaseExpired => {
             "this lease no longer holds the event (it expired, was released, or another worker claimed \
              it): stop working on it; call inbox_claim to get work with a fresh lease_token"
         }
-        "already_acked" | "event_terminal" => "the event is finished; nothing more to do for it",
-        "cursor_reset_required" => {
+        ProblemCode::AlreadyAcked | ProblemCode::EventTerminal => {
+            "the event is finished; nothing more to do for it"
+        }
+        ProblemCode::CursorResetRequired => {
             "events before oldest_available_seq were archived: call inbox_poll again with after_seq = \
              oldest_available_seq - 1"
         }
-        "signature_required" | "signature_invalid" => {
+        ProblemCode::SignatureRequired | ProblemCode::SignatureInvalid => {
             "this tenant requires signed calls: log in again (agent-inbox login) so the profile has a signing \
              key, and run agent-inbox mcp on that profile rather than with --token"
         }
-        "session_required" | "session_superseded" => {
+        ProblemCode::SessionRequired | ProblemCode::SessionSuperseded => {
             "this tenant allows one active session per agent, and that session belongs to another process \
              (such as agent-inbox listen) of this agent; let that process do the work"
         }
-        "scope_missing" => "this token may not make this call; ask for a token with the named scope",
-        "unreachable" => "the inbox service did not answer; try again in a little while",
-        "rate_limited"
-        | "auth_throttled"
-        | "database_busy"
-        | "database_unavailable"
-        | "http_429"
-        | "http_503" => "the service is busy; wait retry_after_seconds (or a few seconds) and call again",
-        "invalid_argument" => "fix the named argument and call again",
+        ProblemCode::ScopeMissing => {
+            "this token may not make this call; ask for a token with the named scope"
+        }
+        ProblemCode::RateLimited
+        | ProblemCode::AuthThrottled
+        | ProblemCode::DatabaseBusy
+        | ProblemCode::DatabaseUnavailable => WAIT_AND_RETRY,
         _ => return None,
     })
 }
