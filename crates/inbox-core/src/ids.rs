@@ -22,7 +22,8 @@ impl IdError {
 
 /// Defines a string identifier with a length limit and an allowed alphabet.
 macro_rules! string_id {
-    ($(#[$doc:meta])* $name:ident, field = $field:literal, max = $max:literal, allowed = $allowed:expr, hint = $hint:literal) => {
+    ($(#[$doc:meta])* $name:ident, field = $field:literal, max = $max:literal, allowed = $allowed:expr, hint = $hint:literal
+     $(, length = $length:literal)?) => {
         $(#[$doc])*
         #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub struct $name(String);
@@ -32,6 +33,11 @@ macro_rules! string_id {
 
             pub fn new(value: impl Into<String>) -> Result<Self, IdError> {
                 let value = value.into();
+                // Ids that name their length rule in one sentence (`length = "must be 1 to {}
+                // characters long"`) keep it, for empty and over-long values alike.
+                $(if value.is_empty() || value.len() > $max {
+                    return Err(IdError::new($field, format!($length, $max)));
+                })?
                 if value.is_empty() {
                     return Err(IdError::new($field, "must not be empty"));
                 }
@@ -128,6 +134,23 @@ string_id!(
     /// An agent session (one device or process) that claims events.
     SessionId, field = "session_id", max = 64, allowed = word_byte,
     hint = "letters, digits, '_', '-', '.' and ':'"
+);
+string_id!(
+    /// A signing key's id: what a signature's `keyid` parameter names (agent keys) and what a
+    /// callback delivery's signature names (callback secrets). Unique within a tenant.
+    KeyId, field = "key_id", max = 64, allowed = word_byte,
+    hint = "letters, digits, '_', '-', '.' and ':'", length = "must be 1 to {} characters long"
+);
+string_id!(
+    /// A callback registration's id.
+    RegistrationId, field = "registration_id", max = 64, allowed = word_byte,
+    hint = "letters, digits, '_', '-', '.' and ':'", length = "must be 1 to {} characters long"
+);
+string_id!(
+    /// A meeting room's id, unique within its tenant, shaped like a tenant id so it fits every
+    /// correlation field and URL path without escaping.
+    RoomId, field = "room_id", max = 64, allowed = word_byte,
+    hint = "letters, digits, '_', '-', '.' and ':'", length = "must be 1 to {} characters long"
 );
 
 impl RecipientKind {
@@ -286,5 +309,21 @@ mod tests {
     fn inbox_seq_fits_a_signed_column() {
         assert!(InboxSeq::new(i64::MAX as u64).is_ok());
         assert!(InboxSeq::new(i64::MAX as u64 + 1).is_err());
+    }
+
+    #[test]
+    fn key_registration_and_room_ids_keep_their_one_sentence_length_rule() {
+        for (err, field) in [
+            (KeyId::new("").unwrap_err(), "key_id"),
+            (RegistrationId::new("r".repeat(65)).unwrap_err(), "registration_id"),
+            (RoomId::new("").unwrap_err(), "room_id"),
+        ] {
+            assert_eq!(err.to_string(), format!("{field} must be 1 to 64 characters long"));
+        }
+        assert_eq!(
+            RoomId::new("room 1").unwrap_err().to_string(),
+            "room_id contains ' '; use only letters, digits, '_', '-', '.' and ':'"
+        );
+        assert_eq!(KeyId::new("ak_1.x:y").unwrap().as_str(), "ak_1.x:y");
     }
 }

@@ -14,8 +14,8 @@ mod time;
 
 pub use backoff::BackoffPolicy;
 pub use ids::{
-    DeduplicationKey, EventId, EventType, IdError, InboxSeq, Recipient, RecipientId, RecipientKey,
-    RecipientKind, SessionId, TenantId,
+    DeduplicationKey, EventId, EventType, IdError, InboxSeq, KeyId, Recipient, RecipientId, RecipientKey,
+    RecipientKind, RegistrationId, RoomId, SessionId, TenantId,
 };
 pub use lease::{LeaseToken, LeaseTokenHash};
 pub use lifecycle::{
