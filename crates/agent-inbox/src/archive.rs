@@ -102,7 +102,7 @@ async fn write_lines(store: &SqlStore, before: UnixMillis, file: File) -> anyhow
     let file = gzip.finish().context("cannot finish the export file")?;
     let file = file.into_inner().map_err(|e| e.into_error()).context("cannot flush the export file")?;
     file.sync_all().context("cannot sync the export file to disk")?;
-    Ok((exported, hex(&digest.finalize())))
+    Ok((exported, hex::encode(digest.finalize())))
 }
 
 async fn delete_what_the_file_holds(
@@ -127,9 +127,5 @@ async fn delete_what_the_file_holds(
         }
     }
     deleted += store.delete_archived(before, &keys).await?;
-    Ok((read_back, hex(&digest.finalize()), deleted))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    Ok((read_back, hex::encode(digest.finalize()), deleted))
 }

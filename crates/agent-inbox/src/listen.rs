@@ -11,7 +11,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use inbox_api::ResyncResponse;
+use inbox_api::{ProblemCode, ResyncResponse};
 use inbox_client::schedule::{Backoff, PollSchedule, TransportPolicy};
 use inbox_client::{
     Agent, AgentConfig, ClientError, ContinueAfterReset, Event, Handler, HandlerError, LocalState,
@@ -76,11 +76,11 @@ pub async fn listen(args: ListenArgs) -> anyhow::Result<()> {
 /// Turns a refused or missing signature into what to do about it.
 fn explain_signature_refusal(err: inbox_client::ClientError) -> anyhow::Error {
     let hint = match err.code() {
-        Some("signature_required") => {
+        Some(ProblemCode::SignatureRequired) => {
             "this tenant requires signed calls and this profile has no signing key; run: agent-inbox login \
              --signing-key auto"
         }
-        Some("unknown_signing_key") => {
+        Some(ProblemCode::UnknownSigningKey) => {
             "the profile's signing key is not (or no longer) registered for this agent; run: agent-inbox login \
              --signing-key generate"
         }

@@ -14,14 +14,7 @@ pub async fn issue(args: IssueArgs) -> anyhow::Result<()> {
     let Some(kind) = CallerKind::parse(&args.kind) else {
         bail!("--kind must be agent, publisher or admin, not {:?}", args.kind);
     };
-    let scope = args.scope.unwrap_or_else(|| {
-        match kind {
-            CallerKind::Agent => inbox_server::auth::AGENT_SCOPES,
-            CallerKind::Publisher => inbox_server::auth::PUBLISHER_SCOPES,
-            CallerKind::Admin => inbox_server::auth::ADMIN_SCOPES,
-        }
-        .to_owned()
-    });
+    let scope = args.scope.unwrap_or_else(|| kind.default_scope().to_owned());
     let ttl = args.ttl.map(|t| crate::connect::duration("--ttl", &t)).transpose()?;
     let store = inbox_server::connect_store(&config).await?;
     store.migrate().await?;

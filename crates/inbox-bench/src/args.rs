@@ -100,7 +100,8 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
             ));
         }
         None => {
-            return Err("name a benchmark to run: `store`, `hints`, `http`, `trust`, `publish` or `galera`".to_owned());
+            return Err("name a benchmark to run: `store`, `hints`, `http`, `trust`, `publish` or `galera`"
+                .to_owned());
         }
     }
     let mut store = StoreArgs::default();

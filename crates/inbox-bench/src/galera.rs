@@ -109,7 +109,9 @@ async fn measure(args: GaleraArgs, members: Vec<String>, database: String) -> Re
         .map_err(|e| -> BenchError { e.into() })?;
 
     let mut table = Vec::new();
-    for (label, node_urls) in [("1 node, 1 member", vec![urls[0].clone()]), ("3 nodes, 3 members", urls.clone())] {
+    for (label, node_urls) in
+        [("1 node, 1 member", vec![urls[0].clone()]), ("3 nodes, 3 members", urls.clone())]
+    {
         eprintln!("galera: starting {label}");
         let mut nodes = Vec::new();
         for url in &node_urls {
@@ -244,7 +246,8 @@ async fn drain_row(
         workers.spawn(async move {
             let mut row = Row::default();
             while acked[inbox].load(Ordering::Relaxed) < goal {
-                let (took, claimed) = call(&client, &base, &token, "/v1/inbox/claim", json!({"limit": BATCH})).await?;
+                let (took, claimed) =
+                    call(&client, &base, &token, "/v1/inbox/claim", json!({"limit": BATCH})).await?;
                 row.latencies.push(took);
                 let acks: Vec<Value> = claimed["claims"]
                     .as_array()
@@ -328,7 +331,9 @@ impl Cluster {
         eprintln!("galera: {URLS_ENV} is not set; starting a cluster in {}", dir.display());
         let out = Command::new(script()).arg("start").arg(&dir).output()?;
         if !out.status.success() {
-            return Err(format!("scripts/galera.sh start failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+            return Err(
+                format!("scripts/galera.sh start failed: {}", String::from_utf8_lossy(&out.stderr)).into()
+            );
         }
         let stdout = String::from_utf8_lossy(&out.stdout);
         let urls = stdout
@@ -342,7 +347,10 @@ impl Cluster {
         if let Some(dir) = self.started_in {
             match Command::new(script()).arg("stop").arg(&dir).status() {
                 Ok(status) if status.success() => {}
-                _ => eprintln!("inbox-bench galera: stop the cluster by hand: scripts/galera.sh stop {}", dir.display()),
+                _ => eprintln!(
+                    "inbox-bench galera: stop the cluster by hand: scripts/galera.sh stop {}",
+                    dir.display()
+                ),
             }
         }
     }

@@ -25,7 +25,7 @@ use std::time::Duration;
 use inbox_api::time::now_ms;
 use inbox_api::{
     AckEntry, AcknowledgeRequest, Claim, ClaimRequest, EventEnvelope, HeartbeatEntry, HeartbeatRequest,
-    PollRequest, ReleaseRequest, ResyncResponse, SubscribeRequest,
+    PollRequest, ProblemCode, ReleaseRequest, ResyncResponse, SubscribeRequest,
 };
 use serde_json::Value;
 use tokio::sync::watch;
@@ -588,7 +588,7 @@ impl Runner {
             })
             .await
             .map_err(|err| match err.code() {
-                Some("session_superseded") => self.shared.superseded(),
+                Some(ProblemCode::SessionSuperseded) => self.shared.superseded(),
                 _ => err,
             })?;
         let n_claimed = claimed.claims.len();
@@ -616,7 +616,7 @@ impl Runner {
             };
             let page = match shared.api.poll(&request).await {
                 Ok(page) => page,
-                Err(err) if err.code() == Some("cursor_reset_required") => {
+                Err(err) if err.code() == Some(&ProblemCode::CursorResetRequired) => {
                     cursor = self.resync(resync).await?;
                     scan = Scan::new(cursor);
                     continue;
@@ -972,7 +972,7 @@ pub async fn wait_for_work(
                     continue;
                 }
             }
-            Ok(Err(err)) if err.code() == Some("cursor_reset_required") => {
+            Ok(Err(err)) if err.code() == Some(&ProblemCode::CursorResetRequired) => {
                 let oldest = match &err {
                     ClientError::Refused { problem } => {
                         problem.extensions.get("oldest_available_seq").and_then(Value::as_u64).unwrap_or(1)

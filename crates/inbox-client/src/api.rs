@@ -10,9 +10,9 @@ use std::time::Duration;
 use inbox_api::{
     AcknowledgeRequest, AcknowledgeResponse, AgentKeyRequest, AgentKeyResponse, AgentKeysResponse,
     ClaimRequest, ClaimResponse, HeadResponse, HeartbeatRequest, HeartbeatResponse, PollRequest,
-    PollResponse, Problem, PublishRequest, PublishResponse, RefreshRequest, ReleaseRequest, ReleaseResponse,
-    ResyncResponse, SessionHeartbeatRequest, SessionHeartbeatResponse, SubscribeRequest, SubscribeResponse,
-    TokenResponse,
+    PollResponse, Problem, ProblemCode, PublishRequest, PublishResponse, RefreshRequest, ReleaseRequest,
+    ReleaseResponse, ResyncResponse, SessionHeartbeatRequest, SessionHeartbeatResponse, SubscribeRequest,
+    SubscribeResponse, TokenResponse,
 };
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
@@ -352,7 +352,8 @@ enum Client {
 /// signature, which a new token would not fix.
 fn is_token_refusal(err: &ClientError) -> bool {
     err.code().is_some_and(|code| {
-        matches!(code, "unauthorized" | "invalid_token" | "token_expired") || code.starts_with("http_")
+        matches!(code, ProblemCode::Unauthorized | ProblemCode::InvalidToken | ProblemCode::TokenExpired)
+            || code.as_str().starts_with("http_")
     })
 }
 
@@ -405,7 +406,7 @@ async fn problem(response: reqwest::Response) -> ClientError {
     let mut problem = serde_json::from_slice::<Problem>(bytes).unwrap_or_else(|_| {
         Problem::new(
             status.as_u16(),
-            &format!("http_{}", status.as_u16()),
+            format!("http_{}", status.as_u16()),
             status.canonical_reason().unwrap_or("error"),
             format!("the service (or a proxy in front of it) answered {status} without a problem document"),
         )

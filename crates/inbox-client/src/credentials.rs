@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use inbox_api::ProblemCode;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{self, Api, check_base_url};
@@ -341,10 +342,12 @@ impl Credentials {
 
 fn explain_refresh_failure(err: ClientError) -> ClientError {
     match err.code() {
-        Some("invalid_refresh_token" | "refresh_token_reused") => ClientError::Credentials(format!(
-            "the refresh token was refused ({}); log in again with a new one: agent-inbox login",
-            err.code().unwrap_or_default()
-        )),
+        Some(ProblemCode::InvalidRefreshToken | ProblemCode::RefreshTokenReused) => {
+            ClientError::Credentials(format!(
+                "the refresh token was refused ({}); log in again with a new one: agent-inbox login",
+                err.code().map(ProblemCode::as_str).unwrap_or_default()
+            ))
+        }
         _ => err,
     }
 }

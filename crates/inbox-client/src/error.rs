@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use inbox_api::Problem;
+use inbox_api::{Problem, ProblemCode};
 
 /// Everything that can go wrong talking to the service or keeping local state. Messages never
 /// contain a token: request errors are reduced to their kind and URL path.
@@ -50,7 +50,7 @@ pub enum ClientError {
 
 impl ClientError {
     /// The problem's stable code, when the service refused.
-    pub fn code(&self) -> Option<&str> {
+    pub fn code(&self) -> Option<&ProblemCode> {
         match self {
             ClientError::Refused { problem } => Some(&problem.code),
             _ => None,
@@ -97,7 +97,15 @@ impl ClientError {
 
     /// The lease this request used no longer holds the event (expired, released, taken).
     pub fn is_lease_lost(&self) -> bool {
-        matches!(self.code(), Some("lease_mismatch" | "lease_expired" | "event_terminal" | "already_acked"))
+        matches!(
+            self.code(),
+            Some(
+                ProblemCode::LeaseMismatch
+                    | ProblemCode::LeaseExpired
+                    | ProblemCode::EventTerminal
+                    | ProblemCode::AlreadyAcked
+            )
+        )
     }
 
     pub(crate) fn from_request(err: &reqwest::Error) -> ClientError {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use inbox_api::{PollRequest, StreamSignal};
+use inbox_api::{PollRequest, ProblemCode, StreamSignal};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
@@ -290,8 +290,10 @@ impl Transport {
         };
         let mut response = match opened {
             Ok(response) => response,
-            Err(err) if err.code() == Some("session_superseded") => return Ok(StreamEnd::Superseded),
-            Err(err) if err.code() == Some("session_not_found") => {
+            Err(err) if err.code() == Some(&ProblemCode::SessionSuperseded) => {
+                return Ok(StreamEnd::Superseded);
+            }
+            Err(err) if err.code() == Some(&ProblemCode::SessionNotFound) => {
                 // The session was swept; a stream without one works the same.
                 self.sse_path = Some("/v1/streams/sse".to_owned());
                 return Err(err);
@@ -375,13 +377,13 @@ impl Transport {
                 }
                 Ok(())
             }
-            Err(err) if err.code() == Some("cursor_reset_required") => {
+            Err(err) if err.code() == Some(&ProblemCode::CursorResetRequired) => {
                 // The runner resyncs; wait a moment so this loop does not spin meanwhile.
                 self.signals.hint.notify_one();
                 self.pause(Duration::from_secs(1)).await;
                 Ok(())
             }
-            Err(err) if err.code() == Some("invalid_field") => {
+            Err(err) if err.code() == Some(&ProblemCode::InvalidField) => {
                 wait.on_refused();
                 Err(err)
             }

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
+use inbox_api::{ProblemCode, Scope};
 use inbox_core::{Recipient, RecipientId, RecipientKey, TenantId, UnixMillis};
 use inbox_store::{
     RefreshGrant, RefreshRefusal, SIGNING_KEY_OVERLAP_MS_MIN, SigningKey, SqlStore, StoreError,
@@ -19,30 +20,14 @@ use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
 
-/// Every scope the service knows. `tenant.read:{tenant_id}` is checked by prefix.
-pub const SCOPES: &[&str] = &[
-    "inbox.poll",
-    "inbox.claim",
-    "inbox.ack",
-    "inbox.release",
-    "inbox.heartbeat",
-    "stream.subscribe",
-    "callback.register",
-    "callback.rotate",
-    "events.publish",
-    "rooms.write",
-    "admin",
-];
-
 /// The scopes an agent token gets when none are named.
-pub const AGENT_SCOPES: &str =
-    "inbox.poll inbox.claim inbox.ack inbox.release inbox.heartbeat stream.subscribe";
+pub const AGENT_SCOPES: &str = Scope::AGENT_DEFAULT;
 
 /// The scopes a publisher token gets when none are named.
-pub const PUBLISHER_SCOPES: &str = "events.publish rooms.write";
+pub const PUBLISHER_SCOPES: &str = Scope::PUBLISHER_DEFAULT;
 
 /// The scopes an admin token gets when none are named.
-pub const ADMIN_SCOPES: &str = "admin";
+pub const ADMIN_SCOPES: &str = Scope::ADMIN_DEFAULT;
 
 /// What kind of party a token speaks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +39,15 @@ pub enum CallerKind {
 }
 
 impl CallerKind {
+    /// The `scope` claim of a token of this kind issued without named scopes.
+    pub fn default_scope(self) -> &'static str {
+        match self {
+            CallerKind::Agent => Scope::AGENT_DEFAULT,
+            CallerKind::Publisher => Scope::PUBLISHER_DEFAULT,
+            CallerKind::Admin => Scope::ADMIN_DEFAULT,
+        }
+    }
+
     pub fn parse(text: &str) -> Option<CallerKind> {
         match text {
             "agent" => Some(CallerKind::Agent),
@@ -83,27 +77,27 @@ pub struct Caller {
 }
 
 impl Caller {
-    pub fn has(&self, scope: &str) -> bool {
-        self.scopes.contains(scope)
+    pub fn has(&self, scope: Scope) -> bool {
+        self.scopes.contains(scope.as_str())
     }
 
     /// Refuses the request unless the token carries `scope`.
-    pub fn require(&self, scope: &str) -> Result<(), ApiError> {
+    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
         if self.has(scope) {
             return Ok(());
         }
         Err(ApiError::forbidden(
-            "scope_missing",
+            ProblemCode::ScopeMissing,
             format!("this call needs the {scope} scope; ask for a token that has it"),
         )
-        .with("scope", scope))
+        .with("scope", scope.as_str()))
     }
 
     /// Refuses a request whose body or path names a tenant other than the token's.
     pub fn check_tenant(&self, named: Option<&str>) -> Result<(), ApiError> {
         match named {
             Some(named) if named != self.tenant_id.as_str() => Err(ApiError::forbidden(
-                "tenant_mismatch",
+                ProblemCode::TenantMismatch,
                 format!(
                     "the request names tenant {named:?} but your token is for tenant {:?}",
                     self.tenant_id.as_str()
@@ -118,7 +112,7 @@ impl Caller {
     pub fn check_agent(&self, named: Option<&str>) -> Result<(), ApiError> {
         match named {
             Some(named) if named != self.subject.as_str() => Err(ApiError::forbidden(
-                "tenant_mismatch",
+                ProblemCode::TenantMismatch,
                 format!(
                     "the request names agent {named:?} but your token is for agent {:?}",
                     self.subject.as_str()
@@ -186,23 +180,25 @@ impl From<AuthFailure> for ApiError {
     fn from(failure: AuthFailure) -> Self {
         match failure {
             AuthFailure::Missing => ApiError::unauthorized(
-                "unauthorized",
+                ProblemCode::Unauthorized,
                 "send an access token as 'Authorization: Bearer <token>' (agent-inbox token issue prints one)",
             ),
-            AuthFailure::Malformed(why) => {
-                ApiError::unauthorized("invalid_token", format!("the access token is malformed: {why}"))
-            }
+            AuthFailure::Malformed(why) => ApiError::unauthorized(
+                ProblemCode::InvalidToken,
+                format!("the access token is malformed: {why}"),
+            ),
             AuthFailure::Expired => ApiError::unauthorized(
-                "token_expired",
+                ProblemCode::TokenExpired,
                 "the access token has expired; get a new one with POST /v1/auth/refresh",
             ),
-            AuthFailure::Invalid(why) => {
-                ApiError::unauthorized("invalid_token", format!("the access token is not valid: {why}"))
-            }
+            AuthFailure::Invalid(why) => ApiError::unauthorized(
+                ProblemCode::InvalidToken,
+                format!("the access token is not valid: {why}"),
+            ),
             AuthFailure::KeysUnavailable(why) => {
                 let mut err = ApiError::new(
                     axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                    "database_unavailable",
+                    ProblemCode::DatabaseUnavailable,
                     "the token signing keys cannot be read right now; retry in a moment",
                 )
                 .retry_after(2);
@@ -301,7 +297,7 @@ impl TokenService {
         let refresh_token = if refresh {
             let (token, hash) = new_refresh_token();
             let grant = RefreshGrant {
-                family_id: format!("fam_{}", hex(&random::<12>())),
+                family_id: format!("fam_{}", hex::encode(inbox_store::random_bytes::<12>())),
                 tenant_id: tenant_id.clone(),
                 subject: subject.to_string(),
                 kind: kind.as_str().to_owned(),
@@ -323,7 +319,7 @@ impl TokenService {
     pub async fn refresh(&self, presented: &str) -> Result<IssuedTokens, ApiError> {
         let invalid = || {
             ApiError::unauthorized(
-                "invalid_refresh_token",
+                ProblemCode::InvalidRefreshToken,
                 "the refresh token is unknown, expired or revoked; log in again",
             )
         };
@@ -342,7 +338,7 @@ impl TokenService {
             Err(RefreshRefusal::Reused) => {
                 tracing::warn!("refresh token reused; its family is revoked");
                 return Err(ApiError::unauthorized(
-                    "refresh_token_reused",
+                    ProblemCode::RefreshTokenReused,
                     "this refresh token was already used, so every token of its login is now revoked; log in again",
                 ));
             }
@@ -389,7 +385,7 @@ impl TokenService {
             scope: scope.to_owned(),
             iat: now,
             exp: now + ttl.as_secs() as i64,
-            jti: hex(&random::<12>()),
+            jti: hex::encode(inbox_store::random_bytes::<12>()),
         };
         let header = Header { kid: Some(key.key_id.clone()), ..Header::new(Algorithm::HS256) };
         jsonwebtoken::encode(&header, &claims, &EncodingKey::from_secret(&key.secret))
@@ -556,12 +552,12 @@ fn caller_from(claims: AccessClaims) -> Result<Caller, AuthFailure> {
 pub fn normalize_scope(scope: &str) -> Result<String, ApiError> {
     let mut scopes = BTreeSet::new();
     for scope in scope.split_whitespace() {
-        let known = SCOPES.contains(&scope)
-            || scope.strip_prefix("tenant.read:").is_some_and(|t| TenantId::new(t).is_ok());
+        let known = scope.parse::<Scope>().is_ok()
+            || scope.strip_prefix(Scope::TENANT_READ_PREFIX).is_some_and(|t| TenantId::new(t).is_ok());
         if !known {
             return Err(ApiError::invalid_field(
                 "scope",
-                format!("names unknown scope {scope:?}; known: {}", SCOPES.join(" ")),
+                format!("names unknown scope {scope:?}; known: {}", Scope::all_joined()),
             ));
         }
         scopes.insert(scope);
@@ -570,17 +566,7 @@ pub fn normalize_scope(scope: &str) -> Result<String, ApiError> {
 }
 
 fn new_refresh_token() -> (String, [u8; 32]) {
-    let token = format!("rt_{}", hex(&random::<32>()));
+    let token = format!("rt_{}", hex::encode(inbox_store::random_bytes::<32>()));
     let hash = Sha256::digest(token.as_bytes()).into();
     (token, hash)
-}
-
-pub(crate) fn random<const N: usize>() -> [u8; N] {
-    let mut bytes = [0u8; N];
-    getrandom::fill(&mut bytes).expect("the operating system's random generator failed");
-    bytes
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -65,14 +65,10 @@ impl Job for Scavenger {
         let scavenged = match state.store.scavenge(state.config.inbox.scavenge_batch).await {
             Ok(report) => {
                 let metrics = &state.metrics;
-                metrics.count(
-                    "agent_inbox_lease_expirations_total",
-                    vec![],
-                    report.leases_returned + report.dead_lettered,
-                );
-                metrics.count("agent_inbox_dead_lettered_total", vec![], report.dead_lettered);
-                metrics.count("agent_inbox_expired_total", vec![], report.expired);
-                metrics.count("agent_inbox_archived_total", vec![], report.archived);
+                metrics.lease_expirations_total().add([], report.leases_returned + report.dead_lettered);
+                metrics.dead_lettered_total().add([], report.dead_lettered);
+                metrics.expired_total().add([], report.expired);
+                metrics.archived_total().add([], report.archived);
                 if report != inbox_store::ScavengeReport::default() {
                     tracing::debug!(?report, "scavenger pass");
                 }
@@ -102,7 +98,7 @@ async fn clean_up_signals(state: &AppState) -> Outcome {
     for _ in 0..SIGNAL_DELETE_BATCHES {
         match state.store.delete_signals_before(cutoff, inbox_store::SIGNALS_READ_MAX).await {
             Ok(deleted) => {
-                state.metrics.count("agent_inbox_signals_deleted_total", vec![], deleted);
+                state.metrics.signals_deleted_total().add([], deleted);
                 if deleted < u64::from(inbox_store::SIGNALS_READ_MAX) {
                     break;
                 }
@@ -187,7 +183,7 @@ impl Job for DatabaseHealth {
             _ = state.shutdown.cancelled() => return Ok(()),
         };
         let up = checked.is_ok();
-        state.metrics.set_gauge("agent_inbox_database_up", vec![], if up { 1.0 } else { 0.0 });
+        state.metrics.database_up().set([], if up { 1.0 } else { 0.0 });
         match (self.was_up, checked) {
             (true, Err(err)) => {
                 tracing::warn!(error = %err, "the database does not answer; requests get 503 database_unavailable until it is back")
@@ -220,19 +216,19 @@ impl Job for Stats {
             deepest.entry(tenant).or_default().push((b.depth, b.recipient.id.to_string()));
         }
         let series = |pick: fn(&(u64, u64, u64)) -> u64| {
-            per_tenant.iter().map(|(t, v)| (vec![("tenant", t.clone())], pick(v) as f64)).collect::<Vec<_>>()
+            per_tenant.iter().map(|(t, v)| ([t.clone()], pick(v) as f64)).collect::<Vec<_>>()
         };
-        state.metrics.set_gauge_family("agent_inbox_backlog", series(|v| v.0));
-        state.metrics.set_gauge_family("agent_inbox_parked", series(|v| v.1));
-        state.metrics.set_gauge_family("agent_inbox_oldest_unacked_age_seconds", series(|v| v.2));
+        state.metrics.backlog().replace(series(|v| v.0));
+        state.metrics.parked().replace(series(|v| v.1));
+        state.metrics.oldest_unacked_age_seconds().replace(series(|v| v.2));
         let mut depth_series = Vec::new();
         for (tenant, mut inboxes) in deepest {
             inboxes.sort_by(|a, b| b.cmp(a));
             for (depth, agent) in inboxes.into_iter().take(DEEPEST_INBOXES).filter(|(d, _)| *d > 0) {
-                depth_series.push((vec![("tenant", tenant.clone()), ("agent", agent)], depth as f64));
+                depth_series.push(([tenant.clone(), agent], depth as f64));
             }
         }
-        state.metrics.set_gauge_family("agent_inbox_inbox_depth", depth_series);
+        state.metrics.inbox_depth().replace(depth_series);
         Ok(())
     }
 }

@@ -4,7 +4,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use inbox_api::time::format_utc;
-use inbox_api::{Correlation, DeliveryView, EventEnvelope, PayloadRef};
+use inbox_api::{DeliveryView, EventEnvelope, PayloadRef};
 use inbox_core::{AckResult, EventBody, EventId, LeaseToken, Priority, UnixMillis};
 use inbox_store::{Delivery, EventRecord};
 
@@ -38,16 +38,7 @@ pub fn envelope(record: &EventRecord, now: UnixMillis) -> EventEnvelope {
             .map(|l| format_utc(l.until.get())),
         next_retry_at_utc: life.next_retry_at.filter(|at| *at > now).map(|t| format_utc(t.get())),
         dead_letter_state: life.dead_letter_reason.as_str().to_owned(),
-        correlation: Correlation {
-            company_id: c.company_id.clone(),
-            workspace_id: c.workspace_id.clone(),
-            project_id: c.project_id.clone(),
-            meeting_room_id: c.meeting_room_id.clone(),
-            message_id: c.message_id.clone(),
-            routing_decision_id: c.routing_decision_id.clone(),
-            memory_update_id: c.memory_update_id.clone(),
-            assignment_id: c.assignment_id.clone(),
-        },
+        correlation: c.clone(),
         payload,
         payload_ref,
         created_at_utc: format_utc(record.created_at.get()),
@@ -61,19 +52,6 @@ pub fn delivery(d: &Delivery) -> DeliveryView {
         event_id: d.event_id.to_string(),
         inbox_seq: d.inbox_seq.get(),
         deduplicated: d.deduplicated,
-    }
-}
-
-pub fn correlation(c: Correlation) -> inbox_core::Correlation {
-    inbox_core::Correlation {
-        company_id: c.company_id,
-        workspace_id: c.workspace_id,
-        project_id: c.project_id,
-        meeting_room_id: c.meeting_room_id,
-        message_id: c.message_id,
-        routing_decision_id: c.routing_decision_id,
-        memory_update_id: c.memory_update_id,
-        assignment_id: c.assignment_id,
     }
 }
 

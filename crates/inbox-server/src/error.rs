@@ -4,7 +4,7 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use inbox_api::{ItemError, PROBLEM_CONTENT_TYPE, Problem};
+use inbox_api::{ItemError, PROBLEM_CONTENT_TYPE, Problem, ProblemCode};
 use inbox_core::RefusalReason;
 use inbox_store::{ItemRefusal, Refusal, StoreError};
 use serde_json::{Map, Value};
@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
-    pub code: &'static str,
+    pub code: ProblemCode,
     pub detail: String,
     pub extensions: Map<String, Value>,
     /// Seconds, for `Retry-After` on 429 and 503.
@@ -22,7 +22,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, code: ProblemCode, detail: impl Into<String>) -> Self {
         Self {
             status,
             code,
@@ -43,26 +43,26 @@ impl ApiError {
         self
     }
 
-    pub fn bad_request(code: &'static str, detail: impl Into<String>) -> Self {
+    pub fn bad_request(code: ProblemCode, detail: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, code, detail)
     }
 
     pub fn invalid_field(field: &str, problem: impl std::fmt::Display) -> Self {
-        Self::bad_request("invalid_field", format!("{field} {problem}")).with("field", field)
+        Self::bad_request(ProblemCode::InvalidField, format!("{field} {problem}")).with("field", field)
     }
 
-    pub fn unauthorized(code: &'static str, detail: impl Into<String>) -> Self {
+    pub fn unauthorized(code: ProblemCode, detail: impl Into<String>) -> Self {
         Self::new(StatusCode::UNAUTHORIZED, code, detail)
     }
 
-    pub fn forbidden(code: &'static str, detail: impl Into<String>) -> Self {
+    pub fn forbidden(code: ProblemCode, detail: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, code, detail)
     }
 
     pub fn internal(what: impl Into<String>) -> Self {
         let mut err = Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "internal_error",
+            ProblemCode::InternalError,
             "the server failed to handle this request; it has been logged, retry later",
         );
         err.internal = Some(what.into());
@@ -80,7 +80,7 @@ impl ApiError {
     /// Server-side faults are logged here, once.
     pub fn into_problem(self) -> Problem {
         if let Some(internal) = &self.internal {
-            tracing::error!(code = self.code, status = self.status.as_u16(), error = %internal, "request failed");
+            tracing::error!(code = self.code.as_str(), status = self.status.as_u16(), error = %internal, "request failed");
         }
         let mut problem = Problem::new(self.status.as_u16(), self.code, title(self.status), self.detail);
         problem.extensions = self.extensions;
@@ -88,13 +88,9 @@ impl ApiError {
     }
 }
 
-/// The problem `code` of an error response, for the middleware that counts refusals.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProblemCode(pub &'static str);
-
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, retry_after_seconds, code) = (self.status, self.retry_after_seconds, self.code);
+        let (status, retry_after_seconds, code) = (self.status, self.retry_after_seconds, self.code.clone());
         let problem = self.into_problem();
         let body = serde_json::to_vec(&problem).unwrap_or_default();
         let mut response = (status, body).into_response();
@@ -106,29 +102,29 @@ impl IntoResponse for ApiError {
         if status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
-        response.extensions_mut().insert(ProblemCode(code));
+        response.extensions_mut().insert(code);
         response
     }
 }
 
 /// The status and stable code of a refused event operation.
-pub fn refusal_code(refusal: &Refusal) -> (StatusCode, &'static str) {
+pub fn refusal_code(refusal: &Refusal) -> (StatusCode, ProblemCode) {
     match refusal {
-        Refusal::NotFound => (StatusCode::NOT_FOUND, "event_not_found"),
+        Refusal::NotFound => (StatusCode::NOT_FOUND, ProblemCode::EventNotFound),
         Refusal::Refused(reason) => (
             StatusCode::CONFLICT,
             match reason {
-                RefusalReason::LeaseMismatch => "lease_mismatch",
-                RefusalReason::LeaseExpired => "lease_expired",
-                RefusalReason::AlreadyAcked => "already_acked",
-                RefusalReason::Terminal(_) => "event_terminal",
-                RefusalReason::NotParked(_) => "not_parked",
-                RefusalReason::LeaseStillLive => "lease_still_live",
+                RefusalReason::LeaseMismatch => ProblemCode::LeaseMismatch,
+                RefusalReason::LeaseExpired => ProblemCode::LeaseExpired,
+                RefusalReason::AlreadyAcked => ProblemCode::AlreadyAcked,
+                RefusalReason::Terminal(_) => ProblemCode::EventTerminal,
+                RefusalReason::NotParked(_) => ProblemCode::NotParked,
+                RefusalReason::LeaseStillLive => ProblemCode::LeaseStillLive,
                 RefusalReason::NotClaimable(_)
                 | RefusalReason::NotYetAvailable(_)
                 | RefusalReason::RetryScheduled(_)
                 | RefusalReason::PastExpiry
-                | RefusalReason::AttemptsExhausted(_) => "not_claimable",
+                | RefusalReason::AttemptsExhausted(_) => ProblemCode::NotClaimable,
             },
         ),
     }
@@ -168,13 +164,13 @@ impl From<StoreError> for ApiError {
             StoreError::Invalid { field, problem } => ApiError::invalid_field(field, problem),
             StoreError::PayloadTooLarge { bytes, limit } => ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
+                ProblemCode::PayloadTooLarge,
                 format!("the payload is {bytes} bytes; the limit is {limit} bytes; store large data elsewhere and send a payload_ref"),
             )
             .with("limit_bytes", limit),
             StoreError::CursorResetRequired { after_seq, oldest_available_seq, head_seq } => ApiError::new(
                 StatusCode::GONE,
-                "cursor_reset_required",
+                ProblemCode::CursorResetRequired,
                 format!(
                     "cursor {after_seq} points before retained events; rebuild your state from GET /v1/inbox/resync, then poll after its resume_after_seq (the head, {head_seq} now)"
                 ),
@@ -202,7 +198,7 @@ impl From<StoreError> for ApiError {
             .with("limit", limit),
             StoreError::Event(refusal) => refusal.into(),
             StoreError::Contention { attempts } => {
-                let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "database_busy", "the database is busy; retry in a moment")
+                let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ProblemCode::DatabaseBusy, "the database is busy; retry in a moment")
                     .retry_after(1);
                 e.internal = Some(format!("contention through {attempts} attempts"));
                 e
@@ -210,7 +206,7 @@ impl From<StoreError> for ApiError {
             StoreError::Unavailable(source) => {
                 let mut e = ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
-                    "database_unavailable",
+                    ProblemCode::DatabaseUnavailable,
                     "the database is unreachable; retry in a moment",
                 )
                 .retry_after(2);
@@ -223,23 +219,27 @@ impl From<StoreError> for ApiError {
 }
 
 /// The stable code for a missing domain object; codes are static so clients can match on them.
-fn not_found_code(what: &str) -> &'static str {
+fn not_found_code(what: &str) -> ProblemCode {
     match what {
-        "room" => "room_not_found",
-        "callback registration" => "callback_registration_not_found",
-        "signing key" => "unknown_signing_key",
-        _ => "not_found",
+        "room" => ProblemCode::RoomNotFound,
+        "callback registration" => ProblemCode::CallbackRegistrationNotFound,
+        "signing key" => ProblemCode::UnknownSigningKey,
+        _ => ProblemCode::NotFound,
     }
 }
 
-fn exists_code(what: &str) -> &'static str {
+fn exists_code(what: &str) -> ProblemCode {
     match what {
-        "room" => "room_exists",
-        "key" => "key_exists",
-        _ => "already_exists",
+        "room" => ProblemCode::RoomExists,
+        "key" => ProblemCode::KeyExists,
+        _ => ProblemCode::AlreadyExists,
     }
 }
 
-fn limit_code(what: &str) -> &'static str {
-    if what.starts_with("callback registration") { "callback_limit_reached" } else { "key_limit_reached" }
+fn limit_code(what: &str) -> ProblemCode {
+    if what.starts_with("callback registration") {
+        ProblemCode::CallbackLimitReached
+    } else {
+        ProblemCode::KeyLimitReached
+    }
 }

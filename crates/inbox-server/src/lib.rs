@@ -287,7 +287,7 @@ pub async fn run_with(
     let addr = listener.local_addr().map_err(|e| ServerError(e.to_string()))?;
     let stopping = Shutdown::new();
     let metrics = Arc::new(metrics::Metrics::default());
-    metrics.set_gauge("agent_inbox_database_up", vec![], 0.0);
+    metrics.database_up().set([], 0.0);
     let database = config::redact_database_url(&config.database.url);
     let waiting = Arc::new(startup::Waiting::new(database.clone()));
     let ready = Arc::new(OnceLock::new());
@@ -338,7 +338,7 @@ pub async fn run_with(
             return Ok(());
         }
     };
-    metrics.set_gauge("agent_inbox_database_up", vec![], 1.0);
+    metrics.database_up().set([], 1.0);
     let _ = ready.set(router(state.clone()));
     tracing::info!(%addr, database = state.store.dialect().name(), "agent-inbox ready");
     let _ = ready_signal.send(());

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
+use inbox_api::ProblemCode;
 
 use crate::Config;
 use crate::error::ApiError;
@@ -96,7 +97,7 @@ impl Limits {
         let refuse = |seconds: u64, whose: &str| {
             ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
+                ProblemCode::RateLimited,
                 format!("{whose} is sending requests faster than allowed; retry after {seconds} s"),
             )
             .retry_after(seconds)
@@ -119,7 +120,7 @@ impl Limits {
         let seconds = ((1.0 - tokens) / self.auth_failures.per_second).ceil().max(1.0) as u64;
         Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
-            "auth_throttled",
+            ProblemCode::AuthThrottled,
             format!("too many failed authentications from this address; retry after {seconds} s"),
         )
         .retry_after(seconds))
@@ -156,7 +157,7 @@ impl Limits {
             let whose = if agent_count >= self.waiters_per_agent { "this agent" } else { "this tenant" };
             return Err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "too_many_waiters",
+                ProblemCode::TooManyWaiters,
                 format!("{whose} already holds the most long polls and streams allowed; close one or poll without waiting"),
             )
             .retry_after(1));
@@ -214,7 +215,7 @@ mod tests {
         let _b = limits.hold_waiter("t", "a").unwrap();
         assert_eq!(limits.hold_waiter("t", "a").unwrap_err().code, "too_many_waiters");
         let _c = limits.hold_waiter("t", "b").unwrap();
-        assert_eq!(limits.hold_waiter("t", "c").unwrap_err().code, "too_many_waiters", "tenant cap");
+        assert_eq!(limits.hold_waiter("t", "c").unwrap_err().code, ProblemCode::TooManyWaiters, "tenant cap");
         drop(a);
         assert!(limits.hold_waiter("t", "c").is_ok());
     }

@@ -44,7 +44,7 @@ impl NonceWriter {
                 let (store, metrics) = (writing.clone(), metrics.clone());
                 Box::pin(async move {
                     let answers = store.remember_nonces(&batch.items).await;
-                    metrics.count("agent_inbox_signature_nonce_writes_total", vec![], 1);
+                    metrics.signature_nonce_writes_total().add([], 1);
                     let unreachable = answers.iter().all(|a| matches!(a, Err(StoreError::Unavailable(_))));
                     Committed { answers, unreachable }
                 })

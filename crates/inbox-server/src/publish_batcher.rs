@@ -35,8 +35,8 @@ impl PublishBatcher {
             move |batch| {
                 let (store, metrics) = (committing.clone(), metrics.clone());
                 Box::pin(async move {
-                    metrics.observe_size("agent_inbox_publish_batch_size", vec![], batch.items.len());
-                    metrics.observe("agent_inbox_publish_linger_seconds", vec![], batch.gathered_for);
+                    metrics.publish_batch_size().observe([], batch.items.len());
+                    metrics.publish_linger_seconds().observe([], batch.gathered_for);
                     let answers = store.publish_batch(&batch.items).await;
                     let unreachable = answers.iter().all(|a| matches!(a, Err(StoreError::Unavailable(_))));
                     Committed { answers, unreachable }

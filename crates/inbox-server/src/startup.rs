@@ -17,6 +17,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures_util::future::BoxFuture;
+use inbox_api::ProblemCode;
 
 use crate::error::ApiError;
 use crate::metrics::Metrics;
@@ -132,7 +133,7 @@ impl Retry {
 
 /// ±20 %, so nodes restarted together do not knock in step.
 fn jittered(delay: Duration) -> Duration {
-    let [byte] = crate::auth::random::<1>();
+    let [byte] = inbox_store::random_bytes::<1>();
     delay.mul_f64(0.8 + 0.4 * f64::from(byte) / 255.0)
 }
 
@@ -158,15 +159,16 @@ pub(crate) fn waiting_router(waiting: Arc<Waiting>, metrics: Arc<Metrics>) -> Ro
 }
 
 async fn readyz(State(state): State<WaitingState>) -> ApiError {
-    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", state.waiting.detail()).retry_after(1)
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ProblemCode::NotReady, state.waiting.detail())
+        .retry_after(1)
 }
 
 async fn unavailable(State(state): State<WaitingState>) -> Response {
-    state.metrics.count("agent_inbox_database_unavailable_total", vec![], 1);
+    state.metrics.database_unavailable_total().add([], 1);
     let waiting = &state.waiting;
     let mut err = ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
-        "database_unavailable",
+        ProblemCode::DatabaseUnavailable,
         "the service is starting and cannot reach its database yet; retry shortly (GET /readyz says what it waits for)",
     )
     .retry_after(1);

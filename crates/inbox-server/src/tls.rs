@@ -185,11 +185,11 @@ async fn reload_loop(
         match load(&files) {
             Ok(certified) => {
                 *resolver.0.write().unwrap_or_else(|e| e.into_inner()) = certified;
-                metrics.count("agent_inbox_tls_reloads_total", vec![("result", "loaded".into())], 1);
+                metrics.tls_reloads_total().add(["loaded".into()], 1);
                 tracing::info!(cert = %files.cert.display(), "TLS certificate reloaded");
             }
             Err(reason) => {
-                metrics.count("agent_inbox_tls_reloads_total", vec![("result", "refused".into())], 1);
+                metrics.tls_reloads_total().add(["refused".into()], 1);
                 tracing::warn!(%reason, "TLS certificate not reloaded; still serving the previous one")
             }
         }

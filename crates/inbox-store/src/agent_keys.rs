@@ -17,46 +17,8 @@ pub const AGENT_KEYS_PER_AGENT_MAX: u64 = 10;
 /// Longest key material stored (a 32-byte public key or secret; 64 leaves room).
 pub const KEY_MATERIAL_BYTES_MAX: usize = 64;
 
-/// A key id: what a signature's `keyid` parameter names. Unique within a tenant.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct KeyId(String);
-
-impl KeyId {
-    pub const BYTES_MAX: usize = 64;
-
-    pub fn new(value: impl Into<String>) -> Result<KeyId, IdError> {
-        token_id("key_id", value.into(), Self::BYTES_MAX).map(KeyId)
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for KeyId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for KeyId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.0)
-    }
-}
-
-/// Checks an id made of letters, digits, `_`, `-`, `.` and `:` only.
-pub(crate) fn token_id(field: &'static str, value: String, bytes_max: usize) -> Result<String, IdError> {
-    let refuse = |problem: String| IdError { field, problem };
-    if value.is_empty() || value.len() > bytes_max {
-        return Err(refuse(format!("must be 1 to {bytes_max} characters long")));
-    }
-    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':');
-    if let Some(bad) = value.chars().find(|c| !c.is_ascii() || !allowed(*c as u8)) {
-        return Err(refuse(format!("contains {bad:?}; use only letters, digits, '_', '-', '.' and ':'")));
-    }
-    Ok(value)
-}
+/// Defined by the core's id macro; re-exported where the store always had it.
+pub use inbox_core::KeyId;
 
 /// A stored agent key. `Debug` hides the material, which may be a shared secret.
 #[derive(Clone, PartialEq, Eq)]

@@ -87,7 +87,7 @@ impl SqlStore {
     pub async fn create_signing_key(&self) -> Result<SigningKey, StoreError> {
         let now = self.now();
         let key = SigningKey {
-            key_id: format!("k{}-{}", now.get(), hex(&random_bytes::<4>())),
+            key_id: format!("k{}-{}", now.get(), hex::encode(random_bytes::<4>())),
             algorithm: "HS256".to_owned(),
             secret: random_bytes::<32>().to_vec(),
             created_at: now,
@@ -172,7 +172,7 @@ impl SqlStore {
             .flatten();
         let created_at = UnixMillis(newest.map_or(now.get(), |newest| now.get().max(newest + 1)));
         let key = SigningKey {
-            key_id: format!("k{}-{}", created_at.get(), hex(&random_bytes::<4>())),
+            key_id: format!("k{}-{}", created_at.get(), hex::encode(random_bytes::<4>())),
             algorithm: "HS256".to_owned(),
             secret: random_bytes::<32>().to_vec(),
             created_at,
@@ -304,8 +304,4 @@ impl SqlStore {
         tx.commit().await?;
         Ok(Ok(grant))
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -97,7 +97,7 @@ impl Harness {
     }
 
     pub async fn with_config(backend: Backend, config: StoreConfig) -> Harness {
-        let name = format!("agent_inbox_t_{}", hex(&crate::entropy::random_bytes::<8>()));
+        let name = format!("agent_inbox_t_{}", hex::encode(crate::entropy::random_bytes::<8>()));
         let mut second_url = None;
         let mut forwarder = None;
         let (url, cleanup) = match backend {
@@ -263,10 +263,6 @@ async fn wait_for_database(url: &str) {
             Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 // ---- vocabulary for the cases ----

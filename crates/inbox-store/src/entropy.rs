@@ -1,7 +1,8 @@
-//! The store's only source of randomness: event ids, lease tokens and backoff jitter.
+//! The only source of randomness of the store and the server: event ids, lease tokens, secrets,
+//! token ids and backoff jitter.
 
 /// `N` bytes from the operating system's generator.
-pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
+pub fn random_bytes<const N: usize>() -> [u8; N] {
     let mut bytes = [0u8; N];
     // The OS generator failing means the machine cannot make secrets at all; continuing
     // would hand out predictable lease tokens.

@@ -12,8 +12,8 @@
 use std::fmt;
 
 use inbox_core::{
-    Correlation, DeduplicationKey, EventBody, EventId, EventType, IdError, InboxSeq, Priority, Recipient,
-    RecipientId, RecipientKind, TenantId, UnixMillis,
+    Correlation, DeduplicationKey, EventBody, EventId, EventType, InboxSeq, Priority, Recipient, RecipientId,
+    RecipientKind, TenantId, UnixMillis,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -29,43 +29,8 @@ pub const MESSAGE_POSTED_EVENT_TYPE: &str = "meeting_room.message_posted";
 /// Longest room name, in bytes.
 pub const ROOM_NAME_BYTES_MAX: usize = 200;
 
-/// A meeting room's id, unique within its tenant, shaped like a tenant id so it fits every
-/// correlation field and URL path without escaping.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RoomId(String);
-
-impl RoomId {
-    pub const BYTES_MAX: usize = 64;
-
-    pub fn new(value: impl Into<String>) -> Result<RoomId, IdError> {
-        let value = value.into();
-        let refuse = |problem: String| IdError { field: "room_id", problem };
-        if value.is_empty() || value.len() > Self::BYTES_MAX {
-            return Err(refuse(format!("must be 1 to {} characters long", Self::BYTES_MAX)));
-        }
-        let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':');
-        if let Some(bad) = value.chars().find(|c| !c.is_ascii() || !allowed(*c as u8)) {
-            return Err(refuse(format!("contains {bad:?}; use only letters, digits, '_', '-', '.' and ':'")));
-        }
-        Ok(RoomId(value))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for RoomId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for RoomId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "RoomId({:?})", self.0)
-    }
-}
+/// Defined by the core's id macro; re-exported where the store always had it.
+pub use inbox_core::RoomId;
 
 /// A message's id within its room: 1 for the first post, then one more per post, in commit
 /// order, so "messages after N" is a complete answer. On the wire and in the event's

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use inbox_api::PollRequest;
+use inbox_api::{PollRequest, ProblemCode};
 use inbox_client::schedule::Backoff;
 use inbox_client::sse::SseParser;
 use inbox_client::{Api, ClientError};
@@ -127,7 +127,9 @@ async fn follow_once(
     note(updates, last_seen, head);
     let mut response = match api.open_sse(SSE_PATH, head).await {
         Ok(response) => response,
-        Err(err) if matches!(err.code(), Some("session_required" | "session_superseded")) => {
+        Err(err)
+            if matches!(err.code(), Some(ProblemCode::SessionRequired | ProblemCode::SessionSuperseded)) =>
+        {
             return long_poll(api, updates, last_seen, head).await;
         }
         Err(err) => return Err(err),

@@ -114,7 +114,7 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 1, "a claim whose answer was lost is not repeated");
 
         let result: Result<(), _> = retrying(Repeat::Safe, || async { Err(refused(409, None)) }).await;
-        assert_eq!(result.unwrap_err().code(), Some("busy"));
+        assert_eq!(result.unwrap_err().code().map(inbox_api::ProblemCode::as_str), Some("busy"));
     }
 
     #[tokio::test(start_paused = true)]

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use inbox_api::Scope;
 
 /// The tools a token may use, by the scope each one needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,14 +25,14 @@ impl Offer {
         Offer { poll: true, claim: true, ack: true, release: true, heartbeat: true, publish: false };
 
     pub fn from_scopes(scopes: &BTreeSet<String>) -> Offer {
-        let has = |scope: &str| scopes.contains(scope);
+        let has = |scope: Scope| scopes.contains(scope.as_str());
         Offer {
-            poll: has("inbox.poll"),
-            claim: has("inbox.claim"),
-            ack: has("inbox.ack"),
-            release: has("inbox.release"),
-            heartbeat: has("inbox.heartbeat"),
-            publish: has("events.publish"),
+            poll: has(Scope::InboxPoll),
+            claim: has(Scope::InboxClaim),
+            ack: has(Scope::InboxAck),
+            release: has(Scope::InboxRelease),
+            heartbeat: has(Scope::InboxHeartbeat),
+            publish: has(Scope::EventsPublish),
         }
     }
 }

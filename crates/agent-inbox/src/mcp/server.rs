@@ -236,7 +236,10 @@ impl ServerHandler for InboxServer {
     ) -> Result<ReadResourceResponse, McpError> {
         check_uri(&request.uri)?;
         let head = retrying(Repeat::Safe, || self.api.head()).await.map_err(|err| {
-            McpError::internal_error(format!("cannot read the inbox head: {err}"), err.code().map(Into::into))
+            McpError::internal_error(
+                format!("cannot read the inbox head: {err}"),
+                err.code().map(|code| code.as_str().into()),
+            )
         })?;
         let text =
             serde_json::to_string(&head).map_err(|err| McpError::internal_error(err.to_string(), None))?;

@@ -69,18 +69,13 @@ impl Default for HttpConfig {
 /// Native HTTPS.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[derive(Default)]
 pub struct TlsConfig {
     /// HTTPS: the PEM certificate chain and its private key (both or neither). The server then
     /// speaks HTTP/2 and HTTP/1.1 over TLS, and re-reads both files when they change (or on
     /// SIGHUP). Without them it serves cleartext HTTP/1.1, and HTTP/2 to clients that know.
     pub cert: Option<PathBuf>,
     pub key: Option<PathBuf>,
-}
-
-impl Default for TlsConfig {
-    fn default() -> Self {
-        Self { cert: None, key: None }
-    }
 }
 
 /// The inbox: leases, attempts, retention, payloads, long polls, group commit and the scavenger.
@@ -205,16 +200,11 @@ impl Default for TokensConfig {
 /// Inbound RFC 9421 request signatures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[derive(Default)]
 pub struct SignaturesConfig {
     /// The `@authority` signed requests are checked against, when a proxy in front rewrites
     /// `Host` (such as `inbox.example.com`); by default the request's `Host`.
     pub authority: Option<String>,
-}
-
-impl Default for SignaturesConfig {
-    fn default() -> Self {
-        Self { authority: None }
-    }
 }
 
 /// Outbound callbacks (webhooks): targets, limits, retries and the dispatcher.

@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
+use inbox_api::ProblemCode;
 use inbox_core::{RecipientId, SessionId};
 use inbox_store::StreamCredential;
 use serde::de::DeserializeOwned;
@@ -33,7 +34,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
         if !json {
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
+                ProblemCode::UnsupportedMediaType,
                 "send the body as JSON with 'Content-Type: application/json'",
             ));
         }
@@ -41,7 +42,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
         let bytes = axum::body::to_bytes(request.into_body(), limit).await.map_err(|_| {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
+                ProblemCode::PayloadTooLarge,
                 format!("the request body is over {limit} bytes; send a smaller payload or a payload_ref"),
             )
             .with("limit_bytes", limit)
@@ -57,7 +58,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
         return Err(ApiError::bad_request(
-            "invalid_field",
+            ProblemCode::InvalidField,
             "the request body must be a JSON object, not an array",
         )
         .with("field", "body"));
@@ -102,7 +103,7 @@ fn parse_strict<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         let at = format!("line {} column {}", inner.line(), inner.column());
         if inner.is_syntax() || inner.is_eof() {
             return ApiError::bad_request(
-                "malformed_json",
+                ProblemCode::MalformedJson,
                 format!("the request body is not valid JSON ({inner})"),
             );
         }
@@ -110,16 +111,16 @@ fn parse_strict<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         let message = message.split(" at line ").next().unwrap_or(&message).to_owned();
         if message.starts_with("unknown field") {
             return ApiError::bad_request(
-                "unknown_field",
+                ProblemCode::UnknownField,
                 format!("{message} ({at}); remove it or check its spelling"),
             );
         }
         let field = if path == "." { "body".to_owned() } else { path };
-        ApiError::bad_request("invalid_field", format!("{field}: {message}")).with("field", field)
+        ApiError::bad_request(ProblemCode::InvalidField, format!("{field}: {message}")).with("field", field)
     })?;
     deserializer.end().map_err(|e| {
         ApiError::bad_request(
-            "malformed_json",
+            ProblemCode::MalformedJson,
             format!("the request body has data after the JSON value ({e})"),
         )
     })?;
@@ -141,17 +142,14 @@ impl FromRequestParts<AppState> for Caller {
             Err(failure) => {
                 let the_callers = failure.is_the_callers();
                 let err = ApiError::from(failure);
-                state.metrics.count(
-                    "agent_inbox_auth_failures_total",
-                    vec![("code", err.code.to_owned())],
-                    1,
-                );
+                state.metrics.auth_failures_total().add([err.code.to_string()], 1);
                 return Err(if the_callers { refuse_auth(state, addr, err) } else { err });
             }
         };
-        state.limits.admit(caller.tenant_id.as_str(), caller.subject.as_str()).inspect_err(|err| {
-            state.metrics.count("agent_inbox_rate_limited_total", vec![("code", err.code.to_owned())], 1)
-        })?;
+        state
+            .limits
+            .admit(caller.tenant_id.as_str(), caller.subject.as_str())
+            .inspect_err(|err| state.metrics.rate_limited_total().add([err.code.to_string()], 1))?;
         // For the body extractors that check signatures against the caller's keys.
         parts.extensions.insert(caller.clone());
         Ok(caller)
@@ -240,7 +238,8 @@ pub fn query_problem(rejection: &axum::extract::rejection::QueryRejection) -> Ap
         .map(|(name, _)| name)
         .filter(|name| !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
         .or_else(|| detail.strip_prefix("unknown field `").and_then(|rest| rest.split('`').next()));
-    let problem = ApiError::bad_request("invalid_query", format!("the query string is refused: {detail}"));
+    let problem =
+        ApiError::bad_request(ProblemCode::InvalidQuery, format!("the query string is refused: {detail}"));
     match field {
         Some(field) => problem.with("field", field.to_owned()),
         None => problem,
@@ -259,7 +258,7 @@ async fn redeem(
         (None, Some(cookie)) => (StreamCredential::Cookie, cookie.to_owned(), StreamAuth::Cookie),
         (None, None) => {
             return Err(ApiError::unauthorized(
-                "unauthorized",
+                ProblemCode::Unauthorized,
                 "authenticate the stream with 'Authorization: Bearer <token>', a ?ticket= from \
                  POST /v1/streams/tickets, or the cookie set by POST /v1/streams/cookie",
             ));
@@ -278,15 +277,15 @@ async fn redeem(
     let Some(grant) = grant else {
         let err = match via {
             StreamAuth::Ticket => ApiError::unauthorized(
-                "invalid_ticket",
+                ProblemCode::InvalidTicket,
                 "the stream ticket is unknown, expired or already used; get a new one with POST /v1/streams/tickets",
             ),
             _ => ApiError::unauthorized(
-                "invalid_stream_cookie",
+                ProblemCode::InvalidStreamCookie,
                 "the stream cookie is unknown or expired; get a new one with POST /v1/streams/cookie",
             ),
         };
-        state.metrics.count("agent_inbox_auth_failures_total", vec![("code", err.code.to_owned())], 1);
+        state.metrics.auth_failures_total().add([err.code.to_string()], 1);
         return Err(refuse_auth(state, addr, err));
     };
     let caller = Caller {
@@ -295,9 +294,10 @@ async fn redeem(
         kind: CallerKind::parse(&grant.kind).ok_or_else(|| ApiError::internal("stored caller kind"))?,
         scopes: grant.scope.split_whitespace().map(str::to_owned).collect(),
     };
-    state.limits.admit(caller.tenant_id.as_str(), caller.subject.as_str()).inspect_err(|err| {
-        state.metrics.count("agent_inbox_rate_limited_total", vec![("code", err.code.to_owned())], 1)
-    })?;
+    state
+        .limits
+        .admit(caller.tenant_id.as_str(), caller.subject.as_str())
+        .inspect_err(|err| state.metrics.rate_limited_total().add([err.code.to_string()], 1))?;
     Ok((caller, grant.session_id, via))
 }
 
@@ -305,8 +305,8 @@ async fn redeem(
 /// address has failed too often (counted as rate limited).
 fn refuse_auth(state: &AppState, addr: Option<IpAddr>, refusal: ApiError) -> ApiError {
     let err = state.limits.refuse_auth(addr, refusal);
-    if err.code == "auth_throttled" {
-        state.metrics.count("agent_inbox_rate_limited_total", vec![("code", err.code.to_owned())], 1);
+    if err.code == ProblemCode::AuthThrottled {
+        state.metrics.rate_limited_total().add([err.code.to_string()], 1);
     }
     err
 }

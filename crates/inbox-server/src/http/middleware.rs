@@ -8,11 +8,11 @@ use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use inbox_api::ProblemCode;
 use tracing::Instrument;
 
 use crate::AppState;
-use crate::auth::{hex, random};
-use crate::error::{ApiError, ProblemCode};
+use crate::error::ApiError;
 use crate::proxies::ClientAddr;
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
@@ -51,7 +51,7 @@ pub async fn observe(State(state): State<AppState>, request: Request, next: Next
                 && v.len() <= 64
                 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         })
-        .map_or_else(|| hex(&random::<8>()), str::to_owned);
+        .map_or_else(|| hex::encode(inbox_store::random_bytes::<8>()), str::to_owned);
     let route = request.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str()).to_owned();
     let method = request.method().clone();
     let client = ClientAddr::of(request.extensions()).map(|a| a.to_string()).unwrap_or_default();
@@ -60,14 +60,10 @@ pub async fn observe(State(state): State<AppState>, request: Request, next: Next
     let elapsed = started.elapsed();
     let status = response.status().as_u16();
     span.in_scope(|| tracing::info!(status, elapsed_ms = elapsed.as_secs_f64() * 1e3, "request done"));
-    state.metrics.count(
-        "agent_inbox_http_requests_total",
-        vec![("route", route.clone()), ("status", status.to_string())],
-        1,
-    );
-    state.metrics.observe("agent_inbox_http_request_duration_seconds", vec![("route", route)], elapsed);
-    if response.extensions().get::<ProblemCode>() == Some(&ProblemCode("database_unavailable")) {
-        state.metrics.count("agent_inbox_database_unavailable_total", vec![], 1);
+    state.metrics.http_requests_total().add([route.clone(), status.to_string()], 1);
+    state.metrics.http_request_duration_seconds().observe([route], elapsed);
+    if response.extensions().get::<ProblemCode>() == Some(&ProblemCode::DatabaseUnavailable) {
+        state.metrics.database_unavailable_total().add([], 1);
     }
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert(REQUEST_ID_HEADER, value);
@@ -76,14 +72,18 @@ pub async fn observe(State(state): State<AppState>, request: Request, next: Next
 }
 
 pub async fn not_found() -> Response {
-    ApiError::new(StatusCode::NOT_FOUND, "route_not_found", "no such endpoint; see /openapi.json for the API")
-        .into_response()
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        ProblemCode::RouteNotFound,
+        "no such endpoint; see /openapi.json for the API",
+    )
+    .into_response()
 }
 
 pub async fn method_not_allowed() -> Response {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        ProblemCode::MethodNotAllowed,
         "this endpoint does not accept that method; see /openapi.json",
     )
     .into_response()

@@ -28,6 +28,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
+use inbox_api::ProblemCode;
 use inbox_core::UnixMillis;
 use inbox_store::{KeyId, NonceUse, SignatureNonce};
 use inbox_trust::message_signatures::{
@@ -67,11 +68,11 @@ struct PendingNonce {
 impl PendingNonce {
     /// The refusal of a replay: counted, throttled and explained like any signature failure.
     fn replayed(&self, state: &AppState) -> ApiError {
-        state.metrics.count("agent_inbox_signature_replays_total", vec![], 1);
+        state.metrics.signature_replays_total().add([], 1);
         refuse_client(
             state,
             self.client,
-            "signature_replayed",
+            ProblemCode::SignatureReplayed,
             format!(
                 "nonce {:?} of key {:?} was already used; sign every request with a fresh nonce",
                 self.nonce, self.key_id
@@ -87,7 +88,7 @@ async fn spend(state: &AppState, nonce: Option<PendingNonce>) -> Result<(), ApiE
     let Some(nonce) = nonce else { return Ok(()) };
     let started = Instant::now();
     let remembered = state.nonces.remember(nonce.record).await;
-    state.metrics.observe("agent_inbox_signature_nonce_seconds", vec![], started.elapsed());
+    state.metrics.signature_nonce_seconds().observe([], started.elapsed());
     match remembered? {
         NonceUse::Fresh => Ok(()),
         NonceUse::Replayed => Err(nonce.replayed(state)),
@@ -181,7 +182,7 @@ async fn verify_and_remember(
 pub async fn refuse_unsigned_if_required(state: &AppState, caller: &Caller) -> Result<(), ApiError> {
     if state.tenant_policies.get(&state.store, &caller.tenant_id).await?.signatures_required {
         return Err(ApiError::unauthorized(
-            "signature_required",
+            ProblemCode::SignatureRequired,
             "this tenant requires signed claim, acknowledge, release and heartbeat calls, which WebSocket \
              messages cannot carry; send them as signed HTTP requests",
         )
@@ -201,7 +202,7 @@ async fn split(request: Request, state: &AppState) -> Result<(Caller, Parts, Byt
     let body = axum::body::to_bytes(body, limit).await.map_err(|_| {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
+            ProblemCode::PayloadTooLarge,
             format!("the request body is over {limit} bytes; send a smaller payload or a payload_ref"),
         )
         .with("limit_bytes", limit)
@@ -218,7 +219,7 @@ fn require_json(request: &Request) -> Result<(), ApiError> {
     }
     Err(ApiError::new(
         StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        "unsupported_media_type",
+        ProblemCode::UnsupportedMediaType,
         "send the body as JSON with 'Content-Type: application/json'",
     ))
 }
@@ -241,7 +242,7 @@ async fn verify_request(
             return Err(refuse(
                 state,
                 parts,
-                "signature_required",
+                ProblemCode::SignatureRequired,
                 "this tenant requires signed claim, acknowledge, release and heartbeat calls; sign the request \
                  (RFC 9421, see POST /v1/agent-keys) with Content-Digest, Signature-Input and Signature"
                     .to_owned(),
@@ -261,8 +262,8 @@ async fn verify_request(
         Verified { signature, nonce }
     });
     let result = if verified.is_ok() { "valid" } else { "refused" };
-    state.metrics.count("agent_inbox_signature_verifications_total", vec![("result", result.to_owned())], 1);
-    state.metrics.observe("agent_inbox_signature_verify_seconds", vec![], started.elapsed());
+    state.metrics.signature_verifications_total().add([result.to_owned()], 1);
+    state.metrics.signature_verify_seconds().observe([], started.elapsed());
     match verified {
         Ok(verified) => Ok(Some(verified)),
         Err(Failure::Refused((code, detail, reason))) => Err(refuse(state, parts, code, detail, reason)),
@@ -271,7 +272,7 @@ async fn verify_request(
 }
 
 /// A refusal: stable code, detail, and a short machine-readable reason.
-type Refusal = (&'static str, String, &'static str);
+type Refusal = (ProblemCode, String, &'static str);
 
 enum Failure {
     Refused(Refusal),
@@ -297,7 +298,7 @@ async fn verify_signed(
     let unverified = check_signature_headers(&request, &policy).map_err(verify_refusal)?;
     let unknown = || {
         (
-            "unknown_signing_key",
+            ProblemCode::UnknownSigningKey,
             format!(
                 "no live signing key {:?} belongs to agent {:?}; register it with POST /v1/agent-keys or sign \
                  with a current key",
@@ -347,9 +348,9 @@ fn request_parts(state: &AppState, parts: &Parts) -> RequestParts {
 fn verify_refusal(err: VerifyError) -> Refusal {
     let detail = err.to_string();
     match err {
-        VerifyError::Expired { .. } => ("signature_expired", detail, "expired"),
+        VerifyError::Expired { .. } => (ProblemCode::SignatureExpired, detail, "expired"),
         VerifyError::BadSignature => (
-            "signature_invalid",
+            ProblemCode::SignatureInvalid,
             "the signature does not match this request (method, path, authority, Content-Digest) and key; \
              sign exactly what you send"
                 .to_owned(),
@@ -358,31 +359,33 @@ fn verify_refusal(err: VerifyError) -> Refusal {
         VerifyError::ContentDigest(ref digest) => {
             if err.is_digest_mismatch() {
                 (
-                    "content_digest_mismatch",
+                    ProblemCode::ContentDigestMismatch,
                     "the body does not match its Content-Digest; send the exact bytes you signed".to_owned(),
                     "digest_mismatch",
                 )
             } else {
-                ("signature_invalid", digest.to_string(), "content_digest")
+                (ProblemCode::SignatureInvalid, digest.to_string(), "content_digest")
             }
         }
-        VerifyError::UnknownKey { .. } => ("unknown_signing_key", detail, "unknown_key"),
-        VerifyError::CreatedInFuture { .. } => ("signature_invalid", detail, "created_in_future"),
+        VerifyError::UnknownKey { .. } => (ProblemCode::UnknownSigningKey, detail, "unknown_key"),
+        VerifyError::CreatedInFuture { .. } => (ProblemCode::SignatureInvalid, detail, "created_in_future"),
         VerifyError::WindowTooLong { .. } | VerifyError::InvalidWindow { .. } => {
-            ("signature_invalid", detail, "window")
+            (ProblemCode::SignatureInvalid, detail, "window")
         }
-        VerifyError::ComponentNotCovered { .. } => ("signature_invalid", detail, "component_not_covered"),
+        VerifyError::ComponentNotCovered { .. } => {
+            (ProblemCode::SignatureInvalid, detail, "component_not_covered")
+        }
         VerifyError::MissingParameter { .. } | VerifyError::ParameterTooLong { .. } => {
-            ("signature_invalid", detail, "parameter")
+            (ProblemCode::SignatureInvalid, detail, "parameter")
         }
-        _ => ("signature_invalid", detail, "malformed"),
+        _ => (ProblemCode::SignatureInvalid, detail, "malformed"),
     }
 }
 
 fn refuse(
     state: &AppState,
     parts: &Parts,
-    code: &'static str,
+    code: ProblemCode,
     detail: String,
     reason: &'static str,
 ) -> ApiError {
@@ -392,11 +395,11 @@ fn refuse(
 fn refuse_client(
     state: &AppState,
     client: Option<IpAddr>,
-    code: &'static str,
+    code: ProblemCode,
     detail: String,
     reason: &'static str,
 ) -> ApiError {
-    state.metrics.count("agent_inbox_auth_failures_total", vec![("code", code.to_owned())], 1);
+    state.metrics.auth_failures_total().add([code.to_string()], 1);
     state.limits.refuse_auth(client, ApiError::unauthorized(code, detail).with("reason", reason))
 }
 

@@ -67,6 +67,8 @@ pub(crate) fn websocket_url(headers: &HeaderMap, query: &str) -> String {
 mod tests {
     use axum::http::HeaderValue;
 
+    use inbox_api::ProblemCode;
+
     use super::*;
 
     #[test]
@@ -78,7 +80,10 @@ mod tests {
         assert_eq!(last_event_id(&headers, Some("7")).unwrap(), Some(12));
         headers.insert("last-event-id", HeaderValue::from_static("twelve"));
         let err = last_event_id(&headers, None).unwrap_err();
-        assert_eq!((err.code, err.extensions["field"].as_str()), ("invalid_field", Some("Last-Event-ID")));
+        assert_eq!(
+            (err.code, err.extensions["field"].as_str()),
+            (ProblemCode::InvalidField, Some("Last-Event-ID"))
+        );
         assert!(last_event_id(&HeaderMap::new(), Some("-1")).is_err());
     }
 

@@ -32,7 +32,6 @@ use inbox_trust::webhooks::{OutgoingWebhook, challenge_string, check_challenge_r
 use tokio::sync::Semaphore;
 
 use crate::AppState;
-use crate::auth::{hex, random};
 use crate::config::Config;
 use crate::periodic::{Failure, Job, Outcome};
 
@@ -216,7 +215,7 @@ impl Webhooks {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let key_refs: Vec<(&str, &SigningKey)> = keys.iter().map(|(keyid, key)| (*keyid, key)).collect();
-        let nonce = hex(&random::<16>());
+        let nonce = hex::encode(inbox_store::random_bytes::<16>());
         let path = target.path_and_query.split('?').next().unwrap_or("/");
         let authority = target.authority();
         let webhook = OutgoingWebhook {
@@ -287,7 +286,7 @@ fn error_chain(err: &dyn std::error::Error) -> String {
 
 /// A fresh delivery id (a UUIDv7, like seed 001's `delivery_id`).
 pub fn delivery_id(now: UnixMillis) -> String {
-    EventId::new_v7(now, random::<10>()).to_string()
+    EventId::new_v7(now, inbox_store::random_bytes::<10>()).to_string()
 }
 
 /// The outcome of one challenge.
@@ -306,7 +305,7 @@ pub async fn challenge(state: &AppState, registration: &CallbackRegistration) ->
     let now = state.store.now();
     let delivery_id = delivery_id(now);
     let timestamp = now.get().div_euclid(1000);
-    let nonce = hex(&random::<16>());
+    let nonce = hex::encode(inbox_store::random_bytes::<16>());
     let expires_at = now.plus_ms(CHALLENGE_TTL.as_millis() as u64);
     let challenge = challenge_string(&delivery_id, timestamp, &nonce);
     let body = CallbackChallenge {
@@ -374,7 +373,7 @@ pub async fn challenge(state: &AppState, registration: &CallbackRegistration) ->
         tracing::warn!(error = %err, "logging a challenge attempt failed");
     }
     let outcome = if result.is_ok() { "verified" } else { "failed" };
-    state.metrics.count("agent_inbox_callback_challenges_total", vec![("outcome", outcome.to_owned())], 1);
+    state.metrics.callback_challenges_total().add([outcome.to_owned()], 1);
     ChallengeOutcome { delivery_id, expires_at, result }
 }
 
@@ -405,7 +404,7 @@ async fn pass(state: &AppState) -> Result<(), inbox_store::StoreError> {
     for delivery in due {
         let taken = per_tenant.entry(delivery.registration.tenant_id.to_string()).or_default();
         if *taken >= per_tenant_max {
-            state.metrics.count("agent_inbox_callback_fanout_deferred_total", vec![], 1);
+            state.metrics.callback_fanout_deferred_total().add([], 1);
             continue;
         }
         let Ok(permit) = webhooks.in_flight.clone().try_acquire_owned() else {
@@ -472,7 +471,8 @@ async fn deliver(state: &AppState, due: DueDelivery) {
         }
         Err(err) => {
             let error = err.to_string();
-            let jitter = f64::from(u32::from_le_bytes(random::<4>())) / f64::from(u32::MAX);
+            let jitter =
+                f64::from(u32::from_le_bytes(inbox_store::random_bytes::<4>())) / f64::from(u32::MAX);
             let backoff_ms = webhooks.backoff.delay_ms(attempt, jitter);
             let give_up = attempt >= state.config.callbacks.attempts_max;
             let give_up_head: Option<InboxSeq> = give_up.then_some(due.head_seq);
@@ -514,10 +514,6 @@ async fn deliver(state: &AppState, due: DueDelivery) {
         tracing::warn!(error = %err, "logging a webhook delivery failed");
     }
     let tenant = state.metrics.tenant_label(registration.tenant_id.as_str());
-    state.metrics.count(
-        "agent_inbox_callback_deliveries_total",
-        vec![("tenant", tenant), ("outcome", outcome.to_owned())],
-        1,
-    );
-    state.metrics.observe("agent_inbox_callback_delivery_seconds", vec![], elapsed);
+    state.metrics.callback_deliveries_total().add([tenant, outcome.to_owned()], 1);
+    state.metrics.callback_delivery_seconds().observe([], elapsed);
 }

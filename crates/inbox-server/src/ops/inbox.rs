@@ -13,7 +13,7 @@ use inbox_api::time::format_utc;
 use inbox_api::{
     AckOneRequest, AckOutcome, AcknowledgeRequest, AcknowledgeResponse, Claim, ClaimRequest, ClaimResponse,
     HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse, PollRequest, PollResponse, RejectedEvent,
-    ReleaseOneRequest, ReleaseRequest, ReleaseResponse, ResyncResponse,
+    ReleaseOneRequest, ReleaseRequest, ReleaseResponse, ResyncResponse, Scope,
 };
 use inbox_core::{EventId, InboxSeq, RecipientKey, RefusalReason, SessionId, TenantId};
 use inbox_store::{
@@ -40,7 +40,7 @@ const LONG_POLL_RECHECK: Duration = Duration::from_secs(5);
 
 /// Events after the cursor, in sequence order; with `wait_seconds`, a long poll.
 pub async fn poll(state: &AppState, caller: &Caller, request: PollRequest) -> Result<PollResponse, ApiError> {
-    caller.require("inbox.poll")?;
+    caller.require(Scope::InboxPoll)?;
     caller.check_tenant(request.tenant_id.as_deref())?;
     caller.check_agent(request.recipient_id.as_deref())?;
     let query = PollQuery {
@@ -103,7 +103,7 @@ async fn poll_page(
     let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
     let counted = |result: Result<PollPage, StoreError>| {
         if let Err(StoreError::CursorResetRequired { .. }) = &result {
-            state.metrics.count("agent_inbox_cursor_resets_total", vec![("tenant", tenant.clone())], 1);
+            state.metrics.cursor_resets_total().add([tenant.clone()], 1);
         }
         result.map_err(ApiError::from)
     };
@@ -115,7 +115,7 @@ async fn poll_page(
     let deadline = Instant::now() + wait;
     let mut hints = state.hints.watch(&query.inbox);
     let outcome = |outcome: &'static str| {
-        state.metrics.count("agent_inbox_long_polls_total", vec![("outcome", outcome.to_owned())], 1);
+        state.metrics.long_polls_total().add([outcome.to_owned()], 1);
     };
     loop {
         hints.mark_unchanged();
@@ -143,12 +143,12 @@ async fn poll_page(
 /// Counts a poll or claim request: what a hint is meant to lead to (the hint-to-fetch ratio).
 fn count_fetch(state: &AppState, caller: &Caller, kind: &'static str) {
     let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
-    state.metrics.count("agent_inbox_fetches_total", vec![("tenant", tenant), ("kind", kind.to_owned())], 1);
+    state.metrics.fetches_total().add([tenant, kind.to_owned()], 1);
 }
 
 /// The caller's inbox and its head.
 pub async fn head(state: &AppState, caller: &Caller) -> Result<(RecipientKey, InboxHead), ApiError> {
-    caller.require("inbox.poll")?;
+    caller.require(Scope::InboxPoll)?;
     let inbox = caller.inbox();
     let head = state.store.head(&inbox).await?;
     Ok((inbox, head))
@@ -183,7 +183,7 @@ pub async fn claim(
     caller: &Caller,
     request: ClaimRequest,
 ) -> Result<ClaimResponse, ApiError> {
-    caller.require("inbox.claim")?;
+    caller.require(Scope::InboxClaim)?;
     caller.check_tenant(request.tenant_id.as_deref())?;
     caller.check_agent(request.recipient_id.as_deref())?;
     let session_id = request
@@ -227,11 +227,7 @@ pub async fn claim(
                             refusal.reason,
                             Refusal::Refused(RefusalReason::NotClaimable("claimed" | "acked"))
                         ) {
-                            state.metrics.count(
-                                "agent_inbox_duplicate_claims_total",
-                                vec![("tenant", tenant.clone())],
-                                1,
-                            );
+                            state.metrics.duplicate_claims_total().add([tenant.clone()], 1);
                         }
                         rejected.push(RejectedEvent {
                             event_id: refusal.event_id.to_string(),
@@ -245,10 +241,10 @@ pub async fn claim(
     };
     count_fetch(state, caller, "claim");
     let now = state.store.now();
-    state.metrics.count("agent_inbox_claims_total", vec![("tenant", tenant)], claimed.len() as u64);
+    state.metrics.claims_total().add([tenant], claimed.len() as u64);
     for c in claimed.iter().filter(|c| c.event.lifecycle.delivery_attempts == 1) {
         let waited = now.ms_since(c.event.lifecycle.available_at);
-        state.metrics.observe("agent_inbox_delivery_latency_seconds", vec![], Duration::from_millis(waited));
+        state.metrics.delivery_latency_seconds().observe([], Duration::from_millis(waited));
     }
     Ok(ClaimResponse { claims: claimed.iter().map(|c| claim_view(c, now)).collect(), rejected })
 }
@@ -292,14 +288,14 @@ async fn acknowledge_items(
     caller: &Caller,
     items: Vec<AckItem>,
 ) -> Result<Vec<ItemOutcome<AckReceipt>>, ApiError> {
-    caller.require("inbox.ack")?;
+    caller.require(Scope::InboxAck)?;
     let started = Instant::now();
     let outcomes = state.store.acknowledge(&Acknowledge { inbox: caller.inbox(), items }).await?;
-    state.metrics.observe("agent_inbox_ack_latency_seconds", vec![], started.elapsed());
+    state.metrics.ack_latency_seconds().observe([], started.elapsed());
     let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
     for receipt in outcomes.iter().flatten() {
-        let labels = vec![("tenant", tenant.clone()), ("state", receipt.state.as_str().to_owned())];
-        state.metrics.count("agent_inbox_acks_total", labels, 1);
+        let labels = [tenant.clone(), receipt.state.as_str().to_owned()];
+        state.metrics.acks_total().add(labels, 1);
     }
     Ok(outcomes)
 }
@@ -358,7 +354,7 @@ async fn release_event(
     caller: &Caller,
     release: Release,
 ) -> Result<ReleaseResponse, ApiError> {
-    caller.require("inbox.release")?;
+    caller.require(Scope::InboxRelease)?;
     let receipt = state.store.release(&release).await?;
     Ok(ReleaseResponse {
         event_id: receipt.event_id.to_string(),
@@ -390,7 +386,7 @@ pub async fn heartbeat(
     caller: &Caller,
     request: HeartbeatRequest,
 ) -> Result<HeartbeatResponse, ApiError> {
-    caller.require("inbox.heartbeat")?;
+    caller.require(Scope::InboxHeartbeat)?;
     caller.check_tenant(request.tenant_id.as_deref())?;
     caller.check_agent(request.recipient_id.as_deref())?;
     let items = request
@@ -434,7 +430,7 @@ pub async fn publish(state: &AppState, publish: Publish) -> Result<PublishReceip
     let started = Instant::now();
     let tenant_id = publish.tenant_id.clone();
     let receipt = state.publisher.publish(publish).await?;
-    state.metrics.observe("agent_inbox_publish_commit_seconds", vec![], started.elapsed());
+    state.metrics.publish_commit_seconds().observe([], started.elapsed());
     record_published(state, &tenant_id, &receipt);
     Ok(receipt)
 }
@@ -443,12 +439,8 @@ pub async fn publish(state: &AppState, publish: Publish) -> Result<PublishReceip
 pub fn record_published(state: &AppState, tenant_id: &TenantId, receipt: &PublishReceipt) {
     let tenant = state.metrics.tenant_label(tenant_id.as_str());
     let fresh = receipt.deliveries.iter().filter(|d| !d.deduplicated).count() as u64;
-    state.metrics.count("agent_inbox_events_published_total", vec![("tenant", tenant.clone())], fresh);
-    state.metrics.count(
-        "agent_inbox_events_deduplicated_total",
-        vec![("tenant", tenant)],
-        receipt.deliveries.len() as u64 - fresh,
-    );
+    state.metrics.events_published_total().add([tenant.clone()], fresh);
+    state.metrics.events_deduplicated_total().add([tenant], receipt.deliveries.len() as u64 - fresh);
     for d in receipt.deliveries.iter().filter(|d| !d.deduplicated) {
         let inbox = RecipientKey { tenant_id: tenant_id.clone(), recipient: d.recipient.clone() };
         state.hints.advanced(&inbox, d.inbox_seq);

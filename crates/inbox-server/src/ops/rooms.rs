@@ -30,7 +30,7 @@ pub async fn read(
 pub async fn post(state: &AppState, post: &PostMessage) -> Result<PostedMessage, ApiError> {
     let started = Instant::now();
     let posted = state.store.post_message(post).await?;
-    state.metrics.observe("agent_inbox_publish_commit_seconds", vec![], started.elapsed());
+    state.metrics.publish_commit_seconds().observe([], started.elapsed());
     record_published(state, &post.tenant_id, &posted.receipt);
     Ok(posted)
 }

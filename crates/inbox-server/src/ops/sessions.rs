@@ -20,12 +20,12 @@
 //! off takes to reach other nodes; subscribes read it from the database.
 
 use axum::http::StatusCode;
-use inbox_api::SubscribeRequest;
+use inbox_api::{ProblemCode, Scope, SubscribeRequest};
 use inbox_core::{InboxSeq, RecipientId, SessionId, TenantId, UnixMillis};
 use inbox_store::{SessionRecord, SessionStanding, SessionTouch};
 
 use crate::AppState;
-use crate::auth::{Caller, hex, random};
+use crate::auth::Caller;
 use crate::error::ApiError;
 
 /// Lets `session_id` take new work (claim, open a stream), or refuses it when the tenant runs
@@ -64,7 +64,7 @@ pub(crate) async fn is_superseded(
 pub(crate) fn session_required() -> ApiError {
     ApiError::new(
         StatusCode::CONFLICT,
-        "session_required",
+        ProblemCode::SessionRequired,
         "this tenant allows one active session per agent: name your session_id (from POST \
          /v1/agent-sessions/subscribe) in the claim body or the stream URL",
     )
@@ -73,7 +73,7 @@ pub(crate) fn session_required() -> ApiError {
 pub(crate) fn session_superseded(session_id: &SessionId) -> ApiError {
     ApiError::new(
         StatusCode::CONFLICT,
-        "session_superseded",
+        ProblemCode::SessionSuperseded,
         "a newer session of this agent took over (this tenant allows one active session per \
          agent): finish or release the events you hold, then stop; subscribe again only to take \
          the work back",
@@ -102,7 +102,7 @@ pub(crate) async fn touch(
 pub(crate) fn session_not_found() -> ApiError {
     ApiError::new(
         axum::http::StatusCode::NOT_FOUND,
-        "session_not_found",
+        ProblemCode::SessionNotFound,
         "no session with this session_id belongs to you; open one with POST /v1/agent-sessions/subscribe",
     )
 }
@@ -132,7 +132,7 @@ pub async fn subscribe(
     caller: &Caller,
     request: SubscribeRequest,
 ) -> Result<Subscribed, ApiError> {
-    caller.require("inbox.poll")?;
+    caller.require(Scope::InboxPoll)?;
     caller.check_tenant(request.tenant_id.as_deref())?;
     caller.check_agent(request.agent_id.as_deref())?;
     let known = ["sse", "websocket", "long-poll", "poll"];
@@ -142,7 +142,7 @@ pub async fn subscribe(
             format!("names {unknown:?}; use sse, websocket, long-poll or poll"),
         ));
     }
-    let streams_allowed = caller.has("stream.subscribe");
+    let streams_allowed = caller.has(Scope::StreamSubscribe);
     let recommended = OFFERED
         .iter()
         .filter(|t| streams_allowed || !STREAMS.contains(t))
@@ -153,7 +153,7 @@ pub async fn subscribe(
         .unwrap_or("poll");
     let last_seen_seq = InboxSeq::new(request.last_seen_seq.unwrap_or(0))
         .map_err(|e| ApiError::invalid_field("last_seen_seq", e.problem))?;
-    let session_id = SessionId::new(format!("sess_{}", hex(&random::<16>())))
+    let session_id = SessionId::new(format!("sess_{}", hex::encode(inbox_store::random_bytes::<16>())))
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let opened = state
         .store

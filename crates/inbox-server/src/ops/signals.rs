@@ -92,7 +92,7 @@ impl Job for Notifier {
         }
         let abandoned = cursor.expire(Instant::now());
         if abandoned > 0 {
-            state.metrics.count("agent_inbox_signal_gaps_abandoned_total", vec![], abandoned as u64);
+            state.metrics.signal_gaps_abandoned_total().add([], abandoned as u64);
         }
         outcome
     }
@@ -117,16 +117,15 @@ fn deliver(state: &AppState, signal: &Signal, started: UnixMillis) {
             }
         }
     }
-    state.metrics.count("agent_inbox_signals_read_total", vec![], 1);
+    state.metrics.signals_read_total().add([], 1);
     // Signals re-read at start-up were published before this node listened: their age says
     // nothing about the notifier's latency.
     if signal.created_at >= started && signal.kind == SignalKind::InboxUpdated {
         let now = state.store.now();
-        state.metrics.observe(
-            "agent_inbox_publish_to_signal_seconds",
-            vec![],
-            Duration::from_millis(now.ms_since(signal.created_at)),
-        );
+        state
+            .metrics
+            .publish_to_signal_seconds()
+            .observe([], Duration::from_millis(now.ms_since(signal.created_at)));
     }
 }
 

@@ -11,15 +11,15 @@
 //! subscribe supersedes that session: at once when the notifier reports it, at the latest at
 //! the stream's next heartbeat.
 
-use inbox_api::StreamSignal;
 use inbox_api::time::format_utc;
+use inbox_api::{Scope, StreamSignal};
 use inbox_core::{EventId, RecipientKey, SessionId};
 use inbox_store::SessionTouch;
 use tokio::sync::watch;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use crate::AppState;
-use crate::auth::{Caller, random};
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::limits::WaiterGuard;
 use crate::ops::sessions::{is_superseded, require_active_session, touch};
@@ -67,7 +67,7 @@ impl Subscription {
         session_id: Option<SessionId>,
         last_event_id: Option<u64>,
     ) -> Result<(Subscription, Option<StreamSignal>), ApiError> {
-        caller.require("stream.subscribe")?;
+        caller.require(Scope::StreamSubscribe)?;
         // Watch before checking, so a supersede between the two still wakes this stream.
         let session_changes =
             session_id.as_ref().map(|_| state.session_changes.watch(&caller.tenant_id, &caller.subject));
@@ -79,10 +79,10 @@ impl Subscription {
         }
         let hints = state.hints.watch(&inbox);
         let head = state.store.head(&inbox).await?.head_seq.get();
-        let labels = vec![("transport", transport.to_owned())];
-        state.metrics.count("agent_inbox_stream_connects_total", labels.clone(), 1);
+        let labels = [transport.to_owned()];
+        state.metrics.stream_connects_total().add(labels.clone(), 1);
         if last_event_id.is_some() {
-            state.metrics.count("agent_inbox_stream_reconnects_total", labels, 1);
+            state.metrics.stream_reconnects_total().add(labels, 1);
         }
         let period = state.config.sessions.heartbeat_interval;
         let mut heartbeat = tokio::time::interval_at(Instant::now() + period, period);
@@ -180,8 +180,8 @@ impl Subscription {
             return None;
         }
         self.announced = head;
-        let labels = vec![("tenant", self.tenant_label.clone()), ("transport", self.transport.to_owned())];
-        self.state.metrics.count("agent_inbox_hints_sent_total", labels, 1);
+        let labels = [self.tenant_label.clone(), self.transport.to_owned()];
+        self.state.metrics.hints_sent_total().add(labels, 1);
         Some(signal(&self.state, &self.inbox, "inbox.updated", head))
     }
 
@@ -209,7 +209,7 @@ fn signal(state: &AppState, inbox: &RecipientKey, signal_type: &str, head: u64) 
         recipient_id: inbox.recipient.id.to_string(),
         head_seq: head,
         sent_at_utc: format_utc(now.get()),
-        delivery_id: EventId::new_v7(now, random::<10>()).to_string(),
+        delivery_id: EventId::new_v7(now, inbox_store::random_bytes::<10>()).to_string(),
     }
 }
 
@@ -222,21 +222,13 @@ pub(crate) struct Connected {
 
 impl Connected {
     pub fn new(state: &AppState, transport: &'static str) -> Connected {
-        state.metrics.add_gauge(
-            "agent_inbox_connected_streams",
-            vec![("transport", transport.to_owned())],
-            1.0,
-        );
+        state.metrics.connected_streams().add([transport.to_owned()], 1.0);
         Connected { state: state.clone(), transport }
     }
 }
 
 impl Drop for Connected {
     fn drop(&mut self) {
-        self.state.metrics.add_gauge(
-            "agent_inbox_connected_streams",
-            vec![("transport", self.transport.to_owned())],
-            -1.0,
-        );
+        self.state.metrics.connected_streams().add([self.transport.to_owned()], -1.0);
     }
 }

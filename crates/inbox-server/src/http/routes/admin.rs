@@ -6,6 +6,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use inbox_api::{
     InboxStatsResponse, InboxStatsView, ItemResult, ItemResults, ParkedEventsRequest, ParkedEventsResponse,
+    ProblemCode, Scope,
 };
 use inbox_core::{AckState, EventId, Recipient, RecipientId, RecipientKey};
 use inbox_store::{ItemOutcome, ParkedQuery};
@@ -27,10 +28,10 @@ pub fn router() -> Router<AppState> {
 }
 
 fn require_admin(caller: &Caller) -> Result<(), ApiError> {
-    caller.require("admin")?;
+    caller.require(Scope::Admin)?;
     if caller.kind != CallerKind::Admin {
         return Err(ApiError::forbidden(
-            "kind_not_allowed",
+            ProblemCode::KindNotAllowed,
             "operator endpoints need an admin token (kind admin)",
         ));
     }

@@ -14,14 +14,14 @@ use axum::{Json, Router};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use inbox_api::time::format_utc;
-use inbox_api::{AgentKeyRequest, AgentKeyResponse, AgentKeysResponse};
+use inbox_api::{AgentKeyRequest, AgentKeyResponse, AgentKeysResponse, ProblemCode, Scope};
 use inbox_core::RecipientId;
 use inbox_store::{AgentKey, KeyId, NewAgentKey};
 use inbox_trust::message_signatures::VerifyingKey;
 use serde::Deserialize;
 
 use crate::AppState;
-use crate::auth::{Caller, CallerKind, hex, random};
+use crate::auth::{Caller, CallerKind};
 use crate::convert::decode_base64;
 use crate::error::ApiError;
 use crate::http::signed::{OptionallySignedBody, OptionallySignedJson};
@@ -71,7 +71,7 @@ pub async fn register(
                     "must be absent for hmac-sha256; the service generates the shared secret",
                 ));
             }
-            let secret = random::<32>().to_vec();
+            let secret = inbox_store::random_bytes::<32>().to_vec();
             (secret.clone(), Some(URL_SAFE_NO_PAD.encode(&secret)))
         }
         other => {
@@ -83,7 +83,7 @@ pub async fn register(
     };
     let key_id = match request.key_id {
         Some(key_id) => KeyId::new(key_id).map_err(|e| ApiError::invalid_field("key_id", e.problem))?,
-        None => KeyId::new(format!("ak_{}", hex(&random::<8>())))
+        None => KeyId::new(format!("ak_{}", hex::encode(inbox_store::random_bytes::<8>())))
             .map_err(|e| ApiError::internal(e.to_string()))?,
     };
     let stored = state
@@ -140,7 +140,7 @@ pub async fn retire(
         return Err(ApiError::invalid_field("after_seconds", "must be at most 604800 (7 days)"));
     }
     let key_id = KeyId::new(key_id).map_err(|e| ApiError::invalid_field("key_id", e.problem))?;
-    let operator = caller.kind == CallerKind::Admin && caller.has("admin");
+    let operator = caller.kind == CallerKind::Admin && caller.has(Scope::Admin);
     let owner: RecipientId = if operator {
         let key = state.store.agent_key(&caller.tenant_id, &key_id).await?;
         key.map(|k| k.agent_id).ok_or_else(|| unknown_key(&key_id))?
@@ -166,12 +166,12 @@ fn require_agent(caller: &Caller) -> Result<(), ApiError> {
     if caller.kind == CallerKind::Agent {
         return Ok(());
     }
-    Err(ApiError::forbidden("kind_not_allowed", "signing keys belong to agents; use an agent token"))
+    Err(ApiError::forbidden(ProblemCode::KindNotAllowed, "signing keys belong to agents; use an agent token"))
 }
 
 fn signature_required_for_keys() -> ApiError {
     ApiError::unauthorized(
-        "signature_required",
+        ProblemCode::SignatureRequired,
         "this agent already has signing keys; sign this request with one of them (or ask an operator to \
          retire them)",
     )
@@ -181,7 +181,7 @@ fn signature_required_for_keys() -> ApiError {
 fn unknown_key(key_id: &KeyId) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        "unknown_signing_key",
+        ProblemCode::UnknownSigningKey,
         format!(
             "no live signing key {:?} of yours exists; list them with GET /v1/agent-keys",
             key_id.as_str()

@@ -6,7 +6,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use inbox_api::{
     AckOneRequest, AckOutcome, AgentInboxPage, ClaimRequest, ClaimResponse, ReleaseOneRequest,
-    ReleaseResponse,
+    ReleaseResponse, Scope,
 };
 use serde::Deserialize;
 
@@ -44,7 +44,7 @@ pub async fn inbox(
     Path(agent_id): Path<String>,
     query: Result<Query<InboxQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<AgentInboxPage>, ApiError> {
-    caller.require("inbox.poll")?;
+    caller.require(Scope::InboxPoll)?;
     caller.check_agent(Some(&agent_id))?;
     let Query(query) = query.map_err(|e| crate::http::extract::query_problem(&e))?;
     let page = inbox::page(&state, &caller, query.after_cursor, query.limit).await?;

@@ -23,7 +23,7 @@ pub async fn refresh(
     ApiJson(request): ApiJson<RefreshRequest>,
 ) -> Result<Json<TokenResponse>, ApiError> {
     let issued = state.tokens.refresh(&request.refresh_token).await.map_err(|err| {
-        state.metrics.count("agent_inbox_auth_failures_total", vec![("code", err.code.to_owned())], 1);
+        state.metrics.auth_failures_total().add([err.code.to_string()], 1);
         if err.status == axum::http::StatusCode::UNAUTHORIZED {
             state.limits.refuse_auth(Some(client.0), err)
         } else {

@@ -16,13 +16,13 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use inbox_api::time::format_utc;
 use inbox_api::{
     CallbackAttemptView, CallbackAttemptsResponse, CallbackRegistrationRequest, CallbackRegistrationResponse,
-    CallbackRegistrationsResponse, RotateCallbackSecretRequest,
+    CallbackRegistrationsResponse, ProblemCode, RotateCallbackSecretRequest, Scope,
 };
 use inbox_core::{RecipientId, TenantId};
 use inbox_store::{CallbackLimits, CallbackRegistration, KeyId, NewCallbackRegistration, RegistrationId};
 
 use crate::AppState;
-use crate::auth::{Caller, CallerKind, hex, random};
+use crate::auth::{Caller, CallerKind};
 use crate::convert::decode_base64;
 use crate::error::ApiError;
 use crate::http::extract::ApiJson;
@@ -59,7 +59,7 @@ pub async fn register(
     caller: Caller,
     ApiJson(request): ApiJson<CallbackRegistrationRequest>,
 ) -> Result<(StatusCode, Json<CallbackRegistrationResponse>), ApiError> {
-    require_scope(&caller, "callback.register")?;
+    require_scope(&caller, Scope::CallbackRegister)?;
     caller.check_tenant(request.tenant_id.as_deref())?;
     let recipient = match request.recipient_id.as_deref() {
         Some(named) => {
@@ -84,7 +84,7 @@ pub async fn register_for_agent(
     Path(agent_id): Path<String>,
     ApiJson(request): ApiJson<CallbackRegistrationRequest>,
 ) -> Result<(StatusCode, Json<CallbackRegistrationResponse>), ApiError> {
-    require_scope(&caller, "callback.register")?;
+    require_scope(&caller, Scope::CallbackRegister)?;
     caller.check_tenant(request.tenant_id.as_deref())?;
     if !is_operator(&caller) {
         caller.check_agent(Some(&agent_id))?;
@@ -164,7 +164,7 @@ pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<Json<CallbackRegistrationsResponse>, ApiError> {
-    require_scope(&caller, "callback.register")?;
+    require_scope(&caller, Scope::CallbackRegister)?;
     let recipient = (!is_operator(&caller)).then_some(&caller.subject);
     let registrations = state.store.callback_registrations(&caller.tenant_id, recipient).await?;
     Ok(Json(CallbackRegistrationsResponse {
@@ -180,7 +180,7 @@ pub async fn read(
     caller: Caller,
     Path(registration_id): Path<String>,
 ) -> Result<Json<CallbackRegistrationResponse>, ApiError> {
-    require_scope(&caller, "callback.register")?;
+    require_scope(&caller, Scope::CallbackRegister)?;
     let registration = visible(&state, &caller, &registration_id).await?;
     Ok(Json(view(&registration, None, None)))
 }
@@ -193,7 +193,7 @@ pub async fn remove(
     caller: Caller,
     Path(registration_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    require_scope(&caller, "callback.register")?;
+    require_scope(&caller, Scope::CallbackRegister)?;
     let registration = visible(&state, &caller, &registration_id).await?;
     state.store.delete_callback_registration(&caller.tenant_id, &registration.registration_id).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -208,7 +208,7 @@ pub async fn verify(
     caller: Caller,
     Path(registration_id): Path<String>,
 ) -> Result<Json<CallbackRegistrationResponse>, ApiError> {
-    require_scope(&caller, "callback.register")?;
+    require_scope(&caller, Scope::CallbackRegister)?;
     let registration = visible(&state, &caller, &registration_id).await?;
     let outcome = challenge(&state, &registration).await;
     let registration = reread(&state, &registration).await?;
@@ -225,7 +225,7 @@ pub async fn rotate(
     Path(registration_id): Path<String>,
     ApiJson(request): ApiJson<RotateCallbackSecretRequest>,
 ) -> Result<Json<CallbackRegistrationResponse>, ApiError> {
-    require_scope(&caller, "callback.rotate")?;
+    require_scope(&caller, Scope::CallbackRotate)?;
     let registration = visible(&state, &caller, &registration_id).await?;
     let overlap_seconds = request.overlap_seconds.unwrap_or(ROTATION_OVERLAP_SECONDS_DEFAULT);
     if overlap_seconds > ROTATION_OVERLAP_SECONDS_MAX {
@@ -256,7 +256,7 @@ pub async fn deliveries(
     caller: Caller,
     Path(registration_id): Path<String>,
 ) -> Result<Json<CallbackAttemptsResponse>, ApiError> {
-    require_scope(&caller, "callback.register")?;
+    require_scope(&caller, Scope::CallbackRegister)?;
     let registration = visible(&state, &caller, &registration_id).await?;
     let attempts =
         state.store.callback_attempts(&caller.tenant_id, &registration.registration_id, 100).await?;
@@ -279,10 +279,10 @@ pub async fn deliveries(
 }
 
 fn is_operator(caller: &Caller) -> bool {
-    caller.kind == CallerKind::Admin && caller.has("admin")
+    caller.kind == CallerKind::Admin && caller.has(Scope::Admin)
 }
 
-fn require_scope(caller: &Caller, scope: &str) -> Result<(), ApiError> {
+fn require_scope(caller: &Caller, scope: Scope) -> Result<(), ApiError> {
     if is_operator(caller) {
         return Ok(());
     }
@@ -320,7 +320,7 @@ async fn reread(
 fn not_found(registration_id: &str) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        "callback_registration_not_found",
+        ProblemCode::CallbackRegistrationNotFound,
         format!(
             "no callback registration {registration_id:?} of yours exists; list them with GET /v1/callback-registrations"
         ),
@@ -341,7 +341,7 @@ fn secret_from(supplied: Option<&str>) -> Result<(Vec<u8>, Option<String>), ApiE
             Ok((secret, None))
         }
         None => {
-            let secret = random::<32>().to_vec();
+            let secret = inbox_store::random_bytes::<32>().to_vec();
             let text = URL_SAFE_NO_PAD.encode(&secret);
             Ok((secret, Some(text)))
         }
@@ -351,26 +351,28 @@ fn secret_from(supplied: Option<&str>) -> Result<(Vec<u8>, Option<String>), ApiE
 fn key_id_from(secret_id: Option<String>) -> Result<KeyId, ApiError> {
     match secret_id {
         Some(id) => KeyId::new(id).map_err(|e| ApiError::invalid_field("secret_id", e.problem)),
-        None => {
-            KeyId::new(format!("cbk_{}", hex(&random::<8>()))).map_err(|e| ApiError::internal(e.to_string()))
-        }
+        None => KeyId::new(format!("cbk_{}", hex::encode(inbox_store::random_bytes::<8>())))
+            .map_err(|e| ApiError::internal(e.to_string())),
     }
 }
 
 fn url_refused(refusal: &inbox_trust::ssrf::UrlRefusal) -> ApiError {
-    ApiError::bad_request("callback_url_refused", format!("the callback URL is refused: {refusal}"))
+    ApiError::bad_request(ProblemCode::CallbackUrlRefused, format!("the callback URL is refused: {refusal}"))
         .with("field", "callback_url")
 }
 
 fn address_refused(err: &SendError) -> ApiError {
     match err {
         SendError::Resolve { .. } | SendError::Timeout(_) => ApiError::bad_request(
-            "callback_host_unresolvable",
+            ProblemCode::CallbackHostUnresolvable,
             format!("the callback host cannot be resolved ({err}); check the name"),
         )
         .with("field", "callback_url"),
-        _ => ApiError::bad_request("callback_url_refused", format!("the callback URL is refused: {err}"))
-            .with("field", "callback_url"),
+        _ => ApiError::bad_request(
+            ProblemCode::CallbackUrlRefused,
+            format!("the callback URL is refused: {err}"),
+        )
+        .with("field", "callback_url"),
     }
 }
 

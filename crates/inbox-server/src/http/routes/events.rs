@@ -5,7 +5,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
-use inbox_api::{PublishRequest, PublishResponse};
+use inbox_api::{PublishRequest, PublishResponse, Scope};
 use inbox_core::{DeduplicationKey, EventBody, EventType, PayloadRef, Recipient, RecipientId};
 use inbox_store::Publish;
 
@@ -28,7 +28,7 @@ pub async fn publish(
     caller: Caller,
     ApiJson(request): ApiJson<PublishRequest>,
 ) -> Result<(StatusCode, Json<PublishResponse>), ApiError> {
-    caller.require("events.publish")?;
+    caller.require(Scope::EventsPublish)?;
     caller.check_tenant(request.tenant_id.as_deref())?;
     let recipients = request
         .recipients
@@ -61,7 +61,7 @@ pub async fn publish(
             .map(DeduplicationKey::new)
             .transpose()
             .map_err(|e| ApiError::invalid_field("deduplication_key", e.problem))?,
-        correlation: convert::correlation(request.correlation),
+        correlation: request.correlation,
         body,
         max_attempts: request.max_attempts,
     };

@@ -6,6 +6,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
+use inbox_api::ProblemCode;
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -24,11 +25,11 @@ async fn healthz() -> Json<serde_json::Value> {
 
 async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
     let up = state.store.ping().await;
-    state.metrics.set_gauge("agent_inbox_database_up", vec![], if up.is_ok() { 1.0 } else { 0.0 });
+    state.metrics.database_up().set([], if up.is_ok() { 1.0 } else { 0.0 });
     up.map_err(|e| {
         let mut err = ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "not_ready",
+            ProblemCode::NotReady,
             "the database does not answer; requests get 503 database_unavailable until it is back, retry shortly",
         )
         .retry_after(1);

@@ -10,7 +10,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use inbox_api::{
     AcknowledgeRequest, AcknowledgeResponse, ClaimRequest, ClaimResponse, HeadResponse, HeartbeatRequest,
-    HeartbeatResponse, PollRequest, PollResponse, ReleaseRequest, ReleaseResponse, ResyncResponse,
+    HeartbeatResponse, PollRequest, PollResponse, ReleaseRequest, ReleaseResponse, ResyncResponse, Scope,
 };
 use serde::Deserialize;
 
@@ -59,7 +59,7 @@ pub async fn head(
         .is_some_and(|v| v.split(',').any(|tag| tag.trim() == etag || tag.trim() == "*"));
     let etag_value = HeaderValue::from_str(&etag).map_err(|e| ApiError::internal(e.to_string()))?;
     let result = if matches { "not_modified" } else { "modified" };
-    state.metrics.count("agent_inbox_head_requests_total", vec![("result", result.to_owned())], 1);
+    state.metrics.head_requests_total().add([result.to_owned()], 1);
     if matches {
         return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag_value)]).into_response());
     }
@@ -140,7 +140,7 @@ pub async fn resync(
     caller: Caller,
     query: Result<Query<ResyncQuery>, QueryRejection>,
 ) -> Result<Json<ResyncResponse>, ApiError> {
-    caller.require("inbox.poll")?;
+    caller.require(Scope::InboxPoll)?;
     let Query(query) = query.map_err(|e| crate::http::extract::query_problem(&e))?;
     inbox::resync(&state, &caller, query.after_seq, query.limit).await.map(Json)
 }

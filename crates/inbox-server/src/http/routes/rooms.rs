@@ -13,7 +13,9 @@ use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use inbox_api::time::format_utc;
-use inbox_api::{CreateRoomRequest, PostMessageRequest, PostMessageResponse, RoomMembersRequest, RoomView};
+use inbox_api::{
+    CreateRoomRequest, PostMessageRequest, PostMessageResponse, RoomMembersRequest, RoomView, Scope,
+};
 use inbox_core::{DeduplicationKey, RecipientId};
 use inbox_store::{NewRoom, PostMessage, Room, RoomId};
 
@@ -33,8 +35,6 @@ pub fn router() -> Router<AppState> {
         .route("/v1/rooms/{room_id}/messages", post(post_message))
 }
 
-const ROOMS_WRITE: &str = "rooms.write";
-
 /// Creates a room in the caller's tenant, with its first member agents.
 #[utoipa::path(post, path = "/v1/rooms", tag = "rooms", request_body = CreateRoomRequest,
     responses((status = 201, body = RoomView), (status = 409, description = "room_exists", body = inbox_api::Problem)))]
@@ -43,7 +43,7 @@ pub async fn create_room(
     caller: Caller,
     ApiJson(request): ApiJson<CreateRoomRequest>,
 ) -> Result<(StatusCode, Json<RoomView>), ApiError> {
-    caller.require(ROOMS_WRITE)?;
+    caller.require(Scope::RoomsWrite)?;
     let room = state
         .store
         .create_room(&NewRoom {
@@ -64,11 +64,11 @@ pub async fn get_room(
     caller: Caller,
     Path(room_id_text): Path<String>,
 ) -> Result<Json<RoomView>, ApiError> {
-    let writer = caller.has(ROOMS_WRITE);
-    let polling_agent = caller.kind == CallerKind::Agent && caller.has("inbox.poll");
+    let writer = caller.has(Scope::RoomsWrite);
+    let polling_agent = caller.kind == CallerKind::Agent && caller.has(Scope::InboxPoll);
     if !(writer || polling_agent) {
         // Neither way in applies; name the scope that opens every room of the tenant.
-        caller.require(ROOMS_WRITE)?;
+        caller.require(Scope::RoomsWrite)?;
     }
     let room = rooms::read(&state, &caller, &room_id(&room_id_text)?, writer).await?;
     Ok(Json(room_view(&room)))
@@ -84,7 +84,7 @@ pub async fn add_members(
     Path(room_id_text): Path<String>,
     ApiJson(request): ApiJson<RoomMembersRequest>,
 ) -> Result<Json<RoomView>, ApiError> {
-    caller.require(ROOMS_WRITE)?;
+    caller.require(Scope::RoomsWrite)?;
     let room = state
         .store
         .add_members(&caller.tenant_id, &room_id(&room_id_text)?, &agent_ids(&request.members)?)
@@ -101,7 +101,7 @@ pub async fn remove_member(
     caller: Caller,
     Path((room_id_text, agent_id)): Path<(String, String)>,
 ) -> Result<Json<RoomView>, ApiError> {
-    caller.require(ROOMS_WRITE)?;
+    caller.require(Scope::RoomsWrite)?;
     let agent_id = RecipientId::new(agent_id).map_err(|e| ApiError::invalid_field("agent_id", e.problem))?;
     let room = state.store.remove_members(&caller.tenant_id, &room_id(&room_id_text)?, &[agent_id]).await?;
     Ok(Json(room_view(&room)))
@@ -121,7 +121,7 @@ pub async fn post_message(
     Path(room_id_text): Path<String>,
     ApiJson(request): ApiJson<PostMessageRequest>,
 ) -> Result<(StatusCode, Json<PostMessageResponse>), ApiError> {
-    caller.require(ROOMS_WRITE)?;
+    caller.require(Scope::RoomsWrite)?;
     let post = PostMessage {
         tenant_id: caller.tenant_id.clone(),
         room_id: room_id(&room_id_text)?,

@@ -13,7 +13,8 @@ use axum::routing::post;
 use axum::{Json, Router};
 use inbox_api::time::format_utc;
 use inbox_api::{
-    RecipientView, SessionHeartbeatRequest, SessionHeartbeatResponse, SubscribeRequest, SubscribeResponse,
+    RecipientView, Scope, SessionHeartbeatRequest, SessionHeartbeatResponse, SubscribeRequest,
+    SubscribeResponse,
 };
 use inbox_core::SessionId;
 
@@ -79,7 +80,7 @@ pub async fn heartbeat(
     Path(session_id): Path<String>,
     body: Bytes,
 ) -> Result<Json<SessionHeartbeatResponse>, ApiError> {
-    caller.require("inbox.poll")?;
+    caller.require(Scope::InboxPoll)?;
     let session_id =
         SessionId::new(session_id).map_err(|e| ApiError::invalid_field("session_id", e.problem))?;
     let request: SessionHeartbeatRequest = if body.iter().all(u8::is_ascii_whitespace) {

@@ -20,13 +20,13 @@ use axum::{Json, Router};
 use futures_util::Stream;
 use inbox_api::time::format_utc;
 use inbox_api::{
-    Seed000Signal, StreamCookieResponse, StreamSignal, StreamTicketRequest, StreamTicketResponse,
+    Scope, Seed000Signal, StreamCookieResponse, StreamSignal, StreamTicketRequest, StreamTicketResponse,
 };
 use inbox_store::{StreamCredential, StreamGrant};
 use sha2::{Digest, Sha256};
 
 use crate::AppState;
-use crate::auth::{Caller, hex, random};
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::http::extract::{
     COOKIE_PREFIX, STREAM_COOKIE, StreamCaller, StreamQuery, TICKET_PREFIX, parse_json,
@@ -213,7 +213,7 @@ async fn mint(
     prefix: &str,
     ttl_seconds_max: u64,
 ) -> Result<(String, i64, u64), ApiError> {
-    caller.require("stream.subscribe")?;
+    caller.require(Scope::StreamSubscribe)?;
     let request: StreamTicketRequest = if body.iter().all(u8::is_ascii_whitespace) {
         StreamTicketRequest::default()
     } else {
@@ -230,7 +230,7 @@ async fn mint(
     if let Some(session_id) = &session_id {
         touch(state, caller, session_id, None).await?;
     }
-    let value = format!("{prefix}{}", hex(&random::<32>()));
+    let value = format!("{prefix}{}", hex::encode(inbox_store::random_bytes::<32>()));
     let hash: [u8; 32] = Sha256::digest(value.as_bytes()).into();
     let grant = StreamGrant {
         tenant_id: caller.tenant_id.clone(),

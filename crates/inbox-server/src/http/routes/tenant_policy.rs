@@ -6,7 +6,7 @@
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
-use inbox_api::{TenantPolicyRequest, TenantPolicyResponse};
+use inbox_api::{ProblemCode, Scope, TenantPolicyRequest, TenantPolicyResponse};
 use inbox_store::{TenantPolicy, TenantPolicyChange};
 
 use crate::AppState;
@@ -20,10 +20,10 @@ pub fn router() -> Router<AppState> {
 }
 
 fn require_admin(caller: &Caller) -> Result<(), ApiError> {
-    caller.require("admin")?;
+    caller.require(Scope::Admin)?;
     if caller.kind != CallerKind::Admin {
         return Err(ApiError::forbidden(
-            "kind_not_allowed",
+            ProblemCode::KindNotAllowed,
             "operator endpoints need an admin token (kind admin)",
         ));
     }

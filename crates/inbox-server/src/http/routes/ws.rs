@@ -21,7 +21,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use axum::routing::any;
 use inbox_api::{
-    AcknowledgeRequest, ClaimRequest, HeartbeatRequest, ReleaseRequest, StreamSignal, WsRequest, WsResponse,
+    AcknowledgeRequest, ClaimRequest, HeartbeatRequest, ProblemCode, ReleaseRequest, StreamSignal, WsRequest,
+    WsResponse,
 };
 use inbox_core::SessionId;
 use serde::Serialize;
@@ -59,7 +60,7 @@ pub async fn websocket(
 ) -> Result<Response, ApiError> {
     let upgrade = upgrade.map_err(|e| {
         ApiError::bad_request(
-            "websocket_upgrade_required",
+            ProblemCode::WebsocketUpgradeRequired,
             format!(
                 "this endpoint speaks WebSocket only ({}); connect with a WebSocket client",
                 e.body_text()
@@ -100,7 +101,7 @@ fn same_origin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
         return Ok(());
     }
     Err(ApiError::forbidden(
-        "origin_mismatch",
+        ProblemCode::OriginMismatch,
         "a cookie-authenticated WebSocket must come from a page of this server's own origin or of one listed in cors_origins; use a ticket otherwise",
     ))
 }
@@ -122,7 +123,7 @@ async fn serve(
             received = socket.recv() => match received {
                 Some(Ok(Message::Text(text))) => Outgoing::Reply(answer(&state, &connection, text.as_str()).await),
                 Some(Ok(Message::Binary(_))) => Outgoing::Reply(refuse(None, ApiError::bad_request(
-                    "unsupported_message",
+                    ProblemCode::UnsupportedMessage,
                     "send operations as JSON text messages, not binary ones",
                 ))),
                 // Pings are answered by the protocol layer; pongs need nothing.
@@ -189,11 +190,7 @@ async fn answer(state: &AppState, connection: &Connection, text: &str) -> WsResp
     let op = request.op.clone();
     let outcome = run(state, connection, request).await;
     let status = outcome.as_ref().map_or_else(|e| e.status, |_| StatusCode::OK);
-    state.metrics.count(
-        "agent_inbox_ws_requests_total",
-        vec![("op", known_op(&op).to_owned()), ("status", status.as_u16().to_string())],
-        1,
-    );
+    state.metrics.ws_requests_total().add([known_op(&op).to_owned(), status.as_u16().to_string()], 1);
     match outcome {
         Ok(body) => WsResponse { id, status: StatusCode::OK.as_u16(), body },
         Err(err) => refuse(id, err),
@@ -213,9 +210,10 @@ async fn run(
     request: WsRequest,
 ) -> Result<serde_json::Value, ApiError> {
     let caller = &connection.caller;
-    state.limits.admit(caller.tenant_id.as_str(), caller.subject.as_str()).inspect_err(|err| {
-        state.metrics.count("agent_inbox_rate_limited_total", vec![("code", err.code.to_owned())], 1)
-    })?;
+    state
+        .limits
+        .admit(caller.tenant_id.as_str(), caller.subject.as_str())
+        .inspect_err(|err| state.metrics.rate_limited_total().add([err.code.to_string()], 1))?;
     let body = request.body.as_deref().map_or("{}", |raw| raw.get()).as_bytes();
     if OPS.contains(&request.op.as_str()) {
         crate::http::signed::refuse_unsigned_if_required(state, caller).await?;
@@ -236,7 +234,7 @@ async fn run(
             to_value(inbox::heartbeat(state, caller, parse_json::<HeartbeatRequest>(body)?).await?)
         }
         other => Err(ApiError::bad_request(
-            "unknown_op",
+            ProblemCode::UnknownOp,
             format!(
                 "op {other:?} is not one of {}; see the WebSocket section of the API docs",
                 OPS.join(", ")
