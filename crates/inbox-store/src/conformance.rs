@@ -289,7 +289,7 @@ fn event(tenant_name: &str, recipients: &[&str], body: &str) -> Publish {
 }
 
 async fn publish_to(h: &Harness, tenant_name: &str, recipient: &str, body: &str) -> Delivery {
-    h.store.publish(&event(tenant_name, &[recipient], body)).await.unwrap().deliveries.remove(0)
+    h.store.inbox().publish(&event(tenant_name, &[recipient], body)).await.unwrap().deliveries.remove(0)
 }
 
 fn claim_next(inbox: &RecipientKey, limit: u32) -> ClaimNext {
@@ -332,7 +332,8 @@ pub async fn publish_assigns_per_recipient_sequences(h: &Harness) {
         assert_eq!(d.inbox_seq, InboxSeq(n));
         assert!(!d.deduplicated);
     }
-    let receipt = h.store.publish(&event("t1", &["gamma", "alpha", "beta", "alpha"], "{}")).await.unwrap();
+    let receipt =
+        h.store.inbox().publish(&event("t1", &["gamma", "alpha", "beta", "alpha"], "{}")).await.unwrap();
     let got: Vec<(&str, u64)> =
         receipt.deliveries.iter().map(|d| (d.recipient.id.as_str(), d.inbox_seq.get())).collect();
     assert_eq!(got, [("alpha", 4), ("beta", 1), ("gamma", 1)], "canonical order, duplicates merged");
@@ -344,9 +345,9 @@ pub async fn publish_assigns_per_recipient_sequences(h: &Harness) {
         h.scalar("SELECT n_recipients AS n FROM outbox_signal WHERE outbox_id = (SELECT MAX(outbox_id) FROM outbox_signal)", &[]).await,
         3
     );
-    let head = h.store.head(&inbox_of("t1", "alpha")).await.unwrap();
+    let head = h.store.inbox().head(&inbox_of("t1", "alpha")).await.unwrap();
     assert_eq!((head.head_seq, head.oldest_available_seq), (InboxSeq(4), InboxSeq(1)));
-    let nobody = h.store.head(&inbox_of("t1", "nobody")).await.unwrap();
+    let nobody = h.store.inbox().head(&inbox_of("t1", "nobody")).await.unwrap();
     assert_eq!((nobody.head_seq, nobody.oldest_available_seq), (InboxSeq(0), InboxSeq(1)));
 }
 
@@ -368,7 +369,7 @@ pub async fn publish_in_host_transaction_is_atomic(h: &Harness) {
                     .execute(&mut *tx)
                     .await
                     .unwrap();
-                h.store.publish_in(&mut *tx, &publish).await.unwrap();
+                h.store.inbox().publish_in(&mut *tx, &publish).await.unwrap();
                 if commit { tx.commit().await.unwrap() } else { tx.rollback().await.unwrap() }
             }
         }
@@ -386,7 +387,7 @@ pub async fn publish_in_host_transaction_is_atomic(h: &Harness) {
                     .execute(&mut *tx)
                     .await
                     .unwrap();
-                h.store.publish_in(&mut *tx, &publish).await.unwrap();
+                h.store.inbox().publish_in(&mut *tx, &publish).await.unwrap();
                 if commit { tx.commit().await.unwrap() } else { tx.rollback().await.unwrap() }
             }
         }
@@ -399,7 +400,7 @@ pub async fn publish_in_host_transaction_is_atomic(h: &Harness) {
     );
     assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM outbox_signal", &[]).await, 1);
     for recipient in ["alpha", "beta"] {
-        let page = h.store.poll_after_cursor(&poll(&inbox_of("t1", recipient), 0, 10)).await.unwrap();
+        let page = h.store.inbox().poll_after_cursor(&poll(&inbox_of("t1", recipient), 0, 10)).await.unwrap();
         assert_eq!(page.events.len(), 1);
         assert_eq!(page.events[0].inbox_seq, InboxSeq(1), "the rolled-back publish left no gap");
     }
@@ -410,22 +411,22 @@ pub async fn publish_in_host_transaction_is_atomic(h: &Harness) {
 pub async fn deduplication_key_returns_the_existing_event(h: &Harness) {
     let mut publish = event("t1", &["alpha", "beta"], "{}");
     publish.deduplication_key = Some(DeduplicationKey::new("msg:room_7:920155").unwrap());
-    let first = h.store.publish(&publish).await.unwrap();
+    let first = h.store.inbox().publish(&publish).await.unwrap();
     publish.recipients.push(agent("gamma"));
-    let second = h.store.publish(&publish).await.unwrap();
+    let second = h.store.inbox().publish(&publish).await.unwrap();
     assert_eq!(second.deliveries[0], Delivery { deduplicated: true, ..first.deliveries[0].clone() });
     assert_eq!(second.deliveries[1], Delivery { deduplicated: true, ..first.deliveries[1].clone() });
     assert!(!second.deliveries[2].deduplicated);
     assert_eq!(second.deliveries[2].inbox_seq, InboxSeq(1));
-    let again = h.store.publish(&publish).await.unwrap();
+    let again = h.store.inbox().publish(&publish).await.unwrap();
     assert!(again.deliveries.iter().all(|d| d.deduplicated));
     assert_eq!(again.outbox_id, None, "nothing new, so nothing to signal");
-    assert_eq!(h.store.head(&inbox_of("t1", "alpha")).await.unwrap().head_seq, InboxSeq(1));
+    assert_eq!(h.store.inbox().head(&inbox_of("t1", "alpha")).await.unwrap().head_seq, InboxSeq(1));
     assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox", &[]).await, 3);
     // The key is per recipient and tenant: another tenant's identical key is a new event.
     let mut other = publish.clone();
     other.tenant_id = tenant("t2");
-    assert!(h.store.publish(&other).await.unwrap().deliveries.iter().all(|d| !d.deduplicated));
+    assert!(h.store.inbox().publish(&other).await.unwrap().deliveries.iter().all(|d| !d.deduplicated));
 }
 
 /// A host transaction whose snapshot predates a concurrent publish of the same key still gets
@@ -444,7 +445,7 @@ pub async fn deduplication_sees_commits_after_the_host_snapshot(h: &Harness) {
             let mut tx = conn.begin().await.unwrap();
             // Establish the snapshot before the other publish commits.
             sqlx::query("SELECT COUNT(*) FROM agent_inbox").execute(&mut *tx).await.unwrap();
-            let first = h.store.publish(&publish).await.unwrap();
+            let first = h.store.inbox().publish(&publish).await.unwrap();
             let mut again = host_publish(h, &mut tx, &publish).await;
             // On Galera the host's transaction, whose head lock the other member's commit
             // overrode, may be a certification victim (at a statement or at COMMIT): the host
@@ -467,13 +468,16 @@ pub async fn deduplication_sees_commits_after_the_host_snapshot(h: &Harness) {
         Dialect::Sqlite => {
             // SQLite serializes writers (BEGIN IMMEDIATE), so there is no older snapshot to
             // race; the repeat simply deduplicates.
-            let first = h.store.publish(&publish).await.unwrap();
-            assert!(h.store.publish(&publish).await.unwrap().deliveries[0].deduplicated);
+            let first = h.store.inbox().publish(&publish).await.unwrap();
+            assert!(h.store.inbox().publish(&publish).await.unwrap().deliveries[0].deduplicated);
             first
         }
     };
     assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox", &[]).await, 1);
-    assert_eq!(h.store.head(&inbox_of("t1", "alpha")).await.unwrap().head_seq, first.deliveries[0].inbox_seq);
+    assert_eq!(
+        h.store.inbox().head(&inbox_of("t1", "alpha")).await.unwrap().head_seq,
+        first.deliveries[0].inbox_seq
+    );
 }
 
 /// One publish in a host transaction, committed; `Err` says why either step failed.
@@ -482,7 +486,7 @@ async fn host_publish(
     tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
     publish: &Publish,
 ) -> Result<crate::PublishReceipt, String> {
-    let receipt = h.store.publish_in(&mut **tx, publish).await.map_err(|e| e.to_string())?;
+    let receipt = h.store.inbox().publish_in(&mut **tx, publish).await.map_err(|e| e.to_string())?;
     sqlx::raw_sql("COMMIT").execute(&mut **tx).await.map_err(|e| e.to_string())?;
     Ok(receipt)
 }
@@ -491,30 +495,30 @@ async fn host_publish(
 pub async fn publish_refusals_change_nothing(h: &Harness) {
     let limit = h.store.config().payload_bytes_limit;
     let big = format!("\"{}\"", "x".repeat(limit));
-    match h.store.publish(&event("t1", &["alpha"], &big)).await {
+    match h.store.inbox().publish(&event("t1", &["alpha"], &big)).await {
         Err(StoreError::PayloadTooLarge { bytes, limit: l }) => {
             assert_eq!((bytes, l), (limit + 2, limit))
         }
         other => panic!("expected payload_too_large, got {other:?}"),
     }
-    assert_invalid(h.store.publish(&event("t1", &[], "{}")).await, "recipients");
+    assert_invalid(h.store.inbox().publish(&event("t1", &[], "{}")).await, "recipients");
     let many: Vec<String> = (0..=h.store.config().fanout_recipients_max).map(|i| format!("a{i}")).collect();
     let many: Vec<&str> = many.iter().map(String::as_str).collect();
-    assert_invalid(h.store.publish(&event("t1", &many, "{}")).await, "recipients");
+    assert_invalid(h.store.inbox().publish(&event("t1", &many, "{}")).await, "recipients");
     let now = h.clock.now();
     let mut window = event("t1", &["alpha"], "{}");
     window.available_at = Some(now.plus_ms(10_000));
     window.expires_at = Some(now.plus_ms(5_000));
-    assert_invalid(h.store.publish(&window).await, "expires_at_utc");
+    assert_invalid(h.store.inbox().publish(&window).await, "expires_at_utc");
     let mut stale = event("t1", &["alpha"], "{}");
     stale.expires_at = Some(now.minus_ms(1));
-    assert_invalid(h.store.publish(&stale).await, "expires_at_utc");
+    assert_invalid(h.store.inbox().publish(&stale).await, "expires_at_utc");
     let mut attempts = event("t1", &["alpha"], "{}");
     attempts.max_attempts = Some(0);
-    assert_invalid(h.store.publish(&attempts).await, "max_attempts");
+    assert_invalid(h.store.inbox().publish(&attempts).await, "max_attempts");
     let mut reference = event("t1", &["alpha"], "{}");
     reference.body = EventBody::Reference(PayloadRef { kind: String::new(), id: "1".into() });
-    assert_invalid(h.store.publish(&reference).await, "payload_ref.kind");
+    assert_invalid(h.store.inbox().publish(&reference).await, "payload_ref.kind");
     assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox", &[]).await, 0);
     assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM inbox_head", &[]).await, 0);
     assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM outbox_signal", &[]).await, 0);
@@ -533,8 +537,8 @@ pub async fn envelope_round_trips(h: &Harness) {
     publish.correlation.meeting_room_id = Some("room_7".into());
     publish.correlation.message_id = Some("920155".into());
     publish.correlation.assignment_id = Some("asg-Ünïcode".into());
-    let d = h.store.publish(&publish).await.unwrap().deliveries.remove(0);
-    let stored = h.store.event(&inbox_of("t1", "alpha"), d.event_id).await.unwrap().unwrap();
+    let d = h.store.inbox().publish(&publish).await.unwrap().deliveries.remove(0);
+    let stored = h.store.inbox().event(&inbox_of("t1", "alpha"), d.event_id).await.unwrap().unwrap();
     assert_eq!(stored.event_type, publish.event_type);
     assert_eq!(stored.priority, Priority::High);
     assert_eq!(stored.correlation, publish.correlation);
@@ -548,8 +552,8 @@ pub async fn envelope_round_trips(h: &Harness) {
     let mut by_ref = event("t1", &["alpha"], "{}");
     by_ref.body =
         EventBody::Reference(PayloadRef { kind: "meeting_room_message".into(), id: "920155".into() });
-    let d = h.store.publish(&by_ref).await.unwrap().deliveries.remove(0);
-    let stored = h.store.event(&inbox_of("t1", "alpha"), d.event_id).await.unwrap().unwrap();
+    let d = h.store.inbox().publish(&by_ref).await.unwrap().deliveries.remove(0);
+    let stored = h.store.inbox().event(&inbox_of("t1", "alpha"), d.event_id).await.unwrap().unwrap();
     assert_eq!(stored.body, by_ref.body);
 }
 
@@ -561,18 +565,18 @@ pub async fn poll_after_cursor_pages_in_order(h: &Harness) {
     for n in 1..=5 {
         publish_to(h, "t1", "alpha", &format!("{{\"n\":{n}}}")).await;
     }
-    let page = h.store.poll_after_cursor(&poll(&inbox, 0, 2)).await.unwrap();
+    let page = h.store.inbox().poll_after_cursor(&poll(&inbox, 0, 2)).await.unwrap();
     let seqs: Vec<u64> = page.events.iter().map(|e| e.inbox_seq.get()).collect();
     assert_eq!(seqs, [1, 2]);
     assert_eq!((page.head_seq, page.next_cursor, page.more_available), (InboxSeq(5), InboxSeq(2), true));
-    let page = h.store.poll_after_cursor(&poll(&inbox, 2, 10)).await.unwrap();
+    let page = h.store.inbox().poll_after_cursor(&poll(&inbox, 2, 10)).await.unwrap();
     let seqs: Vec<u64> = page.events.iter().map(|e| e.inbox_seq.get()).collect();
     assert_eq!(seqs, [3, 4, 5]);
     assert_eq!((page.next_cursor, page.more_available), (InboxSeq(5), false));
-    let page = h.store.poll_after_cursor(&poll(&inbox, 5, 10)).await.unwrap();
+    let page = h.store.inbox().poll_after_cursor(&poll(&inbox, 5, 10)).await.unwrap();
     assert!(page.events.is_empty());
     assert_eq!(page.next_cursor, InboxSeq(5), "an empty page keeps the cursor");
-    let ahead = h.store.poll_after_cursor(&poll(&inbox, 9, 10)).await.unwrap();
+    let ahead = h.store.inbox().poll_after_cursor(&poll(&inbox, 9, 10)).await.unwrap();
     assert_eq!(
         (ahead.head_seq, ahead.next_cursor),
         (InboxSeq(5), InboxSeq(9)),
@@ -584,17 +588,18 @@ pub async fn poll_after_cursor_pages_in_order(h: &Harness) {
         5,
         "read-only"
     );
-    assert_invalid(h.store.poll_after_cursor(&poll(&inbox, 0, 0)).await, "limit");
-    assert_invalid(h.store.poll_after_cursor(&poll(&inbox, 0, 100_000)).await, "limit");
+    assert_invalid(h.store.inbox().poll_after_cursor(&poll(&inbox, 0, 0)).await, "limit");
+    assert_invalid(h.store.inbox().poll_after_cursor(&poll(&inbox, 0, 100_000)).await, "limit");
 
     // claimable_only hides claimed and not-yet-available events.
     let mut later = event("t1", &["alpha"], "{}");
     later.available_at = Some(h.clock.now().plus_ms(60_000));
-    h.store.publish(&later).await.unwrap();
-    h.store.claim_next(&claim_next(&inbox, 1)).await.unwrap();
+    h.store.inbox().publish(&later).await.unwrap();
+    h.store.inbox().claim_next(&claim_next(&inbox, 1)).await.unwrap();
     let claimable = PollQuery { claimable_only: true, ..poll(&inbox, 0, 100) };
     let seqs: Vec<u64> = h
         .store
+        .inbox()
         .poll_after_cursor(&claimable)
         .await
         .unwrap()
@@ -606,6 +611,7 @@ pub async fn poll_after_cursor_pages_in_order(h: &Harness) {
     h.clock.advance_ms(60_000);
     let seqs: Vec<u64> = h
         .store
+        .inbox()
         .poll_after_cursor(&claimable)
         .await
         .unwrap()
@@ -628,11 +634,11 @@ pub async fn claim_next_orders_by_priority_then_sequence(h: &Harness) {
     {
         let mut p = event("t1", &["alpha"], &format!("{{\"n\":{n}}}"));
         p.priority = priority;
-        h.store.publish(&p).await.unwrap();
+        h.store.inbox().publish(&p).await.unwrap();
     }
     let session = SessionId::new("sess_1").unwrap();
     let claim = ClaimNext { session_id: Some(session.clone()), ..claim_next(&inbox, 4) };
-    let claimed = h.store.claim_next(&claim).await.unwrap();
+    let claimed = h.store.inbox().claim_next(&claim).await.unwrap();
     let seqs: Vec<u64> = claimed.iter().map(|c| c.event.inbox_seq.get()).collect();
     assert_eq!(seqs, [3, 5, 2, 4]);
     for c in &claimed {
@@ -644,24 +650,24 @@ pub async fn claim_next_orders_by_priority_then_sequence(h: &Harness) {
     }
     let tokens: HashSet<&str> = claimed.iter().map(|c| c.lease_token.as_str()).collect();
     assert_eq!(tokens.len(), 4, "every lease has its own token");
-    let stored = h.store.event(&inbox, claimed[0].event.event_id).await.unwrap().unwrap();
+    let stored = h.store.inbox().event(&inbox, claimed[0].event.event_id).await.unwrap().unwrap();
     assert_eq!(
         stored.lifecycle.lease.unwrap().token_hash,
         claimed[0].lease_token.hash(),
         "only the hash is kept"
     );
-    let rest = h.store.claim_next(&claim_next(&inbox, 10)).await.unwrap();
+    let rest = h.store.inbox().claim_next(&claim_next(&inbox, 10)).await.unwrap();
     assert_eq!(rest.iter().map(|c| c.event.inbox_seq.get()).collect::<Vec<_>>(), [1]);
-    assert!(h.store.claim_next(&claim_next(&inbox, 10)).await.unwrap().is_empty());
+    assert!(h.store.inbox().claim_next(&claim_next(&inbox, 10)).await.unwrap().is_empty());
     assert_invalid(
-        h.store.claim_next(&ClaimNext { lease_ms: Some(500), ..claim_next(&inbox, 1) }).await,
+        h.store.inbox().claim_next(&ClaimNext { lease_ms: Some(500), ..claim_next(&inbox, 1) }).await,
         "lease_seconds",
     );
     assert_invalid(
-        h.store.claim_next(&ClaimNext { lease_ms: Some(u64::MAX), ..claim_next(&inbox, 1) }).await,
+        h.store.inbox().claim_next(&ClaimNext { lease_ms: Some(u64::MAX), ..claim_next(&inbox, 1) }).await,
         "lease_seconds",
     );
-    assert_invalid(h.store.claim_next(&claim_next(&inbox, 0)).await, "limit");
+    assert_invalid(h.store.inbox().claim_next(&claim_next(&inbox, 0)).await, "limit");
 }
 
 /// Claiming named events gives each its own outcome.
@@ -674,6 +680,7 @@ pub async fn claim_by_ids_reports_each_event(h: &Harness) {
     let unknown = EventId::new_v7(h.clock.now(), [9; 10]);
     let first = h
         .store
+        .inbox()
         .claim_by_ids(&ClaimByIds {
             inbox: inbox.clone(),
             session_id: None,
@@ -683,8 +690,9 @@ pub async fn claim_by_ids_reports_each_event(h: &Harness) {
         .await
         .unwrap();
     let held = first[0].as_ref().unwrap();
-    h.store.acknowledge(&ack_of(&inbox, held)).await.unwrap();
+    h.store.inbox().acknowledge(&ack_of(&inbox, held)).await.unwrap();
     h.store
+        .inbox()
         .claim_by_ids(&ClaimByIds {
             inbox: inbox.clone(),
             session_id: None,
@@ -696,6 +704,7 @@ pub async fn claim_by_ids_reports_each_event(h: &Harness) {
 
     let outcomes = h
         .store
+        .inbox()
         .claim_by_ids(&ClaimByIds {
             inbox: inbox.clone(),
             session_id: None,
@@ -713,6 +722,7 @@ pub async fn claim_by_ids_reports_each_event(h: &Harness) {
     assert_eq!(refusal(&outcomes[4]), Refusal::NotFound, "another recipient's event is not in this inbox");
     assert_invalid(
         h.store
+            .inbox()
             .claim_by_ids(&ClaimByIds {
                 inbox: inbox.clone(),
                 session_id: None,
@@ -730,18 +740,20 @@ pub async fn acknowledge_is_idempotent_and_refuses_strangers(h: &Harness) {
     let inbox = inbox_of("t1", "alpha");
     publish_to(h, "t1", "alpha", r#"{"secret":"payload"}"#).await;
     publish_to(h, "t1", "alpha", "{}").await;
-    let claimed = h.store.claim_next(&claim_next(&inbox, 2)).await.unwrap();
+    let claimed = h.store.inbox().claim_next(&claim_next(&inbox, 2)).await.unwrap();
     let (first, second) = (&claimed[0], &claimed[1]);
 
     let foreign = LeaseToken::from_random([1; 16]);
     let outcome = h
         .store
+        .inbox()
         .acknowledge(&ack_with(&inbox, first.event.event_id, &foreign, AckResult::Completed))
         .await
         .unwrap();
     assert_eq!(refusal(&outcome[0]), Refusal::Refused(RefusalReason::LeaseMismatch));
     let swapped = h
         .store
+        .inbox()
         .acknowledge(&ack_with(&inbox, first.event.event_id, &second.lease_token, AckResult::Completed))
         .await
         .unwrap();
@@ -752,23 +764,28 @@ pub async fn acknowledge_is_idempotent_and_refuses_strangers(h: &Harness) {
     );
 
     for _ in 0..3 {
-        let outcome = h.store.acknowledge(&ack_of(&inbox, first)).await.unwrap();
+        let outcome = h.store.inbox().acknowledge(&ack_of(&inbox, first)).await.unwrap();
         assert_eq!(outcome[0].as_ref().unwrap().state, AckState::Acked, "repeats succeed");
     }
-    let stored = h.store.event(&inbox, first.event.event_id).await.unwrap().unwrap();
+    let stored = h.store.inbox().event(&inbox, first.event.event_id).await.unwrap().unwrap();
     assert_eq!(stored.state(), AckState::Acked);
     assert_eq!(stored.body, EventBody::Empty, "payload cleared");
     assert_eq!(stored.acked_at, Some(h.clock.now()));
     assert_eq!(stored.event_type, first.event.event_type, "metadata kept");
     let stranger = h
         .store
+        .inbox()
         .acknowledge(&ack_with(&inbox, first.event.event_id, &foreign, AckResult::Completed))
         .await
         .unwrap();
     assert_eq!(refusal(&stranger[0]), Refusal::Refused(RefusalReason::AlreadyAcked));
     let unknown = EventId::new_v7(h.clock.now(), [3; 10]);
-    let outcome =
-        h.store.acknowledge(&ack_with(&inbox, unknown, &foreign, AckResult::Completed)).await.unwrap();
+    let outcome = h
+        .store
+        .inbox()
+        .acknowledge(&ack_with(&inbox, unknown, &foreign, AckResult::Completed))
+        .await
+        .unwrap();
     assert_eq!(refusal(&outcome[0]), Refusal::NotFound);
 
     // A batch: one good, one bad; the good one lands.
@@ -783,13 +800,16 @@ pub async fn acknowledge_is_idempotent_and_refuses_strangers(h: &Harness) {
             AckItem { event_id: unknown, lease_token: foreign.clone(), result: AckResult::Completed },
         ],
     };
-    let outcome = h.store.acknowledge(&batch).await.unwrap();
+    let outcome = h.store.inbox().acknowledge(&batch).await.unwrap();
     assert_eq!(outcome[0].as_ref().unwrap().state, AckState::DeadLetter, "a failed result parks the event");
     assert_eq!(refusal(&outcome[1]), Refusal::NotFound);
-    let parked = h.store.event(&inbox, second.event.event_id).await.unwrap().unwrap();
+    let parked = h.store.inbox().event(&inbox, second.event.event_id).await.unwrap().unwrap();
     assert_eq!(parked.lifecycle.dead_letter_reason, DeadLetterReason::HandlerFailed);
     assert!(matches!(parked.body, EventBody::Json(_)), "a parked event keeps its payload for requeue");
-    assert_invalid(h.store.acknowledge(&Acknowledge { inbox: inbox.clone(), items: vec![] }).await, "acks");
+    assert_invalid(
+        h.store.inbox().acknowledge(&Acknowledge { inbox: inbox.clone(), items: vec![] }).await,
+        "acks",
+    );
 }
 
 /// Release returns the event, after `retry_after` if asked; the holder's repeat is harmless,
@@ -798,8 +818,8 @@ pub async fn release_schedules_retries_and_dead_letters_at_the_limit(h: &Harness
     let inbox = inbox_of("t1", "alpha");
     let mut p = event("t1", &["alpha"], "{}");
     p.max_attempts = Some(2);
-    let id = h.store.publish(&p).await.unwrap().deliveries[0].event_id;
-    let claimed = h.store.claim_next(&claim_next(&inbox, 1)).await.unwrap().remove(0);
+    let id = h.store.inbox().publish(&p).await.unwrap().deliveries[0].event_id;
+    let claimed = h.store.inbox().claim_next(&claim_next(&inbox, 1)).await.unwrap().remove(0);
     let release = Release {
         inbox: inbox.clone(),
         event_id: id,
@@ -808,39 +828,48 @@ pub async fn release_schedules_retries_and_dead_letters_at_the_limit(h: &Harness
         reason: Some("transient_dependency_failure".into()),
     };
     let stranger = Release { lease_token: LeaseToken::from_random([2; 16]), ..release.clone() };
-    match h.store.release(&stranger).await {
+    match h.store.inbox().release(&stranger).await {
         Err(StoreError::Event(item)) => {
             assert_eq!(item.reason, Refusal::Refused(RefusalReason::LeaseMismatch))
         }
         other => panic!("expected lease_mismatch, got {other:?}"),
     }
-    let receipt = h.store.release(&release).await.unwrap();
+    let receipt = h.store.inbox().release(&release).await.unwrap();
     assert_eq!(receipt.state, AckState::Available);
     assert_eq!(receipt.next_retry_at, Some(h.clock.now().plus_ms(60_000)));
     assert_eq!(
-        h.store.release(&release).await.unwrap().state,
+        h.store.inbox().release(&release).await.unwrap().state,
         AckState::Available,
         "a repeated release is harmless"
     );
-    let stored = h.store.event(&inbox, id).await.unwrap().unwrap();
+    let stored = h.store.inbox().event(&inbox, id).await.unwrap().unwrap();
     assert_eq!(stored.lifecycle.display_state(h.clock.now()), "retry_scheduled");
     assert_eq!(stored.last_error.as_deref(), Some("transient_dependency_failure"));
-    assert!(h.store.claim_next(&claim_next(&inbox, 1)).await.unwrap().is_empty(), "not before retry_after");
-    let ack = h.store.acknowledge(&ack_of(&inbox, &claimed)).await.unwrap();
+    assert!(
+        h.store.inbox().claim_next(&claim_next(&inbox, 1)).await.unwrap().is_empty(),
+        "not before retry_after"
+    );
+    let ack = h.store.inbox().acknowledge(&ack_of(&inbox, &claimed)).await.unwrap();
     assert_eq!(refusal(&ack[0]), Refusal::Refused(RefusalReason::LeaseExpired), "a released lease is over");
 
     h.clock.advance_ms(60_000);
-    let second = h.store.claim_next(&claim_next(&inbox, 1)).await.unwrap().remove(0);
+    let second = h.store.inbox().claim_next(&claim_next(&inbox, 1)).await.unwrap().remove(0);
     assert_eq!(second.event.lifecycle.delivery_attempts, 2);
     let last = Release { lease_token: second.lease_token.clone(), retry_after_ms: 0, ..release.clone() };
-    assert_eq!(h.store.release(&last).await.unwrap().state, AckState::DeadLetter, "no attempts left");
-    let stored = h.store.event(&inbox, id).await.unwrap().unwrap();
+    assert_eq!(h.store.inbox().release(&last).await.unwrap().state, AckState::DeadLetter, "no attempts left");
+    let stored = h.store.inbox().event(&inbox, id).await.unwrap().unwrap();
     assert_eq!(stored.lifecycle.dead_letter_reason, DeadLetterReason::MaxAttemptsExceeded);
     assert_invalid(
-        h.store.release(&Release { retry_after_ms: crate::RETRY_AFTER_MS_MAX + 1, ..release.clone() }).await,
+        h.store
+            .inbox()
+            .release(&Release { retry_after_ms: crate::RETRY_AFTER_MS_MAX + 1, ..release.clone() })
+            .await,
         "retry_after_seconds",
     );
-    assert_invalid(h.store.release(&Release { reason: Some("x".repeat(201)), ..release }).await, "reason");
+    assert_invalid(
+        h.store.inbox().release(&Release { reason: Some("x".repeat(201)), ..release }).await,
+        "reason",
+    );
 }
 
 /// Heartbeats extend live leases up to the maximum, never revive dead ones, and refuse
@@ -849,7 +878,7 @@ pub async fn heartbeat_extends_only_live_leases(h: &Harness) {
     let inbox = inbox_of("t1", "alpha");
     publish_to(h, "t1", "alpha", "{}").await;
     publish_to(h, "t1", "alpha", "{}").await;
-    let claimed = h.store.claim_next(&claim_next(&inbox, 2)).await.unwrap();
+    let claimed = h.store.inbox().claim_next(&claim_next(&inbox, 2)).await.unwrap();
     let beat = |items: Vec<(usize, u64)>| Heartbeat {
         inbox: inbox.clone(),
         items: items
@@ -863,10 +892,10 @@ pub async fn heartbeat_extends_only_live_leases(h: &Harness) {
     };
     h.clock.advance_ms(50_000);
     let now = h.clock.now();
-    let receipts = h.store.heartbeat(&beat(vec![(0, 120_000), (1, 120_000)])).await.unwrap();
+    let receipts = h.store.inbox().heartbeat(&beat(vec![(0, 120_000), (1, 120_000)])).await.unwrap();
     assert!(receipts.iter().all(|r| r.as_ref().unwrap().lease_until == now.plus_ms(120_000)));
     // Different extensions, one shorter than the lease already held: the lease never shrinks.
-    let receipts = h.store.heartbeat(&beat(vec![(0, 10_000), (1, 180_000)])).await.unwrap();
+    let receipts = h.store.inbox().heartbeat(&beat(vec![(0, 10_000), (1, 180_000)])).await.unwrap();
     assert_eq!(receipts[0].as_ref().unwrap().lease_until, now.plus_ms(120_000));
     assert_eq!(receipts[1].as_ref().unwrap().lease_until, now.plus_ms(180_000));
     let stranger = Heartbeat {
@@ -878,20 +907,20 @@ pub async fn heartbeat_extends_only_live_leases(h: &Harness) {
         }],
     };
     assert_eq!(
-        refusal(&h.store.heartbeat(&stranger).await.unwrap()[0]),
+        refusal(&h.store.inbox().heartbeat(&stranger).await.unwrap()[0]),
         Refusal::Refused(RefusalReason::LeaseMismatch)
     );
     h.clock.advance_ms(150_000);
-    let receipts = h.store.heartbeat(&beat(vec![(0, 60_000), (1, 60_000)])).await.unwrap();
+    let receipts = h.store.inbox().heartbeat(&beat(vec![(0, 60_000), (1, 60_000)])).await.unwrap();
     assert_eq!(
         refusal(&receipts[0]),
         Refusal::Refused(RefusalReason::LeaseExpired),
         "a dead lease is not revived"
     );
     assert!(receipts[1].is_ok());
-    assert_invalid(h.store.heartbeat(&beat(vec![(0, 500)])).await, "extend_by_seconds");
+    assert_invalid(h.store.inbox().heartbeat(&beat(vec![(0, 500)])).await, "extend_by_seconds");
     assert_invalid(
-        h.store.heartbeat(&beat(vec![(0, h.store.config().lease_ms_max + 1_000)])).await,
+        h.store.inbox().heartbeat(&beat(vec![(0, h.store.config().lease_ms_max + 1_000)])).await,
         "extend_by_seconds",
     );
 }
@@ -904,12 +933,13 @@ pub async fn scavenger_returns_expired_leases_and_expires_events(h: &Harness) {
     let inbox = inbox_of("t1", "alpha");
     let mut p = event("t1", &["alpha"], "{}");
     p.max_attempts = Some(2);
-    let id = h.store.publish(&p).await.unwrap().deliveries[0].event_id;
+    let id = h.store.inbox().publish(&p).await.unwrap().deliveries[0].event_id;
     let mut short = event("t1", &["alpha"], "{}");
     short.expires_at = Some(h.clock.now().plus_ms(30_000));
-    let short_id = h.store.publish(&short).await.unwrap().deliveries[0].event_id;
+    let short_id = h.store.inbox().publish(&short).await.unwrap().deliveries[0].event_id;
     let first = h
         .store
+        .inbox()
         .claim_by_ids(&ClaimByIds {
             inbox: inbox.clone(),
             session_id: None,
@@ -921,24 +951,33 @@ pub async fn scavenger_returns_expired_leases_and_expires_events(h: &Harness) {
         .remove(0)
         .unwrap();
 
-    assert_eq!(h.store.scavenge(100).await.unwrap(), crate::ScavengeReport::default(), "nothing is due yet");
+    assert_eq!(
+        h.store.inbox().scavenge(100).await.unwrap(),
+        crate::ScavengeReport::default(),
+        "nothing is due yet"
+    );
     h.clock.advance_ms(10_000);
-    let late_ack_before_scavenge = h.store.event(&inbox, id).await.unwrap().unwrap();
+    let late_ack_before_scavenge = h.store.inbox().event(&inbox, id).await.unwrap().unwrap();
     assert_eq!(late_ack_before_scavenge.state(), AckState::Claimed);
-    let report = h.store.scavenge(100).await.unwrap();
+    let report = h.store.inbox().scavenge(100).await.unwrap();
     assert_eq!(report.leases_returned, 1);
-    let returned = h.store.event(&inbox, id).await.unwrap().unwrap();
+    let returned = h.store.inbox().event(&inbox, id).await.unwrap().unwrap();
     assert_eq!(returned.state(), AckState::Available);
     assert_eq!(returned.lifecycle.delivery_attempts, 1, "attempts are kept");
     let retry_at = returned.lifecycle.next_retry_at.expect("a backoff delay");
     assert!(retry_at > h.clock.now() && retry_at <= h.clock.now().plus_ms(h.store.config().backoff.base_ms));
-    let late =
-        h.store.acknowledge(&ack_with(&inbox, id, &first.lease_token, AckResult::Completed)).await.unwrap();
+    let late = h
+        .store
+        .inbox()
+        .acknowledge(&ack_with(&inbox, id, &first.lease_token, AckResult::Completed))
+        .await
+        .unwrap();
     assert_eq!(refusal(&late[0]), Refusal::Refused(RefusalReason::LeaseExpired));
 
     h.clock.advance_ms(h.store.config().backoff.base_ms);
     let second = h
         .store
+        .inbox()
         .claim_by_ids(&ClaimByIds {
             inbox: inbox.clone(),
             session_id: None,
@@ -949,22 +988,30 @@ pub async fn scavenger_returns_expired_leases_and_expires_events(h: &Harness) {
         .unwrap()
         .remove(0)
         .unwrap();
-    let stale =
-        h.store.acknowledge(&ack_with(&inbox, id, &first.lease_token, AckResult::Completed)).await.unwrap();
+    let stale = h
+        .store
+        .inbox()
+        .acknowledge(&ack_with(&inbox, id, &first.lease_token, AckResult::Completed))
+        .await
+        .unwrap();
     assert_eq!(
         refusal(&stale[0]),
         Refusal::Refused(RefusalReason::LeaseMismatch),
         "someone else holds it now"
     );
     h.clock.advance_ms(20_000);
-    let report = h.store.scavenge(100).await.unwrap();
+    let report = h.store.inbox().scavenge(100).await.unwrap();
     assert_eq!((report.dead_lettered, report.expired), (1, 1));
-    assert_eq!(h.store.event(&inbox, id).await.unwrap().unwrap().state(), AckState::DeadLetter);
-    assert_eq!(h.store.event(&inbox, short_id).await.unwrap().unwrap().state(), AckState::Expired);
-    let late =
-        h.store.acknowledge(&ack_with(&inbox, id, &second.lease_token, AckResult::Completed)).await.unwrap();
+    assert_eq!(h.store.inbox().event(&inbox, id).await.unwrap().unwrap().state(), AckState::DeadLetter);
+    assert_eq!(h.store.inbox().event(&inbox, short_id).await.unwrap().unwrap().state(), AckState::Expired);
+    let late = h
+        .store
+        .inbox()
+        .acknowledge(&ack_with(&inbox, id, &second.lease_token, AckResult::Completed))
+        .await
+        .unwrap();
     assert_eq!(refusal(&late[0]), Refusal::Refused(RefusalReason::LeaseExpired));
-    assert_invalid(h.store.scavenge(0).await, "batch_limit");
+    assert_invalid(h.store.inbox().scavenge(0).await, "batch_limit");
 }
 
 /// Terminal events older than the retention window move to the archive as a prefix of the
@@ -975,12 +1022,13 @@ pub async fn retention_archives_a_prefix_and_requires_cursor_reset(h: &Harness) 
         publish_to(h, "t1", "alpha", "{}").await;
     }
     // Ack 1, 2, 4 and 5; 3 stays available and holds back everything after it.
-    let claimed = h.store.claim_next(&claim_next(&inbox, 5)).await.unwrap();
+    let claimed = h.store.inbox().claim_next(&claim_next(&inbox, 5)).await.unwrap();
     for c in claimed.iter().filter(|c| c.event.inbox_seq != InboxSeq(3)) {
-        h.store.acknowledge(&ack_of(&inbox, c)).await.unwrap();
+        h.store.inbox().acknowledge(&ack_of(&inbox, c)).await.unwrap();
     }
     let three = claimed.iter().find(|c| c.event.inbox_seq == InboxSeq(3)).unwrap();
     h.store
+        .inbox()
         .release(&Release {
             inbox: inbox.clone(),
             event_id: three.event.event_id,
@@ -991,30 +1039,30 @@ pub async fn retention_archives_a_prefix_and_requires_cursor_reset(h: &Harness) 
         .await
         .unwrap();
     h.clock.advance_ms(h.store.config().retention_ms - 1);
-    assert_eq!(h.store.scavenge(100).await.unwrap().archived, 0, "not old enough yet");
+    assert_eq!(h.store.inbox().scavenge(100).await.unwrap().archived, 0, "not old enough yet");
     h.clock.advance_ms(2);
-    assert_eq!(h.store.scavenge(100).await.unwrap().archived, 2);
+    assert_eq!(h.store.inbox().scavenge(100).await.unwrap().archived, 2);
     assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox_archive", &[]).await, 2);
     assert_eq!(h.scalar("SELECT MIN(inbox_seq) AS n FROM agent_inbox", &[]).await, 3);
-    let head = h.store.head(&inbox).await.unwrap();
+    let head = h.store.inbox().head(&inbox).await.unwrap();
     assert_eq!((head.head_seq, head.oldest_available_seq), (InboxSeq(5), InboxSeq(3)));
-    match h.store.poll_after_cursor(&poll(&inbox, 1, 10)).await {
+    match h.store.inbox().poll_after_cursor(&poll(&inbox, 1, 10)).await {
         Err(StoreError::CursorResetRequired { oldest_available_seq, head_seq, .. }) => {
             assert_eq!((oldest_available_seq, head_seq), (InboxSeq(3), InboxSeq(5)))
         }
         other => panic!("expected cursor_reset_required, got {other:?}"),
     }
-    let page = h.store.poll_after_cursor(&poll(&inbox, 2, 10)).await.unwrap();
+    let page = h.store.inbox().poll_after_cursor(&poll(&inbox, 2, 10)).await.unwrap();
     assert_eq!(page.events.first().map(|e| e.inbox_seq), Some(InboxSeq(3)));
 
     // Once 3 is acknowledged and old, the rest follows; new publishes continue the sequence.
-    let again = h.store.claim_next(&claim_next(&inbox, 1)).await.unwrap().remove(0);
-    h.store.acknowledge(&ack_of(&inbox, &again)).await.unwrap();
+    let again = h.store.inbox().claim_next(&claim_next(&inbox, 1)).await.unwrap().remove(0);
+    h.store.inbox().acknowledge(&ack_of(&inbox, &again)).await.unwrap();
     h.clock.advance_ms(h.store.config().retention_ms + 1);
-    assert_eq!(h.store.scavenge(100).await.unwrap().archived, 3);
-    assert_eq!(h.store.head(&inbox).await.unwrap().oldest_available_seq, InboxSeq(6));
+    assert_eq!(h.store.inbox().scavenge(100).await.unwrap().archived, 3);
+    assert_eq!(h.store.inbox().head(&inbox).await.unwrap().oldest_available_seq, InboxSeq(6));
     assert_eq!(publish_to(h, "t1", "alpha", "{}").await.inbox_seq, InboxSeq(6));
-    assert!(h.store.poll_after_cursor(&poll(&inbox, 5, 10)).await.is_ok());
+    assert!(h.store.inbox().poll_after_cursor(&poll(&inbox, 5, 10)).await.is_ok());
 }
 
 // ---- operators ----
@@ -1030,16 +1078,18 @@ pub async fn operators_list_requeue_quarantine_and_purge(h: &Harness) {
         }
         ids
     };
-    let claimed = h.store.claim_next(&claim_next(&inbox, 1)).await.unwrap().remove(0);
+    let claimed = h.store.inbox().claim_next(&claim_next(&inbox, 1)).await.unwrap().remove(0);
     h.store
+        .inbox()
         .acknowledge(&ack_with(&inbox, claimed.event.event_id, &claimed.lease_token, AckResult::Failed))
         .await
         .unwrap();
-    let quarantined = h.store.quarantine(&inbox, ids[1], "signature anomaly").await.unwrap();
+    let quarantined = h.store.inbox().quarantine(&inbox, ids[1], "signature anomaly").await.unwrap();
     assert_eq!(quarantined.state(), AckState::Quarantined);
     assert_eq!(quarantined.last_error.as_deref(), Some("signature anomaly"));
     let refused = h
         .store
+        .inbox()
         .claim_by_ids(&ClaimByIds {
             inbox: inbox.clone(),
             session_id: None,
@@ -1051,22 +1101,23 @@ pub async fn operators_list_requeue_quarantine_and_purge(h: &Harness) {
     assert_eq!(refusal(&refused[0]), Refusal::Refused(RefusalReason::NotClaimable("quarantined")));
 
     let all = ParkedQuery { tenant_id: tenant("t1"), recipient: None, state: None, limit: 10 };
-    assert_eq!(h.store.list_parked(&all).await.unwrap().len(), 2);
+    assert_eq!(h.store.inbox().list_parked(&all).await.unwrap().len(), 2);
     let dead = ParkedQuery { state: Some(AckState::DeadLetter), ..all.clone() };
-    assert_eq!(h.store.list_parked(&dead).await.unwrap()[0].event_id, ids[0]);
+    assert_eq!(h.store.inbox().list_parked(&dead).await.unwrap()[0].event_id, ids[0]);
     assert_invalid(
-        h.store.list_parked(&ParkedQuery { state: Some(AckState::Acked), ..all.clone() }).await,
+        h.store.inbox().list_parked(&ParkedQuery { state: Some(AckState::Acked), ..all.clone() }).await,
         "state",
     );
     assert!(
         h.store
+            .inbox()
             .list_parked(&ParkedQuery { tenant_id: tenant("t2"), ..all.clone() })
             .await
             .unwrap()
             .is_empty()
     );
 
-    let stats = h.store.inbox_stats(&tenant("t1"), 10).await.unwrap();
+    let stats = h.store.inbox().inbox_stats(&tenant("t1"), 10).await.unwrap();
     assert_eq!(stats.len(), 1);
     assert_eq!(
         (stats[0].depth, stats[0].claimed, stats[0].parked, stats[0].head_seq),
@@ -1074,13 +1125,14 @@ pub async fn operators_list_requeue_quarantine_and_purge(h: &Harness) {
     );
     assert!(stats[0].oldest_unacked_at.is_some());
 
-    let outcomes = h.store.requeue(&inbox, &[ids[0], ids[2]]).await.unwrap();
+    let outcomes = h.store.inbox().requeue(&inbox, &[ids[0], ids[2]]).await.unwrap();
     let requeued = outcomes[0].as_ref().unwrap();
     assert_eq!((requeued.state(), requeued.lifecycle.delivery_attempts), (AckState::Available, 1));
     assert_eq!(requeued.lifecycle.max_attempts, 1 + h.store.config().max_attempts_default);
     assert_eq!(refusal(&outcomes[1]), Refusal::Refused(RefusalReason::NotParked("available")));
     let again = h
         .store
+        .inbox()
         .claim_by_ids(&ClaimByIds {
             inbox: inbox.clone(),
             session_id: None,
@@ -1091,11 +1143,11 @@ pub async fn operators_list_requeue_quarantine_and_purge(h: &Harness) {
         .unwrap();
     assert!(again[0].is_ok(), "a requeued event is claimable");
 
-    let purged = h.store.purge(&inbox, &[ids[1], ids[2]]).await.unwrap();
+    let purged = h.store.inbox().purge(&inbox, &[ids[1], ids[2]]).await.unwrap();
     assert_eq!(purged[0].as_ref().unwrap(), &ids[1]);
     assert_eq!(refusal(&purged[1]), Refusal::Refused(RefusalReason::NotParked("available")));
-    assert!(h.store.event(&inbox, ids[1]).await.unwrap().is_none());
-    assert!(h.store.event(&inbox, ids[2]).await.unwrap().is_some());
+    assert!(h.store.inbox().event(&inbox, ids[1]).await.unwrap().is_none());
+    assert!(h.store.inbox().event(&inbox, ids[2]).await.unwrap().is_some());
 }
 
 /// Nothing crosses tenants or recipients: the same names under another tenant are another
@@ -1107,6 +1159,7 @@ pub async fn tenants_and_recipients_are_isolated(h: &Harness) {
     assert_eq!(publish_to(h, "t2", "alpha", "{}").await.inbox_seq, InboxSeq(1), "separate sequences");
     let claimed = h
         .store
+        .inbox()
         .claim_by_ids(&ClaimByIds {
             inbox: ours.clone(),
             session_id: None,
@@ -1119,6 +1172,7 @@ pub async fn tenants_and_recipients_are_isolated(h: &Harness) {
         .unwrap();
     let across = h
         .store
+        .inbox()
         .claim_by_ids(&ClaimByIds {
             inbox: theirs.clone(),
             session_id: None,
@@ -1130,15 +1184,16 @@ pub async fn tenants_and_recipients_are_isolated(h: &Harness) {
     assert_eq!(refusal(&across[0]), Refusal::NotFound);
     let ack = h
         .store
+        .inbox()
         .acknowledge(&ack_with(&theirs, id, &claimed.lease_token, AckResult::Completed))
         .await
         .unwrap();
     assert_eq!(refusal(&ack[0]), Refusal::NotFound);
-    assert!(h.store.event(&theirs, id).await.unwrap().is_none());
-    let page = h.store.poll_after_cursor(&poll(&theirs, 0, 10)).await.unwrap();
+    assert!(h.store.inbox().event(&theirs, id).await.unwrap().is_none());
+    let page = h.store.inbox().poll_after_cursor(&poll(&theirs, 0, 10)).await.unwrap();
     assert!(page.events.iter().all(|e| e.inbox.tenant_id.as_str() == "t2"));
-    assert_eq!(h.store.claim_next(&claim_next(&theirs, 10)).await.unwrap().len(), 1);
-    assert_eq!(h.store.event(&ours, id).await.unwrap().unwrap().state(), AckState::Claimed);
+    assert_eq!(h.store.inbox().claim_next(&claim_next(&theirs, 10)).await.unwrap().len(), 1);
+    assert_eq!(h.store.inbox().event(&ours, id).await.unwrap().unwrap().state(), AckState::Claimed);
 }
 
 /// Running migrations again changes nothing.
@@ -1168,6 +1223,7 @@ pub async fn sixteen_workers_drain_a_backlog_while_publishers_insert(h: &Harness
         seeders.push(tokio::spawn(async move {
             for n in 0..BACKLOG / 4 {
                 let receipt = store
+                    .inbox()
                     .publish(&event("t1", &["busy"], &format!("{{\"p\":{p},\"n\":{n}}}")))
                     .await
                     .expect("publish");
@@ -1188,6 +1244,7 @@ pub async fn sixteen_workers_drain_a_backlog_while_publishers_insert(h: &Harness
         tasks.push(tokio::spawn(async move {
             for n in 0..LIVE_EACH {
                 let receipt = store
+                    .inbox()
                     .publish(&event("t1", &["busy"], &format!("{{\"live\":{p},\"n\":{n}}}")))
                     .await
                     .expect("publish");
@@ -1202,7 +1259,7 @@ pub async fn sixteen_workers_drain_a_backlog_while_publishers_insert(h: &Harness
             (h.store.clone(), inbox.clone(), holders.clone(), acks.clone(), publishing_done.clone());
         tasks.push(tokio::spawn(async move {
             loop {
-                let claimed = store.claim_next(&claim_next(&inbox, 10)).await.expect("claim");
+                let claimed = store.inbox().claim_next(&claim_next(&inbox, 10)).await.expect("claim");
                 if claimed.is_empty() {
                     let finished = done.load(std::sync::atomic::Ordering::SeqCst) == LIVE_PUBLISHERS;
                     if finished && acks.lock().unwrap().len() >= total {
@@ -1229,8 +1286,11 @@ pub async fn sixteen_workers_drain_a_backlog_while_publishers_insert(h: &Harness
                     .collect();
                 // Release holdership before the ack commits could let a double claim hide, so
                 // the holder entry is removed only after the ack succeeded.
-                let outcomes =
-                    store.acknowledge(&Acknowledge { inbox: inbox.clone(), items }).await.expect("ack");
+                let outcomes = store
+                    .inbox()
+                    .acknowledge(&Acknowledge { inbox: inbox.clone(), items })
+                    .await
+                    .expect("ack");
                 let mut holders = holders.lock().unwrap();
                 let mut acks = acks.lock().unwrap();
                 for (c, outcome) in claimed.iter().zip(outcomes) {
@@ -1260,7 +1320,7 @@ pub async fn sixteen_workers_drain_a_backlog_while_publishers_insert(h: &Harness
     assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox WHERE delivery_attempts <> 1", &[]).await, 0);
     assert_eq!(h.scalar("SELECT MAX(inbox_seq) AS n FROM agent_inbox", &[]).await.to_string(), n, "no gaps");
     assert_eq!(h.scalar("SELECT COUNT(DISTINCT inbox_seq) AS n FROM agent_inbox", &[]).await.to_string(), n);
-    assert_eq!(h.store.head(&inbox).await.unwrap().head_seq, InboxSeq(total as u64));
+    assert_eq!(h.store.inbox().head(&inbox).await.unwrap().head_seq, InboxSeq(total as u64));
 }
 
 /// Fan-outs to overlapping recipient sets, listed in different orders, run concurrently
@@ -1281,7 +1341,7 @@ pub async fn concurrent_fan_outs_never_deadlock(h: &Harness) {
                 if (t + n) % 2 == 0 {
                     chosen.reverse();
                 }
-                store.publish(&event("t1", &chosen, "{}")).await.expect("fan-out publish");
+                store.inbox().publish(&event("t1", &chosen, "{}")).await.expect("fan-out publish");
             }
         }));
     }
@@ -1291,7 +1351,7 @@ pub async fn concurrent_fan_outs_never_deadlock(h: &Harness) {
         let max =
             h.scalar("SELECT MAX(inbox_seq) AS n FROM agent_inbox WHERE recipient_id = ?", &[name]).await;
         assert_eq!(rows, max, "{name}: sequence has gaps or repeats");
-        assert_eq!(h.store.head(&inbox_of("t1", name)).await.unwrap().head_seq, InboxSeq(max as u64));
+        assert_eq!(h.store.inbox().head(&inbox_of("t1", name)).await.unwrap().head_seq, InboxSeq(max as u64));
     }
 }
 
@@ -1305,6 +1365,7 @@ pub async fn scavengers_on_two_nodes_do_each_event_once(h: &Harness) {
     while claimed < 60 {
         claimed += h
             .store
+            .inbox()
             .claim_next(&ClaimNext { lease_ms: Some(5_000), ..claim_next(&inbox, 20) })
             .await
             .unwrap()
@@ -1316,14 +1377,14 @@ pub async fn scavengers_on_two_nodes_do_each_event_once(h: &Harness) {
         async {
             let mut n = 0;
             for _ in 0..10 {
-                n += h.store.scavenge(7).await.unwrap().leases_returned;
+                n += h.store.inbox().scavenge(7).await.unwrap().leases_returned;
             }
             n
         },
         async {
             let mut n = 0;
             for _ in 0..10 {
-                n += second.scavenge(7).await.unwrap().leases_returned;
+                n += second.inbox().scavenge(7).await.unwrap().leases_returned;
             }
             n
         }
@@ -1344,17 +1405,17 @@ pub async fn scavengers_on_two_nodes_do_each_event_once(h: &Harness) {
 /// A signal row becomes readable only when its publish commits, a rolled-back publish leaves
 /// none, a skipped id can be asked for again, and old rows are deleted.
 pub async fn signals_appear_only_after_commit(h: &Harness) {
-    let start = h.store.signal_start_id(h.store.now().minus_ms(10_000)).await.unwrap();
+    let start = h.store.signals().start_id(h.store.now().minus_ms(10_000)).await.unwrap();
     assert_eq!(start, 0, "an empty table starts at 0");
     let publish = event("t1", &["alpha", "beta"], "{}");
-    let read_all = || async { h.store.signals_after(0, 100).await.unwrap() };
+    let read_all = || async { h.store.signals().after(0, 100).await.unwrap() };
     match h.store.dialect() {
         Dialect::MySql => {
             use sqlx::Connection as _;
             let mut conn = sqlx::MySqlConnection::connect(&h.url).await.unwrap();
             for commit in [false, true] {
                 let mut tx = conn.begin().await.unwrap();
-                h.store.publish_in(&mut *tx, &publish).await.unwrap();
+                h.store.inbox().publish_in(&mut *tx, &publish).await.unwrap();
                 assert!(read_all().await.is_empty(), "nothing is readable before commit");
                 if commit { tx.commit().await.unwrap() } else { tx.rollback().await.unwrap() }
             }
@@ -1364,7 +1425,7 @@ pub async fn signals_appear_only_after_commit(h: &Harness) {
             let mut conn = sqlx::SqliteConnection::connect(&h.url).await.unwrap();
             for commit in [false, true] {
                 let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.unwrap();
-                h.store.publish_in(&mut *tx, &publish).await.unwrap();
+                h.store.inbox().publish_in(&mut *tx, &publish).await.unwrap();
                 assert!(read_all().await.is_empty(), "nothing is readable before commit");
                 if commit { tx.commit().await.unwrap() } else { tx.rollback().await.unwrap() }
             }
@@ -1376,24 +1437,24 @@ pub async fn signals_appear_only_after_commit(h: &Harness) {
     assert_eq!(signal.tenant_id, tenant("t1"));
     assert_eq!(signal.heads, vec![(agent("alpha"), InboxSeq(1)), (agent("beta"), InboxSeq(1))]);
     publish_to(h, "t1", "alpha", "{}").await;
-    let after = h.store.signals_after(signal.outbox_id, 100).await.unwrap();
+    let after = h.store.signals().after(signal.outbox_id, 100).await.unwrap();
     assert_eq!(after.len(), 1);
     assert_eq!(after[0].heads, vec![(agent("alpha"), InboxSeq(2))]);
-    let again = h.store.signals_by_ids(&[after[0].outbox_id, after[0].outbox_id + 1_000]).await.unwrap();
+    let again = h.store.signals().by_ids(&[after[0].outbox_id, after[0].outbox_id + 1_000]).await.unwrap();
     assert_eq!(again, after, "ids that exist are returned, others are not");
     assert_eq!(
-        h.store.signal_start_id(h.store.now().minus_ms(10_000)).await.unwrap(),
+        h.store.signals().start_id(h.store.now().minus_ms(10_000)).await.unwrap(),
         signal.outbox_id - 1,
         "a starting notifier re-reads recent signals"
     );
     h.clock.advance_ms(60_000);
     assert_eq!(
-        h.store.signal_start_id(h.store.now().minus_ms(10_000)).await.unwrap(),
+        h.store.signals().start_id(h.store.now().minus_ms(10_000)).await.unwrap(),
         after[0].outbox_id,
         "and starts after old ones"
     );
-    assert_eq!(h.store.delete_signals_before(h.store.now(), 1).await.unwrap(), 1, "bounded");
-    assert_eq!(h.store.delete_signals_before(h.store.now(), 100).await.unwrap(), 1);
+    assert_eq!(h.store.signals().delete_before(h.store.now(), 1).await.unwrap(), 1, "bounded");
+    assert_eq!(h.store.signals().delete_before(h.store.now(), 100).await.unwrap(), 1);
     assert!(read_all().await.is_empty());
 }
 
@@ -1409,38 +1470,72 @@ pub async fn stream_tickets_redeem_once_on_any_node(h: &Harness) {
         session_id: Some(SessionId::new("sess_1").unwrap()),
     };
     let ticket = [7u8; 32];
-    h.store.insert_stream_credential(&ticket, StreamCredential::Ticket, &grant, 60_000).await.unwrap();
+    h.store
+        .sessions()
+        .insert_stream_credential(&ticket, StreamCredential::Ticket, &grant, 60_000)
+        .await
+        .unwrap();
     let second = h.second_node().await;
     let (a, b) = tokio::join!(
-        h.store.redeem_stream_credential(&ticket, StreamCredential::Ticket),
-        second.redeem_stream_credential(&ticket, StreamCredential::Ticket)
+        h.store.sessions().redeem_stream_credential(&ticket, StreamCredential::Ticket),
+        second.sessions().redeem_stream_credential(&ticket, StreamCredential::Ticket)
     );
     let winners: Vec<_> = [a.unwrap(), b.unwrap()].into_iter().flatten().collect();
     assert_eq!(winners, vec![grant.clone()], "exactly one node redeems it");
-    assert_eq!(h.store.redeem_stream_credential(&ticket, StreamCredential::Cookie).await.unwrap(), None);
+    assert_eq!(
+        h.store.sessions().redeem_stream_credential(&ticket, StreamCredential::Cookie).await.unwrap(),
+        None
+    );
 
     let late = [8u8; 32];
-    h.store.insert_stream_credential(&late, StreamCredential::Ticket, &grant, 60_000).await.unwrap();
+    h.store
+        .sessions()
+        .insert_stream_credential(&late, StreamCredential::Ticket, &grant, 60_000)
+        .await
+        .unwrap();
     let cookie = [9u8; 32];
-    h.store.insert_stream_credential(&cookie, StreamCredential::Cookie, &grant, 120_000).await.unwrap();
+    h.store
+        .sessions()
+        .insert_stream_credential(&cookie, StreamCredential::Cookie, &grant, 120_000)
+        .await
+        .unwrap();
     for _ in 0..2 {
         assert_eq!(
-            h.store.redeem_stream_credential(&cookie, StreamCredential::Cookie).await.unwrap().as_ref(),
+            h.store
+                .sessions()
+                .redeem_stream_credential(&cookie, StreamCredential::Cookie)
+                .await
+                .unwrap()
+                .as_ref(),
             Some(&grant),
             "a cookie is reusable"
         );
     }
-    assert_eq!(h.store.redeem_stream_credential(&cookie, StreamCredential::Ticket).await.unwrap(), None);
+    assert_eq!(
+        h.store.sessions().redeem_stream_credential(&cookie, StreamCredential::Ticket).await.unwrap(),
+        None
+    );
     h.clock.advance_ms(60_001);
     assert_eq!(
-        h.store.redeem_stream_credential(&late, StreamCredential::Ticket).await.unwrap(),
+        h.store.sessions().redeem_stream_credential(&late, StreamCredential::Ticket).await.unwrap(),
         None,
         "expired"
     );
-    assert_eq!(h.store.delete_expired_stream_credentials(h.store.now()).await.unwrap(), 2);
-    assert!(h.store.redeem_stream_credential(&cookie, StreamCredential::Cookie).await.unwrap().is_some());
+    assert_eq!(h.store.sessions().delete_expired_stream_credentials(h.store.now()).await.unwrap(), 2);
     assert!(
-        h.store.insert_stream_credential(&[1u8; 32], StreamCredential::Ticket, &grant, 0).await.is_err(),
+        h.store
+            .sessions()
+            .redeem_stream_credential(&cookie, StreamCredential::Cookie)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        h.store
+            .sessions()
+            .insert_stream_credential(&[1u8; 32], StreamCredential::Ticket, &grant, 0)
+            .await
+            .is_err(),
         "a credential must live a while"
     );
 }
@@ -1452,7 +1547,8 @@ pub async fn sessions_are_touched_and_swept(h: &Harness) {
     let session_id = SessionId::new("sess_touch").unwrap();
     let (t1, alpha) = (tenant("t1"), RecipientId::new("alpha").unwrap());
     h.store
-        .open_session(&SessionRecord {
+        .sessions()
+        .open(&SessionRecord {
             session_id: session_id.clone(),
             tenant_id: t1.clone(),
             agent_id: alpha.clone(),
@@ -1471,7 +1567,7 @@ pub async fn sessions_are_touched_and_swept(h: &Harness) {
         last_seen_seq: Some(InboxSeq(2)),
     };
     h.clock.advance_ms(1_000);
-    assert!(h.store.touch_session(&touch).await.unwrap());
+    assert!(h.store.sessions().touch(&touch).await.unwrap());
     let status = || {
         h.scalar(
             "SELECT (CASE WHEN status = 'active' THEN 1 ELSE 0 END) * 1000 + last_seen_seq AS n \
@@ -1485,24 +1581,24 @@ pub async fn sessions_are_touched_and_swept(h: &Harness) {
         1
     );
     h.clock.advance_ms(100_000);
-    assert_eq!(h.store.mark_silent_sessions_gone(h.store.now().minus_ms(90_000)).await.unwrap(), 1);
+    assert_eq!(h.store.sessions().mark_silent_gone(h.store.now().minus_ms(90_000)).await.unwrap(), 1);
     assert_eq!(status().await, 4, "gone");
     assert!(
         h.store
-            .touch_session(&SessionTouch {
-                last_seen_seq: Some(InboxSeq(9)),
-                transport: None,
-                ..touch.clone()
-            })
+            .sessions()
+            .touch(&SessionTouch { last_seen_seq: Some(InboxSeq(9)), transport: None, ..touch.clone() })
             .await
             .unwrap()
     );
     assert_eq!(status().await, 1_009, "revived, with progress");
-    assert!(h.store.touch_session(&touch).await.unwrap(), "a touch in the same millisecond still finds it");
-    let beta = RecipientId::new("beta").unwrap();
-    assert!(!h.store.touch_session(&SessionTouch { agent_id: &beta, ..touch.clone() }).await.unwrap());
     assert!(
-        h.store.touch_session(&SessionTouch { transport: Some("Bad Transport"), ..touch }).await.is_err()
+        h.store.sessions().touch(&touch).await.unwrap(),
+        "a touch in the same millisecond still finds it"
+    );
+    let beta = RecipientId::new("beta").unwrap();
+    assert!(!h.store.sessions().touch(&SessionTouch { agent_id: &beta, ..touch.clone() }).await.unwrap());
+    assert!(
+        h.store.sessions().touch(&SessionTouch { transport: Some("Bad Transport"), ..touch }).await.is_err()
     );
 }
 
@@ -1547,7 +1643,7 @@ pub async fn claimers_on_two_nodes_never_share_an_event(h: &Harness) {
     const WORKERS_PER_NODE: usize = 4;
     let inbox = inbox_of("t1", "shared");
     for n in 0..EVENTS {
-        h.store.publish(&event("t1", &["shared"], &format!("{{\"n\":{n}}}"))).await.unwrap();
+        h.store.inbox().publish(&event("t1", &["shared"], &format!("{{\"n\":{n}}}"))).await.unwrap();
     }
     let second = h.second_node().await;
     let holders: Arc<Mutex<HashMap<EventId, usize>>> = Arc::default();
@@ -1559,7 +1655,7 @@ pub async fn claimers_on_two_nodes_never_share_an_event(h: &Harness) {
         tasks.push(tokio::spawn(async move {
             let mut idle_rounds = 0;
             while idle_rounds < 3 {
-                let claimed = store.claim_next(&claim_next(&inbox, 5)).await.expect("claim");
+                let claimed = store.inbox().claim_next(&claim_next(&inbox, 5)).await.expect("claim");
                 if claimed.is_empty() {
                     idle_rounds += 1;
                     continue;
@@ -1579,6 +1675,7 @@ pub async fn claimers_on_two_nodes_never_share_an_event(h: &Harness) {
                     })
                     .collect();
                 let outcomes = store
+                    .inbox()
                     .acknowledge(&Acknowledge { inbox: inbox.clone(), items })
                     .await
                     .expect("acknowledge");
@@ -1615,6 +1712,7 @@ pub async fn publishers_on_two_nodes_keep_sequences_dense_and_in_one_order(h: &H
             let mut seqs = Vec::new();
             for n in 0..PER_PUBLISHER {
                 let receipt = store
+                    .inbox()
                     .publish(&event("t1", &["left", "right"], &format!("{{\"p\":{publisher},\"n\":{n}}}")))
                     .await
                     .expect("publish");
@@ -1641,7 +1739,7 @@ pub async fn publishers_on_two_nodes_keep_sequences_dense_and_in_one_order(h: &H
         "right is dense and in the same order as left"
     );
     // A read right after, on the other node, sees every commit.
-    let page = second.poll_after_cursor(&poll(&inbox_of("t1", "right"), 0, 500)).await.unwrap();
+    let page = second.inbox().poll_after_cursor(&poll(&inbox_of("t1", "right"), 0, 500)).await.unwrap();
     assert_eq!(page.events.len() as u64, total);
 }
 
@@ -1656,13 +1754,13 @@ pub async fn archive_acknowledged(h: &Harness, recipients: &[&str], n: usize) ->
         for i in 0..n {
             publish_to(h, "t1", name, &format!("{{\"n\":{i}}}")).await;
         }
-        let claimed = h.store.claim_next(&claim_next(&inbox, n as u32)).await.unwrap();
+        let claimed = h.store.inbox().claim_next(&claim_next(&inbox, n as u32)).await.unwrap();
         for c in &claimed {
-            h.store.acknowledge(&ack_of(&inbox, c)).await.unwrap();
+            h.store.inbox().acknowledge(&ack_of(&inbox, c)).await.unwrap();
         }
     }
     h.clock.advance_ms(h.store.config().retention_ms + 1);
-    while h.store.scavenge(500).await.unwrap().archived > 0 {}
+    while h.store.inbox().scavenge(500).await.unwrap().archived > 0 {}
     h.scalar("SELECT COUNT(*) AS n FROM agent_inbox_archive", &[]).await
 }
 
@@ -1678,7 +1776,7 @@ pub async fn cold_storage_pages_in_key_order_and_deletes_exactly_the_keys_given(
     let mut rows = Vec::new();
     let mut after = None;
     loop {
-        let page = h.store.archived_page(before, after.as_ref(), 4).await.unwrap();
+        let page = h.store.inbox().archived_page(before, after.as_ref(), 4).await.unwrap();
         let Some(last) = page.last() else { break };
         after = Some(last.key.clone());
         rows.extend(page);
@@ -1699,14 +1797,22 @@ pub async fn cold_storage_pages_in_key_order_and_deletes_exactly_the_keys_given(
 
     // Deleting half the keys removes exactly those; a key archived after `before` is kept.
     let (gone, kept) = keys.split_at(5);
-    assert_eq!(h.store.delete_archived(before, gone).await.unwrap(), 5);
-    assert_eq!(h.store.delete_archived(before, gone).await.unwrap(), 0, "deleting again changes nothing");
+    assert_eq!(h.store.inbox().delete_archived(before, gone).await.unwrap(), 5);
+    assert_eq!(
+        h.store.inbox().delete_archived(before, gone).await.unwrap(),
+        0,
+        "deleting again changes nothing"
+    );
     assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox_archive", &[]).await, 12);
-    let left = h.store.archived_page(before, None, 100).await.unwrap();
+    let left = h.store.inbox().archived_page(before, None, 100).await.unwrap();
     assert_eq!(left.iter().map(|r| r.key.clone()).collect::<Vec<_>>(), kept);
-    let late = h.store.archived_page(h.store.now().plus_ms(1), None, 100).await.unwrap();
+    let late = h.store.inbox().archived_page(h.store.now().plus_ms(1), None, 100).await.unwrap();
     let late_key = late.iter().find(|r| r.key.recipient_id == "gamma").unwrap().key.clone();
-    assert_eq!(h.store.delete_archived(before, &[late_key]).await.unwrap(), 0, "archived after the cut");
+    assert_eq!(
+        h.store.inbox().delete_archived(before, &[late_key]).await.unwrap(),
+        0,
+        "archived after the cut"
+    );
 }
 
 /// The scavenger prunes archived rows once they are older than `archive_retention`, at most
@@ -1714,9 +1820,9 @@ pub async fn cold_storage_pages_in_key_order_and_deletes_exactly_the_keys_given(
 pub async fn scavenger_prunes_the_archive_after_archive_retention(h: &Harness) {
     assert_eq!(archive_acknowledged(h, &["alpha"], 6).await, 6);
     h.clock.advance_ms(h.store.config().archive_retention_ms - 1);
-    assert_eq!(h.store.scavenge(4).await.unwrap().pruned, 0, "not old enough yet");
+    assert_eq!(h.store.inbox().scavenge(4).await.unwrap().pruned, 0, "not old enough yet");
     h.clock.advance_ms(2);
-    assert_eq!(h.store.scavenge(4).await.unwrap().pruned, 4, "one bounded batch");
-    assert_eq!(h.store.scavenge(4).await.unwrap().pruned, 2);
+    assert_eq!(h.store.inbox().scavenge(4).await.unwrap().pruned, 4, "one bounded batch");
+    assert_eq!(h.store.inbox().scavenge(4).await.unwrap().pruned, 2);
     assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox_archive", &[]).await, 0);
 }

@@ -28,7 +28,7 @@ pub(crate) enum Arg<'a> {
 }
 
 /// A borrowed connection of either backend: a pooled one, or a host application's own
-/// connection inside its open transaction (see [`crate::SqlStore::publish_in`]).
+/// connection inside its open transaction (see [`crate::Inbox::publish_in`]).
 #[derive(Debug)]
 pub struct DbConnection<'a> {
     backend: Backend<'a>,

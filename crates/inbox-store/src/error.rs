@@ -52,6 +52,11 @@ pub enum StoreError {
     #[error("the limit of {limit} {what}s is reached; remove one first")]
     LimitReached { what: &'static str, limit: u64 },
 
+    /// The operation needs a request signed with one of the agent's live keys (such as
+    /// registering a key for an agent that already has one); nothing was changed.
+    #[error("{what} needs a request signed with one of the agent's live keys")]
+    SignatureRequired { what: &'static str },
+
     /// A single-event operation was refused.
     #[error(transparent)]
     Event(#[from] ItemRefusal),

@@ -1,7 +1,7 @@
 //! The built-in meeting-room domain: rooms of agents within a tenant, where posting a message
 //! writes the message row and one inbox event per member in one transaction. It is the
 //! transactional-outbox promise shown with a real domain table, on the same publish path that
-//! host applications use through [`SqlStore::publish_in`].
+//! host applications use through [`Inbox::publish_in`].
 //!
 //! The room row is the room's lock. Posts and membership changes take it first (`FOR UPDATE`;
 //! on SQLite the write lock), so a post reaches exactly the members committed before it, a
@@ -101,15 +101,29 @@ struct MessagePayload<'a> {
     body: &'a RawValue,
 }
 
+/// The rooms subsystem of one [`SqlStore`]: meeting rooms, members and posts.
+/// A borrowed view, free to make: `store.rooms()`.
+#[derive(Debug, Clone, Copy)]
+pub struct Rooms<'s> {
+    pub(crate) store: &'s SqlStore,
+}
+
 impl SqlStore {
+    /// Meeting rooms and their posts, see [`Rooms`].
+    pub fn rooms(&self) -> Rooms<'_> {
+        Rooms { store: self }
+    }
+}
+
+impl Rooms<'_> {
     /// Creates a room with its first members. An id already taken in the tenant is refused
     /// with [`StoreError::AlreadyExists`].
-    pub async fn create_room(&self, room: &NewRoom) -> Result<Room, StoreError> {
+    pub async fn create(self, room: &NewRoom) -> Result<Room, StoreError> {
         check_name(room.name.as_deref())?;
         let members = self.checked_members(&room.members, true)?;
-        with_retries!(self, async {
-            let now = self.now();
-            let mut tx = self.pools().begin().await?;
+        with_retries!(self.store, async {
+            let now = self.store.now();
+            let mut tx = self.store.pools().begin().await?;
             let mut conn = tx.conn();
             conn.execute(
                 "INSERT INTO meeting_room (tenant_id, room_id, name, last_message_id, created_at_utc) \
@@ -136,8 +150,8 @@ impl SqlStore {
     }
 
     /// The room and its members, or [`StoreError::NotFound`].
-    pub async fn get_room(&self, tenant_id: &TenantId, room_id: &RoomId) -> Result<Room, StoreError> {
-        let mut pooled = self.pools().reader().await?;
+    pub async fn get(self, tenant_id: &TenantId, room_id: &RoomId) -> Result<Room, StoreError> {
+        let mut pooled = self.store.pools().reader().await?;
         read_room(&mut pooled.conn(), tenant_id, room_id).await
     }
 
@@ -145,21 +159,21 @@ impl SqlStore {
     /// them; earlier posts do not. A room never grows past the fan-out limit, so every post to
     /// it can be published.
     pub async fn add_members(
-        &self,
+        self,
         tenant_id: &TenantId,
         room_id: &RoomId,
         members: &[RecipientId],
     ) -> Result<Room, StoreError> {
         let members = self.checked_members(members, false)?;
-        with_retries!(self, async {
-            let now = self.now();
-            let mut tx = self.pools().begin().await?;
+        with_retries!(self.store, async {
+            let now = self.store.now();
+            let mut tx = self.store.pools().begin().await?;
             let mut conn = tx.conn();
             self.lock_room(&mut conn, tenant_id, room_id).await?;
             let current = read_members(&mut conn, tenant_id, room_id).await?;
             let fresh: Vec<RecipientId> =
                 members.iter().filter(|m| current.binary_search(m).is_err()).cloned().collect();
-            let limit = self.config().fanout_recipients_max;
+            let limit = self.store.config().fanout_recipients_max;
             if current.len() + fresh.len() > limit {
                 return Err(StoreError::invalid(
                     "members",
@@ -179,14 +193,14 @@ impl SqlStore {
     /// Removes agents from a room; naming an agent that is not a member is not an error.
     /// Events of earlier posts stay in their inboxes.
     pub async fn remove_members(
-        &self,
+        self,
         tenant_id: &TenantId,
         room_id: &RoomId,
         members: &[RecipientId],
     ) -> Result<Room, StoreError> {
         let members = self.checked_members(members, false)?;
-        with_retries!(self, async {
-            let mut tx = self.pools().begin().await?;
+        with_retries!(self.store, async {
+            let mut tx = self.store.pools().begin().await?;
             let mut conn = tx.conn();
             self.lock_room(&mut conn, tenant_id, room_id).await?;
             let mut args = vec![Arg::Str(tenant_id.as_str()), Arg::Str(room_id.as_str())];
@@ -205,22 +219,22 @@ impl SqlStore {
     /// Posts a message: the message row and one `meeting_room.message_posted` event per
     /// current member commit together, or nothing does. Retried as a whole if chosen as a
     /// deadlock victim.
-    pub async fn post_message(&self, post: &PostMessage) -> Result<PostedMessage, StoreError> {
+    pub async fn post(self, post: &PostMessage) -> Result<PostedMessage, StoreError> {
         let body: &RawValue = serde_json::from_str(&post.body)
             .map_err(|err| StoreError::invalid("body", format!("is not valid JSON ({err})")))?;
         let payload = serde_json::to_string(&MessagePayload { author: post.author.as_str(), body })
             .map_err(|err| StoreError::invalid("body", err.to_string()))?;
-        let limit = self.config().payload_bytes_limit;
+        let limit = self.store.config().payload_bytes_limit;
         if payload.len() > limit {
             return Err(StoreError::PayloadTooLarge { bytes: payload.len(), limit });
         }
-        with_retries!(self, self.post_once(post, &payload))
+        with_retries!(self.store, self.post_once(post, &payload))
     }
 
-    async fn post_once(&self, post: &PostMessage, payload: &str) -> Result<PostedMessage, StoreError> {
-        let now = self.now();
+    async fn post_once(self, post: &PostMessage, payload: &str) -> Result<PostedMessage, StoreError> {
+        let now = self.store.now();
         let (tenant, room) = (post.tenant_id.as_str(), post.room_id.as_str());
-        let mut tx = self.pools().begin().await?;
+        let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
         let last_message_id = self.lock_room(&mut conn, &post.tenant_id, &post.room_id).await?;
 
@@ -294,8 +308,8 @@ impl SqlStore {
             body: EventBody::Json(payload.to_owned()),
             max_attempts: None,
         };
-        let recipients = publish.checked_recipients(self.config())?;
-        let receipt = self.publish_rows(&mut conn, &publish, &recipients).await?;
+        let recipients = publish.checked_recipients(self.store.config())?;
+        let receipt = self.store.inbox().publish_rows(&mut conn, &publish, &recipients).await?;
         conn.execute(
             "UPDATE meeting_room_message SET deliveries_json = ? WHERE tenant_id = ? AND room_id = ? AND message_id = ?",
             &[Arg::Str(&encode_deliveries(&receipt.deliveries)?), Arg::Str(tenant), Arg::Str(room), message_arg],
@@ -307,14 +321,14 @@ impl SqlStore {
 
     /// Locks the room row until the transaction ends and returns the newest message id.
     async fn lock_room(
-        &self,
+        self,
         conn: &mut DbConnection<'_>,
         tenant_id: &TenantId,
         room_id: &RoomId,
     ) -> Result<u64, StoreError> {
         let sql = format!(
             "SELECT last_message_id FROM meeting_room WHERE tenant_id = ? AND room_id = ?{}",
-            self.dialect().for_update()
+            self.store.dialect().for_update()
         );
         let row = conn
             .fetch_optional(&sql, &[Arg::Str(tenant_id.as_str()), Arg::Str(room_id.as_str())])
@@ -325,11 +339,11 @@ impl SqlStore {
 
     /// Checks a member list against the fan-out limit and returns it sorted, without repeats.
     fn checked_members(
-        &self,
+        self,
         members: &[RecipientId],
         empty_allowed: bool,
     ) -> Result<Vec<RecipientId>, StoreError> {
-        let limit = self.config().fanout_recipients_max;
+        let limit = self.store.config().fanout_recipients_max;
         if members.len() > limit {
             return Err(StoreError::invalid(
                 "members",

@@ -6,7 +6,7 @@
 //! `outbox_id` is AUTO_INCREMENT, and ids are handed out at insert time, not at commit, so a
 //! reader may see id 101 before id 100 commits. The store only answers "which rows exist";
 //! the reader (the server's notifier) keeps track of the ids it skipped and asks for them again
-//! with [`SqlStore::signals_by_ids`].
+//! with [`Signals::by_ids`].
 
 use inbox_core::{InboxSeq, Recipient, RecipientId, RecipientKind, TenantId, UnixMillis};
 
@@ -43,12 +43,26 @@ pub enum SignalKind {
 
 const SIGNAL_COLUMNS: &str = "outbox_id, tenant_id, signal_type, recipient_heads, created_at_utc";
 
+/// The signals subsystem of one [`SqlStore`]: the outbox every node's notifier reads.
+/// A borrowed view, free to make: `store.signals()`.
+#[derive(Debug, Clone, Copy)]
+pub struct Signals<'s> {
+    pub(crate) store: &'s SqlStore,
+}
+
 impl SqlStore {
+    /// The committed outbox signals, see [`Signals`].
+    pub fn signals(&self) -> Signals<'_> {
+        Signals { store: self }
+    }
+}
+
+impl Signals<'_> {
     /// Committed signals with `outbox_id > after_id`, in id order, at most `limit`
     /// (capped at [`SIGNALS_READ_MAX`]).
-    pub async fn signals_after(&self, after_id: i64, limit: u32) -> Result<Vec<Signal>, StoreError> {
+    pub async fn after(self, after_id: i64, limit: u32) -> Result<Vec<Signal>, StoreError> {
         let limit = i64::from(limit.clamp(1, SIGNALS_READ_MAX));
-        let mut pooled = self.pools().reader().await?;
+        let mut pooled = self.store.pools().reader().await?;
         let rows = pooled
             .conn()
             .fetch_all(
@@ -63,7 +77,7 @@ impl SqlStore {
 
     /// The signals among `ids` that exist now (committed since they were skipped), in id
     /// order. At most [`SIGNALS_READ_MAX`] ids per call.
-    pub async fn signals_by_ids(&self, ids: &[i64]) -> Result<Vec<Signal>, StoreError> {
+    pub async fn by_ids(self, ids: &[i64]) -> Result<Vec<Signal>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -74,7 +88,7 @@ impl SqlStore {
             ));
         }
         let args: Vec<Arg> = ids.iter().map(|id| Arg::I64(*id)).collect();
-        let mut pooled = self.pools().reader().await?;
+        let mut pooled = self.store.pools().reader().await?;
         let rows = pooled
             .conn()
             .fetch_all(
@@ -92,8 +106,8 @@ impl SqlStore {
     /// `since`, so publishes that were in flight while it started are still read (ids between
     /// that one and the first recent one become gaps the notifier watches), and re-reading a
     /// few recent ones is harmless. After the newest signal when none is that recent.
-    pub async fn signal_start_id(&self, since: UnixMillis) -> Result<i64, StoreError> {
-        let mut pooled = self.pools().reader().await?;
+    pub async fn start_id(self, since: UnixMillis) -> Result<i64, StoreError> {
+        let mut pooled = self.store.pools().reader().await?;
         let mut conn = pooled.conn();
         let first_recent = conn
             .fetch_optional(
@@ -123,9 +137,9 @@ impl SqlStore {
 
     /// Deletes up to `limit` signals written before `cutoff`; returns how many. Every node
     /// may run this at once: deleting a row twice is harmless.
-    pub async fn delete_signals_before(&self, cutoff: UnixMillis, limit: u32) -> Result<u64, StoreError> {
+    pub async fn delete_before(self, cutoff: UnixMillis, limit: u32) -> Result<u64, StoreError> {
         let limit = limit.clamp(1, SIGNALS_READ_MAX);
-        let mut pooled = self.pools().writer().await?;
+        let mut pooled = self.store.pools().writer().await?;
         let mut conn = pooled.conn();
         // MySQL refuses LIMIT inside an IN subquery, so the ids are read first.
         let ids: Vec<i64> = conn

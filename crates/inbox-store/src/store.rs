@@ -8,6 +8,7 @@ use inbox_core::{Clock, UnixMillis};
 
 use crate::clock::{DatabaseClock, system_now};
 use crate::db::{ConnectOptions, Pools};
+use crate::engine::Engine;
 use crate::{Dialect, StoreConfig, StoreError};
 
 /// The durable inbox. Cheap to clone: clones share pools, clock and configuration.
@@ -116,6 +117,11 @@ impl SqlStore {
 
     pub(crate) fn count_contention_retry(&self) {
         self.inner.contention_retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The engine detected when the store connected.
+    pub fn engine(&self) -> &Engine {
+        self.pools().engine()
     }
 
     pub fn dialect(&self) -> Dialect {

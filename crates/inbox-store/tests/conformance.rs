@@ -123,6 +123,7 @@ conformance_suite!(
     nonces_are_refused_once_on_any_node,
     nonces_remembered_together_each_get_their_own_answer,
     agent_keys_register_list_and_retire,
+    a_second_agent_key_needs_a_signature_even_under_races,
     tenant_policy_defaults_and_changes,
     callback_registrations_deliver_through_the_database,
     signing_key_rotation_overlaps_then_retires,

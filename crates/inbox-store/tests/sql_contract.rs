@@ -132,6 +132,7 @@ fn rust_publish(recipients: &[&str], key: Option<&str>) -> Publish {
 async fn poll_all(h: &Harness, recipient: &str) -> Vec<EventRecord> {
     let page = h
         .store
+        .inbox()
         .poll_after_cursor(&PollQuery {
             inbox: inbox(recipient),
             after_seq: InboxSeq::ZERO,
@@ -149,7 +150,7 @@ async fn count(h: &Harness, table: &str) -> i64 {
 }
 
 async fn head_seq(h: &Harness, recipient: &str) -> u64 {
-    h.store.head(&inbox(recipient)).await.unwrap().head_seq.get()
+    h.store.inbox().head(&inbox(recipient)).await.unwrap().head_seq.get()
 }
 
 /// The outbox rows as (recipient_heads, n_recipients, status, attempt_count), oldest first.
@@ -217,7 +218,7 @@ async fn a_committed_call_publishes_an_event_the_store_reads_claims_and_acks() {
     let events = poll_all(&h, "alpha").await;
     assert_eq!(events.len(), 1);
     let e = &events[0];
-    assert_eq!(h.store.event(&inbox("alpha"), published.event_id).await.unwrap().as_ref(), Some(e));
+    assert_eq!(h.store.inbox().event(&inbox("alpha"), published.event_id).await.unwrap().as_ref(), Some(e));
     assert_eq!(e.inbox, inbox("alpha"));
     assert_eq!(e.inbox_seq, InboxSeq(1));
     assert_eq!(e.event_id, published.event_id);
@@ -261,7 +262,7 @@ async fn a_committed_call_publishes_an_event_the_store_reads_claims_and_acks() {
     let id_ms = id_bytes[..6].iter().fold(0i64, |ms, b| (ms << 8) | i64::from(*b));
     assert_eq!(id_ms, e.created_at.get());
 
-    let head = h.store.head(&inbox("alpha")).await.unwrap();
+    let head = h.store.inbox().head(&inbox("alpha")).await.unwrap();
     assert_eq!((head.head_seq, head.oldest_available_seq), (InboxSeq(1), InboxSeq(1)));
     assert_eq!(
         outbox_rows(&mut conn).await,
@@ -284,6 +285,7 @@ async fn a_committed_call_publishes_an_event_the_store_reads_claims_and_acks() {
     clock_reaches(&h, e.created_at);
     let claimed = h
         .store
+        .inbox()
         .claim_next(&ClaimNext { inbox: inbox("alpha"), session_id: None, limit: 10, lease_ms: Some(60_000) })
         .await
         .unwrap();
@@ -292,6 +294,7 @@ async fn a_committed_call_publishes_an_event_the_store_reads_claims_and_acks() {
     assert_eq!(claimed[0].event.lifecycle.delivery_attempts, 1);
     let acked = h
         .store
+        .inbox()
         .acknowledge(&Acknowledge {
             inbox: inbox("alpha"),
             items: vec![AckItem {
@@ -303,7 +306,7 @@ async fn a_committed_call_publishes_an_event_the_store_reads_claims_and_acks() {
         .await
         .unwrap();
     assert_eq!(acked[0].as_ref().map(|r| r.state).ok(), Some(AckState::Acked));
-    let after = h.store.event(&inbox("alpha"), published.event_id).await.unwrap().unwrap();
+    let after = h.store.inbox().event(&inbox("alpha"), published.event_id).await.unwrap().unwrap();
     assert_eq!(after.state(), AckState::Acked);
 }
 
@@ -347,7 +350,7 @@ async fn a_payload_reference_or_no_body_round_trips_with_defaults() {
 async fn b_rollback_leaves_nothing_behind() {
     let h = Harness::new(Backend::MySql).await;
     let mut conn = host_connection(&h).await;
-    h.store.publish(&rust_publish(&["alpha"], None)).await.unwrap();
+    h.store.inbox().publish(&rust_publish(&["alpha"], None)).await.unwrap();
 
     sql(&mut conn, "START TRANSACTION").await;
     sql(&mut conn, "INSERT INTO room_message VALUES (1, 'hello')").await;
@@ -361,7 +364,7 @@ async fn b_rollback_leaves_nothing_behind() {
     assert_eq!(count(&h, "outbox_signal").await, 1, "only the Rust publish");
     assert_eq!(head_seq(&h, "alpha").await, 1, "the head is back where it was");
     assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM inbox_head WHERE recipient_id = 'beta'", &[]).await, 0);
-    assert!(h.store.event(&inbox("alpha"), alpha.event_id).await.unwrap().is_none());
+    assert!(h.store.inbox().event(&inbox("alpha"), alpha.event_id).await.unwrap().is_none());
 
     // No sequence number was used up.
     let again = publish_committed(&mut conn, 2, &[call_to("alpha")]).await[0];
@@ -380,10 +383,11 @@ async fn c_sequences_continue_across_sql_and_rust_publishes() {
         d.deliveries.iter().map(|d| (d.event_id, d.inbox_seq.get())).collect::<Vec<_>>()
     };
 
-    expected.extend(rust(h.store.publish(&rust_publish(&["alpha"], None)).await.unwrap()));
+    expected.extend(rust(h.store.inbox().publish(&rust_publish(&["alpha"], None)).await.unwrap()));
     let p = publish_committed(&mut conn, 1, &[call_to("alpha")]).await[0];
     expected.push((p.event_id, p.inbox_seq));
-    expected.extend(rust(h.store.publish(&rust_publish(&["alpha"], Some("rust-key"))).await.unwrap()));
+    expected
+        .extend(rust(h.store.inbox().publish(&rust_publish(&["alpha"], Some("rust-key"))).await.unwrap()));
     let p = publish_committed(
         &mut conn,
         2,
@@ -391,7 +395,7 @@ async fn c_sequences_continue_across_sql_and_rust_publishes() {
     )
     .await[0];
     expected.push((p.event_id, p.inbox_seq));
-    let fan_out = rust(h.store.publish(&rust_publish(&["alpha", "beta"], None)).await.unwrap());
+    let fan_out = rust(h.store.inbox().publish(&rust_publish(&["alpha", "beta"], None)).await.unwrap());
     expected.push(fan_out[0]);
     // Fan-out from SQL: one call per recipient, in sorted order, in one transaction.
     let sql_fan_out = publish_committed(&mut conn, 3, &[call_to("alpha"), call_to("beta")]).await;
@@ -434,7 +438,7 @@ async fn c_the_head_stays_locked_until_the_caller_commits() {
     assert_eq!(held.inbox_seq, 1);
 
     let store = h.store.clone();
-    let waiting = tokio::spawn(async move { store.publish(&rust_publish(&["alpha"], None)).await });
+    let waiting = tokio::spawn(async move { store.inbox().publish(&rust_publish(&["alpha"], None)).await });
     // Wait, with a deadline, until the Rust publish is inside its head upsert; from there it
     // cannot finish before the host commits.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -487,7 +491,7 @@ async fn d_a_taken_deduplication_key_returns_the_existing_event_and_writes_nothi
     assert_eq!(poll_all(&h, "alpha").await[0].body, EventBody::Json(r#"{"text":"hello"}"#.into()));
 
     // The Rust store honours the key the procedure wrote.
-    let rust = h.store.publish(&rust_publish(&["alpha"], Some("order-7:shipped"))).await.unwrap();
+    let rust = h.store.inbox().publish(&rust_publish(&["alpha"], Some("order-7:shipped"))).await.unwrap();
     assert!(rust.deliveries[0].deduplicated);
     assert_eq!((rust.deliveries[0].event_id, rust.deliveries[0].inbox_seq), (first.event_id, InboxSeq(1)));
     assert_eq!(rust.outbox_id, None);
@@ -516,13 +520,14 @@ async fn d_deduplication_sees_events_committed_after_the_callers_snapshot() {
     let h = Harness::new(Backend::MySql).await;
     let mut conn = host_connection(&h).await;
     sql(&mut conn, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ").await;
-    h.store.publish(&rust_publish(&["alpha"], None)).await.unwrap();
+    h.store.inbox().publish(&rust_publish(&["alpha"], None)).await.unwrap();
 
     sql(&mut conn, "START TRANSACTION").await;
     sql(&mut conn, "SELECT COUNT(*) FROM agent_inbox").await; // takes the snapshot
     // Committed after the snapshot: alpha's head moves from 1 to 2, beta's head is created.
-    let keyed = h.store.publish(&rust_publish(&["alpha"], Some("k1"))).await.unwrap().deliveries.remove(0);
-    h.store.publish(&rust_publish(&["beta"], None)).await.unwrap();
+    let keyed =
+        h.store.inbox().publish(&rust_publish(&["alpha"], Some("k1"))).await.unwrap().deliveries.remove(0);
+    h.store.inbox().publish(&rust_publish(&["beta"], None)).await.unwrap();
     let repeat =
         call(&mut conn, &Call { deduplication_key: Some("k1".into()), ..call_to("alpha") }).await.unwrap();
     assert_eq!(repeat, Published { event_id: keyed.event_id, inbox_seq: 2, deduplicated: true });

@@ -38,7 +38,7 @@ pub async fn batched_publishes_keep_per_recipient_order_without_gaps(h: &Harness
                         event("t1", &chosen, &format!("{{\"t\":{t},\"n\":{n},\"i\":{i}}}"))
                     })
                     .collect();
-                let answers = store.publish_batch(&batch).await;
+                let answers = store.inbox().publish_batch(&batch).await;
                 assert_eq!(answers.len(), batch.len());
                 let mut last: BTreeMap<String, InboxSeq> = BTreeMap::new();
                 for (publish, answer) in batch.iter().zip(answers) {
@@ -60,8 +60,8 @@ pub async fn batched_publishes_keep_per_recipient_order_without_gaps(h: &Harness
             h.scalar("SELECT MAX(inbox_seq) AS n FROM agent_inbox WHERE recipient_id = ?", &[name]).await;
         assert!(rows > 0);
         assert_eq!(rows, max, "{name}: sequence has gaps or repeats");
-        assert_eq!(h.store.head(&inbox_of("t1", name)).await.unwrap().head_seq, InboxSeq(max as u64));
-        let page = h.store.poll_after_cursor(&poll(&inbox_of("t1", name), 0, 500)).await.unwrap();
+        assert_eq!(h.store.inbox().head(&inbox_of("t1", name)).await.unwrap().head_seq, InboxSeq(max as u64));
+        let page = h.store.inbox().poll_after_cursor(&poll(&inbox_of("t1", name), 0, 500)).await.unwrap();
         let seqs: Vec<u64> = page.events.iter().map(|e| e.inbox_seq.get()).collect();
         assert_eq!(seqs, (1..=max as u64).collect::<Vec<_>>(), "{name}: readable in order");
     }
@@ -73,6 +73,7 @@ pub async fn batched_publishes_keep_per_recipient_order_without_gaps(h: &Harness
 pub async fn batched_publishes_deduplicate_within_and_across_batches(h: &Harness) {
     let first = h
         .store
+        .inbox()
         .publish_batch(&[keyed(&["x", "y"], "k1"), keyed(&["x", "z"], "k1"), event("t1", &["x"], "{}")])
         .await;
     let [a, b, c] = <[_; 3]>::try_from(first).unwrap().map(|r: Result<_, StoreError>| r.unwrap());
@@ -87,7 +88,7 @@ pub async fn batched_publishes_deduplicate_within_and_across_batches(h: &Harness
     assert!(!bz_dup, "a recipient the key had not reached gets its own row");
     assert_eq!(id(&c, "x").1, InboxSeq(2), "an unkeyed batch-mate takes the next sequence");
 
-    let later = h.store.publish_batch(&[keyed(&["y", "z"], "k1"), keyed(&["y"], "k2")]).await;
+    let later = h.store.inbox().publish_batch(&[keyed(&["y", "z"], "k1"), keyed(&["y"], "k2")]).await;
     let [d, e] = <[_; 2]>::try_from(later).unwrap().map(|r: Result<_, StoreError>| r.unwrap());
     assert_eq!(id(&d, "y"), (id(&a, "y").0, InboxSeq(1), true), "across batches too");
     assert_eq!(id(&d, "z"), (bz, InboxSeq(1), true));
@@ -121,6 +122,7 @@ pub async fn a_batch_mate_refused_by_the_database_fails_alone(h: &Harness) {
     empty.recipients.clear();
     let answers = h
         .store
+        .inbox()
         .publish_batch(&[
             event("t1", &["p1"], "{\"n\":1}"),
             poison,
@@ -160,7 +162,7 @@ pub async fn batched_fan_outs_sharing_recipients_never_deadlock(h: &Harness) {
                         event("t1", &chosen, "{}")
                     })
                     .collect();
-                for answer in store.publish_batch(&batch).await {
+                for answer in store.inbox().publish_batch(&batch).await {
                     answer.expect("no batch fails, none deadlocks for good");
                 }
             }

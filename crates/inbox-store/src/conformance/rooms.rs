@@ -19,7 +19,8 @@ fn agents(names: &[&str]) -> Vec<RecipientId> {
 
 async fn create(h: &Harness, tenant_name: &str, room: &str, members: &[&str]) -> Room {
     h.store
-        .create_room(&NewRoom {
+        .rooms()
+        .create(&NewRoom {
             tenant_id: tenant(tenant_name),
             room_id: room_id(room),
             name: Some(format!("Room {room}")),
@@ -70,11 +71,12 @@ pub async fn room_post_writes_message_and_member_events_together(h: &Harness) {
     let room = create(h, "t1", "room_7", &["beta", "alpha", "beta"]).await;
     assert_eq!(room.members, agents(&["alpha", "beta"]), "sorted, repeats merged");
     assert_eq!(room.name.as_deref(), Some("Room room_7"));
-    assert_eq!(h.store.get_room(&tenant("t1"), &room_id("room_7")).await.unwrap(), room);
+    assert_eq!(h.store.rooms().get(&tenant("t1"), &room_id("room_7")).await.unwrap(), room);
 
     let posted = h
         .store
-        .post_message(&PostMessage {
+        .rooms()
+        .post(&PostMessage {
             priority: Priority::High,
             ..message("t1", "room_7", r#"{"text": "Standup moved to 10:00"}"#)
         })
@@ -104,7 +106,7 @@ pub async fn room_post_writes_message_and_member_events_together(h: &Harness) {
         "the message is kept byte for byte"
     );
 
-    let page = h.store.poll_after_cursor(&poll(&inbox_of("t1", "alpha"), 0, 10)).await.unwrap();
+    let page = h.store.inbox().poll_after_cursor(&poll(&inbox_of("t1", "alpha"), 0, 10)).await.unwrap();
     let event = &page.events[0];
     assert_eq!(event.event_type, EventType::new("meeting_room.message_posted").unwrap());
     assert_eq!(event.priority, Priority::High);
@@ -117,12 +119,12 @@ pub async fn room_post_writes_message_and_member_events_together(h: &Harness) {
     assert_eq!(event.deduplication_key, None);
     assert_eq!(event.event_id, posted.receipt.deliveries[0].event_id, "the receipt names the stored event");
 
-    let second = h.store.post_message(&message("t1", "room_7", "[1, 2]")).await.unwrap();
+    let second = h.store.rooms().post(&message("t1", "room_7", "[1, 2]")).await.unwrap();
     assert_eq!(second.message_id, MessageId(2));
     assert_eq!(reached(&second), [("alpha".into(), 2), ("beta".into(), 2)]);
 
     create(h, "t1", "empty", &[]).await;
-    let lonely = h.store.post_message(&message("t1", "empty", r#""anyone?""#)).await.unwrap();
+    let lonely = h.store.rooms().post(&message("t1", "empty", r#""anyone?""#)).await.unwrap();
     assert_eq!(lonely.message_id, MessageId(1));
     assert!(lonely.receipt.deliveries.is_empty());
     assert_eq!(lonely.receipt.outbox_id, None);
@@ -136,7 +138,7 @@ pub async fn room_post_writes_message_and_member_events_together(h: &Harness) {
 /// large to publish is refused before anything is written.
 pub async fn room_post_failing_part_way_leaves_nothing(h: &Harness) {
     create(h, "t1", "room_7", &["alpha", "beta"]).await;
-    h.store.post_message(&message("t1", "room_7", "{}")).await.unwrap();
+    h.store.rooms().post(&message("t1", "room_7", "{}")).await.unwrap();
 
     // Hide the outbox table, so the publish fails at its last statement, after the message row
     // and every member's inbox row were inserted in the same transaction.
@@ -146,19 +148,19 @@ pub async fn room_post_failing_part_way_leaves_nothing(h: &Harness) {
         pooled.conn().execute_raw(&sql).await.unwrap();
     };
     ddl(rename("outbox_signal", "outbox_signal_hidden")).await;
-    let failed = h.store.post_message(&message("t1", "room_7", r#"{"n": 2}"#)).await;
+    let failed = h.store.rooms().post(&message("t1", "room_7", r#"{"n": 2}"#)).await;
     ddl(rename("outbox_signal_hidden", "outbox_signal")).await;
     assert!(matches!(failed, Err(StoreError::Database(_))), "{failed:?}");
     assert_eq!(count(h, "meeting_room_message").await, 1, "the message row rolled back");
     assert_eq!(count(h, "agent_inbox").await, 2, "the events rolled back");
     assert_eq!(count(h, "outbox_signal").await, 1);
     for agent in ["alpha", "beta"] {
-        assert_eq!(h.store.head(&inbox_of("t1", agent)).await.unwrap().head_seq, InboxSeq(1));
+        assert_eq!(h.store.inbox().head(&inbox_of("t1", agent)).await.unwrap().head_seq, InboxSeq(1));
     }
 
     let limit = h.store.config().payload_bytes_limit;
     let huge = format!("\"{}\"", "x".repeat(limit));
-    match h.store.post_message(&message("t1", "room_7", &huge)).await {
+    match h.store.rooms().post(&message("t1", "room_7", &huge)).await {
         Err(StoreError::PayloadTooLarge { bytes, limit: l }) => {
             assert!(bytes > limit);
             assert_eq!(l, limit);
@@ -167,7 +169,7 @@ pub async fn room_post_failing_part_way_leaves_nothing(h: &Harness) {
     }
     assert_eq!(count(h, "meeting_room_message").await, 1);
 
-    let next = h.store.post_message(&message("t1", "room_7", r#"{"n": 2}"#)).await.unwrap();
+    let next = h.store.rooms().post(&message("t1", "room_7", r#"{"n": 2}"#)).await.unwrap();
     assert_eq!(next.message_id, MessageId(2), "failed posts used no message id");
     assert_eq!(reached(&next), [("alpha".into(), 2), ("beta".into(), 2)]);
 }
@@ -178,10 +180,10 @@ pub async fn room_post_failing_part_way_leaves_nothing(h: &Harness) {
 pub async fn room_posts_deduplicate_per_room(h: &Harness) {
     create(h, "t1", "room_7", &["alpha", "beta"]).await;
     create(h, "t1", "room_8", &["alpha"]).await;
-    let first = h.store.post_message(&keyed("t1", "room_7", r#"{"v": 1}"#, "msg:920155")).await.unwrap();
+    let first = h.store.rooms().post(&keyed("t1", "room_7", r#"{"v": 1}"#, "msg:920155")).await.unwrap();
     assert!(!first.deduplicated);
-    h.store.add_members(&tenant("t1"), &room_id("room_7"), &agents(&["gamma"])).await.unwrap();
-    let again = h.store.post_message(&keyed("t1", "room_7", r#"{"v": 2}"#, "msg:920155")).await.unwrap();
+    h.store.rooms().add_members(&tenant("t1"), &room_id("room_7"), &agents(&["gamma"])).await.unwrap();
+    let again = h.store.rooms().post(&keyed("t1", "room_7", r#"{"v": 2}"#, "msg:920155")).await.unwrap();
     assert!(again.deduplicated);
     assert_eq!(again.message_id, first.message_id);
     assert_eq!(again.receipt.outbox_id, None);
@@ -201,12 +203,12 @@ pub async fn room_posts_deduplicate_per_room(h: &Harness) {
     assert_eq!(count(h, "agent_inbox").await, 2, "gamma got nothing");
     assert_eq!(count(h, "outbox_signal").await, 1);
 
-    let elsewhere = h.store.post_message(&keyed("t1", "room_8", "{}", "msg:920155")).await.unwrap();
+    let elsewhere = h.store.rooms().post(&keyed("t1", "room_8", "{}", "msg:920155")).await.unwrap();
     assert!(!elsewhere.deduplicated);
     assert_eq!(elsewhere.message_id, MessageId(1));
     let unkeyed = [
-        h.store.post_message(&message("t1", "room_7", "{}")).await.unwrap(),
-        h.store.post_message(&message("t1", "room_7", "{}")).await.unwrap(),
+        h.store.rooms().post(&message("t1", "room_7", "{}")).await.unwrap(),
+        h.store.rooms().post(&message("t1", "room_7", "{}")).await.unwrap(),
     ];
     assert_eq!(
         unkeyed.map(|p| (p.message_id, p.deduplicated)),
@@ -220,31 +222,31 @@ pub async fn room_posts_deduplicate_per_room(h: &Harness) {
 pub async fn room_membership_changes_affect_later_posts_only(h: &Harness) {
     let (t1, room_7) = (tenant("t1"), room_id("room_7"));
     create(h, "t1", "room_7", &["alpha"]).await;
-    let one = h.store.post_message(&message("t1", "room_7", "1")).await.unwrap();
+    let one = h.store.rooms().post(&message("t1", "room_7", "1")).await.unwrap();
     assert_eq!(reached(&one), [("alpha".into(), 1)]);
 
-    let room = h.store.add_members(&t1, &room_7, &agents(&["beta", "alpha", "beta"])).await.unwrap();
+    let room = h.store.rooms().add_members(&t1, &room_7, &agents(&["beta", "alpha", "beta"])).await.unwrap();
     assert_eq!(room.members, agents(&["alpha", "beta"]));
-    let two = h.store.post_message(&message("t1", "room_7", "2")).await.unwrap();
+    let two = h.store.rooms().post(&message("t1", "room_7", "2")).await.unwrap();
     assert_eq!(reached(&two), [("alpha".into(), 2), ("beta".into(), 1)]);
 
-    let room = h.store.remove_members(&t1, &room_7, &agents(&["alpha", "nobody"])).await.unwrap();
+    let room = h.store.rooms().remove_members(&t1, &room_7, &agents(&["alpha", "nobody"])).await.unwrap();
     assert_eq!(room.members, agents(&["beta"]));
-    let three = h.store.post_message(&message("t1", "room_7", "3")).await.unwrap();
+    let three = h.store.rooms().post(&message("t1", "room_7", "3")).await.unwrap();
     assert_eq!(reached(&three), [("beta".into(), 2)]);
-    let alpha = h.store.poll_after_cursor(&poll(&inbox_of("t1", "alpha"), 0, 10)).await.unwrap();
+    let alpha = h.store.inbox().poll_after_cursor(&poll(&inbox_of("t1", "alpha"), 0, 10)).await.unwrap();
     let seen: Vec<Option<&str>> = alpha.events.iter().map(|e| e.correlation.message_id.as_deref()).collect();
     assert_eq!(seen, [Some("1"), Some("2")], "removal keeps delivered events");
 
     // The fan-out limit bounds the room, not only one request.
     let limit = h.store.config().fanout_recipients_max;
     let many: Vec<RecipientId> = (0..limit).map(|i| RecipientId::new(format!("m{i:04}")).unwrap()).collect();
-    let before = h.store.get_room(&t1, &room_7).await.unwrap();
-    assert_invalid(h.store.add_members(&t1, &room_7, &many).await, "members");
-    assert_eq!(h.store.get_room(&t1, &room_7).await.unwrap(), before, "nothing was added");
-    let room = h.store.add_members(&t1, &room_7, &many[..limit - 1]).await.unwrap();
+    let before = h.store.rooms().get(&t1, &room_7).await.unwrap();
+    assert_invalid(h.store.rooms().add_members(&t1, &room_7, &many).await, "members");
+    assert_eq!(h.store.rooms().get(&t1, &room_7).await.unwrap(), before, "nothing was added");
+    let room = h.store.rooms().add_members(&t1, &room_7, &many[..limit - 1]).await.unwrap();
     assert_eq!(room.members.len(), limit);
-    let everyone = h.store.post_message(&message("t1", "room_7", "4")).await.unwrap();
+    let everyone = h.store.rooms().post(&message("t1", "room_7", "4")).await.unwrap();
     assert_eq!(everyone.receipt.deliveries.len(), limit);
 }
 
@@ -254,17 +256,18 @@ pub async fn room_operations_refuse_unknown_rooms(h: &Harness) {
     create(h, "t1", "room_7", &["alpha"]).await;
     for (tenant_name, room) in [("t1", "room_unknown"), ("t2", "room_7")] {
         let (t, r) = (tenant(tenant_name), room_id(room));
-        assert_room_not_found(h.store.get_room(&t, &r).await, room);
-        assert_room_not_found(h.store.post_message(&message(tenant_name, room, "{}")).await, room);
-        assert_room_not_found(h.store.add_members(&t, &r, &agents(&["alpha"])).await, room);
-        assert_room_not_found(h.store.remove_members(&t, &r, &agents(&["alpha"])).await, room);
+        assert_room_not_found(h.store.rooms().get(&t, &r).await, room);
+        assert_room_not_found(h.store.rooms().post(&message(tenant_name, room, "{}")).await, room);
+        assert_room_not_found(h.store.rooms().add_members(&t, &r, &agents(&["alpha"])).await, room);
+        assert_room_not_found(h.store.rooms().remove_members(&t, &r, &agents(&["alpha"])).await, room);
     }
     assert_eq!(count(h, "meeting_room_message").await, 0);
     assert_eq!(count(h, "agent_inbox").await, 0);
 
     let again = h
         .store
-        .create_room(&NewRoom {
+        .rooms()
+        .create(&NewRoom {
             tenant_id: tenant("t1"),
             room_id: room_id("room_7"),
             name: None,
@@ -277,12 +280,12 @@ pub async fn room_operations_refuse_unknown_rooms(h: &Harness) {
     }
     let other_tenant = create(h, "t2", "room_7", &["alpha"]).await;
     assert_eq!(other_tenant.tenant_id, TenantId::new("t2").unwrap());
-    let posted = h.store.post_message(&message("t2", "room_7", "{}")).await.unwrap();
+    let posted = h.store.rooms().post(&message("t2", "room_7", "{}")).await.unwrap();
     assert_eq!(posted.message_id, MessageId(1));
-    let t1_alpha = h.store.poll_after_cursor(&poll(&inbox_of("t1", "alpha"), 0, 10)).await.unwrap();
+    let t1_alpha = h.store.inbox().poll_after_cursor(&poll(&inbox_of("t1", "alpha"), 0, 10)).await.unwrap();
     assert!(t1_alpha.events.is_empty(), "t2's post stays in t2");
     assert_eq!(
-        h.store.get_room(&tenant("t1"), &room_id("room_7")).await.unwrap().members,
+        h.store.rooms().get(&tenant("t1"), &room_id("room_7")).await.unwrap().members,
         agents(&["alpha"])
     );
 }
@@ -299,28 +302,28 @@ pub async fn room_requests_are_validated(h: &Harness) {
         members,
     };
     for name in [String::new(), "n".repeat(201), "tab\there".into()] {
-        assert_invalid(h.store.create_room(&new_room(Some(name), Vec::new())).await, "name");
+        assert_invalid(h.store.rooms().create(&new_room(Some(name), Vec::new())).await, "name");
     }
     let limit = h.store.config().fanout_recipients_max;
     let too_many: Vec<RecipientId> =
         (0..=limit).map(|i| RecipientId::new(format!("m{i}")).unwrap()).collect();
-    assert_invalid(h.store.create_room(&new_room(None, too_many.clone())).await, "members");
+    assert_invalid(h.store.rooms().create(&new_room(None, too_many.clone())).await, "members");
     assert_eq!(count(h, "meeting_room").await, 0);
 
-    let room = h.store.create_room(&new_room(Some("é".repeat(100)), Vec::new())).await.unwrap();
+    let room = h.store.rooms().create(&new_room(Some("é".repeat(100)), Vec::new())).await.unwrap();
     assert_eq!(room.name.as_deref().map(str::len), Some(200), "the limit is in bytes");
     let (t1, room_7) = (tenant("t1"), room_id("room_7"));
-    assert_invalid(h.store.add_members(&t1, &room_7, &[]).await, "members");
-    assert_invalid(h.store.add_members(&t1, &room_7, &too_many).await, "members");
-    assert_invalid(h.store.remove_members(&t1, &room_7, &[]).await, "members");
+    assert_invalid(h.store.rooms().add_members(&t1, &room_7, &[]).await, "members");
+    assert_invalid(h.store.rooms().add_members(&t1, &room_7, &too_many).await, "members");
+    assert_invalid(h.store.rooms().remove_members(&t1, &room_7, &[]).await, "members");
     for body in ["", "{", "{} {}", "not json"] {
-        assert_invalid(h.store.post_message(&message("t1", "room_7", body)).await, "body");
+        assert_invalid(h.store.rooms().post(&message("t1", "room_7", body)).await, "body");
     }
     assert_eq!(count(h, "meeting_room_member").await, 0);
     assert_eq!(count(h, "meeting_room_message").await, 0);
     assert_eq!(h.scalar("SELECT last_message_id AS n FROM meeting_room", &[]).await, 0);
     assert_eq!(
-        h.store.get_room(&t1, &room_7).await.unwrap().name,
+        h.store.rooms().get(&t1, &room_7).await.unwrap().name,
         Some("é".repeat(100)),
         "names are text, read back unchanged"
     );
@@ -342,7 +345,8 @@ pub async fn concurrent_room_posts_deduplicate_exactly_once(h: &Harness) {
                 // Each task walks the keys from a different start, so repeats truly race.
                 let key = format!("msg:{}", (k + t * 5) % KEYS);
                 let posted = store
-                    .post_message(&keyed("t1", "room_7", &format!("{{\"task\":{t}}}"), &key))
+                    .rooms()
+                    .post(&keyed("t1", "room_7", &format!("{{\"task\":{t}}}"), &key))
                     .await
                     .expect("concurrent post");
                 if !posted.deduplicated {
@@ -360,7 +364,7 @@ pub async fn concurrent_room_posts_deduplicate_exactly_once(h: &Harness) {
     assert_eq!(ids, (1..=KEYS as u64).collect::<Vec<_>>(), "one message per key, dense ids");
     assert_eq!(count(h, "meeting_room_message").await, KEYS as i64);
     for agent in ["alpha", "beta", "gamma"] {
-        let page = h.store.poll_after_cursor(&poll(&inbox_of("t1", agent), 0, 100)).await.unwrap();
+        let page = h.store.inbox().poll_after_cursor(&poll(&inbox_of("t1", agent), 0, 100)).await.unwrap();
         let mut messages: Vec<u64> = page
             .events
             .iter()

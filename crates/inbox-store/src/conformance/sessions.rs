@@ -21,7 +21,8 @@ fn record(session: &str, agent: &str) -> SessionRecord {
 
 async fn standing(h: &Harness, agent: &str, session: &str) -> SessionStanding {
     h.store
-        .session_standing(&tenant("t1"), &RecipientId::new(agent).unwrap(), &SessionId::new(session).unwrap())
+        .sessions()
+        .standing(&tenant("t1"), &RecipientId::new(agent).unwrap(), &SessionId::new(session).unwrap())
         .await
         .unwrap()
 }
@@ -45,28 +46,28 @@ async fn status(h: &Harness, session: &str) -> String {
 /// changes; with it, the agent's earlier sessions are marked superseded (touches do not revive
 /// them, the sweeper leaves them), one signal tells every node, and other agents are untouched.
 pub async fn a_subscribe_supersedes_earlier_sessions_under_the_policy(h: &Harness) {
-    let opened = h.store.open_session(&record("sess_a1", "alpha")).await.unwrap();
+    let opened = h.store.sessions().open(&record("sess_a1", "alpha")).await.unwrap();
     assert_eq!(opened.superseded, 0);
     assert_eq!(standing(h, "alpha", "sess_a1").await, SessionStanding::Newest);
-    h.store.open_session(&record("sess_a2", "alpha")).await.unwrap();
+    h.store.sessions().open(&record("sess_a2", "alpha")).await.unwrap();
     assert_eq!(standing(h, "alpha", "sess_a1").await, older("sess_a2"), "newest even without the policy");
     assert_eq!(standing(h, "alpha", "sess_a2").await, SessionStanding::Newest);
     assert_eq!(status(h, "sess_a1").await, "active", "no policy, nothing superseded");
     assert_eq!(standing(h, "beta", "sess_a1").await, SessionStanding::Unknown, "another agent's");
     assert_eq!(standing(h, "alpha", "sess_none").await, SessionStanding::Unknown);
-    h.store.open_session(&record("sess_b1", "beta")).await.unwrap();
+    h.store.sessions().open(&record("sess_b1", "beta")).await.unwrap();
 
     // Policy changes keep the setting they do not name.
     let signed = TenantPolicyChange { signatures_required: Some(true), ..TenantPolicyChange::default() };
-    h.store.change_tenant_policy(&tenant("t1"), signed).await.unwrap();
+    h.store.signatures().change_tenant_policy(&tenant("t1"), signed).await.unwrap();
     let single = TenantPolicyChange { single_active_session: Some(true), ..TenantPolicyChange::default() };
-    let policy = h.store.change_tenant_policy(&tenant("t1"), single).await.unwrap();
+    let policy = h.store.signatures().change_tenant_policy(&tenant("t1"), single).await.unwrap();
     assert!(policy.signatures_required && policy.single_active_session);
-    assert_eq!(h.store.tenant_policy(&tenant("t1")).await.unwrap(), policy);
-    assert!(!h.store.tenant_policy(&tenant("t2")).await.unwrap().single_active_session);
+    assert_eq!(h.store.signatures().tenant_policy(&tenant("t1")).await.unwrap(), policy);
+    assert!(!h.store.signatures().tenant_policy(&tenant("t2")).await.unwrap().single_active_session);
 
-    let signals_before = h.store.signals_after(0, 100).await.unwrap().len();
-    let opened = h.store.open_session(&record("sess_a3", "alpha")).await.unwrap();
+    let signals_before = h.store.signals().after(0, 100).await.unwrap().len();
+    let opened = h.store.sessions().open(&record("sess_a3", "alpha")).await.unwrap();
     assert_eq!(opened.superseded, 2, "both earlier sessions of alpha");
     for old in ["sess_a1", "sess_a2"] {
         assert_eq!(status(h, old).await, "superseded");
@@ -86,7 +87,7 @@ pub async fn a_subscribe_supersedes_earlier_sessions_under_the_policy(h: &Harnes
     );
 
     // Every node reads the signal; it names the agent and moves no head.
-    let signals = h.second_node().await.signals_after(0, 100).await.unwrap();
+    let signals = h.second_node().await.signals().after(0, 100).await.unwrap();
     assert_eq!(signals.len(), signals_before + 1);
     let signal = signals.last().unwrap();
     assert_eq!(signal.kind, SignalKind::SessionSuperseded);
@@ -102,11 +103,11 @@ pub async fn a_subscribe_supersedes_earlier_sessions_under_the_policy(h: &Harnes
         transport: None,
         last_seen_seq: Some(InboxSeq(3)),
     };
-    assert!(h.store.touch_session(&touch).await.unwrap(), "it still exists");
+    assert!(h.store.sessions().touch(&touch).await.unwrap(), "it still exists");
     assert_eq!(status(h, "sess_a1").await, "superseded");
     h.clock.advance_ms(100_000);
     assert_eq!(
-        h.store.mark_silent_sessions_gone(h.store.now().minus_ms(90_000)).await.unwrap(),
+        h.store.sessions().mark_silent_gone(h.store.now().minus_ms(90_000)).await.unwrap(),
         2,
         "a3 and b1"
     );
@@ -114,8 +115,8 @@ pub async fn a_subscribe_supersedes_earlier_sessions_under_the_policy(h: &Harnes
     assert_eq!(standing(h, "alpha", "sess_a3").await, SessionStanding::Newest, "gone is not superseded");
 
     // The next subscribe supersedes only what is not superseded yet, and writes one signal.
-    assert_eq!(h.store.open_session(&record("sess_a4", "alpha")).await.unwrap().superseded, 1);
-    assert_eq!(h.store.signals_after(0, 100).await.unwrap().len(), signals_before + 2);
+    assert_eq!(h.store.sessions().open(&record("sess_a4", "alpha")).await.unwrap().superseded, 1);
+    assert_eq!(h.store.signals().after(0, 100).await.unwrap().len(), signals_before + 2);
 }
 
 /// Concurrent subscribes of one agent on two nodes leave exactly one newest session; each
@@ -123,13 +124,13 @@ pub async fn a_subscribe_supersedes_earlier_sessions_under_the_policy(h: &Harnes
 pub async fn concurrent_subscribes_leave_one_newest_session(h: &Harness) {
     const SUBSCRIBES: usize = 8;
     let single = TenantPolicyChange { single_active_session: Some(true), ..TenantPolicyChange::default() };
-    h.store.change_tenant_policy(&tenant("t1"), single).await.unwrap();
+    h.store.signatures().change_tenant_policy(&tenant("t1"), single).await.unwrap();
     let other = h.second_node().await;
     let mut tasks = Vec::new();
     for n in 0..SUBSCRIBES {
         let store = if n % 2 == 0 { h.store.clone() } else { other.clone() };
         tasks.push(tokio::spawn(async move {
-            store.open_session(&record(&format!("sess_c{n}"), "alpha")).await.unwrap().superseded
+            store.sessions().open(&record(&format!("sess_c{n}"), "alpha")).await.unwrap().superseded
         }));
     }
     let mut superseded = 0;
@@ -156,12 +157,12 @@ pub async fn open_events_page_after_a_sequence(h: &Harness) {
     for n in 0..5 {
         publish_to(h, "t1", "alpha", &format!("{{\"n\":{n}}}")).await;
     }
-    let claimed = h.store.claim_next(&claim_next(&inbox, 2)).await.unwrap();
-    h.store.acknowledge(&ack_of(&inbox, &claimed[1])).await.unwrap();
+    let claimed = h.store.inbox().claim_next(&claim_next(&inbox, 2)).await.unwrap();
+    h.store.inbox().acknowledge(&ack_of(&inbox, &claimed[1])).await.unwrap();
     let page = |after: u64, limit: u32| {
         let inbox = inbox.clone();
         async move {
-            let (events, more) = h.store.open_events(&inbox, InboxSeq(after), limit).await.unwrap();
+            let (events, more) = h.store.inbox().open_events(&inbox, InboxSeq(after), limit).await.unwrap();
             (events.iter().map(|e| e.inbox_seq.get()).collect::<Vec<_>>(), more)
         }
     };

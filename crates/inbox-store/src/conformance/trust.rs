@@ -21,6 +21,7 @@ fn new_key(tenant_name: &str, agent: &str, key_id: &str) -> NewAgentKey {
         agent_id: agent_id(agent),
         algorithm: "ed25519".to_owned(),
         key_material: vec![7; 32],
+        signed: true,
     }
 }
 
@@ -42,18 +43,22 @@ const LIMITS: CallbackLimits = CallbackLimits { per_recipient_max: 2, per_tenant
 pub async fn nonces_are_refused_once_on_any_node(h: &Harness) {
     let other = h.second_node().await;
     let until = h.store.now().plus_ms(60_000);
-    assert_eq!(h.store.remember_nonce(&[1; 32], until).await.unwrap(), NonceUse::Fresh);
-    assert_eq!(other.remember_nonce(&[1; 32], until).await.unwrap(), NonceUse::Replayed);
-    assert_eq!(h.store.remember_nonce(&[1; 32], until).await.unwrap(), NonceUse::Replayed);
-    assert_eq!(other.remember_nonce(&[2; 32], until).await.unwrap(), NonceUse::Fresh);
+    assert_eq!(h.store.signatures().remember_nonce(&[1; 32], until).await.unwrap(), NonceUse::Fresh);
+    assert_eq!(other.signatures().remember_nonce(&[1; 32], until).await.unwrap(), NonceUse::Replayed);
+    assert_eq!(h.store.signatures().remember_nonce(&[1; 32], until).await.unwrap(), NonceUse::Replayed);
+    assert_eq!(other.signatures().remember_nonce(&[2; 32], until).await.unwrap(), NonceUse::Fresh);
     h.clock.advance_ms(61_000);
     let later = h.store.now().plus_ms(60_000);
     assert_eq!(
-        h.store.remember_nonce(&[1; 32], later).await.unwrap(),
+        h.store.signatures().remember_nonce(&[1; 32], later).await.unwrap(),
         NonceUse::Fresh,
         "a row past its window no longer counts, even before clean-up"
     );
-    assert_eq!(h.store.delete_expired_nonces(h.store.now(), 100).await.unwrap(), 1, "only [2] had expired");
+    assert_eq!(
+        h.store.signatures().delete_expired_nonces(h.store.now(), 100).await.unwrap(),
+        1,
+        "only [2] had expired"
+    );
     assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM signature_nonce", &[]).await, 1);
 }
 
@@ -69,107 +74,171 @@ pub async fn nonces_remembered_together_each_get_their_own_answer(h: &Harness) {
         batch.into_iter().map(Result::unwrap).collect()
     };
 
-    assert_eq!(answers(h.store.remember_nonces(&[nonce(1), nonce(2)]).await), [Fresh, Fresh]);
-    assert_eq!(answers(h.store.remember_nonces(&[nonce(3), nonce(3)]).await), [Fresh, Replayed]);
+    assert_eq!(answers(h.store.signatures().remember_nonces(&[nonce(1), nonce(2)]).await), [Fresh, Fresh]);
+    assert_eq!(answers(h.store.signatures().remember_nonces(&[nonce(3), nonce(3)]).await), [Fresh, Replayed]);
     assert_eq!(
-        answers(other.remember_nonces(&[nonce(4), nonce(2), nonce(5), nonce(4)]).await),
+        answers(other.signatures().remember_nonces(&[nonce(4), nonce(2), nonce(5), nonce(4)]).await),
         [Fresh, Replayed, Fresh, Replayed],
         "a replay from the other node among new nonces"
     );
-    assert_eq!(h.store.remember_nonce(&[4; 32], until).await.unwrap(), Replayed, "4 was remembered");
-    assert_eq!(h.store.remember_nonce(&[5; 32], until).await.unwrap(), Replayed, "5 was remembered");
-    assert!(h.store.remember_nonces(&[]).await.is_empty());
+    assert_eq!(
+        h.store.signatures().remember_nonce(&[4; 32], until).await.unwrap(),
+        Replayed,
+        "4 was remembered"
+    );
+    assert_eq!(
+        h.store.signatures().remember_nonce(&[5; 32], until).await.unwrap(),
+        Replayed,
+        "5 was remembered"
+    );
+    assert!(h.store.signatures().remember_nonces(&[]).await.is_empty());
     assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM signature_nonce", &[]).await, 5);
 
     h.clock.advance_ms(61_000);
     let later = SignatureNonce { hash: [1; 32], until: h.store.now().plus_ms(60_000) };
     let new = SignatureNonce { hash: [6; 32], ..later };
     assert_eq!(
-        answers(other.remember_nonces(&[later, new]).await),
+        answers(other.signatures().remember_nonces(&[later, new]).await),
         [Fresh, Fresh],
         "a row past its window no longer counts"
     );
-    assert_eq!(answers(h.store.remember_nonces(&[later, new]).await), [Replayed, Replayed]);
+    assert_eq!(answers(h.store.signatures().remember_nonces(&[later, new]).await), [Replayed, Replayed]);
 }
 
 /// Keys register once per id and tenant, up to a limit per agent, and retire.
 pub async fn agent_keys_register_list_and_retire(h: &Harness) {
-    let key = h.store.insert_agent_key(&new_key("t1", "alpha", "ak_1")).await.unwrap();
+    let key = h.store.signatures().insert_agent_key(&new_key("t1", "alpha", "ak_1")).await.unwrap();
     assert!(key.is_live(h.store.now()));
     assert!(matches!(
-        h.store.insert_agent_key(&new_key("t1", "beta", "ak_1")).await,
+        h.store.signatures().insert_agent_key(&new_key("t1", "beta", "ak_1")).await,
         Err(StoreError::AlreadyExists { .. })
     ));
-    h.store.insert_agent_key(&new_key("t2", "alpha", "ak_1")).await.expect("ids are per tenant");
+    h.store.signatures().insert_agent_key(&new_key("t2", "alpha", "ak_1")).await.expect("ids are per tenant");
     for n in 2..=AGENT_KEYS_PER_AGENT_MAX {
-        h.store.insert_agent_key(&new_key("t1", "alpha", &format!("ak_{n}"))).await.unwrap();
+        h.store.signatures().insert_agent_key(&new_key("t1", "alpha", &format!("ak_{n}"))).await.unwrap();
     }
     assert!(matches!(
-        h.store.insert_agent_key(&new_key("t1", "alpha", "ak_extra")).await,
+        h.store.signatures().insert_agent_key(&new_key("t1", "alpha", "ak_extra")).await,
         Err(StoreError::LimitReached { .. })
     ));
-    let found = h.store.agent_key(&tenant("t1"), &KeyId::new("ak_1").unwrap()).await.unwrap().unwrap();
+    let found =
+        h.store.signatures().agent_key(&tenant("t1"), &KeyId::new("ak_1").unwrap()).await.unwrap().unwrap();
     assert_eq!(found.agent_id, agent_id("alpha"));
     assert_eq!(found.key_material, vec![7; 32]);
     let ak1 = KeyId::new("ak_1").unwrap();
     assert!(
-        !h.store.retire_agent_key(&tenant("t1"), &agent_id("beta"), &ak1, 0).await.unwrap(),
+        !h.store.signatures().retire_agent_key(&tenant("t1"), &agent_id("beta"), &ak1, 0).await.unwrap(),
         "another agent cannot retire the key"
     );
-    assert!(h.store.retire_agent_key(&tenant("t1"), &agent_id("alpha"), &ak1, 5_000).await.unwrap());
-    assert!(h.store.agent_key(&tenant("t1"), &ak1).await.unwrap().unwrap().is_live(h.store.now()));
+    assert!(
+        h.store.signatures().retire_agent_key(&tenant("t1"), &agent_id("alpha"), &ak1, 5_000).await.unwrap()
+    );
+    assert!(
+        h.store.signatures().agent_key(&tenant("t1"), &ak1).await.unwrap().unwrap().is_live(h.store.now())
+    );
     h.clock.advance_ms(5_001);
-    assert!(!h.store.agent_key(&tenant("t1"), &ak1).await.unwrap().unwrap().is_live(h.store.now()));
-    let live = h.store.agent_keys(&tenant("t1"), &agent_id("alpha")).await.unwrap();
+    assert!(
+        !h.store.signatures().agent_key(&tenant("t1"), &ak1).await.unwrap().unwrap().is_live(h.store.now())
+    );
+    let live = h.store.signatures().agent_keys(&tenant("t1"), &agent_id("alpha")).await.unwrap();
     assert_eq!(live.len() as u64, AGENT_KEYS_PER_AGENT_MAX - 1);
-    h.store.insert_agent_key(&new_key("t1", "alpha", "ak_extra")).await.expect("a retired key frees a place");
+    h.store
+        .signatures()
+        .insert_agent_key(&new_key("t1", "alpha", "ak_extra"))
+        .await
+        .expect("a retired key frees a place");
+}
+
+/// An agent's first key needs no signature; once it has a live key, another is registered
+/// only by a signed request. The rule is checked in the inserting transaction, so of two
+/// unsigned registrations racing for an agent without keys (on two nodes) exactly one wins.
+pub async fn a_second_agent_key_needs_a_signature_even_under_races(h: &Harness) {
+    let unsigned = |agent: &str, key_id: &str| NewAgentKey { signed: false, ..new_key("t1", agent, key_id) };
+    let second = h.second_node().await;
+    let mut races = tokio::task::JoinSet::new();
+    for n in 0..8 {
+        let (first, other) = (h.store.clone(), second.clone());
+        let (a, b) = (
+            unsigned(&format!("racer{n}"), &format!("ak_{n}_a")),
+            unsigned(&format!("racer{n}"), &format!("ak_{n}_b")),
+        );
+        races.spawn(async move {
+            let (a, b) = tokio::join!(
+                first.signatures().insert_agent_key(&a),
+                other.signatures().insert_agent_key(&b)
+            );
+            (n, a, b)
+        });
+    }
+    while let Some(race) = races.join_next().await {
+        let (n, a, b) = race.unwrap();
+        let won = [&a, &b].iter().filter(|r| r.is_ok()).count();
+        let refused =
+            [&a, &b].iter().filter(|r| matches!(r, Err(StoreError::SignatureRequired { .. }))).count();
+        assert_eq!((won, refused), (1, 1), "racer{n}: exactly one unsigned first key wins ({a:?}, {b:?})");
+        let live =
+            h.store.signatures().agent_keys(&tenant("t1"), &agent_id(&format!("racer{n}"))).await.unwrap();
+        assert_eq!(live.len(), 1, "racer{n} has one key");
+    }
+    assert!(matches!(
+        h.store.signatures().insert_agent_key(&unsigned("racer0", "ak_0_c")).await,
+        Err(StoreError::SignatureRequired { .. })
+    ));
+    h.store
+        .signatures()
+        .insert_agent_key(&new_key("t1", "racer0", "ak_0_c"))
+        .await
+        .expect("a signed request adds a second key");
+    assert_eq!(h.store.signatures().agent_keys(&tenant("t1"), &agent_id("racer0")).await.unwrap().len(), 2);
 }
 
 /// A tenant without a policy has the default; a set policy is read back.
 pub async fn tenant_policy_defaults_and_changes(h: &Harness) {
-    assert_eq!(h.store.tenant_policy(&tenant("t1")).await.unwrap(), TenantPolicy::default());
+    assert_eq!(h.store.signatures().tenant_policy(&tenant("t1")).await.unwrap(), TenantPolicy::default());
     h.store
+        .signatures()
         .set_tenant_policy(
             &tenant("t1"),
             TenantPolicy { signatures_required: true, ..TenantPolicy::default() },
         )
         .await
         .unwrap();
-    assert!(h.store.tenant_policy(&tenant("t1")).await.unwrap().signatures_required);
-    assert!(!h.store.tenant_policy(&tenant("t2")).await.unwrap().signatures_required);
+    assert!(h.store.signatures().tenant_policy(&tenant("t1")).await.unwrap().signatures_required);
+    assert!(!h.store.signatures().tenant_policy(&tenant("t2")).await.unwrap().signatures_required);
     h.store
+        .signatures()
         .set_tenant_policy(
             &tenant("t1"),
             TenantPolicy { signatures_required: false, ..TenantPolicy::default() },
         )
         .await
         .unwrap();
-    assert!(!h.store.tenant_policy(&tenant("t1")).await.unwrap().signatures_required);
+    assert!(!h.store.signatures().tenant_policy(&tenant("t1")).await.unwrap().signatures_required);
 }
 
 /// Registrations stay within their limits, are due only once active and past the delivered
 /// head, are taken by one node at a time, and record every attempt.
 pub async fn callback_registrations_deliver_through_the_database(h: &Harness) {
-    let first = h.store.create_callback_registration(&registration("t1", "alpha"), LIMITS).await.unwrap();
+    let first = h.store.callbacks().create_registration(&registration("t1", "alpha"), LIMITS).await.unwrap();
     assert_eq!(first.state, VerificationState::PendingVerification);
-    h.store.create_callback_registration(&registration("t1", "alpha"), LIMITS).await.unwrap();
+    h.store.callbacks().create_registration(&registration("t1", "alpha"), LIMITS).await.unwrap();
     assert!(matches!(
-        h.store.create_callback_registration(&registration("t1", "alpha"), LIMITS).await,
+        h.store.callbacks().create_registration(&registration("t1", "alpha"), LIMITS).await,
         Err(StoreError::LimitReached { limit: 2, .. })
     ));
-    h.store.create_callback_registration(&registration("t1", "beta"), LIMITS).await.unwrap();
+    h.store.callbacks().create_registration(&registration("t1", "beta"), LIMITS).await.unwrap();
     assert!(matches!(
-        h.store.create_callback_registration(&registration("t1", "gamma"), LIMITS).await,
+        h.store.callbacks().create_registration(&registration("t1", "gamma"), LIMITS).await,
         Err(StoreError::LimitReached { limit: 3, .. })
     ));
-    h.store.create_callback_registration(&registration("t2", "gamma"), LIMITS).await.expect("per tenant");
+    h.store.callbacks().create_registration(&registration("t2", "gamma"), LIMITS).await.expect("per tenant");
 
     publish_to(h, "t1", "alpha", "{}").await;
     let now = h.store.now();
-    assert!(h.store.due_callback_deliveries(now, 10).await.unwrap().is_empty(), "pending: nothing due");
+    assert!(h.store.callbacks().due_deliveries(now, 10).await.unwrap().is_empty(), "pending: nothing due");
     let id = first.registration_id.clone();
-    assert!(h.store.mark_callback_verified(&tenant("t1"), &id).await.unwrap());
-    let due = h.store.due_callback_deliveries(now, 10).await.unwrap();
+    assert!(h.store.callbacks().mark_verified(&tenant("t1"), &id).await.unwrap());
+    let due = h.store.callbacks().due_deliveries(now, 10).await.unwrap();
     assert_eq!(due.len(), 1);
     assert_eq!((due[0].registration.registration_id.clone(), due[0].head_seq), (id.clone(), InboxSeq(1)));
     assert_eq!(due[0].registration.signing_secrets(now).len(), 1);
@@ -177,35 +246,38 @@ pub async fn callback_registrations_deliver_through_the_database(h: &Harness) {
     let other = h.second_node().await;
     let seen = due[0].registration.next_attempt_at;
     let lease = now.plus_ms(30_000);
-    assert!(h.store.claim_callback_delivery(&id, seen, lease).await.unwrap());
-    assert!(!other.claim_callback_delivery(&id, seen, lease).await.unwrap(), "one node takes it");
-    assert!(h.store.due_callback_deliveries(now, 10).await.unwrap().is_empty(), "leased");
+    assert!(h.store.callbacks().claim_delivery(&id, seen, lease).await.unwrap());
+    assert!(!other.callbacks().claim_delivery(&id, seen, lease).await.unwrap(), "one node takes it");
+    assert!(h.store.callbacks().due_deliveries(now, 10).await.unwrap().is_empty(), "leased");
 
     let retry_at = now.plus_ms(1_000);
     let failed =
         DeliveryResult::Failed { error: "timed out".into(), next_attempt_at: retry_at, give_up_head: None };
-    h.store.finish_callback_delivery(&id, &failed).await.unwrap();
-    let stored = h.store.callback_registration(&tenant("t1"), &id).await.unwrap().unwrap();
+    h.store.callbacks().finish_delivery(&id, &failed).await.unwrap();
+    let stored = h.store.callbacks().registration(&tenant("t1"), &id).await.unwrap().unwrap();
     assert_eq!((stored.failed_attempts, stored.last_error.as_deref()), (1, Some("timed out")));
-    assert!(h.store.due_callback_deliveries(now, 10).await.unwrap().is_empty(), "backing off");
+    assert!(h.store.callbacks().due_deliveries(now, 10).await.unwrap().is_empty(), "backing off");
     h.clock.advance_ms(1_000);
-    let due = h.store.due_callback_deliveries(h.store.now(), 10).await.unwrap();
+    let due = h.store.callbacks().due_deliveries(h.store.now(), 10).await.unwrap();
     assert_eq!(due.len(), 1, "due again after the backoff");
 
     let delivered = DeliveryResult::Delivered { head_seq: InboxSeq(1), next_attempt_at: h.store.now() };
-    h.store.finish_callback_delivery(&id, &delivered).await.unwrap();
-    assert!(h.store.due_callback_deliveries(h.store.now(), 10).await.unwrap().is_empty(), "head 1 delivered");
+    h.store.callbacks().finish_delivery(&id, &delivered).await.unwrap();
+    assert!(
+        h.store.callbacks().due_deliveries(h.store.now(), 10).await.unwrap().is_empty(),
+        "head 1 delivered"
+    );
     publish_to(h, "t1", "alpha", "{}").await;
     publish_to(h, "t1", "alpha", "{}").await;
-    let due = h.store.due_callback_deliveries(h.store.now(), 10).await.unwrap();
+    let due = h.store.callbacks().due_deliveries(h.store.now(), 10).await.unwrap();
     assert_eq!(due[0].head_seq, InboxSeq(3), "publishes coalesce into the newest head");
     let given_up = DeliveryResult::Failed {
         error: "refused".into(),
         next_attempt_at: h.store.now(),
         give_up_head: Some(InboxSeq(3)),
     };
-    h.store.finish_callback_delivery(&id, &given_up).await.unwrap();
-    assert!(h.store.due_callback_deliveries(h.store.now(), 10).await.unwrap().is_empty());
+    h.store.callbacks().finish_delivery(&id, &given_up).await.unwrap();
+    assert!(h.store.callbacks().due_deliveries(h.store.now(), 10).await.unwrap().is_empty());
 
     let attempt = CallbackAttempt {
         delivery_id: "d-1".into(),
@@ -220,16 +292,17 @@ pub async fn callback_registrations_deliver_through_the_database(h: &Harness) {
         duration_ms: 12,
         created_at: h.store.now(),
     };
-    h.store.record_callback_attempt(&attempt).await.unwrap();
-    let log = h.store.callback_attempts(&tenant("t1"), &id, 10).await.unwrap();
+    h.store.callbacks().record_attempt(&attempt).await.unwrap();
+    let log = h.store.callbacks().attempts(&tenant("t1"), &id, 10).await.unwrap();
     assert_eq!(log.len(), 1);
     assert_eq!(log[0].error.as_deref().map(str::len), Some(255), "long errors are cut");
-    assert!(h.store.callback_attempts(&tenant("t2"), &id, 10).await.unwrap().is_empty(), "per tenant");
-    assert_eq!(h.store.delete_callback_attempts_before(h.store.now().plus_ms(1), 10).await.unwrap(), 1);
+    assert!(h.store.callbacks().attempts(&tenant("t2"), &id, 10).await.unwrap().is_empty(), "per tenant");
+    assert_eq!(h.store.callbacks().delete_attempts_before(h.store.now().plus_ms(1), 10).await.unwrap(), 1);
 
     let rotated = h
         .store
-        .rotate_callback_secret(&tenant("t1"), &id, &KeyId::new("cbk_2").unwrap(), &[5; 32], 10_000)
+        .callbacks()
+        .rotate_secret(&tenant("t1"), &id, &KeyId::new("cbk_2").unwrap(), &[5; 32], 10_000)
         .await
         .unwrap()
         .unwrap();
@@ -238,18 +311,18 @@ pub async fn callback_registrations_deliver_through_the_database(h: &Harness) {
     assert_eq!(ids, ["cbk_2", "cbk_1"], "the new key signs first, the old one through the overlap");
     h.clock.advance_ms(10_001);
     assert_eq!(rotated.signing_secrets(h.store.now()).len(), 1);
-    assert!(h.store.delete_callback_registration(&tenant("t1"), &id).await.unwrap());
-    assert!(h.store.callback_registration(&tenant("t1"), &id).await.unwrap().is_none());
+    assert!(h.store.callbacks().delete_registration(&tenant("t1"), &id).await.unwrap());
+    assert!(h.store.callbacks().registration(&tenant("t1"), &id).await.unwrap().is_none());
 }
 
 /// A rotation keeps the old token key verifying through the overlap and signing until the
 /// new key activates; afterwards only the new key is loaded.
 pub async fn signing_key_rotation_overlaps_then_retires(h: &Harness) {
-    let old = h.store.access_signing_keys().await.unwrap().remove(0);
-    let (new, retired) = h.store.rotate_signing_keys(60_000, 10_000).await.unwrap();
+    let old = h.store.tokens().access_signing_keys().await.unwrap().remove(0);
+    let (new, retired) = h.store.tokens().rotate_signing_keys(60_000, 10_000).await.unwrap();
     assert_eq!(retired, 1);
     let now = h.store.now();
-    let keys = h.store.access_signing_keys().await.unwrap();
+    let keys = h.store.tokens().access_signing_keys().await.unwrap();
     assert_eq!(keys.len(), 2);
     assert_eq!(keys[0].key_id, new.key_id, "newest first");
     assert!(!keys[0].signs_at(now) && keys[1].signs_at(now), "the old key signs until activation");
@@ -257,7 +330,7 @@ pub async fn signing_key_rotation_overlaps_then_retires(h: &Harness) {
     h.clock.advance_ms(10_000);
     assert!(keys[0].signs_at(h.store.now()));
     h.clock.advance_ms(50_001);
-    let keys = h.store.access_signing_keys().await.unwrap();
+    let keys = h.store.tokens().access_signing_keys().await.unwrap();
     assert_eq!(keys.iter().map(|k| k.key_id.as_str()).collect::<Vec<_>>(), [new.key_id.as_str()]);
     assert_ne!(old.key_id, new.key_id);
 }

@@ -3,18 +3,19 @@
 
 use inbox_core::{EventId, RecipientKey, TenantId, Transition};
 
+use super::Inbox;
 use crate::db::Arg;
 use crate::dialect::{EVENT_COLUMNS, INBOX};
-use crate::leases::{Change, REASON_BYTES_MAX};
-use crate::read::{inbox_args, load_events};
-use crate::record::{event_from_row, recipient_from_row, seq, seq_arg};
+use crate::inbox::leases::{Change, REASON_BYTES_MAX};
+use crate::inbox::read::{inbox_args, load_events};
+use crate::inbox::record::{event_from_row, recipient_from_row, seq, seq_arg};
 use crate::store::with_retries;
-use crate::{EventRecord, InboxStats, ItemOutcome, ItemRefusal, ParkedQuery, Refusal, SqlStore, StoreError};
+use crate::{EventRecord, InboxStats, ItemOutcome, ItemRefusal, ParkedQuery, Refusal, StoreError};
 
-impl SqlStore {
+impl Inbox<'_> {
     /// Parked events of a tenant, oldest first.
-    pub async fn list_parked(&self, query: &ParkedQuery) -> Result<Vec<EventRecord>, StoreError> {
-        self.batch_len("limit", query.limit as usize)?;
+    pub async fn list_parked(self, query: &ParkedQuery) -> Result<Vec<EventRecord>, StoreError> {
+        self.store.batch_len("limit", query.limit as usize)?;
         let mut args = vec![Arg::Str(query.tenant_id.as_str())];
         let mut sql = format!(
             "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE tenant_id = ? AND ack_state IN ('dead_letter', 'quarantined')"
@@ -38,19 +39,19 @@ impl SqlStore {
         }
         sql.push_str(" ORDER BY terminal_at_utc, inbox_seq LIMIT ?");
         args.push(Arg::I64(i64::from(query.limit)));
-        let mut pooled = self.pools().reader().await?;
+        let mut pooled = self.store.pools().reader().await?;
         pooled.conn().fetch_all(&sql, &args).await?.iter().map(event_from_row).collect()
     }
 
     /// Sends parked events back to the inbox with a fresh budget of delivery attempts.
     pub async fn requeue(
-        &self,
+        self,
         inbox: &RecipientKey,
         event_ids: &[EventId],
     ) -> Result<Vec<ItemOutcome<EventRecord>>, StoreError> {
-        self.batch_len("event_ids", event_ids.len())?;
-        let now = self.now();
-        let max_attempts = self.config().max_attempts_default;
+        self.store.batch_len("event_ids", event_ids.len())?;
+        let now = self.store.now();
+        let max_attempts = self.store.config().max_attempts_default;
         let changes: Vec<Change> = event_ids
             .iter()
             .map(|id| Change {
@@ -59,12 +60,12 @@ impl SqlStore {
                 note: None,
             })
             .collect();
-        with_retries!(self, self.apply_changes(inbox, &changes, now))
+        with_retries!(self.store, self.apply_changes(inbox, &changes, now))
     }
 
     /// Parks an event whose payload or signature is anomalous, so no agent processes it.
     pub async fn quarantine(
-        &self,
+        self,
         inbox: &RecipientKey,
         event_id: EventId,
         reason: &str,
@@ -72,31 +73,31 @@ impl SqlStore {
         if reason.is_empty() || reason.len() > REASON_BYTES_MAX {
             return Err(StoreError::invalid("reason", format!("must be 1 to {REASON_BYTES_MAX} bytes")));
         }
-        let now = self.now();
+        let now = self.store.now();
         let change = Change { event_id, transition: Transition::Quarantine, note: Some(reason) };
         let mut outcomes =
-            with_retries!(self, self.apply_changes(inbox, std::slice::from_ref(&change), now))?;
+            with_retries!(self.store, self.apply_changes(inbox, std::slice::from_ref(&change), now))?;
         Ok(outcomes.pop().expect("one outcome per change")?)
     }
 
     /// Deletes parked events for good. Other events are refused, untouched.
     pub async fn purge(
-        &self,
+        self,
         inbox: &RecipientKey,
         event_ids: &[EventId],
     ) -> Result<Vec<ItemOutcome<EventId>>, StoreError> {
-        self.batch_len("event_ids", event_ids.len())?;
-        with_retries!(self, self.purge_once(inbox, event_ids))
+        self.store.batch_len("event_ids", event_ids.len())?;
+        with_retries!(self.store, self.purge_once(inbox, event_ids))
     }
 
     async fn purge_once(
-        &self,
+        self,
         inbox: &RecipientKey,
         event_ids: &[EventId],
     ) -> Result<Vec<ItemOutcome<EventId>>, StoreError> {
-        let mut tx = self.pools().begin().await?;
+        let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
-        let records = load_events(&mut conn, inbox, event_ids, self.dialect().for_update()).await?;
+        let records = load_events(&mut conn, inbox, event_ids, self.store.dialect().for_update()).await?;
         let mut outcomes = Vec::with_capacity(event_ids.len());
         for event_id in event_ids {
             let outcome = match records.iter().find(|r| r.event_id == *event_id) {
@@ -120,8 +121,8 @@ impl SqlStore {
     }
 
     /// Backlog per inbox of a tenant: unacknowledged depth, claimed, parked, oldest unacked.
-    pub async fn inbox_stats(&self, tenant_id: &TenantId, limit: u32) -> Result<Vec<InboxStats>, StoreError> {
-        self.batch_len("limit", limit as usize)?;
+    pub async fn inbox_stats(self, tenant_id: &TenantId, limit: u32) -> Result<Vec<InboxStats>, StoreError> {
+        self.store.batch_len("limit", limit as usize)?;
         let sql = "SELECT h.recipient_kind, h.recipient_id, h.head_seq, \
              CAST(COALESCE(SUM(CASE WHEN i.ack_state IN ('available', 'claimed') THEN 1 ELSE 0 END), 0) AS SIGNED) AS depth, \
              CAST(COALESCE(SUM(CASE WHEN i.ack_state = 'claimed' THEN 1 ELSE 0 END), 0) AS SIGNED) AS claimed, \
@@ -131,7 +132,7 @@ impl SqlStore {
              AND i.recipient_kind = h.recipient_kind AND i.recipient_id = h.recipient_id \
              WHERE h.tenant_id = ? GROUP BY h.recipient_kind, h.recipient_id, h.head_seq \
              ORDER BY h.recipient_kind, h.recipient_id LIMIT ?";
-        let mut pooled = self.pools().reader().await?;
+        let mut pooled = self.store.pools().reader().await?;
         let rows =
             pooled.conn().fetch_all(sql, &[Arg::Str(tenant_id.as_str()), Arg::I64(i64::from(limit))]).await?;
         let count = |v: i64| u64::try_from(v).unwrap_or(0);
@@ -151,14 +152,14 @@ impl SqlStore {
 
     /// Backlog of every inbox that has unacknowledged or parked events (at most
     /// [`BACKLOGS_MAX`] inboxes, deepest first), for the per-tenant gauges.
-    pub async fn backlogs(&self) -> Result<Vec<Backlog>, StoreError> {
+    pub async fn backlogs(self) -> Result<Vec<Backlog>, StoreError> {
         let sql = "SELECT tenant_id, recipient_kind, recipient_id, \
              CAST(SUM(CASE WHEN ack_state IN ('available', 'claimed') THEN 1 ELSE 0 END) AS SIGNED) AS depth, \
              CAST(SUM(CASE WHEN ack_state IN ('dead_letter', 'quarantined') THEN 1 ELSE 0 END) AS SIGNED) AS parked, \
              MIN(CASE WHEN ack_state IN ('available', 'claimed') THEN created_at_utc END) AS oldest_unacked_at \
              FROM agent_inbox WHERE ack_state IN ('available', 'claimed', 'dead_letter', 'quarantined') \
              GROUP BY tenant_id, recipient_kind, recipient_id ORDER BY depth DESC LIMIT ?";
-        let mut pooled = self.pools().reader().await?;
+        let mut pooled = self.store.pools().reader().await?;
         let rows = pooled.conn().fetch_all(sql, &[Arg::I64(BACKLOGS_MAX)]).await?;
         rows.iter()
             .map(|row| {

@@ -71,10 +71,24 @@ const PURPOSE_ACCESS: &str = "access_token";
 /// may verify with what it read until then, and must read again after.
 pub const SIGNING_KEY_OVERLAP_MS_MIN: u64 = 1_000;
 
+/// The tokens subsystem of one [`SqlStore`]: the access-token signing keys and refresh tokens.
+/// A borrowed view, free to make: `store.tokens()`.
+#[derive(Debug, Clone, Copy)]
+pub struct Tokens<'s> {
+    pub(crate) store: &'s SqlStore,
+}
+
 impl SqlStore {
+    /// Signing keys and refresh tokens, see [`Tokens`].
+    pub fn tokens(&self) -> Tokens<'_> {
+        Tokens { store: self }
+    }
+}
+
+impl Tokens<'_> {
     /// The access-token signing keys not yet retired, newest first. Creates the first key
     /// when there is none, so a fresh install needs no set-up.
-    pub async fn access_signing_keys(&self) -> Result<Vec<SigningKey>, StoreError> {
+    pub async fn access_signing_keys(self) -> Result<Vec<SigningKey>, StoreError> {
         let keys = self.load_signing_keys().await?;
         if !keys.is_empty() {
             return Ok(keys);
@@ -84,8 +98,8 @@ impl SqlStore {
     }
 
     /// Adds a new signing key; it becomes the one new tokens are signed with.
-    pub async fn create_signing_key(&self) -> Result<SigningKey, StoreError> {
-        let now = self.now();
+    pub async fn create_signing_key(self) -> Result<SigningKey, StoreError> {
+        let now = self.store.now();
         let key = SigningKey {
             key_id: format!("k{}-{}", now.get(), hex::encode(random_bytes::<4>())),
             algorithm: "HS256".to_owned(),
@@ -94,7 +108,7 @@ impl SqlStore {
             retires_at: None,
             activates_at: None,
         };
-        let mut pooled = self.pools().writer().await?;
+        let mut pooled = self.store.pools().writer().await?;
         pooled
             .conn()
             .execute(
@@ -112,9 +126,9 @@ impl SqlStore {
         Ok(key)
     }
 
-    async fn load_signing_keys(&self) -> Result<Vec<SigningKey>, StoreError> {
-        let now = self.now();
-        let mut pooled = self.pools().reader().await?;
+    async fn load_signing_keys(self) -> Result<Vec<SigningKey>, StoreError> {
+        let now = self.store.now();
+        let mut pooled = self.store.pools().reader().await?;
         let rows = pooled
             .conn()
             .fetch_all(
@@ -143,7 +157,7 @@ impl SqlStore {
     /// retiring sooner keep their time). Until then old tokens verify and, before activation,
     /// old keys keep signing. Returns the new key and how many older keys got a retirement.
     pub async fn rotate_signing_keys(
-        &self,
+        self,
         overlap_ms: u64,
         activation_ms: u64,
     ) -> Result<(SigningKey, u64), StoreError> {
@@ -155,9 +169,9 @@ impl SqlStore {
                 ),
             ));
         }
-        let now = self.now();
+        let now = self.store.now();
         let retire_at = now.plus_ms(overlap_ms);
-        let mut tx = self.pools().begin().await?;
+        let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
         // Keys are ordered by creation time: the new one must sort first even when a rotation
         // follows the previous one within the same millisecond.
@@ -206,13 +220,13 @@ impl SqlStore {
 
     /// Stores a new refresh token (by hash) in `family_id`, valid for `ttl_ms`.
     pub async fn insert_refresh_token(
-        &self,
+        self,
         token_hash: &[u8; 32],
         grant: &RefreshGrant,
         ttl_ms: u64,
     ) -> Result<(), StoreError> {
-        let now = self.now();
-        let mut pooled = self.pools().writer().await?;
+        let now = self.store.now();
+        let mut pooled = self.store.pools().writer().await?;
         pooled
             .conn()
             .execute(
@@ -236,27 +250,27 @@ impl SqlStore {
     /// Spends a refresh token and stores its successor in the same family, atomically.
     /// A token presented a second time revokes every token of its family.
     pub async fn rotate_refresh_token(
-        &self,
+        self,
         presented_hash: &[u8; 32],
         successor_hash: &[u8; 32],
         ttl_ms: u64,
     ) -> Result<Result<RefreshGrant, RefreshRefusal>, StoreError> {
-        with_retries!(self, self.rotate_once(presented_hash, successor_hash, ttl_ms))
+        with_retries!(self.store, self.rotate_once(presented_hash, successor_hash, ttl_ms))
     }
 
     async fn rotate_once(
-        &self,
+        self,
         presented_hash: &[u8; 32],
         successor_hash: &[u8; 32],
         ttl_ms: u64,
     ) -> Result<Result<RefreshGrant, RefreshRefusal>, StoreError> {
-        let now = self.now();
-        let mut tx = self.pools().begin().await?;
+        let now = self.store.now();
+        let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
         let sql = format!(
             "SELECT family_id, tenant_id, subject, kind, scope, expires_at_utc, used_at_utc, revoked_at_utc \
              FROM refresh_token WHERE token_hash = ?{}",
-            self.dialect().for_update()
+            self.store.dialect().for_update()
         );
         let Some(row) = conn.fetch_optional(&sql, &[Arg::Bytes(presented_hash)]).await? else {
             return Ok(Err(RefreshRefusal::Invalid));

@@ -6,7 +6,7 @@
 //! refusal, so the fast paths never need to.
 //!
 //! A signed call's nonce is not recorded here: the server records it before the call, many
-//! calls' nonces in one statement (see `SqlStore::remember_nonces`).
+//! calls' nonces in one statement (see `Signatures::remember_nonces`).
 
 use std::collections::{HashMap, HashSet};
 
@@ -14,15 +14,16 @@ use inbox_core::{
     AckResult, AckState, EventId, LeaseToken, LeaseTokenHash, RecipientKey, SessionId, Transition, UnixMillis,
 };
 
+use super::Inbox;
 use crate::db::{Arg, DbConnection};
 use crate::dialect::{CLAIMABLE, EVENT_COLUMNS, INBOX, placeholders};
 use crate::entropy::random_bytes;
-use crate::read::{inbox_args, load_events};
-use crate::record::{SAVE_LIFECYCLE, event_from_row, save_lifecycle_args, seq_arg, settle};
+use crate::inbox::read::{inbox_args, load_events};
+use crate::inbox::record::{SAVE_LIFECYCLE, event_from_row, save_lifecycle_args, seq_arg, settle};
 use crate::store::with_retries;
 use crate::{
     AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, EventRecord, Heartbeat, HeartbeatReceipt,
-    ItemOutcome, ItemRefusal, Refusal, Release, ReleaseReceipt, SqlStore, StoreError,
+    ItemOutcome, ItemRefusal, Refusal, Release, ReleaseReceipt, StoreError,
 };
 
 /// The longest `retry_after` a release may ask for: one week.
@@ -38,22 +39,22 @@ pub(crate) struct Change<'a> {
     pub note: Option<&'a str>,
 }
 
-impl SqlStore {
+impl Inbox<'_> {
     /// Claims up to `limit` claimable events, most urgent first, then oldest. Concurrent
     /// claimers of one inbox skip each other's rows instead of waiting for them.
-    pub async fn claim_next(&self, claim: &ClaimNext) -> Result<Vec<ClaimedEvent>, StoreError> {
-        self.batch_len("limit", claim.limit as usize)?;
-        let lease_ms = self.lease_ms(claim.lease_ms)?;
-        with_retries!(self, self.claim_next_once(claim, lease_ms))
+    pub async fn claim_next(self, claim: &ClaimNext) -> Result<Vec<ClaimedEvent>, StoreError> {
+        self.store.batch_len("limit", claim.limit as usize)?;
+        let lease_ms = self.store.lease_ms(claim.lease_ms)?;
+        with_retries!(self.store, self.claim_next_once(claim, lease_ms))
     }
 
     async fn claim_next_once(
-        &self,
+        self,
         claim: &ClaimNext,
         lease_ms: u64,
     ) -> Result<Vec<ClaimedEvent>, StoreError> {
-        let now = self.now();
-        let mut tx = self.pools().begin().await?;
+        let now = self.store.now();
+        let mut tx = self.store.pools().begin().await?;
         let mut args = inbox_args(&claim.inbox);
         args.extend([
             Arg::I64(now.get()),
@@ -64,7 +65,7 @@ impl SqlStore {
         let sql = format!(
             "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE {INBOX} AND {CLAIMABLE} \
              ORDER BY priority, inbox_seq LIMIT ?{}",
-            self.dialect().for_update_skip_locked()
+            self.store.dialect().for_update_skip_locked()
         );
         let records = tx
             .conn()
@@ -82,26 +83,30 @@ impl SqlStore {
 
     /// Claims the named events, each with its own outcome, in request order.
     pub async fn claim_by_ids(
-        &self,
+        self,
         claim: &ClaimByIds,
     ) -> Result<Vec<ItemOutcome<ClaimedEvent>>, StoreError> {
-        self.batch_len("event_ids", claim.event_ids.len())?;
+        self.store.batch_len("event_ids", claim.event_ids.len())?;
         distinct("event_ids", claim.event_ids.iter())?;
-        let lease_ms = self.lease_ms(claim.lease_ms)?;
-        with_retries!(self, self.claim_by_ids_once(claim, lease_ms))
+        let lease_ms = self.store.lease_ms(claim.lease_ms)?;
+        with_retries!(self.store, self.claim_by_ids_once(claim, lease_ms))
     }
 
     async fn claim_by_ids_once(
-        &self,
+        self,
         claim: &ClaimByIds,
         lease_ms: u64,
     ) -> Result<Vec<ItemOutcome<ClaimedEvent>>, StoreError> {
-        let now = self.now();
-        let mut tx = self.pools().begin().await?;
+        let now = self.store.now();
+        let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
-        let locked =
-            load_events(&mut conn, &claim.inbox, &claim.event_ids, self.dialect().for_update_skip_locked())
-                .await?;
+        let locked = load_events(
+            &mut conn,
+            &claim.inbox,
+            &claim.event_ids,
+            self.store.dialect().for_update_skip_locked(),
+        )
+        .await?;
         let mut refusals: HashMap<EventId, Refusal> = HashMap::new();
         let mut claimable = Vec::new();
         for record in locked {
@@ -149,14 +154,14 @@ impl SqlStore {
 
     /// Acknowledges events. Repeating an ack with the same token succeeds and changes
     /// nothing; a `failed` result parks the event as dead-lettered.
-    pub async fn acknowledge(&self, ack: &Acknowledge) -> Result<Vec<ItemOutcome<AckReceipt>>, StoreError> {
-        self.batch_len("acks", ack.items.len())?;
+    pub async fn acknowledge(self, ack: &Acknowledge) -> Result<Vec<ItemOutcome<AckReceipt>>, StoreError> {
+        self.store.batch_len("acks", ack.items.len())?;
         distinct("acks", ack.items.iter().map(|i| &i.event_id))?;
-        with_retries!(self, self.acknowledge_once(ack))
+        with_retries!(self.store, self.acknowledge_once(ack))
     }
 
-    async fn acknowledge_once(&self, ack: &Acknowledge) -> Result<Vec<ItemOutcome<AckReceipt>>, StoreError> {
-        let now = self.now();
+    async fn acknowledge_once(self, ack: &Acknowledge) -> Result<Vec<ItemOutcome<AckReceipt>>, StoreError> {
+        let now = self.store.now();
         if ack.items.iter().all(|item| item.result == AckResult::Completed) {
             let hashes: Vec<LeaseTokenHash> = ack.items.iter().map(|i| i.lease_token.hash()).collect();
             let mut args = vec![Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get())];
@@ -168,9 +173,9 @@ impl SqlStore {
                 "UPDATE agent_inbox{} SET ack_state = 'acked', payload_json = NULL, acked_at_utc = ?, \
                  terminal_at_utc = ?, updated_at_utc = ?, lease_owner_session_id = NULL \
                  WHERE {INBOX} AND ack_state = 'claimed' AND event_id IN ({n}) AND lease_token_hash IN ({n})",
-                self.dialect().by_event_id()
+                self.store.dialect().by_event_id()
             );
-            let done = self.pools().writer().await?.conn().execute(&sql, &args).await?;
+            let done = self.store.pools().writer().await?.conn().execute(&sql, &args).await?;
             if done.rows_affected == ack.items.len() as u64 {
                 return Ok(ack
                     .items
@@ -201,7 +206,7 @@ impl SqlStore {
 
     /// Gives a claimed event back: claimable again after `retry_after_ms`, or dead-lettered if
     /// it has no attempts left.
-    pub async fn release(&self, release: &Release) -> Result<ReleaseReceipt, StoreError> {
+    pub async fn release(self, release: &Release) -> Result<ReleaseReceipt, StoreError> {
         if release.retry_after_ms > RETRY_AFTER_MS_MAX {
             return Err(StoreError::invalid(
                 "retry_after_seconds",
@@ -218,11 +223,11 @@ impl SqlStore {
                 format!("must be at most {REASON_BYTES_MAX} bytes without control characters"),
             ));
         }
-        with_retries!(self, self.release_once(release))
+        with_retries!(self.store, self.release_once(release))
     }
 
-    async fn release_once(&self, release: &Release) -> Result<ReleaseReceipt, StoreError> {
-        let now = self.now();
+    async fn release_once(self, release: &Release) -> Result<ReleaseReceipt, StoreError> {
+        let now = self.store.now();
         let next_retry_at = (release.retry_after_ms > 0).then(|| now.plus_ms(release.retry_after_ms));
         let hash = release.lease_token.hash();
         let mut args = vec![
@@ -242,9 +247,9 @@ impl SqlStore {
              last_error = ?, updated_at_utc = ?, lease_owner_session_id = NULL \
              WHERE {INBOX} AND event_id = ? AND lease_token_hash = ? AND ack_state = 'claimed' \
              AND visibility_lease_until_utc > ? AND delivery_attempts < max_attempts",
-            self.dialect().by_event_id()
+            self.store.dialect().by_event_id()
         );
-        let done = self.pools().writer().await?.conn().execute(&sql, &args).await?;
+        let done = self.store.pools().writer().await?.conn().execute(&sql, &args).await?;
         if done.rows_affected == 1 {
             return Ok(ReleaseReceipt {
                 event_id: release.event_id,
@@ -269,12 +274,12 @@ impl SqlStore {
 
     /// Extends live leases. A lease that has already ended is not revived.
     pub async fn heartbeat(
-        &self,
+        self,
         heartbeat: &Heartbeat,
     ) -> Result<Vec<ItemOutcome<HeartbeatReceipt>>, StoreError> {
-        self.batch_len("leases", heartbeat.items.len())?;
+        self.store.batch_len("leases", heartbeat.items.len())?;
         distinct("leases", heartbeat.items.iter().map(|i| &i.event_id))?;
-        let lease_ms_max = self.config().lease_ms_max;
+        let lease_ms_max = self.store.config().lease_ms_max;
         if let Some(item) = heartbeat.items.iter().find(|i| i.extend_ms < 1_000 || i.extend_ms > lease_ms_max)
         {
             return Err(StoreError::invalid(
@@ -287,14 +292,14 @@ impl SqlStore {
                 ),
             ));
         }
-        with_retries!(self, self.heartbeat_once(heartbeat))
+        with_retries!(self.store, self.heartbeat_once(heartbeat))
     }
 
     async fn heartbeat_once(
-        &self,
+        self,
         heartbeat: &Heartbeat,
     ) -> Result<Vec<ItemOutcome<HeartbeatReceipt>>, StoreError> {
-        let now = self.now();
+        let now = self.store.now();
         let items = &heartbeat.items;
         let extend_ms = items[0].extend_ms;
         if items.iter().all(|i| i.extend_ms == extend_ms) {
@@ -310,9 +315,9 @@ impl SqlStore {
                 "UPDATE agent_inbox{} SET visibility_lease_until_utc = ?, updated_at_utc = ? \
                  WHERE {INBOX} AND ack_state = 'claimed' AND visibility_lease_until_utc > ? \
                  AND visibility_lease_until_utc <= ? AND event_id IN ({n}) AND lease_token_hash IN ({n})",
-                self.dialect().by_event_id()
+                self.store.dialect().by_event_id()
             );
-            let done = self.pools().writer().await?.conn().execute(&sql, &args).await?;
+            let done = self.store.pools().writer().await?.conn().execute(&sql, &args).await?;
             if done.rows_affected == items.len() as u64 {
                 return Ok(items
                     .iter()
@@ -320,7 +325,7 @@ impl SqlStore {
                     .collect());
             }
         }
-        let lease_ms_max = self.config().lease_ms_max;
+        let lease_ms_max = self.store.config().lease_ms_max;
         let changes: Vec<Change> = items
             .iter()
             .map(|item| Change {
@@ -349,16 +354,16 @@ impl SqlStore {
     /// The slow path: locks the named events, applies each change through the state machine,
     /// and writes back the events that changed. Outcomes follow the order of `changes`.
     pub(crate) async fn apply_changes(
-        &self,
+        self,
         inbox: &RecipientKey,
         changes: &[Change<'_>],
         now: UnixMillis,
     ) -> Result<Vec<ItemOutcome<EventRecord>>, StoreError> {
         let ids: Vec<EventId> = changes.iter().map(|c| c.event_id).collect();
-        let mut tx = self.pools().begin().await?;
+        let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
         let mut records: HashMap<EventId, EventRecord> =
-            load_events(&mut conn, inbox, &ids, self.dialect().for_update())
+            load_events(&mut conn, inbox, &ids, self.store.dialect().for_update())
                 .await?
                 .into_iter()
                 .map(|r| (r.event_id, r))

@@ -10,22 +10,23 @@ use std::collections::HashMap;
 
 use inbox_core::{EventId, EventLifecycle, InboxSeq, Recipient, RecipientKey, UnixMillis};
 
+use super::Inbox;
 use crate::db::{Arg, DbConnection};
 use crate::dialect::{EVENT_COLUMN_COUNT, EVENT_COLUMNS, push_repeated, recipients_predicate};
 use crate::entropy::random_bytes;
-use crate::record::{push_event_values, recipient_from_row, seq};
+use crate::inbox::record::{push_event_values, recipient_from_row, seq};
 use crate::store::with_retries;
-use crate::{Delivery, Dialect, EventRecord, Publish, PublishReceipt, SqlStore, StoreError};
+use crate::{Delivery, Dialect, EventRecord, Publish, PublishReceipt, StoreError};
 
 /// Inbox rows per INSERT statement, well under every backend's placeholder limit.
 const ROWS_PER_INSERT: usize = 200;
 
-impl SqlStore {
+impl Inbox<'_> {
     /// Publishes in a transaction of the store's own, retried if chosen as a deadlock victim.
-    pub async fn publish(&self, publish: &Publish) -> Result<PublishReceipt, StoreError> {
-        let recipients = publish.checked_recipients(self.config())?;
-        with_retries!(self, async {
-            let mut tx = self.pools().begin().await?;
+    pub async fn publish(self, publish: &Publish) -> Result<PublishReceipt, StoreError> {
+        let recipients = publish.checked_recipients(self.store.config())?;
+        with_retries!(self.store, async {
+            let mut tx = self.store.pools().begin().await?;
             let receipt = self.publish_rows(&mut tx.conn(), publish, &recipients).await?;
             tx.commit().await?;
             Ok::<_, StoreError>(receipt)
@@ -49,18 +50,18 @@ impl SqlStore {
     /// caller's whole transaction, so it is reported as [`StoreError::Contention`] for the
     /// caller to retry rather than retried inside.
     pub async fn publish_in<'c>(
-        &self,
+        self,
         conn: impl Into<DbConnection<'c>>,
         publish: &Publish,
     ) -> Result<PublishReceipt, StoreError> {
         let mut conn = conn.into();
-        if conn.dialect() != self.dialect() {
+        if conn.dialect() != self.store.dialect() {
             return Err(StoreError::invalid(
                 "connection",
-                format!("is {:?} but this store is {:?}", conn.dialect(), self.dialect()),
+                format!("is {:?} but this store is {:?}", conn.dialect(), self.store.dialect()),
             ));
         }
-        let recipients = publish.checked_recipients(self.config())?;
+        let recipients = publish.checked_recipients(self.store.config())?;
         self.publish_rows(&mut conn, publish, &recipients).await
     }
 
@@ -68,7 +69,7 @@ impl SqlStore {
     /// (`rooms.rs`): `recipients` must come from [`Publish::checked_recipients`], and the caller
     /// owns the transaction around `conn`.
     pub(crate) async fn publish_rows(
-        &self,
+        self,
         conn: &mut DbConnection<'_>,
         publish: &Publish,
         recipients: &[Recipient],
@@ -77,17 +78,17 @@ impl SqlStore {
     }
 
     async fn publish_rows_locked(
-        &self,
+        self,
         conn: &mut DbConnection<'_>,
         publish: &Publish,
         recipients: &[Recipient],
     ) -> Result<PublishReceipt, StoreError> {
-        let now = self.now();
+        let now = self.store.now();
         if publish.expires_at.is_some_and(|at| at <= now) {
             return Err(StoreError::invalid("expires_at_utc", "is already in the past"));
         }
         let tenant = publish.tenant_id.as_str();
-        let dialect = self.dialect();
+        let dialect = self.store.dialect();
 
         // Lock every head in canonical order; without a deduplication key, advance them too.
         let mut args = Vec::with_capacity(recipients.len() * 4);
@@ -200,15 +201,15 @@ impl SqlStore {
     /// sometimes hears of it as a duplicate key rather than a certification conflict. Either
     /// way it is a contention victim whose retry reads the fresh rows. On one server the head
     /// locks make a duplicate impossible, so there it stays an error.
-    pub(crate) fn galera_stale_read(&self, err: StoreError) -> StoreError {
-        if self.engine().galera && crate::db::is_duplicate_key(&err) {
+    pub(crate) fn galera_stale_read(self, err: StoreError) -> StoreError {
+        if self.store.engine().galera && crate::db::is_duplicate_key(&err) {
             return StoreError::Contention { attempts: 1 };
         }
         err
     }
 
     pub(crate) fn new_record(
-        &self,
+        self,
         publish: &Publish,
         recipient: &Recipient,
         inbox_seq: InboxSeq,
@@ -224,7 +225,7 @@ impl SqlStore {
             lifecycle: EventLifecycle::published(
                 publish.available_at.unwrap_or(now),
                 publish.expires_at,
-                publish.max_attempts.unwrap_or(self.config().max_attempts_default),
+                publish.max_attempts.unwrap_or(self.store.config().max_attempts_default),
             ),
             lease_owner_session_id: None,
             correlation: publish.correlation.clone(),

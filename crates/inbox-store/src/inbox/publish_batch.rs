@@ -13,12 +13,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use inbox_core::{EventId, InboxSeq, Recipient, UnixMillis};
 
+use super::Inbox;
 use crate::db::{Arg, DbConnection};
 use crate::dialect::{Dialect, placeholders, push_repeated};
-use crate::publish::{insert_records, insert_signal};
-use crate::record::{recipient_from_row, seq};
+use crate::inbox::publish::{insert_records, insert_signal};
+use crate::inbox::record::{recipient_from_row, seq};
 use crate::store::with_retries;
-use crate::{Delivery, EventRecord, Publish, PublishReceipt, SqlStore, StoreError};
+use crate::{Delivery, EventRecord, Publish, PublishReceipt, StoreError};
 
 /// Head rows per locking or updating statement.
 const HEADS_PER_STATEMENT: usize = 200;
@@ -28,20 +29,20 @@ const KEYS_PER_STATEMENT: usize = 200;
 /// A head: tenant and recipient, ordered (tenant, kind, id) as every publisher locks them.
 type HeadKey = (String, Recipient);
 
-impl SqlStore {
+impl Inbox<'_> {
     /// Publishes each of `publishes` as [`Self::publish`] would, committing them together: one
     /// answer per publish, in order. A publish that is invalid on its own is refused without
     /// touching the others.
     pub async fn publish_batch(
-        &self,
+        self,
         publishes: &[impl std::borrow::Borrow<Publish>],
     ) -> Vec<Result<PublishReceipt, StoreError>> {
         let mut answers: Vec<Option<Result<PublishReceipt, StoreError>>> =
             Vec::with_capacity(publishes.len());
         let mut valid = Vec::with_capacity(publishes.len());
-        let now = self.now();
+        let now = self.store.now();
         for (index, publish) in publishes.iter().map(std::borrow::Borrow::borrow).enumerate() {
-            let checked = publish.checked_recipients(self.config()).and_then(|recipients| {
+            let checked = publish.checked_recipients(self.store.config()).and_then(|recipients| {
                 if publish.expires_at.is_some_and(|at| at <= now) {
                     Err(StoreError::invalid("expires_at", "is already in the past"))
                 } else {
@@ -59,7 +60,7 @@ impl SqlStore {
         match valid.len() {
             0 => {}
             1 => answers[valid[0].index] = Some(self.publish(valid[0].publish).await),
-            _ => match with_retries!(self, async {
+            _ => match with_retries!(self.store, async {
                 self.publish_batch_once(&valid).await.map_err(|err| self.galera_stale_read(err))
             }) {
                 Ok(receipts) => {
@@ -86,11 +87,11 @@ impl SqlStore {
         answers.into_iter().map(|answer| answer.expect("every publish answered")).collect()
     }
 
-    async fn publish_batch_once(&self, batch: &[Batched<'_>]) -> Result<Vec<PublishReceipt>, StoreError> {
-        let now = self.now();
-        let mut tx = self.pools().begin().await?;
+    async fn publish_batch_once(self, batch: &[Batched<'_>]) -> Result<Vec<PublishReceipt>, StoreError> {
+        let now = self.store.now();
+        let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
-        let dialect = self.dialect();
+        let dialect = self.store.dialect();
 
         // How many rows each head gets, were no publish deduplicated.
         let mut counts: BTreeMap<HeadKey, u64> = BTreeMap::new();

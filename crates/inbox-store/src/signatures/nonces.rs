@@ -4,16 +4,17 @@
 //! many nodes race.
 //!
 //! A signed call's nonce is remembered before the call changes anything. A busy node records
-//! the nonces of many concurrent calls in one statement ([`SqlStore::remember_nonces`]), so
+//! the nonces of many concurrent calls in one statement ([`Signatures::remember_nonces`]), so
 //! replay protection costs a fraction of a statement per call, not one of its own.
 
 use std::collections::HashSet;
 
 use inbox_core::UnixMillis;
 
+use super::Signatures;
+use crate::StoreError;
 use crate::db::Arg;
 use crate::dialect::{placeholders, push_repeated};
-use crate::{SqlStore, StoreError};
 
 /// A verified signature's nonce, to be recorded before the operation it signs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,7 +25,7 @@ pub struct SignatureNonce {
     pub until: UnixMillis,
 }
 
-/// Nonces one statement of [`SqlStore::remember_nonces`] inserts at most.
+/// Nonces one statement of [`Signatures::remember_nonces`] inserts at most.
 const NONCES_PER_STATEMENT: usize = 128;
 
 /// Rows one clean-up statement deletes at most.
@@ -39,17 +40,17 @@ pub enum NonceUse {
     Replayed,
 }
 
-impl SqlStore {
+impl Signatures<'_> {
     /// Remembers `nonce_hash` (the caller hashes tenant, key id and nonce together) until
     /// `until`, or reports that it is already remembered. A row left behind by a signature
     /// whose window has passed does not count: the scavenger may not have deleted it yet.
     pub async fn remember_nonce(
-        &self,
+        self,
         nonce_hash: &[u8; 32],
         until: UnixMillis,
     ) -> Result<NonceUse, StoreError> {
-        let now = self.now();
-        let mut pooled = self.pools().writer().await?;
+        let now = self.store.now();
+        let mut pooled = self.store.pools().writer().await?;
         let mut conn = pooled.conn();
         let insert = "INSERT INTO signature_nonce (nonce_hash, expires_at_utc) VALUES (?, ?)";
         let args = [Arg::Bytes(nonce_hash), Arg::I64(until.get())];
@@ -76,7 +77,7 @@ impl SqlStore {
     /// batch, where every nonce is new, is one statement; a batch with a replay, a row left
     /// from a passed window, or any error is retried one nonce at a time, so each nonce gets
     /// its own answer. Of a nonce listed twice, the second is a replay.
-    pub async fn remember_nonces(&self, nonces: &[SignatureNonce]) -> Vec<Result<NonceUse, StoreError>> {
+    pub async fn remember_nonces(self, nonces: &[SignatureNonce]) -> Vec<Result<NonceUse, StoreError>> {
         let mut answers: Vec<Result<NonceUse, StoreError>> =
             nonces.iter().map(|_| Ok(NonceUse::Replayed)).collect();
         let mut seen = HashSet::with_capacity(nonces.len());
@@ -98,20 +99,20 @@ impl SqlStore {
     }
 
     /// One multi-row insert: all of `batch`, or (on any duplicate) none of it.
-    async fn insert_new_nonces(&self, batch: &[&SignatureNonce]) -> Result<(), StoreError> {
+    async fn insert_new_nonces(self, batch: &[&SignatureNonce]) -> Result<(), StoreError> {
         let mut sql = String::from("INSERT INTO signature_nonce (nonce_hash, expires_at_utc) VALUES ");
         push_repeated(&mut sql, batch.len(), "(?, ?)");
         let args: Vec<Arg> =
             batch.iter().flat_map(|nonce| [Arg::Bytes(&nonce.hash), Arg::I64(nonce.until.get())]).collect();
-        let mut pooled = self.pools().writer().await?;
+        let mut pooled = self.store.pools().writer().await?;
         pooled.conn().execute(&sql, &args).await?;
         Ok(())
     }
 
     /// Deletes up to `limit` nonces whose window ended before `cutoff`; returns how many.
-    pub async fn delete_expired_nonces(&self, cutoff: UnixMillis, limit: u32) -> Result<u64, StoreError> {
+    pub async fn delete_expired_nonces(self, cutoff: UnixMillis, limit: u32) -> Result<u64, StoreError> {
         let limit = limit.clamp(1, NONCES_DELETE_MAX);
-        let mut pooled = self.pools().writer().await?;
+        let mut pooled = self.store.pools().writer().await?;
         let mut conn = pooled.conn();
         // MySQL refuses LIMIT inside an IN subquery, so the keys are read first.
         let hashes: Vec<Vec<u8>> = conn

@@ -8,44 +8,46 @@
 
 use inbox_core::{AckState, InboxSeq, RecipientKey, TenantId, Transition};
 
+use super::Inbox;
 use crate::db::Arg;
 use crate::dialect::{EVENT_COLUMNS, INBOX};
 use crate::entropy::unit_interval;
-use crate::leases::save;
-use crate::read::{inbox_args, read_head};
-use crate::record::{event_from_row, recipient_from_row, seq_arg, settle};
+use crate::inbox::leases::save;
+use crate::inbox::read::{inbox_args, read_head};
+use crate::inbox::record::{event_from_row, recipient_from_row, seq_arg, settle};
 use crate::store::with_retries;
-use crate::{ScavengeReport, SqlStore, StoreError};
+use crate::{ScavengeReport, StoreError};
 
-impl SqlStore {
+impl Inbox<'_> {
     /// One pass over at most `batch_limit` rows of each kind of work. Call it periodically;
     /// it also re-measures the clock offset to the database.
-    pub async fn scavenge(&self, batch_limit: u32) -> Result<ScavengeReport, StoreError> {
-        self.batch_len("batch_limit", batch_limit as usize)?;
-        self.sync_clock().await?;
-        let (leases_returned, dead_lettered) = with_retries!(self, self.return_expired_leases(batch_limit))?;
-        let expired = with_retries!(self, self.expire_events(batch_limit))?;
+    pub async fn scavenge(self, batch_limit: u32) -> Result<ScavengeReport, StoreError> {
+        self.store.batch_len("batch_limit", batch_limit as usize)?;
+        self.store.sync_clock().await?;
+        let (leases_returned, dead_lettered) =
+            with_retries!(self.store, self.return_expired_leases(batch_limit))?;
+        let expired = with_retries!(self.store, self.expire_events(batch_limit))?;
         let archived = self.archive_retained(batch_limit).await?;
-        let archive_cutoff = self.now().minus_ms(self.config().archive_retention_ms);
+        let archive_cutoff = self.store.now().minus_ms(self.store.config().archive_retention_ms);
         let pruned = self.prune_archive(archive_cutoff, batch_limit).await?;
         Ok(ScavengeReport { leases_returned, dead_lettered, expired, archived, pruned })
     }
 
-    async fn return_expired_leases(&self, limit: u32) -> Result<(u64, u64), StoreError> {
-        let now = self.now();
-        let mut tx = self.pools().begin().await?;
+    async fn return_expired_leases(self, limit: u32) -> Result<(u64, u64), StoreError> {
+        let now = self.store.now();
+        let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
         let sql = format!(
             "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE ack_state = 'claimed' AND visibility_lease_until_utc <= ? \
              ORDER BY visibility_lease_until_utc LIMIT ?{}",
-            self.dialect().for_update_skip_locked()
+            self.store.dialect().for_update_skip_locked()
         );
         let rows = conn.fetch_all(&sql, &[Arg::I64(now.get()), Arg::I64(i64::from(limit))]).await?;
         let (mut returned, mut dead) = (0, 0);
         for row in &rows {
             let mut record = event_from_row(row)?;
             let backoff_ms =
-                self.config().backoff.delay_ms(record.lifecycle.delivery_attempts, unit_interval());
+                self.store.config().backoff.delay_ms(record.lifecycle.delivery_attempts, unit_interval());
             let Ok(applied) = record.lifecycle.apply(Transition::LeaseExpired { now, backoff_ms }) else {
                 continue;
             };
@@ -61,13 +63,13 @@ impl SqlStore {
         Ok((returned, dead))
     }
 
-    async fn expire_events(&self, limit: u32) -> Result<u64, StoreError> {
-        let now = self.now();
-        let mut tx = self.pools().begin().await?;
+    async fn expire_events(self, limit: u32) -> Result<u64, StoreError> {
+        let now = self.store.now();
+        let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
         let sql = format!(
             "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE ack_state = 'available' AND expires_at_utc <= ? LIMIT ?{}",
-            self.dialect().for_update_skip_locked()
+            self.store.dialect().for_update_skip_locked()
         );
         let rows = conn.fetch_all(&sql, &[Arg::I64(now.get()), Arg::I64(i64::from(limit))]).await?;
         let mut expired = 0;
@@ -87,10 +89,10 @@ impl SqlStore {
     /// Moves terminal events older than the retention window to the archive, per recipient
     /// and only as a prefix of its sequence, then advances `oldest_available_seq` so a cursor
     /// pointing into the archived range is told to resync instead of skipping silently.
-    async fn archive_retained(&self, limit: u32) -> Result<u64, StoreError> {
-        let cutoff = self.now().minus_ms(self.config().retention_ms);
+    async fn archive_retained(self, limit: u32) -> Result<u64, StoreError> {
+        let cutoff = self.store.now().minus_ms(self.store.config().retention_ms);
         let inboxes = {
-            let mut pooled = self.pools().reader().await?;
+            let mut pooled = self.store.pools().reader().await?;
             let rows = pooled
                 .conn()
                 .fetch_all(
@@ -111,21 +113,21 @@ impl SqlStore {
         };
         let mut archived = 0;
         for inbox in &inboxes {
-            archived += with_retries!(self, self.archive_inbox(inbox, cutoff, limit))?;
+            archived += with_retries!(self.store, self.archive_inbox(inbox, cutoff, limit))?;
         }
         Ok(archived)
     }
 
     async fn archive_inbox(
-        &self,
+        self,
         inbox: &RecipientKey,
         cutoff: inbox_core::UnixMillis,
         limit: u32,
     ) -> Result<u64, StoreError> {
-        let now = self.now();
-        let mut tx = self.pools().begin().await?;
+        let now = self.store.now();
+        let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
-        let head = read_head(&mut conn, inbox, self.dialect().for_update()).await?;
+        let head = read_head(&mut conn, inbox, self.store.dialect().for_update()).await?;
         let mut args = inbox_args(inbox);
         args.push(Arg::I64(cutoff.get()));
         let boundary = conn
@@ -141,7 +143,7 @@ impl SqlStore {
             .transpose()?
             .flatten();
         let boundary = match boundary {
-            Some(seq) => crate::record::seq(seq)?,
+            Some(seq) => crate::inbox::record::seq(seq)?,
             None => head.head_seq.next(),
         };
         let upper = boundary.min(InboxSeq(head.oldest_available_seq.get() + u64::from(limit)));

@@ -4,9 +4,10 @@
 
 use inbox_core::{TenantId, UnixMillis};
 
+use super::Signatures;
+use crate::StoreError;
 use crate::db::{Arg, DbConnection, DbRow};
 use crate::store::with_retries;
-use crate::{SqlStore, StoreError};
 
 /// What a tenant has chosen. A tenant that never chose has the default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -25,10 +26,10 @@ pub struct TenantPolicyChange {
     pub single_active_session: Option<bool>,
 }
 
-impl SqlStore {
+impl Signatures<'_> {
     /// The tenant's policy (the default when it never set one).
-    pub async fn tenant_policy(&self, tenant_id: &TenantId) -> Result<TenantPolicy, StoreError> {
-        let mut pooled = self.pools().reader().await?;
+    pub async fn tenant_policy(self, tenant_id: &TenantId) -> Result<TenantPolicy, StoreError> {
+        let mut pooled = self.store.pools().reader().await?;
         let row = pooled
             .conn()
             .fetch_optional(
@@ -41,7 +42,7 @@ impl SqlStore {
 
     /// Replaces the tenant's policy.
     pub async fn set_tenant_policy(
-        &self,
+        self,
         tenant_id: &TenantId,
         policy: TenantPolicy,
     ) -> Result<(), StoreError> {
@@ -55,20 +56,20 @@ impl SqlStore {
     /// Changes the settings `change` names and keeps the others, under the tenant's row lock so
     /// two operators changing different settings at once both take effect; returns the result.
     pub async fn change_tenant_policy(
-        &self,
+        self,
         tenant_id: &TenantId,
         change: TenantPolicyChange,
     ) -> Result<TenantPolicy, StoreError> {
-        with_retries!(self, self.change_policy_once(tenant_id, change))
+        with_retries!(self.store, self.change_policy_once(tenant_id, change))
     }
 
     async fn change_policy_once(
-        &self,
+        self,
         tenant_id: &TenantId,
         change: TenantPolicyChange,
     ) -> Result<TenantPolicy, StoreError> {
-        let now = self.now();
-        let mut tx = self.pools().begin().await?;
+        let now = self.store.now();
+        let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
         lock_tenant(&mut conn, tenant_id, now).await?;
         let current = conn

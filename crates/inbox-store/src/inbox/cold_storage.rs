@@ -1,17 +1,18 @@
 //! Cold storage: archived events leave the database. An export reads `agent_inbox_archive`
 //! rows archived before a time, in primary-key pages, each as one JSON object of its columns
 //! (ready for a JSON Lines file); after the file is durable the exporter deletes exactly the
-//! keys it wrote ([`SqlStore::delete_archived`]), so no row goes that was not written out. The
+//! keys it wrote ([`Inbox::delete_archived`]), so no row goes that was not written out. The
 //! scavenger prunes what is older than `archive_retention` in bounded batches
-//! ([`SqlStore::prune_archive`]), exported or not: the setting is the promise of how long the
+//! ([`Inbox::prune_archive`]), exported or not: the setting is the promise of how long the
 //! database keeps them.
 
 use inbox_core::UnixMillis;
 use serde_json::{Map, Value};
 
+use super::Inbox;
+use crate::StoreError;
 use crate::db::{Arg, DbRow};
 use crate::store::with_retries;
-use crate::{SqlStore, StoreError};
 
 /// Largest page an export reads or a delete names at once.
 pub const ARCHIVE_BATCH_MAX: u32 = 1_000;
@@ -81,10 +82,10 @@ const COLUMNS: &[(&str, Kind)] = &[
 
 const KEY_ORDER: &str = "tenant_id, recipient_kind, recipient_id, inbox_seq";
 
-impl SqlStore {
+impl Inbox<'_> {
     /// Up to `limit` rows archived before `before`, in key order, after `after` (exclusive).
     pub async fn archived_page(
-        &self,
+        self,
         before: UnixMillis,
         after: Option<&ArchiveKey>,
         limit: u32,
@@ -111,34 +112,34 @@ impl SqlStore {
         }
         sql.push_str(&format!(" ORDER BY {KEY_ORDER} LIMIT ?"));
         args.push(Arg::I64(i64::from(limit)));
-        let rows = self.pools().reader().await?.conn().fetch_all(&sql, &args).await?;
+        let rows = self.store.pools().reader().await?.conn().fetch_all(&sql, &args).await?;
         rows.iter().map(archived_row).collect()
     }
 
     /// Deletes exactly the archived rows named (and only if archived before `before`); returns
     /// how many went.
-    pub async fn delete_archived(&self, before: UnixMillis, keys: &[ArchiveKey]) -> Result<u64, StoreError> {
+    pub async fn delete_archived(self, before: UnixMillis, keys: &[ArchiveKey]) -> Result<u64, StoreError> {
         let mut deleted = 0;
         for chunk in keys.chunks(ARCHIVE_BATCH_MAX as usize / 4) {
-            deleted += with_retries!(self, self.delete_keys(before, chunk))?;
+            deleted += with_retries!(self.store, self.delete_keys(before, chunk))?;
         }
         Ok(deleted)
     }
 
     /// Deletes at most `limit` rows archived before `before` (the scavenger's pruning).
-    pub async fn prune_archive(&self, before: UnixMillis, limit: u32) -> Result<u64, StoreError> {
+    pub async fn prune_archive(self, before: UnixMillis, limit: u32) -> Result<u64, StoreError> {
         let keys: Vec<ArchiveKey> = {
             let sql = format!(
                 "SELECT {KEY_ORDER} FROM agent_inbox_archive WHERE archived_at_utc < ? ORDER BY {KEY_ORDER} LIMIT ?"
             );
             let args = [Arg::I64(before.get()), Arg::I64(i64::from(limit.clamp(1, ARCHIVE_BATCH_MAX)))];
-            let rows = self.pools().reader().await?.conn().fetch_all(&sql, &args).await?;
+            let rows = self.store.pools().reader().await?.conn().fetch_all(&sql, &args).await?;
             rows.iter().map(key_of).collect::<Result<_, _>>()?
         };
         self.delete_archived(before, &keys).await
     }
 
-    async fn delete_keys(&self, before: UnixMillis, keys: &[ArchiveKey]) -> Result<u64, StoreError> {
+    async fn delete_keys(self, before: UnixMillis, keys: &[ArchiveKey]) -> Result<u64, StoreError> {
         if keys.is_empty() {
             return Ok(0);
         }
@@ -156,7 +157,7 @@ impl SqlStore {
                 Arg::I64(key.inbox_seq),
             ]);
         }
-        Ok(self.pools().writer().await?.conn().execute(&sql, &args).await?.rows_affected)
+        Ok(self.store.pools().writer().await?.conn().execute(&sql, &args).await?.rows_affected)
     }
 }
 

@@ -9,10 +9,14 @@
 //! open streams of those sessions end promptly wherever they are. What a superseded session may
 //! still do is the server's decision (`session_policy.rs`); the store only records who is newest.
 
+mod tickets;
+
+pub use tickets::{StreamCredential, StreamGrant};
+
 use inbox_core::{InboxSeq, Recipient, RecipientId, SessionId, TenantId, UnixMillis};
 
 use crate::db::{Arg, DbConnection};
-use crate::record::seq_arg;
+use crate::inbox::record::seq_arg;
 use crate::store::with_retries;
 use crate::{SqlStore, StoreError};
 
@@ -51,7 +55,7 @@ pub enum SessionStanding {
     Older { newest: SessionId },
 }
 
-/// A sign of life from a session, see [`SqlStore::touch_session`].
+/// A sign of life from a session, see [`Sessions::touch`].
 #[derive(Debug, Clone)]
 pub struct SessionTouch<'a> {
     pub session_id: &'a SessionId,
@@ -65,12 +69,26 @@ fn seq_i64(seq: InboxSeq) -> i64 {
     i64::try_from(seq.get()).unwrap_or(i64::MAX)
 }
 
+/// The sessions subsystem of one [`SqlStore`]: agent sessions, stream tickets and cookie credentials.
+/// A borrowed view, free to make: `store.sessions()`.
+#[derive(Debug, Clone, Copy)]
+pub struct Sessions<'s> {
+    pub(crate) store: &'s SqlStore,
+}
+
 impl SqlStore {
+    /// Subscribed sessions, stream tickets and cookies, see [`Sessions`].
+    pub fn sessions(&self) -> Sessions<'_> {
+        Sessions { store: self }
+    }
+}
+
+impl Sessions<'_> {
     /// Records a new session as connected now and makes it the agent's newest. When the tenant's
     /// policy is single-active-session, the agent's earlier sessions are marked superseded (by
     /// this one) in the same transaction; concurrent subscribes of one agent serialize on its
     /// `agent_active_session` row, so exactly one of them ends up newest.
-    pub async fn open_session(&self, session: &SessionRecord) -> Result<OpenedSession, StoreError> {
+    pub async fn open(self, session: &SessionRecord) -> Result<OpenedSession, StoreError> {
         if session
             .device_id
             .as_ref()
@@ -81,13 +99,13 @@ impl SqlStore {
                 "must be 1 to 128 bytes without control characters",
             ));
         }
-        with_retries!(self, self.open_session_once(session))
+        with_retries!(self.store, self.open_session_once(session))
     }
 
-    async fn open_session_once(&self, session: &SessionRecord) -> Result<OpenedSession, StoreError> {
-        let now = self.now();
+    async fn open_session_once(self, session: &SessionRecord) -> Result<OpenedSession, StoreError> {
+        let now = self.store.now();
         let (tenant_id, agent_id) = (session.tenant_id.as_str(), session.agent_id.as_str());
-        let mut tx = self.pools().begin().await?;
+        let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
         // The agent's row first: it is the lock that orders this agent's subscribes.
         let claim_newest = format!(
@@ -132,13 +150,13 @@ impl SqlStore {
     }
 
     /// Where `session_id` stands among the agent's sessions: one primary-key read of each table.
-    pub async fn session_standing(
-        &self,
+    pub async fn standing(
+        self,
         tenant_id: &TenantId,
         agent_id: &RecipientId,
         session_id: &SessionId,
     ) -> Result<SessionStanding, StoreError> {
-        let mut pooled = self.pools().reader().await?;
+        let mut pooled = self.store.pools().reader().await?;
         let row = pooled
             .conn()
             .fetch_optional(
@@ -163,7 +181,7 @@ impl SqlStore {
     /// the session heartbeat), optionally with its transport and the last sequence it saw. A
     /// session swept as gone comes back to `active`; a superseded one stays superseded. `false`
     /// when no such session belongs to this agent.
-    pub async fn touch_session(&self, touch: &SessionTouch<'_>) -> Result<bool, StoreError> {
+    pub async fn touch(self, touch: &SessionTouch<'_>) -> Result<bool, StoreError> {
         if let Some(transport) = touch.transport {
             if transport.is_empty()
                 || transport.len() > 16
@@ -172,8 +190,8 @@ impl SqlStore {
                 return Err(StoreError::invalid("transport", "must be 1 to 16 lower-case letters or '-'"));
             }
         }
-        let now = self.now();
-        let mut pooled = self.pools().writer().await?;
+        let now = self.store.now();
+        let mut pooled = self.store.pools().writer().await?;
         let done = pooled
             .conn()
             .execute(
@@ -214,8 +232,8 @@ impl SqlStore {
     }
 
     /// Marks sessions silent since before `cutoff` as gone; returns how many.
-    pub async fn mark_silent_sessions_gone(&self, cutoff: UnixMillis) -> Result<u64, StoreError> {
-        let mut pooled = self.pools().writer().await?;
+    pub async fn mark_silent_gone(self, cutoff: UnixMillis) -> Result<u64, StoreError> {
+        let mut pooled = self.store.pools().writer().await?;
         let done = pooled
             .conn()
             .execute(

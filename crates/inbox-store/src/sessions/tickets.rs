@@ -5,8 +5,9 @@
 
 use inbox_core::{SessionId, TenantId, UnixMillis};
 
+use super::Sessions;
+use crate::StoreError;
 use crate::db::Arg;
-use crate::{SqlStore, StoreError};
 
 /// What a stream credential is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,10 +42,10 @@ pub struct StreamGrant {
 /// Longest life of any stream credential, a guard against a caller's mistake.
 const CREDENTIAL_TTL_MS_MAX: u64 = 24 * 3_600 * 1_000;
 
-impl SqlStore {
+impl Sessions<'_> {
     /// Stores a credential by its hash, valid for `ttl_ms`; returns when it expires.
     pub async fn insert_stream_credential(
-        &self,
+        self,
         hash: &[u8; 32],
         credential: StreamCredential,
         grant: &StreamGrant,
@@ -53,9 +54,9 @@ impl SqlStore {
         if ttl_ms == 0 || ttl_ms > CREDENTIAL_TTL_MS_MAX {
             return Err(StoreError::invalid("ttl", format!("is {ttl_ms} ms; it must be 1 ms to 24 h")));
         }
-        let now = self.now();
+        let now = self.store.now();
         let expires_at = now.plus_ms(ttl_ms);
-        let mut pooled = self.pools().writer().await?;
+        let mut pooled = self.store.pools().writer().await?;
         pooled
             .conn()
             .execute(
@@ -81,12 +82,12 @@ impl SqlStore {
     /// presented the same ticket at once exactly one wins; a cookie only has to be unexpired.
     /// `None` when the credential is unknown, expired or (a ticket) already spent.
     pub async fn redeem_stream_credential(
-        &self,
+        self,
         hash: &[u8; 32],
         credential: StreamCredential,
     ) -> Result<Option<StreamGrant>, StoreError> {
-        let now = self.now();
-        let mut pooled = self.pools().writer().await?;
+        let now = self.store.now();
+        let mut pooled = self.store.pools().writer().await?;
         let mut conn = pooled.conn();
         if credential == StreamCredential::Ticket {
             let spent = conn
@@ -119,8 +120,8 @@ impl SqlStore {
     }
 
     /// Deletes credentials that expired before `cutoff`; returns how many.
-    pub async fn delete_expired_stream_credentials(&self, cutoff: UnixMillis) -> Result<u64, StoreError> {
-        let mut pooled = self.pools().writer().await?;
+    pub async fn delete_expired_stream_credentials(self, cutoff: UnixMillis) -> Result<u64, StoreError> {
+        let mut pooled = self.store.pools().writer().await?;
         let done = pooled
             .conn()
             .execute("DELETE FROM stream_ticket WHERE expires_at_utc < ?", &[Arg::I64(cutoff.get())])

@@ -124,7 +124,7 @@ pub(crate) fn push_event_values<'a>(record: &'a EventRecord, args: &mut Vec<Arg<
         Arg::Str(record.inbox.tenant_id.as_str()),
         Arg::Str(record.inbox.recipient.kind.as_str()),
         Arg::Str(record.inbox.recipient.id.as_str()),
-        crate::record::seq_arg(record.inbox_seq),
+        crate::inbox::record::seq_arg(record.inbox_seq),
         Arg::Bytes(record.event_id.as_bytes()),
         Arg::Str(record.event_type.as_str()),
         Arg::I64(i64::from(record.priority.rank())),

@@ -3,19 +3,20 @@
 
 use inbox_core::{EventId, InboxSeq, RecipientKey};
 
+use super::Inbox;
 use crate::db::{Arg, DbConnection};
 use crate::dialect::{CLAIMABLE, EVENT_COLUMNS, INBOX};
-use crate::record::{event_from_row, seq, seq_arg};
-use crate::{EventRecord, InboxHead, PollPage, PollQuery, SqlStore, StoreError};
+use crate::inbox::record::{event_from_row, seq, seq_arg};
+use crate::{EventRecord, InboxHead, PollPage, PollQuery, StoreError};
 
-impl SqlStore {
+impl Inbox<'_> {
     /// Events after `after_seq` in sequence order, with the head and whether more remain.
     /// Refuses a cursor that points before retained data with
     /// [`StoreError::CursorResetRequired`], so a client never silently skips archived events.
-    pub async fn poll_after_cursor(&self, query: &PollQuery) -> Result<PollPage, StoreError> {
-        self.batch_len("limit", query.limit as usize)?;
-        let now = self.now();
-        let mut pooled = self.pools().reader().await?;
+    pub async fn poll_after_cursor(self, query: &PollQuery) -> Result<PollPage, StoreError> {
+        self.store.batch_len("limit", query.limit as usize)?;
+        let now = self.store.now();
+        let mut pooled = self.store.pools().reader().await?;
         let mut conn = pooled.conn();
         let head = read_head(&mut conn, &query.inbox, "").await?;
         if query.after_seq.next() < head.oldest_available_seq {
@@ -50,8 +51,8 @@ impl SqlStore {
     }
 
     /// The recipient's newest sequence number and oldest retained one.
-    pub async fn head(&self, inbox: &RecipientKey) -> Result<InboxHead, StoreError> {
-        let mut pooled = self.pools().reader().await?;
+    pub async fn head(self, inbox: &RecipientKey) -> Result<InboxHead, StoreError> {
+        let mut pooled = self.store.pools().reader().await?;
         read_head(&mut pooled.conn(), inbox, "").await
     }
 
@@ -59,12 +60,12 @@ impl SqlStore {
     /// claimed), oldest first, at most `limit`, and whether more remain: what an agent must
     /// still handle after it rebuilt its state from scratch. Page on with the last one's seq.
     pub async fn open_events(
-        &self,
+        self,
         inbox: &RecipientKey,
         after_seq: InboxSeq,
         limit: u32,
     ) -> Result<(Vec<EventRecord>, bool), StoreError> {
-        self.batch_len("limit", limit as usize)?;
+        self.store.batch_len("limit", limit as usize)?;
         let mut args = inbox_args(inbox);
         args.push(seq_arg(after_seq));
         args.push(Arg::I64(i64::from(limit) + 1));
@@ -72,7 +73,7 @@ impl SqlStore {
             "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE {INBOX} AND inbox_seq > ? \
              AND ack_state IN ('available', 'claimed') ORDER BY inbox_seq LIMIT ?"
         );
-        let mut pooled = self.pools().reader().await?;
+        let mut pooled = self.store.pools().reader().await?;
         let mut events = pooled
             .conn()
             .fetch_all(&sql, &args)
@@ -87,11 +88,11 @@ impl SqlStore {
 
     /// One event of an inbox, in whatever state it is in.
     pub async fn event(
-        &self,
+        self,
         inbox: &RecipientKey,
         event_id: EventId,
     ) -> Result<Option<EventRecord>, StoreError> {
-        let mut pooled = self.pools().reader().await?;
+        let mut pooled = self.store.pools().reader().await?;
         let events = load_events(&mut pooled.conn(), inbox, &[event_id], "").await?;
         Ok(events.into_iter().next())
     }

@@ -6,10 +6,11 @@ use std::fmt;
 
 use inbox_core::{IdError, RecipientId, TenantId, UnixMillis};
 
+use super::Signatures;
+use crate::StoreError;
 use crate::db::{Arg, DbRow};
+use crate::signatures::tenant_policy::lock_tenant;
 use crate::store::with_retries;
-use crate::tenant_policy::lock_tenant;
-use crate::{SqlStore, StoreError};
 
 /// Live keys one agent may hold at once: enough for a rotation overlap on a few devices.
 pub const AGENT_KEYS_PER_AGENT_MAX: u64 = 10;
@@ -60,6 +61,10 @@ pub struct NewAgentKey {
     pub agent_id: RecipientId,
     pub algorithm: String,
     pub key_material: Vec<u8>,
+    /// Whether the request that registers this key was signed with one of the agent's live
+    /// keys (the caller verified the signature). An agent's first key needs no signature;
+    /// once it has a live key, another is registered only when this is true.
+    pub signed: bool,
 }
 
 impl fmt::Debug for NewAgentKey {
@@ -71,11 +76,14 @@ impl fmt::Debug for NewAgentKey {
 const KEY_COLUMNS: &str =
     "tenant_id, key_id, agent_id, algorithm, key_material, created_at_utc, retired_at_utc";
 
-impl SqlStore {
-    /// Registers a key. Refuses a key id already used in the tenant
+impl Signatures<'_> {
+    /// Registers a key. Refuses an unsigned key for an agent that already has a live key
+    /// ([`StoreError::SignatureRequired`]), a key id already used in the tenant
     /// ([`StoreError::AlreadyExists`]) and an agent's key past [`AGENT_KEYS_PER_AGENT_MAX`]
-    /// live ones ([`StoreError::LimitReached`]).
-    pub async fn insert_agent_key(&self, key: &NewAgentKey) -> Result<AgentKey, StoreError> {
+    /// live ones ([`StoreError::LimitReached`]). Both rules are checked under the tenant row
+    /// lock in the inserting transaction, so two concurrent unsigned registrations cannot
+    /// both become the agent's "first" key, and concurrent ones cannot overshoot the limit.
+    pub async fn insert_agent_key(self, key: &NewAgentKey) -> Result<AgentKey, StoreError> {
         if !matches!(key.algorithm.as_str(), "ed25519" | "hmac-sha256") {
             return Err(StoreError::invalid("algorithm", "must be ed25519 or hmac-sha256"));
         }
@@ -85,12 +93,12 @@ impl SqlStore {
                 format!("must be 1 to {KEY_MATERIAL_BYTES_MAX} bytes"),
             ));
         }
-        with_retries!(self, self.insert_key_once(key))
+        with_retries!(self.store, self.insert_key_once(key))
     }
 
-    async fn insert_key_once(&self, key: &NewAgentKey) -> Result<AgentKey, StoreError> {
-        let now = self.now();
-        let mut tx = self.pools().begin().await?;
+    async fn insert_key_once(self, key: &NewAgentKey) -> Result<AgentKey, StoreError> {
+        let now = self.store.now();
+        let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
         lock_tenant(&mut conn, &key.tenant_id, now).await?;
         let live = conn
@@ -103,6 +111,9 @@ impl SqlStore {
             .map(|row| row.i64("n"))
             .transpose()?
             .unwrap_or(0);
+        if live > 0 && !key.signed {
+            return Err(StoreError::SignatureRequired { what: "another signing key" });
+        }
         if live as u64 >= AGENT_KEYS_PER_AGENT_MAX {
             return Err(StoreError::LimitReached { what: "signing key", limit: AGENT_KEYS_PER_AGENT_MAX });
         }
@@ -139,11 +150,11 @@ impl SqlStore {
 
     /// A key by id, live or retired; `None` when the tenant has no such key.
     pub async fn agent_key(
-        &self,
+        self,
         tenant_id: &TenantId,
         key_id: &KeyId,
     ) -> Result<Option<AgentKey>, StoreError> {
-        let mut pooled = self.pools().reader().await?;
+        let mut pooled = self.store.pools().reader().await?;
         let row = pooled
             .conn()
             .fetch_optional(
@@ -156,12 +167,12 @@ impl SqlStore {
 
     /// The agent's live keys, oldest first.
     pub async fn agent_keys(
-        &self,
+        self,
         tenant_id: &TenantId,
         agent_id: &RecipientId,
     ) -> Result<Vec<AgentKey>, StoreError> {
-        let now = self.now();
-        let mut pooled = self.pools().reader().await?;
+        let now = self.store.now();
+        let mut pooled = self.store.pools().reader().await?;
         let rows = pooled
             .conn()
             .fetch_all(
@@ -178,15 +189,15 @@ impl SqlStore {
     /// Retires the agent's key `after_ms` from now (0: at once). Returns whether a live key of
     /// that agent was found; an earlier retirement already set is kept.
     pub async fn retire_agent_key(
-        &self,
+        self,
         tenant_id: &TenantId,
         agent_id: &RecipientId,
         key_id: &KeyId,
         after_ms: u64,
     ) -> Result<bool, StoreError> {
-        let now = self.now();
+        let now = self.store.now();
         let retire_at = now.plus_ms(after_ms);
-        let mut pooled = self.pools().writer().await?;
+        let mut pooled = self.store.pools().writer().await?;
         let done = pooled
             .conn()
             .execute(

@@ -1,0 +1,310 @@
+//! The `callbacks` subsystem: callback registrations and their delivery state. A registration is
+//! `pending_verification` until its receiver answers a challenge, then `active`. Deliveries
+//! are driven by the database, not by memory, so any node may send them and a restart loses
+//! nothing: a registration is due when its recipient's `inbox_head` is past the head last
+//! delivered and its `next_attempt_at` has come. A node takes a due registration with one
+//! conditional UPDATE on `next_attempt_at` (compare-and-set), so of several nodes exactly
+//! one sends; a node that dies mid-delivery leaves a lease that simply runs out.
+//!
+//! Consecutive publishes coalesce: a delivery always carries the newest head, so a receiver
+//! gets at most one hint per rate interval however busy the inbox is. A failing callback
+//! never touches the inbox: agents still recover by polling.
+
+mod deliveries;
+mod registrations;
+
+use std::fmt;
+
+use inbox_core::{IdError, InboxSeq, RecipientId, TenantId, UnixMillis};
+
+use crate::db::DbRow;
+use crate::signatures::{KeyId, token_id};
+use crate::{SqlStore, StoreError};
+
+/// Longest error text kept on a registration or an attempt.
+pub const CALLBACK_ERROR_BYTES_MAX: usize = 255;
+/// Attempts one listing returns at most.
+pub const CALLBACK_ATTEMPTS_LIST_MAX: u32 = 200;
+
+/// A registration's id.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RegistrationId(String);
+
+impl RegistrationId {
+    pub const BYTES_MAX: usize = 64;
+
+    pub fn new(value: impl Into<String>) -> Result<RegistrationId, IdError> {
+        token_id("registration_id", value.into(), Self::BYTES_MAX).map(RegistrationId)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RegistrationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for RegistrationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
+/// Where a registration stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerificationState {
+    /// Registered, but the receiver has not yet proven it holds the secret: nothing but
+    /// challenges is sent.
+    PendingVerification,
+    /// Verified: hints are delivered.
+    Active,
+}
+
+impl VerificationState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerificationState::PendingVerification => "pending_verification",
+            VerificationState::Active => "active",
+        }
+    }
+
+    fn parse(text: &str) -> Result<Self, StoreError> {
+        match text {
+            "pending_verification" => Ok(VerificationState::PendingVerification),
+            "active" => Ok(VerificationState::Active),
+            other => Err(StoreError::Corrupt(format!("callback_registration state {other:?}"))),
+        }
+    }
+}
+
+/// Caps on registrations, counted in every state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallbackLimits {
+    pub per_recipient_max: u64,
+    pub per_tenant_max: u64,
+}
+
+/// A registration to create.
+#[derive(Clone)]
+pub struct NewCallbackRegistration {
+    pub tenant_id: TenantId,
+    pub recipient_id: RecipientId,
+    /// The canonical URL, already checked against the SSRF rules.
+    pub callback_url: String,
+    pub key_id: KeyId,
+    /// The hmac-sha256 shared secret deliveries are signed with.
+    pub secret: Vec<u8>,
+    pub max_rate_per_minute: u32,
+    pub replay_window_seconds: u32,
+}
+
+impl fmt::Debug for NewCallbackRegistration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewCallbackRegistration")
+            .field("tenant_id", &self.tenant_id)
+            .field("recipient_id", &self.recipient_id)
+            .field("callback_url", &self.callback_url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A secret still inside its rotation overlap.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PreviousSecret {
+    pub key_id: KeyId,
+    pub secret: Vec<u8>,
+    pub retires_at: UnixMillis,
+}
+
+impl fmt::Debug for PreviousSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PreviousSecret")
+            .field("key_id", &self.key_id)
+            .field("retires_at", &self.retires_at)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A stored registration. `Debug` hides the secrets.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CallbackRegistration {
+    pub registration_id: RegistrationId,
+    pub tenant_id: TenantId,
+    pub recipient_id: RecipientId,
+    pub callback_url: String,
+    pub state: VerificationState,
+    pub auth_mode: String,
+    pub key_id: KeyId,
+    pub secret: Vec<u8>,
+    pub previous: Option<PreviousSecret>,
+    pub replay_window_seconds: u32,
+    pub max_rate_per_minute: u32,
+    /// The newest head a delivery reached the receiver with (or was given up on).
+    pub delivered_head_seq: u64,
+    pub next_attempt_at: UnixMillis,
+    /// Failed attempts in a row for the current head.
+    pub failed_attempts: u32,
+    pub last_error: Option<String>,
+    pub created_at: UnixMillis,
+    pub verified_at: Option<UnixMillis>,
+}
+
+impl CallbackRegistration {
+    /// The secrets a delivery is signed with at `now`, current first.
+    pub fn signing_secrets(&self, now: UnixMillis) -> Vec<(&KeyId, &[u8])> {
+        let mut secrets = vec![(&self.key_id, self.secret.as_slice())];
+        if let Some(previous) = self.previous.as_ref().filter(|p| p.retires_at > now) {
+            secrets.push((&previous.key_id, previous.secret.as_slice()));
+        }
+        secrets
+    }
+}
+
+impl fmt::Debug for CallbackRegistration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallbackRegistration")
+            .field("registration_id", &self.registration_id)
+            .field("tenant_id", &self.tenant_id)
+            .field("recipient_id", &self.recipient_id)
+            .field("callback_url", &self.callback_url)
+            .field("state", &self.state)
+            .field("key_id", &self.key_id)
+            .field("delivered_head_seq", &self.delivered_head_seq)
+            .field("failed_attempts", &self.failed_attempts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An active registration whose recipient's head is past what was delivered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueDelivery {
+    pub registration: CallbackRegistration,
+    pub head_seq: InboxSeq,
+}
+
+/// How one delivery attempt ended, to record on its registration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeliveryResult {
+    /// The receiver answered 2xx: `head_seq` is delivered; the next delivery waits until
+    /// `next_attempt_at` (the rate limit).
+    Delivered { head_seq: InboxSeq, next_attempt_at: UnixMillis },
+    /// The attempt failed; retry at `next_attempt_at`. With `give_up_head`, the attempts for
+    /// this head are exhausted: it counts as handled (the agent recovers by polling) and the
+    /// failure count starts over with the next head.
+    Failed { error: String, next_attempt_at: UnixMillis, give_up_head: Option<InboxSeq> },
+}
+
+/// One attempt in the delivery log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallbackAttempt {
+    pub delivery_id: String,
+    pub registration_id: RegistrationId,
+    pub tenant_id: TenantId,
+    /// `challenge` or `hint`.
+    pub kind: String,
+    pub head_seq: Option<u64>,
+    /// 1 for the first attempt at a head (or a challenge), counting up while it fails.
+    pub attempt: u32,
+    /// `delivered`, `failed`, `abandoned`, `verified` or `verification_failed`.
+    pub outcome: String,
+    pub http_status: Option<u16>,
+    pub error: Option<String>,
+    pub duration_ms: u64,
+    pub created_at: UnixMillis,
+}
+
+const REGISTRATION_COLUMNS: &str = "r.registration_id, r.tenant_id, r.recipient_id, r.callback_url, \
+    r.verification_state, r.auth_mode, r.key_id, r.secret, r.previous_key_id, r.previous_secret, \
+    r.previous_retires_at_utc, r.replay_window_seconds, r.max_rate_per_minute, r.delivered_head_seq, \
+    r.next_attempt_at_utc, r.failed_attempts, r.last_error, r.created_at_utc, r.verified_at_utc";
+
+const ATTEMPT_COLUMNS: &str = "delivery_id, registration_id, tenant_id, kind, head_seq, attempt, outcome, \
+    http_status, error, duration_ms, created_at_utc";
+
+/// The callbacks subsystem of one [`SqlStore`]: registrations, their due deliveries and the attempts made.
+/// A borrowed view, free to make: `store.callbacks()`.
+#[derive(Debug, Clone, Copy)]
+pub struct Callbacks<'s> {
+    pub(crate) store: &'s SqlStore,
+}
+
+impl SqlStore {
+    /// Callback registrations, deliveries and attempts, see [`Callbacks`].
+    pub fn callbacks(&self) -> Callbacks<'_> {
+        Callbacks { store: self }
+    }
+}
+
+fn truncate(text: &str) -> &str {
+    if text.len() <= CALLBACK_ERROR_BYTES_MAX {
+        return text;
+    }
+    let mut end = CALLBACK_ERROR_BYTES_MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+fn registration_from_row(row: &DbRow) -> Result<CallbackRegistration, StoreError> {
+    let corrupt = |e: IdError| StoreError::Corrupt(format!("callback_registration: {e}"));
+    let previous = match (
+        row.opt_string("previous_key_id")?,
+        row.opt_bytes("previous_secret")?,
+        row.opt_i64("previous_retires_at_utc")?,
+    ) {
+        (Some(key_id), Some(secret), Some(retires_at)) => Some(PreviousSecret {
+            key_id: KeyId::new(key_id).map_err(corrupt)?,
+            secret,
+            retires_at: UnixMillis(retires_at),
+        }),
+        _ => None,
+    };
+    let small = |col: &str| -> Result<u32, StoreError> {
+        u32::try_from(row.i64(col)?).map_err(|_| StoreError::Corrupt(format!("callback_registration.{col}")))
+    };
+    Ok(CallbackRegistration {
+        registration_id: RegistrationId::new(row.string("registration_id")?).map_err(corrupt)?,
+        tenant_id: TenantId::new(row.string("tenant_id")?).map_err(corrupt)?,
+        recipient_id: RecipientId::new(row.string("recipient_id")?).map_err(corrupt)?,
+        callback_url: row.string("callback_url")?,
+        state: VerificationState::parse(&row.string("verification_state")?)?,
+        auth_mode: row.string("auth_mode")?,
+        key_id: KeyId::new(row.string("key_id")?).map_err(corrupt)?,
+        secret: row.opt_bytes("secret")?.unwrap_or_default(),
+        previous,
+        replay_window_seconds: small("replay_window_seconds")?,
+        max_rate_per_minute: small("max_rate_per_minute")?,
+        delivered_head_seq: row.i64("delivered_head_seq")?.max(0) as u64,
+        next_attempt_at: UnixMillis(row.i64("next_attempt_at_utc")?),
+        failed_attempts: small("failed_attempts")?,
+        last_error: row.opt_string("last_error")?,
+        created_at: UnixMillis(row.i64("created_at_utc")?),
+        verified_at: row.opt_i64("verified_at_utc")?.map(UnixMillis),
+    })
+}
+
+fn attempt_from_row(row: &DbRow) -> Result<CallbackAttempt, StoreError> {
+    let corrupt = |e: IdError| StoreError::Corrupt(format!("callback_delivery: {e}"));
+    Ok(CallbackAttempt {
+        delivery_id: row.string("delivery_id")?,
+        registration_id: RegistrationId::new(row.string("registration_id")?).map_err(corrupt)?,
+        tenant_id: TenantId::new(row.string("tenant_id")?).map_err(corrupt)?,
+        kind: row.string("kind")?,
+        head_seq: row.opt_i64("head_seq")?.map(|h| h.max(0) as u64),
+        attempt: row.i64("attempt")?.clamp(0, i64::from(u32::MAX)) as u32,
+        outcome: row.string("outcome")?,
+        http_status: row.opt_i64("http_status")?.and_then(|s| u16::try_from(s).ok()),
+        error: row.opt_string("error")?,
+        duration_ms: row.i64("duration_ms")?.max(0) as u64,
+        created_at: UnixMillis(row.i64("created_at_utc")?),
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,40 @@
+//! The `inbox` subsystem: publishing into recipients' inboxes (alone, in a batch, or inside a
+//! host application's transaction), reading after a cursor, visibility leases, the scavenger,
+//! the operator's tools for parked events and cold storage of retained history.
+//!
+//! Every operation is a method of [`Inbox`], the handle [`SqlStore::inbox`] lends out.
+
+mod admin;
+mod cold_storage;
+mod leases;
+mod model;
+mod publish;
+mod publish_batch;
+mod read;
+pub(crate) mod record;
+mod scavenge;
+
+pub use admin::{BACKLOGS_MAX, Backlog};
+pub use cold_storage::{ARCHIVE_BATCH_MAX, ArchiveKey, ArchivedRow, archive_key_of_line};
+pub use leases::{REASON_BYTES_MAX, RETRY_AFTER_MS_MAX};
+pub use model::{
+    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Delivery, EventRecord, Heartbeat,
+    HeartbeatItem, HeartbeatReceipt, InboxHead, InboxStats, ParkedQuery, PollPage, PollQuery, Publish,
+    PublishReceipt, Release, ReleaseReceipt, ScavengeReport,
+};
+
+use crate::SqlStore;
+
+/// The inbox subsystem of one [`SqlStore`]: publish, read, leases, scavenge, parked events and
+/// cold storage. A borrowed view, free to make: `store.inbox().claim_next(&claim)`.
+#[derive(Debug, Clone, Copy)]
+pub struct Inbox<'s> {
+    pub(crate) store: &'s SqlStore,
+}
+
+impl SqlStore {
+    /// Publishing, reading and leasing events, see [`Inbox`].
+    pub fn inbox(&self) -> Inbox<'_> {
+        Inbox { store: self }
+    }
+}
