@@ -14,7 +14,7 @@ use sqlx::{Executor as _, Row as _};
 /// BEGIN), 2 (UPDATE, DELETE) and 4 (INSERT, REPLACE: a publish starts with an upsert of the
 /// inbox heads, which must read the newest head). A read overtaken after its wait by a commit
 /// elsewhere still fails certification and is retried like any deadlock victim.
-pub(crate) const GALERA_SYNC_WAIT: u32 = 7;
+pub const GALERA_SYNC_WAIT: u32 = 7;
 
 /// The engine behind a store, as detected when it connected.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,7 +15,6 @@
 mod callbacks;
 mod clock;
 mod config;
-pub mod conformance;
 mod db;
 mod dialect;
 mod engine;
@@ -39,7 +38,7 @@ pub use clock::{DatabaseClock, system_now};
 pub use config::StoreConfig;
 pub use db::{ConnectOptions, DbConnection};
 pub use dialect::Dialect;
-pub use engine::{Engine, EngineReport, Product};
+pub use engine::{Engine, EngineReport, GALERA_SYNC_WAIT, Product};
 pub use entropy::random_bytes;
 pub use error::{ItemOutcome, ItemRefusal, Refusal, StoreError};
 pub use inbox::{

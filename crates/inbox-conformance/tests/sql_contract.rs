@@ -6,11 +6,11 @@
 
 use std::time::{Duration, Instant};
 
+use inbox_conformance::{Backend, Harness};
 use inbox_core::{
     AckResult, AckState, Clock, Correlation, DeadLetterReason, DeduplicationKey, EventBody, EventId,
     EventType, InboxSeq, PayloadRef, Priority, Recipient, RecipientId, RecipientKey, TenantId, UnixMillis,
 };
-use inbox_store::conformance::{Backend, Harness};
 use inbox_store::{AckItem, Acknowledge, ClaimNext, EventRecord, PollQuery, Publish};
 use sqlx::{Connection, MySqlConnection, Row};
 

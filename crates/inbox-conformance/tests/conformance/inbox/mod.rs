@@ -1,0 +1,6 @@
+//! The `inbox` subsystem's cases, by job.
+
+mod concurrency;
+mod leases;
+mod publish;
+mod scavenge;
