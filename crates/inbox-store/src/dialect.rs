@@ -11,6 +11,22 @@ use inbox_core::Recipient;
 
 use crate::db::Arg;
 
+/// A named statement whose text differs between the backends; [`Sql::text`] picks one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sql {
+    pub mysql: &'static str,
+    pub sqlite: &'static str,
+}
+
+impl Sql {
+    pub(crate) fn text(self, dialect: Dialect) -> &'static str {
+        match dialect {
+            Dialect::MySql => self.mysql,
+            Dialect::Sqlite => self.sqlite,
+        }
+    }
+}
+
 /// Which SQL flavour a store speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {

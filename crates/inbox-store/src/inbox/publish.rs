@@ -41,7 +41,7 @@ impl Inbox<'_> {
     /// # -> Result<(), Box<dyn std::error::Error>> {
     /// let mut tx = pool.begin().await?; // the host application's own transaction
     /// sqlx::query("INSERT INTO room_message (id, body) VALUES (?, ?)").bind(7).bind("hi").execute(&mut *tx).await?;
-    /// store.publish_in(&mut *tx, &publish).await?;
+    /// store.inbox().publish_in(&mut *tx, &publish).await?;
     /// tx.commit().await?; // the message and every recipient's inbox row, or neither
     /// # Ok(()) }
     /// ```

@@ -6,7 +6,7 @@ use std::fmt;
 
 use inbox_core::{IdError, RecipientId, TenantId, UnixMillis};
 
-use super::Signatures;
+use super::{Signatures, queries};
 use crate::StoreError;
 use crate::db::{Arg, DbRow};
 use crate::signatures::tenant_policy::lock_tenant;
@@ -73,9 +73,6 @@ impl fmt::Debug for NewAgentKey {
     }
 }
 
-const KEY_COLUMNS: &str =
-    "tenant_id, key_id, agent_id, algorithm, key_material, created_at_utc, retired_at_utc";
-
 impl Signatures<'_> {
     /// Registers a key. Refuses an unsigned key for an agent that already has a live key
     /// ([`StoreError::SignatureRequired`]), a key id already used in the tenant
@@ -103,8 +100,7 @@ impl Signatures<'_> {
         lock_tenant(&mut conn, &key.tenant_id, now).await?;
         let live = conn
             .fetch_optional(
-                "SELECT COUNT(*) AS n FROM agent_signing_key WHERE tenant_id = ? AND agent_id = ? \
-                 AND (retired_at_utc IS NULL OR retired_at_utc > ?)",
+                queries::COUNT_LIVE_KEYS,
                 &[Arg::Str(key.tenant_id.as_str()), Arg::Str(key.agent_id.as_str()), Arg::I64(now.get())],
             )
             .await?
@@ -119,7 +115,7 @@ impl Signatures<'_> {
         }
         let inserted = conn
             .execute(
-                &format!("INSERT INTO agent_signing_key ({KEY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, NULL)"),
+                queries::INSERT_KEY,
                 &[
                     Arg::Str(key.tenant_id.as_str()),
                     Arg::Str(key.key_id.as_str()),
@@ -157,10 +153,7 @@ impl Signatures<'_> {
         let mut pooled = self.store.pools().reader().await?;
         let row = pooled
             .conn()
-            .fetch_optional(
-                &format!("SELECT {KEY_COLUMNS} FROM agent_signing_key WHERE tenant_id = ? AND key_id = ?"),
-                &[Arg::Str(tenant_id.as_str()), Arg::Str(key_id.as_str())],
-            )
+            .fetch_optional(queries::KEY_BY_ID, &[Arg::Str(tenant_id.as_str()), Arg::Str(key_id.as_str())])
             .await?;
         row.as_ref().map(key_from_row).transpose()
     }
@@ -176,10 +169,7 @@ impl Signatures<'_> {
         let rows = pooled
             .conn()
             .fetch_all(
-                &format!(
-                    "SELECT {KEY_COLUMNS} FROM agent_signing_key WHERE tenant_id = ? AND agent_id = ? \
-                     AND (retired_at_utc IS NULL OR retired_at_utc > ?) ORDER BY created_at_utc, key_id"
-                ),
+                queries::LIVE_KEYS_OF_AGENT,
                 &[Arg::Str(tenant_id.as_str()), Arg::Str(agent_id.as_str()), Arg::I64(now.get())],
             )
             .await?;
@@ -201,8 +191,7 @@ impl Signatures<'_> {
         let done = pooled
             .conn()
             .execute(
-                "UPDATE agent_signing_key SET retired_at_utc = ? WHERE tenant_id = ? AND agent_id = ? AND key_id = ? \
-                 AND (retired_at_utc IS NULL OR retired_at_utc > ?)",
+                queries::RETIRE_KEY,
                 &[
                     Arg::I64(retire_at.get()),
                     Arg::Str(tenant_id.as_str()),

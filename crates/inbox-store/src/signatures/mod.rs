@@ -6,6 +6,7 @@
 
 mod agent_keys;
 mod nonces;
+mod queries;
 mod tenant_policy;
 
 pub(crate) use agent_keys::token_id;

@@ -11,10 +11,9 @@ use std::collections::HashSet;
 
 use inbox_core::UnixMillis;
 
-use super::Signatures;
+use super::{Signatures, queries};
 use crate::StoreError;
 use crate::db::Arg;
-use crate::dialect::{placeholders, push_repeated};
 
 /// A verified signature's nonce, to be recorded before the operation it signs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,19 +51,15 @@ impl Signatures<'_> {
         let now = self.store.now();
         let mut pooled = self.store.pools().writer().await?;
         let mut conn = pooled.conn();
-        let insert = "INSERT INTO signature_nonce (nonce_hash, expires_at_utc) VALUES (?, ?)";
         let args = [Arg::Bytes(nonce_hash), Arg::I64(until.get())];
         for _ in 0..2 {
-            match conn.execute(insert, &args).await {
+            match conn.execute(queries::INSERT_NONCE, &args).await {
                 Ok(_) => return Ok(NonceUse::Fresh),
                 Err(StoreError::Database(sqlx::Error::Database(db))) if db.is_unique_violation() => {}
                 Err(err) => return Err(err),
             }
             let stale = conn
-                .execute(
-                    "DELETE FROM signature_nonce WHERE nonce_hash = ? AND expires_at_utc < ?",
-                    &[Arg::Bytes(nonce_hash), Arg::I64(now.get())],
-                )
+                .execute(queries::DELETE_STALE_NONCE, &[Arg::Bytes(nonce_hash), Arg::I64(now.get())])
                 .await?;
             if stale.rows_affected == 0 {
                 break;
@@ -100,8 +95,7 @@ impl Signatures<'_> {
 
     /// One multi-row insert: all of `batch`, or (on any duplicate) none of it.
     async fn insert_new_nonces(self, batch: &[&SignatureNonce]) -> Result<(), StoreError> {
-        let mut sql = String::from("INSERT INTO signature_nonce (nonce_hash, expires_at_utc) VALUES ");
-        push_repeated(&mut sql, batch.len(), "(?, ?)");
+        let sql = queries::insert_nonces(batch.len());
         let args: Vec<Arg> =
             batch.iter().flat_map(|nonce| [Arg::Bytes(&nonce.hash), Arg::I64(nonce.until.get())]).collect();
         let mut pooled = self.store.pools().writer().await?;
@@ -116,10 +110,7 @@ impl Signatures<'_> {
         let mut conn = pooled.conn();
         // MySQL refuses LIMIT inside an IN subquery, so the keys are read first.
         let hashes: Vec<Vec<u8>> = conn
-            .fetch_all(
-                "SELECT nonce_hash FROM signature_nonce WHERE expires_at_utc < ? LIMIT ?",
-                &[Arg::I64(cutoff.get()), Arg::I64(i64::from(limit))],
-            )
+            .fetch_all(queries::EXPIRED_NONCES, &[Arg::I64(cutoff.get()), Arg::I64(i64::from(limit))])
             .await?
             .iter()
             .map(|row| row.bytes("nonce_hash"))
@@ -129,15 +120,7 @@ impl Signatures<'_> {
         }
         let mut args: Vec<Arg> = hashes.iter().map(|hash| Arg::Bytes(hash)).collect();
         args.push(Arg::I64(cutoff.get()));
-        let done = conn
-            .execute(
-                &format!(
-                    "DELETE FROM signature_nonce WHERE nonce_hash IN ({}) AND expires_at_utc < ?",
-                    placeholders(hashes.len())
-                ),
-                &args,
-            )
-            .await?;
+        let done = conn.execute(&queries::delete_expired_nonces(hashes.len()), &args).await?;
         Ok(done.rows_affected)
     }
 }

@@ -4,7 +4,7 @@
 
 use inbox_core::{TenantId, UnixMillis};
 
-use super::Signatures;
+use super::{Signatures, queries};
 use crate::StoreError;
 use crate::db::{Arg, DbConnection, DbRow};
 use crate::store::with_retries;
@@ -30,13 +30,8 @@ impl Signatures<'_> {
     /// The tenant's policy (the default when it never set one).
     pub async fn tenant_policy(self, tenant_id: &TenantId) -> Result<TenantPolicy, StoreError> {
         let mut pooled = self.store.pools().reader().await?;
-        let row = pooled
-            .conn()
-            .fetch_optional(
-                &format!("SELECT {POLICY_COLUMNS} FROM tenant_policy WHERE tenant_id = ?"),
-                &[Arg::Str(tenant_id.as_str())],
-            )
-            .await?;
+        let row =
+            pooled.conn().fetch_optional(queries::POLICY_OF_TENANT, &[Arg::Str(tenant_id.as_str())]).await?;
         row.as_ref().map_or(Ok(TenantPolicy::default()), policy_from_row)
     }
 
@@ -73,10 +68,7 @@ impl Signatures<'_> {
         let mut conn = tx.conn();
         lock_tenant(&mut conn, tenant_id, now).await?;
         let current = conn
-            .fetch_optional(
-                &format!("SELECT {POLICY_COLUMNS} FROM tenant_policy WHERE tenant_id = ?"),
-                &[Arg::Str(tenant_id.as_str())],
-            )
+            .fetch_optional(queries::POLICY_OF_TENANT, &[Arg::Str(tenant_id.as_str())])
             .await?
             .as_ref()
             .map_or(Ok(TenantPolicy::default()), policy_from_row)?;
@@ -85,8 +77,7 @@ impl Signatures<'_> {
             single_active_session: change.single_active_session.unwrap_or(current.single_active_session),
         };
         conn.execute(
-            "UPDATE tenant_policy SET signatures_required = ?, single_active_session = ?, updated_at_utc = ? \
-             WHERE tenant_id = ?",
+            queries::UPDATE_POLICY,
             &[
                 Arg::I64(i64::from(policy.signatures_required)),
                 Arg::I64(i64::from(policy.single_active_session)),
@@ -99,8 +90,6 @@ impl Signatures<'_> {
         Ok(policy)
     }
 }
-
-const POLICY_COLUMNS: &str = "signatures_required, single_active_session";
 
 fn policy_from_row(row: &DbRow) -> Result<TenantPolicy, StoreError> {
     Ok(TenantPolicy {
@@ -117,13 +106,12 @@ pub(crate) async fn lock_tenant(
     tenant_id: &TenantId,
     now: UnixMillis,
 ) -> Result<(), StoreError> {
-    let sql = format!(
-        "INSERT INTO tenant_policy (tenant_id, signatures_required, updated_at_utc) VALUES (?, 0, ?){}",
-        conn.dialect().on_conflict_keep("tenant_id")
-    );
-    conn.execute(&sql, &[Arg::Str(tenant_id.as_str()), Arg::I64(now.get())]).await?;
-    let lock =
-        format!("SELECT tenant_id FROM tenant_policy WHERE tenant_id = ?{}", conn.dialect().for_update());
-    conn.fetch_optional(&lock, &[Arg::Str(tenant_id.as_str())]).await?;
+    let dialect = conn.dialect();
+    conn.execute(
+        queries::ENSURE_TENANT_ROW.text(dialect),
+        &[Arg::Str(tenant_id.as_str()), Arg::I64(now.get())],
+    )
+    .await?;
+    conn.fetch_optional(queries::LOCK_TENANT_ROW.text(dialect), &[Arg::Str(tenant_id.as_str())]).await?;
     Ok(())
 }
