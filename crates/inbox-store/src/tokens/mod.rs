@@ -1,6 +1,8 @@
 //! What identity needs from the database: the keys the service signs access tokens with,
 //! shared by every node, and rotating refresh tokens with reuse detection.
 
+mod queries;
+
 use inbox_core::{TenantId, UnixMillis};
 
 use crate::db::Arg;
@@ -112,8 +114,7 @@ impl Tokens<'_> {
         pooled
             .conn()
             .execute(
-                "INSERT INTO signing_key (key_id, purpose, algorithm, secret, created_at_utc, retires_at_utc) \
-                 VALUES (?, ?, ?, ?, ?, NULL)",
+                queries::INSERT_SIGNING_KEY,
                 &[
                     Arg::Str(&key.key_id),
                     Arg::Str(PURPOSE_ACCESS),
@@ -131,12 +132,7 @@ impl Tokens<'_> {
         let mut pooled = self.store.pools().reader().await?;
         let rows = pooled
             .conn()
-            .fetch_all(
-                "SELECT key_id, algorithm, secret, created_at_utc, retires_at_utc, activates_at_utc FROM signing_key \
-                 WHERE purpose = ? AND (retires_at_utc IS NULL OR retires_at_utc > ?) \
-                 ORDER BY created_at_utc DESC, key_id DESC",
-                &[Arg::Str(PURPOSE_ACCESS), Arg::I64(now.get())],
-            )
+            .fetch_all(queries::LIVE_SIGNING_KEYS, &[Arg::Str(PURPOSE_ACCESS), Arg::I64(now.get())])
             .await?;
         rows.iter()
             .map(|row| {
@@ -176,10 +172,7 @@ impl Tokens<'_> {
         // Keys are ordered by creation time: the new one must sort first even when a rotation
         // follows the previous one within the same millisecond.
         let newest = conn
-            .fetch_optional(
-                "SELECT MAX(created_at_utc) AS n FROM signing_key WHERE purpose = ?",
-                &[Arg::Str(PURPOSE_ACCESS)],
-            )
+            .fetch_optional(queries::NEWEST_SIGNING_KEY, &[Arg::Str(PURPOSE_ACCESS)])
             .await?
             .map(|row| row.opt_i64("n"))
             .transpose()?
@@ -195,15 +188,13 @@ impl Tokens<'_> {
         };
         let retired = conn
             .execute(
-                "UPDATE signing_key SET retires_at_utc = ? WHERE purpose = ? \
-                 AND (retires_at_utc IS NULL OR retires_at_utc > ?)",
+                queries::RETIRE_SIGNING_KEYS,
                 &[Arg::I64(retire_at.get()), Arg::Str(PURPOSE_ACCESS), Arg::I64(retire_at.get())],
             )
             .await?
             .rows_affected;
         conn.execute(
-            "INSERT INTO signing_key (key_id, purpose, algorithm, secret, created_at_utc, retires_at_utc, \
-             activates_at_utc) VALUES (?, ?, ?, ?, ?, NULL, ?)",
+            queries::INSERT_ROTATED_SIGNING_KEY,
             &[
                 Arg::Str(&key.key_id),
                 Arg::Str(PURPOSE_ACCESS),
@@ -230,8 +221,7 @@ impl Tokens<'_> {
         pooled
             .conn()
             .execute(
-                "INSERT INTO refresh_token (token_hash, family_id, tenant_id, subject, kind, scope, issued_at_utc, \
-                 expires_at_utc, used_at_utc, revoked_at_utc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
+                queries::INSERT_REFRESH_TOKEN,
                 &[
                     Arg::Bytes(token_hash),
                     Arg::Str(&grant.family_id),
@@ -267,12 +257,8 @@ impl Tokens<'_> {
         let now = self.store.now();
         let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
-        let sql = format!(
-            "SELECT family_id, tenant_id, subject, kind, scope, expires_at_utc, used_at_utc, revoked_at_utc \
-             FROM refresh_token WHERE token_hash = ?{}",
-            self.store.dialect().for_update()
-        );
-        let Some(row) = conn.fetch_optional(&sql, &[Arg::Bytes(presented_hash)]).await? else {
+        let sql = queries::LOCK_REFRESH_TOKEN.text(self.store.dialect());
+        let Some(row) = conn.fetch_optional(sql, &[Arg::Bytes(presented_hash)]).await? else {
             return Ok(Err(RefreshRefusal::Invalid));
         };
         let grant = RefreshGrant {
@@ -287,22 +273,15 @@ impl Tokens<'_> {
             return Ok(Err(RefreshRefusal::Invalid));
         }
         if row.opt_i64("used_at_utc")?.is_some() {
-            conn.execute(
-                "UPDATE refresh_token SET revoked_at_utc = ? WHERE family_id = ? AND revoked_at_utc IS NULL",
-                &[Arg::I64(now.get()), Arg::Str(&grant.family_id)],
-            )
-            .await?;
+            conn.execute(queries::REVOKE_REFRESH_FAMILY, &[Arg::I64(now.get()), Arg::Str(&grant.family_id)])
+                .await?;
             tx.commit().await?;
             return Ok(Err(RefreshRefusal::Reused));
         }
+        conn.execute(queries::SPEND_REFRESH_TOKEN, &[Arg::I64(now.get()), Arg::Bytes(presented_hash)])
+            .await?;
         conn.execute(
-            "UPDATE refresh_token SET used_at_utc = ? WHERE token_hash = ?",
-            &[Arg::I64(now.get()), Arg::Bytes(presented_hash)],
-        )
-        .await?;
-        conn.execute(
-            "INSERT INTO refresh_token (token_hash, family_id, tenant_id, subject, kind, scope, issued_at_utc, \
-             expires_at_utc, used_at_utc, revoked_at_utc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
+            queries::INSERT_REFRESH_SUCCESSOR,
             &[
                 Arg::Bytes(successor_hash),
                 Arg::Str(&grant.family_id),

@@ -1,0 +1,47 @@
+//! Every SQL statement of the `tokens` subsystem, by name: signing keys and refresh tokens.
+
+use crate::dialect::Sql;
+
+/// A signing key that signs at once (key id, purpose, algorithm, secret, created at).
+pub(super) const INSERT_SIGNING_KEY: &str = "INSERT INTO signing_key (key_id, purpose, algorithm, secret, created_at_utc, retires_at_utc) \
+    VALUES (?, ?, ?, ?, ?, NULL)";
+
+/// The purpose's unretired keys, newest first (purpose, now).
+pub(super) const LIVE_SIGNING_KEYS: &str = "SELECT key_id, algorithm, secret, created_at_utc, retires_at_utc, activates_at_utc FROM signing_key \
+    WHERE purpose = ? AND (retires_at_utc IS NULL OR retires_at_utc > ?) \
+    ORDER BY created_at_utc DESC, key_id DESC";
+
+/// When the purpose's newest key was created (purpose).
+pub(super) const NEWEST_SIGNING_KEY: &str =
+    "SELECT MAX(created_at_utc) AS n FROM signing_key WHERE purpose = ?";
+
+/// Retires the purpose's keys unless they retire sooner (retire at, purpose, retire at).
+pub(super) const RETIRE_SIGNING_KEYS: &str = "UPDATE signing_key SET retires_at_utc = ? WHERE purpose = ? \
+    AND (retires_at_utc IS NULL OR retires_at_utc > ?)";
+
+/// A rotation's new key, signing from its activation (key id, purpose, algorithm, secret, created at, activates at).
+pub(super) const INSERT_ROTATED_SIGNING_KEY: &str = "INSERT INTO signing_key (key_id, purpose, algorithm, secret, created_at_utc, retires_at_utc, \
+    activates_at_utc) VALUES (?, ?, ?, ?, ?, NULL, ?)";
+
+/// A fresh refresh token (hash, family, tenant, subject, kind, scope, issued at, expires at).
+pub(super) const INSERT_REFRESH_TOKEN: &str = "INSERT INTO refresh_token (token_hash, family_id, tenant_id, subject, kind, scope, issued_at_utc, \
+    expires_at_utc, used_at_utc, revoked_at_utc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)";
+
+/// Revokes a reused token's whole family (now, family).
+pub(super) const REVOKE_REFRESH_FAMILY: &str =
+    "UPDATE refresh_token SET revoked_at_utc = ? WHERE family_id = ? AND revoked_at_utc IS NULL";
+
+/// Marks a presented token used (now, hash).
+pub(super) const SPEND_REFRESH_TOKEN: &str = "UPDATE refresh_token SET used_at_utc = ? WHERE token_hash = ?";
+
+/// The successor of a spent token, in its family (hash, family, tenant, subject, kind, scope, issued at, expires at).
+pub(super) const INSERT_REFRESH_SUCCESSOR: &str = "INSERT INTO refresh_token (token_hash, family_id, tenant_id, subject, kind, scope, issued_at_utc, \
+    expires_at_utc, used_at_utc, revoked_at_utc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)";
+
+/// A presented refresh token, locked until the transaction ends (hash).
+pub(super) const LOCK_REFRESH_TOKEN: Sql = Sql {
+    mysql: "SELECT family_id, tenant_id, subject, kind, scope, expires_at_utc, used_at_utc, revoked_at_utc \
+            FROM refresh_token WHERE token_hash = ? FOR UPDATE",
+    sqlite: "SELECT family_id, tenant_id, subject, kind, scope, expires_at_utc, used_at_utc, revoked_at_utc \
+             FROM refresh_token WHERE token_hash = ?",
+};
