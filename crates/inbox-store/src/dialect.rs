@@ -90,18 +90,6 @@ impl Dialect {
         }
     }
 
-    /// Appended to an INSERT of one row: when a row with the same `key_columns` exists, keep
-    /// it unchanged (on MySQL the existing row is still locked, as by an update).
-    pub(crate) fn on_conflict_keep(self, key_columns: &str) -> String {
-        match self {
-            Dialect::MySql => {
-                let first = key_columns.split(',').next().unwrap_or(key_columns).trim();
-                format!(" ON DUPLICATE KEY UPDATE {first} = {first}")
-            }
-            Dialect::Sqlite => format!(" ON CONFLICT ({key_columns}) DO NOTHING"),
-        }
-    }
-
     /// Inserts head rows for `n` recipients that lack one and locks every one of them, in the
     /// order given. With `increment`, existing heads also advance by one.
     /// MySQL only: advances (or creates) one head, recording the new value with

@@ -9,6 +9,7 @@
 //! open streams of those sessions end promptly wherever they are. What a superseded session may
 //! still do is the server's decision (`session_policy.rs`); the store only records who is newest.
 
+mod queries;
 mod tickets;
 
 pub use tickets::{StreamCredential, StreamGrant};
@@ -108,25 +109,26 @@ impl Sessions<'_> {
         let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
         // The agent's row first: it is the lock that orders this agent's subscribes.
-        let claim_newest = format!(
-            "INSERT INTO agent_active_session (tenant_id, agent_id, session_id, opened_at_utc) VALUES (?, ?, ?, ?){}",
-            conn.dialect().on_conflict_keep("tenant_id, agent_id")
-        );
+        let claim_newest = queries::CLAIM_NEWEST_SESSION.text(conn.dialect());
         let newest_args = [
             Arg::Str(tenant_id),
             Arg::Str(agent_id),
             Arg::Str(session.session_id.as_str()),
             Arg::I64(now.get()),
         ];
-        conn.execute(&claim_newest, &newest_args).await?;
+        conn.execute(claim_newest, &newest_args).await?;
         conn.execute(
-            "UPDATE agent_active_session SET session_id = ?, opened_at_utc = ? WHERE tenant_id = ? AND agent_id = ?",
-            &[Arg::Str(session.session_id.as_str()), Arg::I64(now.get()), Arg::Str(tenant_id), Arg::Str(agent_id)],
+            queries::MOVE_NEWEST_SESSION,
+            &[
+                Arg::Str(session.session_id.as_str()),
+                Arg::I64(now.get()),
+                Arg::Str(tenant_id),
+                Arg::Str(agent_id),
+            ],
         )
         .await?;
         conn.execute(
-            "INSERT INTO agent_session (session_id, tenant_id, agent_id, device_id, transport, connected_at_utc, \
-             last_heartbeat_at_utc, last_seen_seq, auth_subject, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active')",
+            queries::INSERT_SESSION,
             &[
                 Arg::Str(session.session_id.as_str()),
                 Arg::Str(tenant_id),
@@ -160,9 +162,7 @@ impl Sessions<'_> {
         let row = pooled
             .conn()
             .fetch_optional(
-                "SELECT newest.session_id AS newest_session_id FROM agent_session s \
-                 LEFT JOIN agent_active_session newest ON newest.tenant_id = s.tenant_id AND newest.agent_id = s.agent_id \
-                 WHERE s.session_id = ? AND s.tenant_id = ? AND s.agent_id = ?",
+                queries::SESSION_STANDING,
                 &[Arg::Str(session_id.as_str()), Arg::Str(tenant_id.as_str()), Arg::Str(agent_id.as_str())],
             )
             .await?;
@@ -195,11 +195,7 @@ impl Sessions<'_> {
         let done = pooled
             .conn()
             .execute(
-                "UPDATE agent_session SET last_heartbeat_at_utc = ?, \
-                 status = CASE WHEN status = 'superseded' THEN status ELSE 'active' END, \
-                 transport = COALESCE(?, transport), \
-                 last_seen_seq = CASE WHEN ? IS NULL OR ? < last_seen_seq THEN last_seen_seq ELSE ? END \
-                 WHERE session_id = ? AND tenant_id = ? AND agent_id = ?",
+                queries::TOUCH_SESSION,
                 &[
                     Arg::I64(now.get()),
                     Arg::OptStr(touch.transport),
@@ -220,7 +216,7 @@ impl Sessions<'_> {
         let found = pooled
             .conn()
             .fetch_optional(
-                "SELECT 1 AS one FROM agent_session WHERE session_id = ? AND tenant_id = ? AND agent_id = ?",
+                queries::SESSION_EXISTS,
                 &[
                     Arg::Str(touch.session_id.as_str()),
                     Arg::Str(touch.tenant_id.as_str()),
@@ -234,13 +230,7 @@ impl Sessions<'_> {
     /// Marks sessions silent since before `cutoff` as gone; returns how many.
     pub async fn mark_silent_gone(self, cutoff: UnixMillis) -> Result<u64, StoreError> {
         let mut pooled = self.store.pools().writer().await?;
-        let done = pooled
-            .conn()
-            .execute(
-                "UPDATE agent_session SET status = 'gone' WHERE status = 'active' AND last_heartbeat_at_utc < ?",
-                &[Arg::I64(cutoff.get())],
-            )
-            .await?;
+        let done = pooled.conn().execute(queries::MARK_SILENT_GONE, &[Arg::I64(cutoff.get())]).await?;
         Ok(done.rows_affected)
     }
 }
@@ -251,12 +241,7 @@ async fn single_active_session(
     conn: &mut DbConnection<'_>,
     tenant_id: &TenantId,
 ) -> Result<bool, StoreError> {
-    let row = conn
-        .fetch_optional(
-            "SELECT single_active_session FROM tenant_policy WHERE tenant_id = ?",
-            &[Arg::Str(tenant_id.as_str())],
-        )
-        .await?;
+    let row = conn.fetch_optional(queries::SINGLE_ACTIVE_SESSION, &[Arg::Str(tenant_id.as_str())]).await?;
     Ok(row.map(|r| r.i64("single_active_session")).transpose()?.unwrap_or(0) != 0)
 }
 
@@ -269,8 +254,7 @@ async fn supersede_others(
 ) -> Result<u64, StoreError> {
     let done = conn
         .execute(
-            "UPDATE agent_session SET status = 'superseded', superseded_by_session_id = ?, superseded_at_utc = ? \
-             WHERE tenant_id = ? AND agent_id = ? AND session_id <> ? AND status <> 'superseded'",
+            queries::SUPERSEDE_OTHERS,
             &[
                 Arg::Str(session.session_id.as_str()),
                 Arg::I64(now.get()),
@@ -285,8 +269,7 @@ async fn supersede_others(
         let heads = serde_json::to_string(&[(recipient.kind.as_str(), recipient.id.as_str(), 0u64)])
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         conn.execute(
-            "INSERT INTO outbox_signal (tenant_id, signal_type, recipient_heads, n_recipients, status, \
-             attempt_count, created_at_utc) VALUES (?, ?, ?, 1, 'pending', 0, ?)",
+            queries::INSERT_SUPERSEDED_SIGNAL,
             &[
                 Arg::Str(session.tenant_id.as_str()),
                 Arg::Str(SESSION_SUPERSEDED_SIGNAL),

@@ -5,7 +5,7 @@
 
 use inbox_core::{SessionId, TenantId, UnixMillis};
 
-use super::Sessions;
+use super::{Sessions, queries};
 use crate::StoreError;
 use crate::db::Arg;
 
@@ -60,8 +60,7 @@ impl Sessions<'_> {
         pooled
             .conn()
             .execute(
-                "INSERT INTO stream_ticket (ticket_hash, purpose, tenant_id, subject, kind, scope, session_id, \
-                 created_at_utc, expires_at_utc, used_at_utc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                queries::INSERT_STREAM_CREDENTIAL,
                 &[
                     Arg::Bytes(hash),
                     Arg::Str(credential.as_str()),
@@ -91,11 +90,7 @@ impl Sessions<'_> {
         let mut conn = pooled.conn();
         if credential == StreamCredential::Ticket {
             let spent = conn
-                .execute(
-                    "UPDATE stream_ticket SET used_at_utc = ? WHERE ticket_hash = ? AND purpose = 'ticket' \
-                     AND used_at_utc IS NULL AND expires_at_utc > ?",
-                    &[Arg::I64(now.get()), Arg::Bytes(hash), Arg::I64(now.get())],
-                )
+                .execute(queries::SPEND_TICKET, &[Arg::I64(now.get()), Arg::Bytes(hash), Arg::I64(now.get())])
                 .await?;
             if spent.rows_affected != 1 {
                 return Ok(None);
@@ -103,8 +98,7 @@ impl Sessions<'_> {
         }
         let row = conn
             .fetch_optional(
-                "SELECT tenant_id, subject, kind, scope, session_id FROM stream_ticket \
-                 WHERE ticket_hash = ? AND purpose = ? AND expires_at_utc > ?",
+                queries::CREDENTIAL_GRANT,
                 &[Arg::Bytes(hash), Arg::Str(credential.as_str()), Arg::I64(now.get())],
             )
             .await?;
@@ -122,10 +116,8 @@ impl Sessions<'_> {
     /// Deletes credentials that expired before `cutoff`; returns how many.
     pub async fn delete_expired_stream_credentials(self, cutoff: UnixMillis) -> Result<u64, StoreError> {
         let mut pooled = self.store.pools().writer().await?;
-        let done = pooled
-            .conn()
-            .execute("DELETE FROM stream_ticket WHERE expires_at_utc < ?", &[Arg::I64(cutoff.get())])
-            .await?;
+        let done =
+            pooled.conn().execute(queries::DELETE_EXPIRED_CREDENTIALS, &[Arg::I64(cutoff.get())]).await?;
         Ok(done.rows_affected)
     }
 }
