@@ -88,7 +88,7 @@ async fn write_lines(store: &SqlStore, before: UnixMillis, file: File) -> anyhow
     let mut exported = 0u64;
     let mut after: Option<ArchiveKey> = None;
     loop {
-        let page = store.archived_page(before, after.as_ref(), ARCHIVE_BATCH_MAX).await?;
+        let page = store.inbox().archived_page(before, after.as_ref(), ARCHIVE_BATCH_MAX).await?;
         let Some(last) = page.last() else { break };
         after = Some(last.key.clone());
         for row in &page {
@@ -122,10 +122,10 @@ async fn delete_what_the_file_holds(
         keys.push(archive_key_of_line(&object).context("an exported line names no archive key")?);
         read_back += 1;
         if keys.len() == ARCHIVE_BATCH_MAX as usize {
-            deleted += store.delete_archived(before, &keys).await?;
+            deleted += store.inbox().delete_archived(before, &keys).await?;
             keys.clear();
         }
     }
-    deleted += store.delete_archived(before, &keys).await?;
+    deleted += store.inbox().delete_archived(before, &keys).await?;
     Ok((read_back, hex::encode(digest.finalize()), deleted))
 }

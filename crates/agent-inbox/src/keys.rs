@@ -40,8 +40,10 @@ async fn rotate(args: RotateArgs) -> anyhow::Result<()> {
     }
     let store = inbox_server::connect_store(&config).await?;
     store.migrate().await?;
-    let (key, retired) =
-        store.rotate_signing_keys(overlap.as_millis() as u64, ACTIVATION_DELAY.as_millis() as u64).await?;
+    let (key, retired) = store
+        .tokens()
+        .rotate_signing_keys(overlap.as_millis() as u64, ACTIVATION_DELAY.as_millis() as u64)
+        .await?;
     let activates = key.activates_at.map_or_else(|| "now".to_owned(), |t| format_utc(t.get()));
     println!("new signing key {} (signs from {activates})", key.key_id);
     println!(
@@ -58,7 +60,7 @@ async fn list(args: DatabaseArgs) -> anyhow::Result<()> {
     store.migrate().await?;
     let now = store.now();
     let mut signer_found = false;
-    for key in store.access_signing_keys().await? {
+    for key in store.tokens().access_signing_keys().await? {
         let signs = !signer_found && key.signs_at(now);
         signer_found |= signs;
         let state = if signs { "signing" } else { "verifying" };

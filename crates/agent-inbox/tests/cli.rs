@@ -319,8 +319,8 @@ async fn logs_to_a_pipe_have_no_colour_codes() {
 /// engine and the property, instead of waiting for a database that will never do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_refuses_an_engine_whose_skip_locked_does_not_skip() {
-    use inbox_store::conformance::proxy::{Forwarder, Rewrite};
-    use inbox_store::conformance::{Backend, Harness};
+    use inbox_conformance::proxy::{Forwarder, Rewrite};
+    use inbox_conformance::{Backend, Harness};
     let h = Harness::new(Backend::MySql).await;
     let forwarder =
         Forwarder::rewriting(h.server_addr(), Rewrite { from: " FOR UPDATE SKIP LOCKED", to: "" }).await;
@@ -353,7 +353,7 @@ async fn serve_refuses_an_engine_whose_skip_locked_does_not_skip() {
 /// that fails (here the file-size limit kills the exporter mid-write) deletes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn archive_export_deletes_exactly_what_it_wrote() {
-    use inbox_store::conformance::{Backend, Harness, archive_acknowledged};
+    use inbox_conformance::{Backend, Harness, archive_acknowledged};
     use std::io::Read as _;
     const DAY_MS: u64 = 86_400_000;
     let h = Harness::new(Backend::MySql).await;

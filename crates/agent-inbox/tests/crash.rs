@@ -9,9 +9,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use inbox_conformance::{Backend, Harness};
 use inbox_core::{RecipientId, TenantId};
 use inbox_server::{CallerKind, Config, TokenService};
-use inbox_store::conformance::{Backend, Harness};
 use serde_json::{Value, json};
 
 use common::{poll_all, post, start, wait_ready};

@@ -182,7 +182,7 @@ fn judge(seen: &Mutex<Seen>, down: &Down, node: usize, what: &str, status: Optio
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn galera_members_killed_and_paused_lose_nothing() {
-    if inbox_store::conformance::galera_urls().is_none() {
+    if inbox_conformance::galera_urls().is_none() {
         eprintln!("AGENT_INBOX_TEST_GALERA_URLS is not set: no Galera on this machine (scripts/galera.sh)");
         return;
     }

@@ -100,6 +100,7 @@ async fn store_batch(
 ) -> Result<(), BenchError> {
     let started = Instant::now();
     let claimed = store
+        .inbox()
         .claim_next(&ClaimNext {
             inbox: inbox.clone(),
             session_id: None,
@@ -123,7 +124,7 @@ async fn store_batch(
             .collect(),
     };
     let acking = Instant::now();
-    let outcomes = store.acknowledge(&ack).await?;
+    let outcomes = store.inbox().acknowledge(&ack).await?;
     measured.ack_latencies.push(acking.elapsed());
     measured.latencies.push(started.elapsed());
     for outcome in outcomes {

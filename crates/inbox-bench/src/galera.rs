@@ -145,7 +145,7 @@ async fn measure(args: GaleraArgs, members: Vec<String>, database: String) -> Re
                 EventType::new("bench.tick")?,
                 EventBody::json(r#"{"bench":"tick"}"#)?,
             );
-            subjects.store.publish(&publish).await?;
+            subjects.store.inbox().publish(&publish).await?;
         }
         let per_inbox = (0..INBOXES).map(|i| (args.events + INBOXES - 1 - i) / INBOXES).collect();
         let before = cert_failures(&members).await?;

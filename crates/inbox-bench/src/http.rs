@@ -141,7 +141,7 @@ async fn run(args: HttpArgs, url: String) -> Result<String, BenchError> {
             EventType::new("bench.tick")?,
             EventBody::json(r#"{"bench":"tick"}"#)?,
         );
-        subjects.store.publish(&publish).await?;
+        subjects.store.inbox().publish(&publish).await?;
     }
     let (mut peak, peak_elapsed) = drive_agents(&client, &base, &agents, None).await?;
     let peak_rate = peak.events as f64 / peak_elapsed.as_secs_f64();

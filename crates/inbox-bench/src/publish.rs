@@ -54,7 +54,7 @@ pub async fn run(
                 let request = &requests[i % RECIPIENTS];
                 let call = Instant::now();
                 match side {
-                    Side::Store => drop(subjects.store.publish(request).await?),
+                    Side::Store => drop(subjects.store.inbox().publish(request).await?),
                     Side::Raw => {
                         measured.contention_retries += u64::from(
                             raw::publish(

@@ -314,7 +314,7 @@ async fn seed(
             EventType::new("bench.tick")?,
             EventBody::json("{}")?,
         );
-        store.publish(&publish).await?;
+        store.inbox().publish(&publish).await?;
     }
     Ok(())
 }

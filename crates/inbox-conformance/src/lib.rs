@@ -80,7 +80,7 @@ impl Harness {
     }
 
     pub async fn with_config(backend: Backend, config: StoreConfig) -> Harness {
-        let name = format!("agent_inbox_t_{}", hex(&random_bytes()));
+        let name = format!("agent_inbox_t_{}", hex::encode(random_bytes()));
         let mut second_url = None;
         let mut forwarder = None;
         let (url, cleanup) = match backend {
@@ -278,10 +278,6 @@ async fn wait_for_database(url: &str) {
             Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Publishes `n` events to each of `recipients` (tenant `t1`), acknowledges them all, moves the

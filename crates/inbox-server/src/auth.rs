@@ -252,7 +252,11 @@ const RELOAD_FAILURE_SHARED: Duration = Duration::from_secs(1);
 impl TokenService {
     pub async fn new(store: SqlStore, config: &crate::Config) -> Result<TokenService, String> {
         let read_at = store.now();
-        let keys = store.access_signing_keys().await.map_err(|e| format!("cannot load signing keys: {e}"))?;
+        let keys = store
+            .tokens()
+            .access_signing_keys()
+            .await
+            .map_err(|e| format!("cannot load signing keys: {e}"))?;
         let own_keys = KeySnapshot { keys, trusted_until: read_at.plus_ms(SIGNING_KEY_OVERLAP_MS_MIN) };
         let external = match &config.tokens.jwks_file {
             None => None,
@@ -303,7 +307,10 @@ impl TokenService {
                 kind: kind.as_str().to_owned(),
                 scope: scope.clone(),
             };
-            self.store.insert_refresh_token(&hash, &grant, self.refresh_ttl.as_millis() as u64).await?;
+            self.store
+                .tokens()
+                .insert_refresh_token(&hash, &grant, self.refresh_ttl.as_millis() as u64)
+                .await?;
             Some(token)
         } else {
             None
@@ -330,6 +337,7 @@ impl TokenService {
         let (token, hash) = new_refresh_token();
         let grant = match self
             .store
+            .tokens()
             .rotate_refresh_token(&presented_hash, &hash, self.refresh_ttl.as_millis() as u64)
             .await?
         {
@@ -507,7 +515,7 @@ impl TokenService {
     /// Reads the signing keys from the database again (after a rotation).
     pub async fn reload_keys(&self) -> Result<(), StoreError> {
         let read_at = self.store.now();
-        let keys = self.store.access_signing_keys().await?;
+        let keys = self.store.tokens().access_signing_keys().await?;
         *self.own_keys.write().expect("key lock") =
             KeySnapshot { keys, trusted_until: read_at.plus_ms(SIGNING_KEY_OVERLAP_MS_MIN) };
         Ok(())

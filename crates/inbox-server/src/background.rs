@@ -62,7 +62,7 @@ impl Job for Scavenger {
     const NAME: &'static str = "scavenger";
 
     async fn tick(&mut self, state: &AppState) -> Outcome {
-        let scavenged = match state.store.scavenge(state.config.inbox.scavenge_batch).await {
+        let scavenged = match state.store.inbox().scavenge(state.config.inbox.scavenge_batch).await {
             Ok(report) => {
                 let metrics = &state.metrics;
                 metrics.lease_expirations_total().add([], report.leases_returned + report.dead_lettered);
@@ -80,7 +80,8 @@ impl Job for Scavenger {
         let cutoff = state.store.now().minus_ms(silent_for.as_millis() as u64);
         let swept = state
             .store
-            .mark_silent_sessions_gone(cutoff)
+            .sessions()
+            .mark_silent_gone(cutoff)
             .await
             .map(|_| ())
             .map_err(|err| Failure::new("session sweep", err));
@@ -96,7 +97,7 @@ async fn clean_up_signals(state: &AppState) -> Outcome {
     let cutoff = now.minus_ms(state.config.signals.retention.as_millis() as u64);
     let mut outcome = Ok(());
     for _ in 0..SIGNAL_DELETE_BATCHES {
-        match state.store.delete_signals_before(cutoff, inbox_store::SIGNALS_READ_MAX).await {
+        match state.store.signals().delete_before(cutoff, inbox_store::SIGNALS_READ_MAX).await {
             Ok(deleted) => {
                 state.metrics.signals_deleted_total().add([], deleted);
                 if deleted < u64::from(inbox_store::SIGNALS_READ_MAX) {
@@ -111,6 +112,7 @@ async fn clean_up_signals(state: &AppState) -> Outcome {
     }
     let credentials = state
         .store
+        .sessions()
         .delete_expired_stream_credentials(now)
         .await
         .map(|_| ())
@@ -143,7 +145,7 @@ impl Job for CleanUp {
         let now = state.store.now();
         let mut nonces = Ok(());
         for _ in 0..CLEAN_UP_BATCHES {
-            match state.store.delete_expired_nonces(now, inbox_store::NONCES_DELETE_MAX).await {
+            match state.store.signatures().delete_expired_nonces(now, inbox_store::NONCES_DELETE_MAX).await {
                 Ok(deleted) if deleted < u64::from(inbox_store::NONCES_DELETE_MAX) => break,
                 Ok(_) => {}
                 Err(err) => {
@@ -155,7 +157,7 @@ impl Job for CleanUp {
         let cutoff = now.minus_ms(CALLBACK_LOG_RETENTION.as_millis() as u64);
         let mut attempts = Ok(());
         for _ in 0..CLEAN_UP_BATCHES {
-            match state.store.delete_callback_attempts_before(cutoff, 1_000).await {
+            match state.store.callbacks().delete_attempts_before(cutoff, 1_000).await {
                 Ok(deleted) if deleted < 1_000 => break,
                 Ok(_) => {}
                 Err(err) => {
@@ -203,7 +205,8 @@ impl Job for Stats {
     const NAME: &'static str = "backlog snapshot";
 
     async fn tick(&mut self, state: &AppState) -> Outcome {
-        let backlogs = state.store.backlogs().await.map_err(|err| Failure::new("backlog snapshot", err))?;
+        let backlogs =
+            state.store.inbox().backlogs().await.map_err(|err| Failure::new("backlog snapshot", err))?;
         let now = state.store.now();
         let mut per_tenant: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
         let mut deepest: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();

@@ -43,7 +43,7 @@ impl NonceWriter {
             move |batch| {
                 let (store, metrics) = (writing.clone(), metrics.clone());
                 Box::pin(async move {
-                    let answers = store.remember_nonces(&batch.items).await;
+                    let answers = store.signatures().remember_nonces(&batch.items).await;
                     metrics.signature_nonce_writes_total().add([], 1);
                     let unreachable = answers.iter().all(|a| matches!(a, Err(StoreError::Unavailable(_))));
                     Committed { answers, unreachable }
@@ -59,7 +59,7 @@ impl NonceWriter {
         match self.writer.submit(nonce).await {
             Some(answer) => answer,
             // The task outlives every handle unless it panicked: then each request writes its own.
-            None => self.store.remember_nonce(&nonce.hash, nonce.until).await,
+            None => self.store.signatures().remember_nonce(&nonce.hash, nonce.until).await,
         }
     }
 }

@@ -37,7 +37,7 @@ impl PublishBatcher {
                 Box::pin(async move {
                     metrics.publish_batch_size().observe([], batch.items.len());
                     metrics.publish_linger_seconds().observe([], batch.gathered_for);
-                    let answers = store.publish_batch(&batch.items).await;
+                    let answers = store.inbox().publish_batch(&batch.items).await;
                     let unreachable = answers.iter().all(|a| matches!(a, Err(StoreError::Unavailable(_))));
                     Committed { answers, unreachable }
                 })
@@ -53,7 +53,7 @@ impl PublishBatcher {
         match self.batcher.submit(publish.clone()).await {
             Some(answer) => answer,
             // The task outlives every handle unless it panicked: then each request commits alone.
-            None => self.store.publish(&publish).await,
+            None => self.store.inbox().publish(&publish).await,
         }
     }
 }

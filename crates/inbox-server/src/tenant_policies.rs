@@ -27,7 +27,7 @@ impl TenantPolicies {
                 return Ok(*policy);
             }
         }
-        let policy = store.tenant_policy(tenant_id).await?;
+        let policy = store.signatures().tenant_policy(tenant_id).await?;
         self.remember(tenant_id, policy);
         Ok(policy)
     }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use inbox_store::conformance::Backend;
+use inbox_conformance::Backend;
 use serde_json::{Value, json};
 
 use crate::support::{AGENT, Listen, Server, TempDir, assert_once, wait_until};

@@ -122,7 +122,7 @@ async fn a_cursor_reset_calls_resync_then_continues_after_the_services_resume_po
     assert_eq!(server.claim_and_acknowledge(&agent, 2).await, 2);
     // Run retention through a second store on the same database whose clock is moved past it.
     server.db.clock.advance_ms(server.db.store.config().retention_ms + 60_000);
-    server.db.store.scavenge(100).await.unwrap();
+    server.db.store.inbox().scavenge(100).await.unwrap();
 
     let dir = TempDir::new("resync");
     let state = LocalState::open(&dir.path("state.db"), 100).await.unwrap();
@@ -290,7 +290,7 @@ async fn the_resync_callback_gets_every_open_event_across_pages() {
     }
     // Retention archives the two finished events: a fresh agent's cursor (0) needs a reset.
     server.db.clock.advance_ms(server.db.store.config().retention_ms + 60_000);
-    server.db.store.scavenge(100).await.unwrap();
+    server.db.store.inbox().scavenge(100).await.unwrap();
 
     let dir = TempDir::new("resync-pages");
     let state = LocalState::open(&dir.path("state.db"), 100).await.unwrap();

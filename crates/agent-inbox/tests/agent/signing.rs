@@ -13,8 +13,8 @@ use inbox_client::{
     Agent, AgentConfig, Api, ContinueAfterReset, Credentials, Event, HandlerError, LocalState,
     RequestSigningKey, RunSummary, Secret,
 };
+use inbox_conformance::Backend;
 use inbox_server::CallerKind;
-use inbox_store::conformance::Backend;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 

@@ -270,7 +270,7 @@ async fn redeem(
         && presented[prefix.len()..].bytes().all(|b| b.is_ascii_hexdigit());
     let grant = if well_formed {
         let hash: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-        state.store.redeem_stream_credential(&hash, credential).await?
+        state.store.sessions().redeem_stream_credential(&hash, credential).await?
     } else {
         None
     };

@@ -346,11 +346,15 @@ pub async fn challenge(state: &AppState, registration: &CallbackRegistration) ->
     let store = &state.store;
     let stored = match &result {
         Ok(()) => store
-            .mark_callback_verified(&registration.tenant_id, &registration.registration_id)
+            .callbacks()
+            .mark_verified(&registration.tenant_id, &registration.registration_id)
             .await
             .map(drop),
         Err(error) => {
-            store.record_callback_error(&registration.tenant_id, &registration.registration_id, error).await
+            store
+                .callbacks()
+                .record_error(&registration.tenant_id, &registration.registration_id, error)
+                .await
         }
     };
     if let Err(err) = stored {
@@ -369,7 +373,7 @@ pub async fn challenge(state: &AppState, registration: &CallbackRegistration) ->
         duration_ms: started.elapsed().as_millis() as u64,
         created_at: now,
     };
-    if let Err(err) = store.record_callback_attempt(&attempt).await {
+    if let Err(err) = store.callbacks().record_attempt(&attempt).await {
         tracing::warn!(error = %err, "logging a challenge attempt failed");
     }
     let outcome = if result.is_ok() { "verified" } else { "failed" };
@@ -398,7 +402,7 @@ async fn pass(state: &AppState) -> Result<(), inbox_store::StoreError> {
         return Ok(());
     }
     let now = state.store.now();
-    let due = state.store.due_callback_deliveries(now, available * DUE_READ_FACTOR).await?;
+    let due = state.store.callbacks().due_deliveries(now, available * DUE_READ_FACTOR).await?;
     let per_tenant_max = state.config.callbacks.fanout_per_tenant_max as usize;
     let mut per_tenant: HashMap<String, usize> = HashMap::new();
     for delivery in due {
@@ -415,7 +419,8 @@ async fn pass(state: &AppState) -> Result<(), inbox_store::StoreError> {
         let registration_id = &delivery.registration.registration_id;
         if !state
             .store
-            .claim_callback_delivery(registration_id, delivery.registration.next_attempt_at, lease_until)
+            .callbacks()
+            .claim_delivery(registration_id, delivery.registration.next_attempt_at, lease_until)
             .await?
         {
             continue;
@@ -494,7 +499,7 @@ async fn deliver(state: &AppState, due: DueDelivery) {
             error = %error, "webhook delivery failed; the agent still recovers by polling"
         );
     }
-    if let Err(err) = state.store.finish_callback_delivery(&registration.registration_id, &result).await {
+    if let Err(err) = state.store.callbacks().finish_delivery(&registration.registration_id, &result).await {
         tracing::warn!(error = %err, "recording a webhook delivery failed; it will be retried after its lease");
     }
     let logged = CallbackAttempt {
@@ -510,7 +515,7 @@ async fn deliver(state: &AppState, due: DueDelivery) {
         duration_ms: elapsed.as_millis() as u64,
         created_at: now,
     };
-    if let Err(err) = state.store.record_callback_attempt(&logged).await {
+    if let Err(err) = state.store.callbacks().record_attempt(&logged).await {
         tracing::warn!(error = %err, "logging a webhook delivery failed");
     }
     let tenant = state.metrics.tenant_label(registration.tenant_id.as_str());

@@ -108,7 +108,7 @@ async fn poll_page(
         result.map_err(ApiError::from)
     };
     let Some(wait) = wait else {
-        return counted(state.store.poll_after_cursor(query).await);
+        return counted(state.store.inbox().poll_after_cursor(query).await);
     };
     let _slot = state.limits.hold_waiter(caller.tenant_id.as_str(), caller.subject.as_str())?;
     let _connected = Connected::new(state, "long-poll");
@@ -119,7 +119,7 @@ async fn poll_page(
     };
     loop {
         hints.mark_unchanged();
-        let page = counted(state.store.poll_after_cursor(query).await)?;
+        let page = counted(state.store.inbox().poll_after_cursor(query).await)?;
         let remaining = deadline.saturating_duration_since(Instant::now());
         if !page.events.is_empty() {
             outcome("events");
@@ -150,7 +150,7 @@ fn count_fetch(state: &AppState, caller: &Caller, kind: &'static str) {
 pub async fn head(state: &AppState, caller: &Caller) -> Result<(RecipientKey, InboxHead), ApiError> {
     caller.require(Scope::InboxPoll)?;
     let inbox = caller.inbox();
-    let head = state.store.head(&inbox).await?;
+    let head = state.store.inbox().head(&inbox).await?;
     Ok((inbox, head))
 }
 
@@ -164,9 +164,9 @@ pub async fn resync(
 ) -> Result<ResyncResponse, ApiError> {
     let after_seq = InboxSeq::new(after_seq).map_err(|e| ApiError::invalid_field("after_seq", e.problem))?;
     let inbox: RecipientKey = caller.inbox();
-    let head = state.store.head(&inbox).await?;
+    let head = state.store.inbox().head(&inbox).await?;
     let limit = limit.unwrap_or(state.store.config().batch_events_max);
-    let (open, more_available) = state.store.open_events(&inbox, after_seq, limit).await?;
+    let (open, more_available) = state.store.inbox().open_events(&inbox, after_seq, limit).await?;
     let now = state.store.now();
     Ok(ResyncResponse {
         head_seq: head.head_seq.get(),
@@ -200,7 +200,7 @@ pub async fn claim(
         None => {
             let limit = request.limit.unwrap_or(CLAIM_LIMIT_DEFAULT);
             let claim = ClaimNext { inbox, session_id, limit, lease_ms };
-            let claimed = state.store.claim_next(&claim).await?;
+            let claimed = state.store.inbox().claim_next(&claim).await?;
             (claimed, Vec::new())
         }
         Some(ids) => {
@@ -216,7 +216,7 @@ pub async fn claim(
                 .map(|(i, id)| convert::event_id(&format!("event_ids[{i}]"), id))
                 .collect::<Result<Vec<_>, _>>()?;
             let claim = ClaimByIds { inbox, session_id, event_ids, lease_ms };
-            let outcomes = state.store.claim_by_ids(&claim).await?;
+            let outcomes = state.store.inbox().claim_by_ids(&claim).await?;
             let mut claimed = Vec::new();
             let mut rejected = Vec::new();
             for outcome in outcomes {
@@ -290,7 +290,7 @@ async fn acknowledge_items(
 ) -> Result<Vec<ItemOutcome<AckReceipt>>, ApiError> {
     caller.require(Scope::InboxAck)?;
     let started = Instant::now();
-    let outcomes = state.store.acknowledge(&Acknowledge { inbox: caller.inbox(), items }).await?;
+    let outcomes = state.store.inbox().acknowledge(&Acknowledge { inbox: caller.inbox(), items }).await?;
     state.metrics.ack_latency_seconds().observe([], started.elapsed());
     let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
     for receipt in outcomes.iter().flatten() {
@@ -355,7 +355,7 @@ async fn release_event(
     release: Release,
 ) -> Result<ReleaseResponse, ApiError> {
     caller.require(Scope::InboxRelease)?;
-    let receipt = state.store.release(&release).await?;
+    let receipt = state.store.inbox().release(&release).await?;
     Ok(ReleaseResponse {
         event_id: receipt.event_id.to_string(),
         ack_state: receipt.state.as_str().to_owned(),
@@ -404,7 +404,7 @@ pub async fn heartbeat(
             })
         })
         .collect::<Result<Vec<_>, ApiError>>()?;
-    let outcomes = state.store.heartbeat(&Heartbeat { inbox: caller.inbox(), items }).await?;
+    let outcomes = state.store.inbox().heartbeat(&Heartbeat { inbox: caller.inbox(), items }).await?;
     Ok(HeartbeatResponse {
         leases: outcomes
             .into_iter()
@@ -454,9 +454,9 @@ pub async fn requeue(
     inbox: &RecipientKey,
     ids: &[EventId],
 ) -> Result<Vec<ItemOutcome<EventRecord>>, ApiError> {
-    let outcomes = state.store.requeue(inbox, ids).await?;
+    let outcomes = state.store.inbox().requeue(inbox, ids).await?;
     if outcomes.iter().any(Result::is_ok) {
-        let head = state.store.head(inbox).await?;
+        let head = state.store.inbox().head(inbox).await?;
         state.hints.advanced(inbox, head.head_seq);
     }
     Ok(outcomes)

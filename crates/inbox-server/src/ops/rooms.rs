@@ -18,7 +18,7 @@ pub async fn read(
     room_id: &RoomId,
     writer: bool,
 ) -> Result<Room, ApiError> {
-    let room = state.store.get_room(&caller.tenant_id, room_id).await?;
+    let room = state.store.rooms().get(&caller.tenant_id, room_id).await?;
     if !writer && room.members.binary_search(&caller.subject).is_err() {
         return Err(StoreError::NotFound { what: "room", id: room_id.to_string() }.into());
     }
@@ -29,7 +29,7 @@ pub async fn read(
 /// waiters on this node are hinted.
 pub async fn post(state: &AppState, post: &PostMessage) -> Result<PostedMessage, ApiError> {
     let started = Instant::now();
-    let posted = state.store.post_message(post).await?;
+    let posted = state.store.rooms().post(post).await?;
     state.metrics.publish_commit_seconds().observe([], started.elapsed());
     record_published(state, &post.tenant_id, &posted.receipt);
     Ok(posted)

@@ -39,7 +39,7 @@ pub(crate) async fn require_active_session(
         return Ok(());
     }
     let Some(session_id) = session_id else { return Err(session_required()) };
-    match state.store.session_standing(&caller.tenant_id, &caller.subject, session_id).await? {
+    match state.store.sessions().standing(&caller.tenant_id, &caller.subject, session_id).await? {
         SessionStanding::Newest => Ok(()),
         SessionStanding::Older { .. } => Err(session_superseded(session_id)),
         SessionStanding::Unknown => Err(session_not_found()),
@@ -57,7 +57,7 @@ pub(crate) async fn is_superseded(
     if !state.tenant_policies.get(&state.store, tenant_id).await?.single_active_session {
         return Ok(false);
     }
-    let standing = state.store.session_standing(tenant_id, agent_id, session_id).await?;
+    let standing = state.store.sessions().standing(tenant_id, agent_id, session_id).await?;
     Ok(matches!(standing, SessionStanding::Older { .. }))
 }
 
@@ -96,7 +96,7 @@ pub(crate) async fn touch(
         transport,
         last_seen_seq: None,
     };
-    if state.store.touch_session(&touch).await? { Ok(()) } else { Err(session_not_found()) }
+    if state.store.sessions().touch(&touch).await? { Ok(()) } else { Err(session_not_found()) }
 }
 
 pub(crate) fn session_not_found() -> ApiError {
@@ -157,7 +157,8 @@ pub async fn subscribe(
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let opened = state
         .store
-        .open_session(&SessionRecord {
+        .sessions()
+        .open(&SessionRecord {
             session_id: session_id.clone(),
             tenant_id: caller.tenant_id.clone(),
             agent_id: caller.subject.clone(),
@@ -170,7 +171,7 @@ pub async fn subscribe(
     if opened.superseded > 0 {
         state.session_changes.superseded(&caller.tenant_id, &caller.subject);
     }
-    let head = state.store.head(&caller.inbox()).await?;
+    let head = state.store.inbox().head(&caller.inbox()).await?;
     Ok(Subscribed { session_id, recommended, streams_allowed, head_seq: head.head_seq.get() })
 }
 
@@ -194,7 +195,7 @@ pub async fn heartbeat(
         transport: None,
         last_seen_seq,
     };
-    if !state.store.touch_session(&touch).await? {
+    if !state.store.sessions().touch(&touch).await? {
         return Err(session_not_found());
     }
     let interval = state.config.sessions.heartbeat_interval;

@@ -50,7 +50,8 @@ impl Job for Notifier {
             None => {
                 let start = state
                     .store
-                    .signal_start_id(started.minus_ms(grace.as_millis() as u64))
+                    .signals()
+                    .start_id(started.minus_ms(grace.as_millis() as u64))
                     .await
                     .map_err(|err| Failure::new(HINTS_WAIT_START, err))?;
                 self.cursor.insert(SignalCursor::new(start, grace))
@@ -59,7 +60,7 @@ impl Job for Notifier {
         let mut outcome = Ok(());
         // Forward: everything committed past the cursor, page by page.
         loop {
-            match state.store.signals_after(cursor.position(), SIGNALS_READ_MAX).await {
+            match state.store.signals().after(cursor.position(), SIGNALS_READ_MAX).await {
                 Ok(signals) => {
                     let full = signals.len() == SIGNALS_READ_MAX as usize;
                     let now = Instant::now();
@@ -80,7 +81,7 @@ impl Job for Notifier {
         // Backward: the ids skipped so far, newest first (they are the likeliest to commit).
         let gaps = cursor.gaps_to_check(SIGNALS_READ_MAX as usize);
         if !gaps.is_empty() {
-            match state.store.signals_by_ids(&gaps).await {
+            match state.store.signals().by_ids(&gaps).await {
                 Ok(signals) => {
                     for signal in &signals {
                         cursor.filled(signal.outbox_id);

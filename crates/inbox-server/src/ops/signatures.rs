@@ -79,7 +79,7 @@ impl SignatureCaches {
                 return Ok(entry.clone());
             }
         }
-        let stored = state.store.agent_key(tenant_id, key_id).await?;
+        let stored = state.store.signatures().agent_key(tenant_id, key_id).await?;
         let entry = stored.as_ref().and_then(CachedKey::from_stored);
         let mut keys = self.keys.lock().expect("key cache");
         if keys.len() >= CACHE_ENTRIES_MAX {
@@ -102,7 +102,7 @@ pub async fn change_tenant_policy(
     tenant_id: &TenantId,
     change: TenantPolicyChange,
 ) -> Result<TenantPolicy, ApiError> {
-    let policy = state.store.change_tenant_policy(tenant_id, change).await?;
+    let policy = state.store.signatures().change_tenant_policy(tenant_id, change).await?;
     state.tenant_policies.remember(tenant_id, policy);
     Ok(policy)
 }

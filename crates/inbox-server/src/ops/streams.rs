@@ -78,7 +78,7 @@ impl Subscription {
             touch(state, caller, session_id, Some(transport)).await?;
         }
         let hints = state.hints.watch(&inbox);
-        let head = state.store.head(&inbox).await?.head_seq.get();
+        let head = state.store.inbox().head(&inbox).await?.head_seq.get();
         let labels = [transport.to_owned()];
         state.metrics.stream_connects_total().add(labels.clone(), 1);
         if last_event_id.is_some() {
@@ -169,7 +169,7 @@ impl Subscription {
             transport: Some(self.transport),
             last_seen_seq: None,
         };
-        if let Err(err) = self.state.store.touch_session(&touch).await {
+        if let Err(err) = self.state.store.sessions().touch(&touch).await {
             tracing::warn!(error = %err, "stream heartbeat could not touch its session");
         }
     }

@@ -25,7 +25,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::harness::{TestServer, assert_problem, both_backends};
-use inbox_store::conformance::Backend;
+use inbox_conformance::Backend;
 
 both_backends!(
     challenge_activates_a_registration_and_hints_arrive_signed,

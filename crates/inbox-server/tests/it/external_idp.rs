@@ -11,7 +11,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use crate::harness::{TestServer, assert_problem};
-use inbox_store::conformance::Backend;
+use inbox_conformance::Backend;
 
 fn base64url(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";

@@ -3,9 +3,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use inbox_conformance::{Backend, Harness};
 use inbox_core::{RecipientId, TenantId};
 use inbox_server::{CallerKind, Config, Overrides, TokenService};
-use inbox_store::conformance::{Backend, Harness};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -198,7 +198,7 @@ macro_rules! both_backends {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    super::$name(inbox_store::conformance::Backend::Sqlite).await;
+                    super::$name(inbox_conformance::Backend::Sqlite).await;
                 }
             )*
         }
@@ -206,7 +206,7 @@ macro_rules! both_backends {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    super::$name(inbox_store::conformance::Backend::MySql).await;
+                    super::$name(inbox_conformance::Backend::MySql).await;
                 }
             )*
         }

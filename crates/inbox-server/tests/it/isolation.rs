@@ -7,7 +7,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::harness::{TestServer, assert_problem, both_backends};
-use inbox_store::conformance::Backend;
+use inbox_conformance::Backend;
 
 both_backends!(token_matrix_against_every_endpoint, events_of_others_are_invisible);
 

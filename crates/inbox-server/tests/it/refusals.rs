@@ -5,7 +5,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use crate::harness::{TestServer, assert_problem, both_backends};
-use inbox_store::conformance::Backend;
+use inbox_conformance::Backend;
 
 both_backends!(
     malformed_requests_get_precise_problems_and_change_nothing,
@@ -313,7 +313,7 @@ async fn cursor_reset_points_to_resync(backend: Backend) {
     // Retention runs in the server's scavenger; rather than wait out the window, run a
     // scavenger pass through a second store on the same database whose clock is moved past it.
     server.db.clock.advance_ms(server.db.store.config().retention_ms + 60_000);
-    server.db.store.scavenge(100).await.unwrap();
+    server.db.store.inbox().scavenge(100).await.unwrap();
 
     let reset = server.post("/v1/inbox/poll-after-cursor", &agent, json!({"after_seq": 0})).await;
     assert_problem(&reset, StatusCode::GONE, "cursor_reset_required");

@@ -9,7 +9,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::harness::{TestServer, assert_problem, both_backends};
-use inbox_store::conformance::Backend;
+use inbox_conformance::Backend;
 
 both_backends!(
     room_posts_reach_every_member_and_nobody_else,

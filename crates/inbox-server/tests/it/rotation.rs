@@ -13,7 +13,7 @@ use inbox_store::{ConnectOptions, SqlStore, StoreConfig};
 use reqwest::{Method, StatusCode};
 
 use crate::harness::{TestServer, both_backends};
-use inbox_store::conformance::Backend;
+use inbox_conformance::Backend;
 
 both_backends!(
     rotation_keeps_old_tokens_through_the_overlap_and_refuses_them_after,
@@ -60,8 +60,11 @@ async fn rotation_keeps_old_tokens_through_the_overlap_and_refuses_them_after(ba
     let store =
         SqlStore::connect(&ConnectOptions::new(&server.db.url), StoreConfig::default()).await.unwrap();
     let rotated_at = Instant::now();
-    let (new_key, retired) =
-        store.rotate_signing_keys(OVERLAP.as_millis() as u64, ACTIVATION.as_millis() as u64).await.unwrap();
+    let (new_key, retired) = store
+        .tokens()
+        .rotate_signing_keys(OVERLAP.as_millis() as u64, ACTIVATION.as_millis() as u64)
+        .await
+        .unwrap();
     assert!(
         retired >= 1,
         "every older key got its retirement (nodes starting together may each have made one)"
@@ -132,14 +135,14 @@ async fn a_retired_key_is_refused_the_moment_its_overlap_ends(backend: Backend) 
     }
     let store =
         SqlStore::connect(&ConnectOptions::new(&server.db.url), StoreConfig::default()).await.unwrap();
-    let too_short = store.rotate_signing_keys(inbox_store::SIGNING_KEY_OVERLAP_MS_MIN - 1, 0).await;
+    let too_short = store.tokens().rotate_signing_keys(inbox_store::SIGNING_KEY_OVERLAP_MS_MIN - 1, 0).await;
     assert!(
         matches!(too_short, Err(inbox_store::StoreError::Invalid { field: "overlap", .. })),
         "{too_short:?}"
     );
 
     let overlap = Duration::from_secs(2);
-    let (_, retired) = store.rotate_signing_keys(overlap.as_millis() as u64, 0).await.unwrap();
+    let (_, retired) = store.tokens().rotate_signing_keys(overlap.as_millis() as u64, 0).await.unwrap();
     assert!(retired >= 1);
     let retires_at = store.now().plus_ms(overlap.as_millis() as u64);
     let rotated_at = Instant::now();

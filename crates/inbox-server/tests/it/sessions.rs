@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
+use inbox_conformance::Backend;
 use inbox_server::CallerKind;
-use inbox_store::conformance::Backend;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest as _};

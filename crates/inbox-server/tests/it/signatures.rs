@@ -11,7 +11,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::harness::{TestServer, assert_problem, both_backends, read};
-use inbox_store::conformance::Backend;
+use inbox_conformance::Backend;
 
 both_backends!(
     a_signature_is_bound_to_its_path,

@@ -6,9 +6,9 @@
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt as _, StreamExt as _};
+use inbox_conformance::Backend;
 use inbox_core::{EventBody, EventType, Recipient, RecipientId, TenantId};
 use inbox_server::CallerKind;
-use inbox_store::conformance::Backend;
 use inbox_store::{Dialect, Publish};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -152,14 +152,14 @@ async fn publish_held_open(server: &TestServer, commit: bool, during: impl Futur
         Dialect::MySql => {
             let mut conn = sqlx::MySqlConnection::connect(&server.db.url).await.unwrap();
             let mut tx = conn.begin().await.unwrap();
-            store.publish_in(&mut *tx, &publish).await.unwrap();
+            store.inbox().publish_in(&mut *tx, &publish).await.unwrap();
             during.await;
             if commit { tx.commit().await.unwrap() } else { tx.rollback().await.unwrap() }
         }
         Dialect::Sqlite => {
             let mut conn = sqlx::SqliteConnection::connect(&server.db.url).await.unwrap();
             let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.unwrap();
-            store.publish_in(&mut *tx, &publish).await.unwrap();
+            store.inbox().publish_in(&mut *tx, &publish).await.unwrap();
             during.await;
             if commit { tx.commit().await.unwrap() } else { tx.rollback().await.unwrap() }
         }

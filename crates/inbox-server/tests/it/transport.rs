@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use inbox_store::conformance::Backend;
+use inbox_conformance::Backend;
 use reqwest::{Method, StatusCode, Version};
 use serde_json::{Value, json};
 use tokio::time::Instant;

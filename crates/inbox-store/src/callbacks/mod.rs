@@ -18,7 +18,7 @@ use std::fmt;
 use inbox_core::{IdError, InboxSeq, RecipientId, TenantId, UnixMillis};
 
 use crate::db::DbRow;
-use crate::signatures::{KeyId, token_id};
+use crate::signatures::KeyId;
 use crate::{SqlStore, StoreError};
 
 /// Longest error text kept on a registration or an attempt.
@@ -26,33 +26,8 @@ pub const CALLBACK_ERROR_BYTES_MAX: usize = 255;
 /// Attempts one listing returns at most.
 pub const CALLBACK_ATTEMPTS_LIST_MAX: u32 = 200;
 
-/// A registration's id.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RegistrationId(String);
-
-impl RegistrationId {
-    pub const BYTES_MAX: usize = 64;
-
-    pub fn new(value: impl Into<String>) -> Result<RegistrationId, IdError> {
-        token_id("registration_id", value.into(), Self::BYTES_MAX).map(RegistrationId)
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for RegistrationId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for RegistrationId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.0)
-    }
-}
+/// Defined by the core's id macro; re-exported where the store always had it.
+pub use inbox_core::RegistrationId;
 
 /// Where a registration stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -303,8 +278,4 @@ fn attempt_from_row(row: &DbRow) -> Result<CallbackAttempt, StoreError> {
         duration_ms: row.i64("duration_ms")?.max(0) as u64,
         created_at: UnixMillis(row.i64("created_at_utc")?),
     })
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

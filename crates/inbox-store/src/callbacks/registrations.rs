@@ -5,7 +5,7 @@ use inbox_core::{RecipientId, TenantId, UnixMillis};
 
 use super::{
     CallbackLimits, CallbackRegistration, Callbacks, NewCallbackRegistration, REGISTRATION_COLUMNS,
-    RegistrationId, VerificationState, hex, registration_from_row, truncate,
+    RegistrationId, VerificationState, registration_from_row, truncate,
 };
 use crate::StoreError;
 use crate::db::{Arg, DbRow};
@@ -24,7 +24,7 @@ impl Callbacks<'_> {
         if new.secret.len() < 32 || new.secret.len() > 64 {
             return Err(StoreError::invalid("secret", "must be 32 to 64 bytes"));
         }
-        let id = RegistrationId::new(format!("cbreg_{}", hex(&crate::entropy::random_bytes::<12>())))?;
+        let id = RegistrationId::new(format!("cbreg_{}", hex::encode(crate::entropy::random_bytes::<12>())))?;
         with_retries!(self.store, self.create_registration_once(&id, new, limits))
     }
 

@@ -9,7 +9,6 @@ mod nonces;
 mod queries;
 mod tenant_policy;
 
-pub(crate) use agent_keys::token_id;
 pub use agent_keys::{AGENT_KEYS_PER_AGENT_MAX, AgentKey, KeyId, NewAgentKey};
 pub use nonces::{NONCES_DELETE_MAX, NonceUse, SignatureNonce};
 pub(crate) use tenant_policy::lock_tenant;

@@ -78,7 +78,7 @@ pub async fn list_parked(
         state: parked_state,
         limit: params.limit.unwrap_or(100),
     };
-    let events = state.store.list_parked(&query).await?;
+    let events = state.store.inbox().list_parked(&query).await?;
     let now = state.store.now();
     Ok(Json(ParkedEventsResponse { events: events.iter().map(|e| envelope(e, now)).collect() }))
 }
@@ -134,7 +134,7 @@ pub async fn purge(
 ) -> Result<Json<ItemResults>, ApiError> {
     require_admin(&caller)?;
     let (inbox, ids) = parse_request(&caller, &request)?;
-    let outcomes = state.store.purge(&inbox, &ids).await?;
+    let outcomes = state.store.inbox().purge(&inbox, &ids).await?;
     Ok(Json(results(outcomes, &ids)))
 }
 
@@ -154,7 +154,7 @@ pub async fn inboxes(
 ) -> Result<Json<InboxStatsResponse>, ApiError> {
     require_admin(&caller)?;
     let Query(params) = params.map_err(|e| crate::http::extract::query_problem(&e))?;
-    let stats = state.store.inbox_stats(&caller.tenant_id, params.limit.unwrap_or(100)).await?;
+    let stats = state.store.inbox().inbox_stats(&caller.tenant_id, params.limit.unwrap_or(100)).await?;
     let now = state.store.now();
     Ok(Json(InboxStatsResponse {
         inboxes: stats

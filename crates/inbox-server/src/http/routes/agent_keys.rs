@@ -43,10 +43,7 @@ pub async fn register(
     request: OptionallySignedJson<AgentKeyRequest>,
 ) -> Result<(StatusCode, Json<AgentKeyResponse>), ApiError> {
     require_agent(&caller)?;
-    let existing = state.store.agent_keys(&caller.tenant_id, &caller.subject).await?;
-    if !existing.is_empty() && request.signature.is_none() {
-        return Err(signature_required_for_keys());
-    }
+    let signed = request.signature.is_some();
     let request = request.value;
     let (material, secret) = match request.algorithm.as_str() {
         "ed25519" => {
@@ -88,14 +85,20 @@ pub async fn register(
     };
     let stored = state
         .store
+        .signatures()
         .insert_agent_key(&NewAgentKey {
             tenant_id: caller.tenant_id.clone(),
             key_id: key_id.clone(),
             agent_id: caller.subject.clone(),
             algorithm: request.algorithm,
             key_material: material,
+            signed,
         })
-        .await?;
+        .await
+        .map_err(|err| match err {
+            inbox_store::StoreError::SignatureRequired { .. } => signature_required_for_keys(),
+            other => ApiError::from(other),
+        })?;
     state.trust.caches.forget_key(&caller.tenant_id, &key_id);
     let mut view = key_view(&stored);
     view.secret = secret;
@@ -109,7 +112,7 @@ pub async fn list(
     caller: Caller,
 ) -> Result<Json<AgentKeysResponse>, ApiError> {
     require_agent(&caller)?;
-    let keys = state.store.agent_keys(&caller.tenant_id, &caller.subject).await?;
+    let keys = state.store.signatures().agent_keys(&caller.tenant_id, &caller.subject).await?;
     let signatures_required =
         state.tenant_policies.get(&state.store, &caller.tenant_id).await?.signatures_required;
     Ok(Json(AgentKeysResponse { keys: keys.iter().map(key_view).collect(), signatures_required }))
@@ -142,7 +145,7 @@ pub async fn retire(
     let key_id = KeyId::new(key_id).map_err(|e| ApiError::invalid_field("key_id", e.problem))?;
     let operator = caller.kind == CallerKind::Admin && caller.has(Scope::Admin);
     let owner: RecipientId = if operator {
-        let key = state.store.agent_key(&caller.tenant_id, &key_id).await?;
+        let key = state.store.signatures().agent_key(&caller.tenant_id, &key_id).await?;
         key.map(|k| k.agent_id).ok_or_else(|| unknown_key(&key_id))?
     } else {
         require_agent(&caller)?;
@@ -153,6 +156,7 @@ pub async fn retire(
     };
     let retired = state
         .store
+        .signatures()
         .retire_agent_key(&caller.tenant_id, &owner, &key_id, after_seconds.saturating_mul(1000))
         .await?;
     state.trust.caches.forget_key(&caller.tenant_id, &key_id);

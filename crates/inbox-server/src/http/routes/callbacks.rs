@@ -136,7 +136,8 @@ async fn create(
     };
     let registration = state
         .store
-        .create_callback_registration(
+        .callbacks()
+        .create_registration(
             &NewCallbackRegistration {
                 tenant_id: tenant_id.clone(),
                 recipient_id,
@@ -166,7 +167,7 @@ pub async fn list(
 ) -> Result<Json<CallbackRegistrationsResponse>, ApiError> {
     require_scope(&caller, Scope::CallbackRegister)?;
     let recipient = (!is_operator(&caller)).then_some(&caller.subject);
-    let registrations = state.store.callback_registrations(&caller.tenant_id, recipient).await?;
+    let registrations = state.store.callbacks().registrations(&caller.tenant_id, recipient).await?;
     Ok(Json(CallbackRegistrationsResponse {
         registrations: registrations.iter().map(|r| view(r, None, None)).collect(),
     }))
@@ -195,7 +196,7 @@ pub async fn remove(
 ) -> Result<StatusCode, ApiError> {
     require_scope(&caller, Scope::CallbackRegister)?;
     let registration = visible(&state, &caller, &registration_id).await?;
-    state.store.delete_callback_registration(&caller.tenant_id, &registration.registration_id).await?;
+    state.store.callbacks().delete_registration(&caller.tenant_id, &registration.registration_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -235,7 +236,8 @@ pub async fn rotate(
     let key_id = key_id_from(request.secret_id)?;
     let rotated = state
         .store
-        .rotate_callback_secret(
+        .callbacks()
+        .rotate_secret(
             &caller.tenant_id,
             &registration.registration_id,
             &key_id,
@@ -259,7 +261,7 @@ pub async fn deliveries(
     require_scope(&caller, Scope::CallbackRegister)?;
     let registration = visible(&state, &caller, &registration_id).await?;
     let attempts =
-        state.store.callback_attempts(&caller.tenant_id, &registration.registration_id, 100).await?;
+        state.store.callbacks().attempts(&caller.tenant_id, &registration.registration_id, 100).await?;
     Ok(Json(CallbackAttemptsResponse {
         attempts: attempts
             .into_iter()
@@ -300,7 +302,8 @@ async fn visible(
         .map_err(|e| ApiError::invalid_field("registration_id", e.problem))?;
     state
         .store
-        .callback_registration(&caller.tenant_id, &id)
+        .callbacks()
+        .registration(&caller.tenant_id, &id)
         .await?
         .filter(|r| is_operator(caller) || r.recipient_id == caller.subject)
         .ok_or_else(|| not_found(registration_id))
@@ -312,7 +315,8 @@ async fn reread(
 ) -> Result<CallbackRegistration, ApiError> {
     state
         .store
-        .callback_registration(&registration.tenant_id, &registration.registration_id)
+        .callbacks()
+        .registration(&registration.tenant_id, &registration.registration_id)
         .await?
         .ok_or_else(|| not_found(registration.registration_id.as_str()))
 }

@@ -46,7 +46,8 @@ pub async fn create_room(
     caller.require(Scope::RoomsWrite)?;
     let room = state
         .store
-        .create_room(&NewRoom {
+        .rooms()
+        .create(&NewRoom {
             tenant_id: caller.tenant_id.clone(),
             room_id: room_id(&request.room_id)?,
             name: request.name,
@@ -87,6 +88,7 @@ pub async fn add_members(
     caller.require(Scope::RoomsWrite)?;
     let room = state
         .store
+        .rooms()
         .add_members(&caller.tenant_id, &room_id(&room_id_text)?, &agent_ids(&request.members)?)
         .await?;
     Ok(Json(room_view(&room)))
@@ -103,7 +105,8 @@ pub async fn remove_member(
 ) -> Result<Json<RoomView>, ApiError> {
     caller.require(Scope::RoomsWrite)?;
     let agent_id = RecipientId::new(agent_id).map_err(|e| ApiError::invalid_field("agent_id", e.problem))?;
-    let room = state.store.remove_members(&caller.tenant_id, &room_id(&room_id_text)?, &[agent_id]).await?;
+    let room =
+        state.store.rooms().remove_members(&caller.tenant_id, &room_id(&room_id_text)?, &[agent_id]).await?;
     Ok(Json(room_view(&room)))
 }
 

@@ -239,6 +239,7 @@ async fn mint(
         scope: caller.scopes.iter().map(String::as_str).collect::<Vec<_>>().join(" "),
         session_id,
     };
-    let expires_at = state.store.insert_stream_credential(&hash, credential, &grant, ttl * 1_000).await?;
+    let expires_at =
+        state.store.sessions().insert_stream_credential(&hash, credential, &grant, ttl * 1_000).await?;
     Ok((value, expires_at.get(), ttl))
 }

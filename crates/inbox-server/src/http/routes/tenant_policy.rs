@@ -36,7 +36,7 @@ pub async fn get_policy(
     caller: Caller,
 ) -> Result<Json<TenantPolicyResponse>, ApiError> {
     require_admin(&caller)?;
-    let policy = state.store.tenant_policy(&caller.tenant_id).await?;
+    let policy = state.store.signatures().tenant_policy(&caller.tenant_id).await?;
     Ok(Json(response(&caller, policy)))
 }
 
