@@ -80,7 +80,7 @@ impl Harness {
     }
 
     pub async fn with_config(backend: Backend, config: StoreConfig) -> Harness {
-        let name = format!("agent_inbox_t_{}", hex::encode(random_bytes()));
+        let name = format!("agent_inbox_t_{}", hex::encode(inbox_store::random_bytes::<8>()));
         let mut second_url = None;
         let mut forwarder = None;
         let (url, cleanup) = match backend {
@@ -255,12 +255,6 @@ async fn mysql_raw(url: &str, sql: &str) -> Result<(), sqlx::Error> {
     let mut conn = sqlx::MySqlConnection::connect(&url).await?;
     conn.execute(sqlx::raw_sql(sql)).await?;
     conn.close().await
-}
-
-fn random_bytes() -> [u8; 8] {
-    let mut bytes = [0; 8];
-    getrandom::fill(&mut bytes).expect("the operating system's random source");
-    bytes
 }
 
 /// Waits (at most 30 s) until a connection to `url`'s database succeeds.
