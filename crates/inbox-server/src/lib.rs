@@ -315,7 +315,14 @@ pub async fn run_with(
             let listener = axum::serve::ListenerExt::tap_io(listener, |_| {});
             Box::pin(axum::serve(listener, app).with_graceful_shutdown(graceful).into_future())
         }
-        None => Box::pin(axum::serve(listener, app).with_graceful_shutdown(graceful).into_future()),
+        None => {
+            // A hint is a small write on an otherwise idle stream: Nagle's algorithm would hold
+            // it back until the previous segment's ACK (the TLS listener sets this too).
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
+            Box::pin(axum::serve(listener, app).with_graceful_shutdown(graceful).into_future())
+        }
     };
     let serving = tokio::spawn(serving);
     tracing::info!(%addr, scheme, %database, "agent-inbox listening; connecting to the database");
