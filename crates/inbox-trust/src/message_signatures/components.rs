@@ -1,11 +1,11 @@
 //! What a signature can cover (RFC 9421 §2): the derived components of a request and its
-//! header fields, the request as this crate sees it, and the signature base built from them.
+//! header fields, and the request as this crate sees it, with each component's value.
 //!
-//! The base is the exact byte string that is signed, so every rule here is a rule both
+//! Component values go into the signed base byte for byte, so every rule here is a rule both
 //! sides must apply identically: lower-case component names, trimmed field values joined
-//! with `", "`, the normalized `@authority`, one `\n` between lines and none at the end.
+//! with `", "`, the normalized `@authority`. The base itself is assembled in `base.rs`, which
+//! needs the parameters too; this module does not know them.
 
-use super::params::SignatureParams;
 use super::structured::{self, BareItem, Item};
 
 /// A covered component: a derived component (`@...`) or a header field.
@@ -219,27 +219,6 @@ pub enum SignatureBaseError {
     AmbiguousQueryParameter { name: String },
     #[error("signature parameter {parameter} must be printable ASCII")]
     InvalidParameterValue { parameter: &'static str },
-}
-
-/// Builds the RFC 9421 §2.5 signature base: one `"<identifier>": <value>` line per covered
-/// component, in the order the parameters list them, then the `@signature-params` line.
-pub fn signature_base(parts: &RequestParts, params: &SignatureParams) -> Result<String, SignatureBaseError> {
-    params.check_serializable()?;
-    let mut base = String::new();
-    let mut seen: Vec<&Component> = Vec::new();
-    for component in params.components() {
-        if seen.contains(&component) {
-            return Err(SignatureBaseError::DuplicateComponent { component: component.to_string() });
-        }
-        seen.push(component);
-        base.push_str(&component.identifier());
-        base.push_str(": ");
-        base.push_str(&parts.component_value(component)?);
-        base.push('\n');
-    }
-    base.push_str("\"@signature-params\": ");
-    base.push_str(&params.serialize());
-    Ok(base)
 }
 
 /// WHATWG `application/x-www-form-urlencoded` decoding of one name or value: `+` is a

@@ -8,12 +8,14 @@
 //! window and reports how long the nonce must be remembered; the caller remembers it
 //! (in the shared database) and refuses a second use.
 
+mod base;
 mod components;
 mod keys;
 mod params;
 pub(crate) mod structured;
 
-pub use components::{Component, RequestParts, SignatureBaseError, signature_base};
+pub use base::signature_base;
+pub use components::{Component, RequestParts, SignatureBaseError};
 pub use keys::{Algorithm, HMAC_SECRET_BYTES_MIN, KeyError, SigningKey, VerifyingKey};
 pub use params::{
     SignatureHeaderError, SignatureParameter, SignatureParams, inbox_request_components, parse_signature,
