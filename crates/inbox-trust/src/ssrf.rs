@@ -14,8 +14,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 mod ranges;
 
-pub use ranges::{AddressRange, EmbeddedIpv4, Embedding, RefusedAddress, classify};
 use ranges::is_plain_loopback;
+pub use ranges::{AddressRange, EmbeddedIpv4, Embedding, RefusedAddress, classify};
 
 /// Longest callback URL accepted.
 pub const URL_BYTES_LIMIT: usize = 2048;

@@ -127,15 +127,13 @@ fn arbitrary_bare_item() -> impl Strategy<Value = BareItem> {
 }
 
 fn arbitrary_parameters() -> impl Strategy<Value = Parameters> {
-    proptest::collection::vec(("[a-z*][a-z0-9_.*-]{0,6}", arbitrary_bare_item()), 0..4).prop_map(
-        |pairs| {
-            let mut parameters = Parameters::new();
-            for (key, value) in pairs {
-                insert_or_replace(&mut parameters, key, value);
-            }
-            parameters
-        },
-    )
+    proptest::collection::vec(("[a-z*][a-z0-9_.*-]{0,6}", arbitrary_bare_item()), 0..4).prop_map(|pairs| {
+        let mut parameters = Parameters::new();
+        for (key, value) in pairs {
+            insert_or_replace(&mut parameters, key, value);
+        }
+        parameters
+    })
 }
 
 proptest! {
