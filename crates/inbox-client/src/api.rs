@@ -10,9 +10,8 @@ use std::time::Duration;
 use inbox_api::{
     AcknowledgeRequest, AcknowledgeResponse, AgentKeyRequest, AgentKeyResponse, AgentKeysResponse,
     ClaimRequest, ClaimResponse, HeadResponse, HeartbeatRequest, HeartbeatResponse, PollRequest,
-    PollResponse, Problem, ProblemCode, PublishRequest, PublishResponse, RefreshRequest, ReleaseRequest,
-    ReleaseResponse, ResyncResponse, SessionHeartbeatRequest, SessionHeartbeatResponse, SubscribeRequest,
-    SubscribeResponse, TokenResponse,
+    PollResponse, ProblemCode, PublishRequest, PublishResponse, ReleaseRequest, ReleaseResponse,
+    ResyncResponse, SessionHeartbeatRequest, SessionHeartbeatResponse, SubscribeRequest, SubscribeResponse,
 };
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
@@ -22,15 +21,11 @@ use crate::credentials::Credentials;
 use crate::error::ClientError;
 use crate::secret_store::Secret;
 use crate::signing::{RequestSigningKey, authority_of};
+use crate::wire::{REQUEST_TIMEOUT, decode, problem};
 
-/// How long an ordinary request may take before it counts as lost.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 /// Extra time a long poll gets beyond the wait it asked for.
 const LONG_POLL_GRACE: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Longest problem body read from an error answer.
-const PROBLEM_BYTES_MAX: usize = 16 * 1024;
-
 /// A connection to one agent-inbox service as one identity. Cheap to clone.
 #[derive(Clone)]
 pub struct Api {
@@ -357,23 +352,6 @@ fn is_token_refusal(err: &ClientError) -> bool {
     })
 }
 
-/// Trades a refresh token for new tokens. No access token is involved.
-pub(crate) async fn refresh(
-    http: &reqwest::Client,
-    base: &str,
-    refresh_token: &Secret,
-) -> Result<TokenResponse, ClientError> {
-    let body = RefreshRequest { refresh_token: refresh_token.expose().to_owned() };
-    let response = http
-        .post(format!("{base}/v1/auth/refresh"))
-        .json(&body)
-        .timeout(REQUEST_TIMEOUT)
-        .send()
-        .await
-        .map_err(|err| ClientError::from_request(&err))?;
-    decode(response).await
-}
-
 /// Normalizes a server URL (no trailing slash) and refuses what this build cannot reach.
 pub fn check_base_url(base_url: &str) -> Result<String, ClientError> {
     let base = base_url.trim().trim_end_matches('/');
@@ -384,37 +362,6 @@ pub fn check_base_url(base_url: &str) -> Result<String, ClientError> {
         )));
     }
     Ok(base.to_owned())
-}
-
-async fn decode<T: DeserializeOwned>(response: reqwest::Response) -> Result<T, ClientError> {
-    if !response.status().is_success() {
-        return Err(problem(response).await);
-    }
-    let bytes = response.bytes().await.map_err(|err| ClientError::from_request(&err))?;
-    // An empty answer (204) reads as JSON null: only a type that expects nothing accepts it.
-    let bytes: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
-    serde_json::from_slice(bytes).map_err(|err| ClientError::Protocol(format!("{err}")))
-}
-
-/// The problem document of an error answer, or one made up from the status when the body is
-/// not one (a proxy's HTML page, an empty body).
-async fn problem(response: reqwest::Response) -> ClientError {
-    let status = response.status();
-    let retry_after = response.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let bytes = response.bytes().await.unwrap_or_default();
-    let bytes = &bytes[..bytes.len().min(PROBLEM_BYTES_MAX)];
-    let mut problem = serde_json::from_slice::<Problem>(bytes).unwrap_or_else(|_| {
-        Problem::new(
-            status.as_u16(),
-            format!("http_{}", status.as_u16()),
-            status.canonical_reason().unwrap_or("error"),
-            format!("the service (or a proxy in front of it) answered {status} without a problem document"),
-        )
-    });
-    if let Some(retry_after) = retry_after {
-        problem.extensions.entry("retry_after".to_owned()).or_insert(retry_after.into());
-    }
-    ClientError::Refused { problem: Box::new(problem) }
 }
 
 #[cfg(test)]

@@ -36,21 +36,25 @@ mod credentials;
 pub mod cursor;
 mod error;
 mod local_state;
+mod profile;
 mod resync;
 pub mod schedule;
 mod secret_store;
 mod signing;
 pub mod sse;
 mod transport;
+mod wire;
 
 pub use agent::{
     Agent, AgentConfig, ContinueAfterReset, Event, Handler, HandlerError, Observer, Outcome, Progress,
     Resync, RunSummary, wait_for_work,
 };
-pub use api::{Api, REQUEST_TIMEOUT, check_base_url};
-pub use credentials::{Credentials, Home, LoginReport, Profile, login, logout};
+pub use api::{Api, check_base_url};
+pub use credentials::Credentials;
 pub use error::ClientError;
 pub use local_state::{LocalState, PROCESSED_CAPACITY_DEFAULT, Processed};
+pub use profile::{Home, LoginReport, Profile, login, logout};
 pub use secret_store::{SECRET_SERVICE, Secret, SecretStore, SecretStoreKind, on_path};
 pub use signing::RequestSigningKey;
 pub use transport::{TransportConfig, TransportKind, TransportStatus};
+pub use wire::REQUEST_TIMEOUT;
