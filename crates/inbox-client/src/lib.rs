@@ -32,6 +32,7 @@
 
 mod agent;
 mod api;
+mod contract;
 mod credentials;
 pub mod cursor;
 mod error;
@@ -43,13 +44,16 @@ mod secret_store;
 mod signing;
 pub mod sse;
 mod transport;
+mod wait;
 mod wire;
+mod work;
 
-pub use agent::{
-    Agent, AgentConfig, ContinueAfterReset, Event, Handler, HandlerError, Observer, Outcome, Progress,
-    Resync, RunSummary, wait_for_work,
-};
+pub use agent::Agent;
 pub use api::{Api, check_base_url};
+pub use contract::{
+    AgentConfig, ContinueAfterReset, Event, Handler, HandlerError, Observer, Outcome, Progress, Resync,
+    RunSummary,
+};
 pub use credentials::Credentials;
 pub use error::ClientError;
 pub use local_state::{LocalState, PROCESSED_CAPACITY_DEFAULT, Processed};
@@ -57,4 +61,5 @@ pub use profile::{Home, LoginReport, Profile, login, logout};
 pub use secret_store::{SECRET_SERVICE, Secret, SecretStore, SecretStoreKind, on_path};
 pub use signing::RequestSigningKey;
 pub use transport::{TransportConfig, TransportKind, TransportStatus};
+pub use wait::wait_for_work;
 pub use wire::REQUEST_TIMEOUT;

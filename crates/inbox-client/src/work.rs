@@ -1,0 +1,228 @@
+//! One claimed event's life inside the runner: what the runner's tasks share, deduplication
+//! against the local record, the handler run under lease heartbeats, and the acknowledgement or
+//! release that follows, repeated through network failures (both are idempotent for the
+//! same lease token).
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use inbox_api::{AckEntry, AcknowledgeRequest, Claim, HeartbeatEntry, HeartbeatRequest, ReleaseRequest};
+use tokio::time::Instant;
+
+use crate::api::Api;
+use crate::contract::{AgentConfig, Event, Handler, HandlerError, Outcome, Progress};
+use crate::error::ClientError;
+use crate::local_state::{LocalState, Processed};
+use crate::schedule::{heartbeat_delay, heartbeat_retry_delay};
+use crate::secret_store::Secret;
+use crate::transport::jitter;
+
+/// What the runner and its tasks share.
+pub(crate) struct Shared {
+    pub(crate) api: Api,
+    pub(crate) state: LocalState,
+    pub(crate) config: AgentConfig,
+    pub(crate) inbox: String,
+    pub(crate) session_id: Option<String>,
+    pub(crate) lease: Duration,
+    /// Events being worked on, with their lease tokens (for a release on shutdown).
+    pub(crate) held: Mutex<HashMap<String, Secret>>,
+}
+
+impl Shared {
+    /// The error of a session a newer one superseded.
+    pub(crate) fn superseded(&self) -> ClientError {
+        ClientError::SessionSuperseded { session_id: self.session_id.clone().unwrap_or_default() }
+    }
+
+    pub(crate) fn observe(&self, progress: Progress<'_>) {
+        if let Some(observer) = &self.config.observer {
+            observer.progress(&progress);
+        }
+    }
+
+    pub(crate) fn held_ids(&self) -> HashSet<String> {
+        self.held.lock().expect("held lock").keys().cloned().collect()
+    }
+}
+
+/// Removes an event from the held set when its task ends, however it ends.
+pub(crate) struct HeldGuard {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) event_id: String,
+}
+
+impl Drop for HeldGuard {
+    fn drop(&mut self) {
+        if let Ok(mut held) = self.shared.held.lock() {
+            held.remove(&self.event_id);
+        }
+    }
+}
+
+/// One event: deduplicate, or run the handler under heartbeats; then acknowledge or release.
+pub(crate) async fn work<H: Handler>(shared: &Shared, handler: &H, claim: &Claim) -> Outcome {
+    let token = Secret::new(claim.lease_token.clone());
+    match shared.state.processed(&shared.inbox, &claim.event_id).await {
+        Ok(Some(result)) => {
+            return match acknowledge(shared, claim, &token, result).await {
+                Ok(()) => Outcome::Deduplicated { result },
+                Err(err) => Outcome::Unconfirmed { error: err.to_string() },
+            };
+        }
+        Ok(None) => {}
+        Err(err) => {
+            // Without the record we cannot tell whether this ran before; give it back.
+            tracing::error!(error = %err, "local state unreadable; releasing the event");
+            return match release(shared, claim, &token, Duration::from_secs(5), "local_state_unavailable")
+                .await
+            {
+                Ok(()) => Outcome::Released { after: Duration::from_secs(5), reason: err.to_string() },
+                Err(err) => Outcome::Unconfirmed { error: err.to_string() },
+            };
+        }
+    }
+    let event =
+        Event { envelope: claim.event.clone(), lease_until_utc: claim.visibility_lease_until_utc.clone() };
+    let result = with_heartbeats(shared, claim, &token, handler.handle(event)).await;
+    let (processed, reason) = match result {
+        Ok(()) => (Processed::Completed, String::new()),
+        Err(HandlerError::Permanent { reason }) => (Processed::Failed, reason),
+        Err(HandlerError::Retry { after, reason }) => {
+            return match release(shared, claim, &token, after, &reason).await {
+                Ok(()) => Outcome::Released { after, reason },
+                Err(err) => Outcome::Unconfirmed { error: err.to_string() },
+            };
+        }
+    };
+    if let Err(err) =
+        shared.state.record_processed(&shared.inbox, &claim.event_id, claim.event.inbox_seq, processed).await
+    {
+        tracing::warn!(event_id = %claim.event_id, error = %err, "could not record the event as processed");
+    }
+    match acknowledge(shared, claim, &token, processed).await {
+        Ok(()) if processed == Processed::Completed => Outcome::Acked,
+        Ok(()) => Outcome::Failed { reason },
+        Err(err) => Outcome::Unconfirmed { error: err.to_string() },
+    }
+}
+
+/// Runs `work` while extending the lease at half its length. A lease that is lost cannot be
+/// won back; the handler is left to finish, and its result is recorded for deduplication.
+pub(crate) async fn with_heartbeats<T>(
+    shared: &Shared,
+    claim: &Claim,
+    token: &Secret,
+    work: impl Future<Output = T>,
+) -> T {
+    let mut work = pin!(work);
+    let lease = shared.lease;
+    let mut next = Instant::now() + heartbeat_delay(lease);
+    let mut alive = true;
+    loop {
+        tokio::select! {
+            done = &mut work => return done,
+            _ = tokio::time::sleep_until(next), if alive => {
+                let request = HeartbeatRequest {
+                    tenant_id: None,
+                    recipient_id: None,
+                    session_id: shared.session_id.clone(),
+                    leases: vec![HeartbeatEntry {
+                        event_id: claim.event_id.clone(),
+                        lease_token: token.expose().to_owned(),
+                        extend_by_seconds: lease.as_secs().max(1),
+                    }],
+                };
+                match shared.api.heartbeat(&request).await {
+                    Ok(answer) => match answer.leases.first().and_then(|l| l.error.as_ref()) {
+                        None => next = Instant::now() + heartbeat_delay(lease),
+                        Some(error) => {
+                            tracing::warn!(event_id = %claim.event_id, code = %error.code, "lease lost while the handler runs");
+                            shared.observe(Progress::LeaseLost { event_id: &claim.event_id });
+                            alive = false;
+                        }
+                    },
+                    Err(err) if err.is_transient() => next = Instant::now() + heartbeat_retry_delay(lease),
+                    Err(err) => {
+                        tracing::warn!(event_id = %claim.event_id, error = %err, "heartbeat refused");
+                        alive = false;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Acknowledges one event, repeating on network failure (the same token twice is success).
+pub(crate) async fn acknowledge(
+    shared: &Shared,
+    claim: &Claim,
+    token: &Secret,
+    result: Processed,
+) -> Result<(), ClientError> {
+    let request = AcknowledgeRequest {
+        tenant_id: None,
+        recipient_id: None,
+        session_id: shared.session_id.clone(),
+        acks: vec![AckEntry {
+            event_id: claim.event_id.clone(),
+            lease_token: token.expose().to_owned(),
+            result: Some(result.as_str().to_owned()),
+        }],
+    };
+    let answer = retrying(shared, || shared.api.acknowledge(&request)).await?;
+    match answer.results.first() {
+        Some(outcome) if outcome.error.is_none() => Ok(()),
+        Some(outcome) => {
+            let error = outcome.error.clone().expect("checked above");
+            Err(ClientError::Refused {
+                problem: Box::new(inbox_api::Problem::new(
+                    409,
+                    &error.code,
+                    "acknowledge refused",
+                    error.detail,
+                )),
+            })
+        }
+        None => Err(ClientError::Protocol("the acknowledgement answer was empty".into())),
+    }
+}
+
+pub(crate) async fn release(
+    shared: &Shared,
+    claim: &Claim,
+    token: &Secret,
+    after: Duration,
+    reason: &str,
+) -> Result<(), ClientError> {
+    let request = ReleaseRequest {
+        tenant_id: None,
+        recipient_id: None,
+        event_id: claim.event_id.clone(),
+        lease_token: token.expose().to_owned(),
+        reason: Some(reason.chars().take(200).collect()),
+        retry_after_seconds: after.as_secs().min(604_800),
+    };
+    retrying(shared, || shared.api.release(&request)).await.map(drop)
+}
+
+/// Repeats a request while it fails transiently, with backoff, up to the attempt limit.
+pub(crate) async fn retrying<T, F, Fut>(shared: &Shared, mut request: F) -> Result<T, ClientError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, ClientError>>,
+{
+    let mut attempt = 0;
+    loop {
+        match request().await {
+            Err(err) if err.is_transient() && attempt + 1 < shared.config.ack_attempts_max => {
+                attempt += 1;
+                tokio::time::sleep(err.honoured(shared.config.ack_retry.delay(attempt, jitter()))).await;
+            }
+            other => return other,
+        }
+    }
+}
