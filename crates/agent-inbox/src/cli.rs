@@ -248,7 +248,7 @@ pub struct LoginArgs {
     #[arg(long)]
     pub refresh_token: Option<String>,
     /// Where to keep the refresh token: auto (the OS secret store when there is one, else a
-    /// 0600 file), secret-tool, keychain or file.
+    /// 0600 file), secret-tool, keychain, credential-manager or file.
     #[arg(long, env = "AGENT_INBOX_SECRET_STORE", default_value = "auto")]
     pub secret_store: String,
     /// Whether `listen` signs its claims, acknowledgements, releases and heartbeats (RFC 9421):

@@ -1,8 +1,15 @@
-//! Where the refresh token lives: the OS secret store through its command-line tool when
-//! there is one (`secret-tool` for libsecret on Linux, `security` for the macOS keychain),
-//! else a file only its owner can read (mode 0600). Secrets reach those tools on stdin, never
-//! in their arguments (which other users can read in the process list), and never in logs or
-//! `Debug` output.
+//! Where the refresh token lives: the OS secret store when there is one, else a file only its
+//! owner can read (mode 0600). Secrets never reach logs or `Debug` output.
+//!
+//! The macOS login keychain and the Windows Credential Manager are reached through the
+//! `keyring` crate (its native backends, no helper process). On Linux the libsecret store
+//! stays behind its `secret-tool` command, the secret on its stdin (never in argv, which other
+//! users can read in the process list), because `keyring`'s Secret Service backends do not
+//! fit: the D-Bus one links the C libdbus into the one `agent-inbox` binary that also serves,
+//! the pure-Rust one brings zbus (about ninety more crates), and both file secrets under the
+//! attributes `username`/`target`/`application` where `secret-tool` filed ours under
+//! `account`, so every stored login would be lost on upgrade. `keyring` 4 needs Rust 1.88,
+//! this SDK 1.85: 3.6 is used.
 
 use std::fmt;
 use std::io::Write as _;
@@ -40,8 +47,11 @@ impl fmt::Debug for Secret {
 pub enum SecretStoreKind {
     /// libsecret (GNOME Keyring, KWallet, ...) through `secret-tool`.
     SecretTool,
-    /// The macOS login keychain through `security`.
+    /// The macOS login keychain (generic passwords, service [`SECRET_SERVICE`], account the
+    /// profile: the items `security add-generic-password` made before are found as they are).
     Keychain,
+    /// The Windows Credential Manager (generic credentials).
+    CredentialManager,
     /// A file with mode 0600.
     File,
 }
@@ -51,6 +61,7 @@ impl SecretStoreKind {
         match text {
             "secret-tool" | "libsecret" => Some(SecretStoreKind::SecretTool),
             "keychain" | "security" => Some(SecretStoreKind::Keychain),
+            "credential-manager" | "wincred" => Some(SecretStoreKind::CredentialManager),
             "file" => Some(SecretStoreKind::File),
             _ => None,
         }
@@ -83,10 +94,12 @@ impl SecretStore {
         self
     }
 
-    /// The OS store when its tool is installed, else the file.
+    /// The OS store when there is one (on Linux: when `secret-tool` is installed), else the file.
     pub fn detect(account: &str, file: PathBuf) -> SecretStore {
-        let kind = if cfg!(target_os = "macos") && on_path("security").is_some() {
+        let kind = if cfg!(target_os = "macos") {
             SecretStoreKind::Keychain
+        } else if cfg!(windows) {
+            SecretStoreKind::CredentialManager
         } else if cfg!(target_os = "linux") && on_path("secret-tool").is_some() {
             SecretStoreKind::SecretTool
         } else {
@@ -114,6 +127,9 @@ impl SecretStore {
             SecretStoreKind::Keychain => {
                 format!("the login keychain (service {SECRET_SERVICE}, account {})", self.account)
             }
+            SecretStoreKind::CredentialManager => {
+                format!("the Windows Credential Manager (service {SECRET_SERVICE}, user {})", self.account)
+            }
             SecretStoreKind::File => format!("the file {} (mode 0600)", self.file.display()),
         }
     }
@@ -129,13 +145,12 @@ impl SecretStore {
                 )?;
                 Ok(out.filter(|s| !s.is_empty()).map(Secret))
             }
-            SecretStoreKind::Keychain => {
-                let out = run(
-                    "security",
-                    &["find-generic-password", "-a", &self.account, "-s", SECRET_SERVICE, "-w"],
-                    None,
-                )?;
-                Ok(out.map(|s| s.trim_end_matches('\n').to_owned()).filter(|s| !s.is_empty()).map(Secret))
+            SecretStoreKind::Keychain | SecretStoreKind::CredentialManager => {
+                match self.os_entry()?.get_password() {
+                    Ok(value) => Ok((!value.is_empty()).then_some(Secret(value))),
+                    Err(keyring::Error::NoEntry) => Ok(None),
+                    Err(err) => Err(self.os_store_failed("read", &err)),
+                }
             }
             SecretStoreKind::File => read_secret_file(&self.file),
         }
@@ -161,16 +176,10 @@ impl SecretStore {
                 )?;
                 stored.map(drop).ok_or_else(|| store_failed("secret-tool store"))
             }
-            SecretStoreKind::Keychain => {
-                // `security -i` reads commands from stdin, which keeps the secret out of argv.
-                let command = format!(
-                    "add-generic-password -U -a {} -s {SECRET_SERVICE} -w {}\n",
-                    self.account,
-                    secret.expose()
-                );
-                let stored = run("security", &["-i"], Some(&command))?;
-                stored.map(drop).ok_or_else(|| store_failed("security add-generic-password"))
-            }
+            SecretStoreKind::Keychain | SecretStoreKind::CredentialManager => self
+                .os_entry()?
+                .set_password(secret.expose())
+                .map_err(|err| self.os_store_failed("store", &err)),
             SecretStoreKind::File => write_secret_file(&self.file, secret),
         }
     }
@@ -182,9 +191,11 @@ impl SecretStore {
                 run("secret-tool", &["clear", "service", SECRET_SERVICE, "account", &self.account], None)
                     .map(drop)
             }
-            SecretStoreKind::Keychain => {
-                run("security", &["delete-generic-password", "-a", &self.account, "-s", SECRET_SERVICE], None)
-                    .map(drop)
+            SecretStoreKind::Keychain | SecretStoreKind::CredentialManager => {
+                match self.os_entry()?.delete_credential() {
+                    Ok(()) | Err(keyring::Error::NoEntry) => Ok(()),
+                    Err(err) => Err(self.os_store_failed("remove", &err)),
+                }
             }
             SecretStoreKind::File => match std::fs::remove_file(&self.file) {
                 Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
@@ -193,6 +204,33 @@ impl SecretStore {
                 _ => Ok(()),
             },
         }
+    }
+}
+
+impl SecretStore {
+    /// The `keyring` entry of this slot. Only on the system whose store the kind names: this
+    /// build has no other backend, and `keyring` without one would keep the secret in memory.
+    fn os_entry(&self) -> Result<keyring::Entry, ClientError> {
+        let native = match self.kind {
+            SecretStoreKind::Keychain => cfg!(target_os = "macos"),
+            SecretStoreKind::CredentialManager => cfg!(windows),
+            SecretStoreKind::SecretTool | SecretStoreKind::File => false,
+        };
+        if !native {
+            return Err(ClientError::SecretStore(format!(
+                "{} is not on this system; set AGENT_INBOX_SECRET_STORE=file to use a 0600 file",
+                self.describe()
+            )));
+        }
+        keyring::Entry::new(SECRET_SERVICE, &self.account).map_err(|err| self.os_store_failed("open", &err))
+    }
+
+    fn os_store_failed(&self, what: &str, err: &keyring::Error) -> ClientError {
+        ClientError::SecretStore(format!(
+            "cannot {what} the {} in {}: {err}; unlock it, or set AGENT_INBOX_SECRET_STORE=file to use a 0600 file",
+            self.what,
+            self.describe()
+        ))
     }
 }
 
@@ -396,7 +434,34 @@ mod tests {
         assert_eq!(SecretStoreKind::parse("file"), Some(SecretStoreKind::File));
         assert_eq!(SecretStoreKind::parse("secret-tool"), Some(SecretStoreKind::SecretTool));
         assert_eq!(SecretStoreKind::parse("keychain"), Some(SecretStoreKind::Keychain));
+        assert_eq!(SecretStoreKind::parse("credential-manager"), Some(SecretStoreKind::CredentialManager));
         assert_eq!(SecretStoreKind::parse("vault"), None);
         assert_eq!(serde_json::to_string(&SecretStoreKind::SecretTool).unwrap(), "\"secret-tool\"");
+        assert_eq!(
+            serde_json::to_string(&SecretStoreKind::CredentialManager).unwrap(),
+            "\"credential-manager\""
+        );
+    }
+
+    /// A kind whose store is not on this system is refused, never kept in `keyring`'s
+    /// in-memory stand-in (which would lose the token at exit).
+    #[test]
+    fn an_os_store_of_another_system_is_refused() {
+        let dir = temp_dir("foreign");
+        for kind in [SecretStoreKind::Keychain, SecretStoreKind::CredentialManager] {
+            let native = match kind {
+                SecretStoreKind::Keychain => cfg!(target_os = "macos"),
+                _ => cfg!(windows),
+            };
+            if native {
+                continue;
+            }
+            let store = SecretStore::new(kind, "default", dir.join("t"));
+            let refused = store.save(&Secret::new("rt_x")).unwrap_err().to_string();
+            assert!(refused.contains("is not on this system"), "{refused}");
+            assert!(store.load().is_err());
+            assert!(store.delete().is_err());
+        }
+        assert!(!dir.join("t").exists());
     }
 }
