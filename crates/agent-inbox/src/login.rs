@@ -29,7 +29,9 @@ pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
     let preference = match args.secret_store.as_str() {
         "auto" => None,
         other => Some(SecretStoreKind::parse(other).with_context(|| {
-            format!("--secret-store {other:?} is not one of auto, secret-tool, keychain, credential-manager, file")
+            format!(
+                "--secret-store {other:?} is not one of auto, secret-tool, keychain, credential-manager, file"
+            )
         })?),
     };
     let token = match args.refresh_token.as_deref() {

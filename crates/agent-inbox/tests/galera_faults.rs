@@ -13,14 +13,15 @@ mod common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use common::mariadb::free_port;
+use common::issue_token;
+use inbox_testkit::{Serve, ServeChild};
 
 const RECIPIENTS: [&str; 2] = ["agent_a", "agent_b"];
 const LEASE_SECONDS: u64 = 4;
@@ -105,43 +106,17 @@ impl Drop for Cluster {
     }
 }
 
-struct Node {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(url: &str, log: &Path) -> Node {
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--database-url", url])
+fn serve(url: &str, log: &Path) -> ServeChild {
+    Serve::new(common::BIN, url)
         // Longer than a cluster reconfiguration (the survivors wait evs.suspect_timeout, 3 s,
         // before they evict a silent member), so nodes on healthy members wait it out.
         .env("AGENT_INBOX_DATABASE_STATEMENT_TIMEOUT", "8s")
         .env("AGENT_INBOX_DATABASE_ACQUIRE_TIMEOUT", "8s")
         .env("AGENT_INBOX_SCAVENGE_INTERVAL", "500ms")
         .env("AGENT_INBOX_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
+        .log_to(log)
         .spawn()
-        .expect("start agent-inbox serve");
-    Node { child, base: format!("http://127.0.0.1:{port}") }
-}
-
-fn token(url: &str, subject: &str, kind: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
-        .args(["token", "issue", "--tenant", "acme", "--subject", subject, "--kind", kind])
-        .args(["--database-url", url])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "token issue: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        .expect("start agent-inbox serve")
 }
 
 /// What the clients saw.
@@ -195,14 +170,14 @@ async fn galera_members_killed_and_paused_lose_nothing() {
         .output()
         .unwrap();
     assert!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
-    let nodes: Vec<Node> =
+    let nodes: Vec<ServeChild> =
         (0..3).map(|i| serve(&urls[i], &cluster.dir.join(format!("node{i}.log")))).collect();
     let client = reqwest::Client::builder().timeout(Duration::from_secs(20)).build().unwrap();
     for node in &nodes {
         common::wait_ready(&client, &node.base).await;
     }
-    let publisher = token(&urls[0], "app", "publisher");
-    let agents: Vec<String> = RECIPIENTS.iter().map(|r| token(&urls[0], r, "agent")).collect();
+    let publisher = issue_token(&urls[0], "app", "publisher");
+    let agents: Vec<String> = RECIPIENTS.iter().map(|r| issue_token(&urls[0], r, "agent")).collect();
     let bases: Vec<String> = nodes.iter().map(|n| n.base.clone()).collect();
 
     let seen: Arc<Mutex<Seen>> = Arc::default();

@@ -9,14 +9,15 @@ mod common;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use common::mariadb::{PrivateMariaDb, free_port};
-use common::poll_all;
+use common::mariadb::PrivateMariaDb;
+use common::{issue_token, poll_all};
+use inbox_testkit::{Serve, ServeChild};
 
 /// The server's bounded waits in these tests: a request must be answered within the acquire
 /// timeout plus one second.
@@ -24,44 +25,18 @@ const ACQUIRE_TIMEOUT: &str = "1s";
 const STATEMENT_TIMEOUT: &str = "2s";
 const ANSWER_WITHIN: Duration = Duration::from_millis(2_000 + 800);
 
-struct Node {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `serve` on a port chosen here, so its address is known before it is ready.
-fn serve(database_url: &str, log: &Path) -> Node {
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--database-url", database_url])
+/// `serve` on a port chosen beforehand, so its address is known before it is ready.
+fn serve(database_url: &str, log: &Path) -> ServeChild {
+    Serve::new(common::BIN, database_url)
         .args(["--lease-default", "3s"])
         .env("AGENT_INBOX_DATABASE_ACQUIRE_TIMEOUT", ACQUIRE_TIMEOUT)
         .env("AGENT_INBOX_DATABASE_STATEMENT_TIMEOUT", STATEMENT_TIMEOUT)
         .env("AGENT_INBOX_HEARTBEAT_INTERVAL", "1s")
         .env("AGENT_INBOX_SCAVENGE_INTERVAL", "200ms")
         .env("AGENT_INBOX_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
+        .log_to(log)
         .spawn()
-        .expect("start agent-inbox serve");
-    Node { child, base: format!("http://127.0.0.1:{port}") }
-}
-
-fn token(database_url: &str, subject: &str, kind: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
-        .args(["token", "issue", "--tenant", "acme", "--subject", subject, "--kind", kind])
-        .args(["--database-url", database_url])
-        .output()
-        .expect("token issue runs");
-    assert!(out.status.success(), "token issue: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        .expect("start agent-inbox serve")
 }
 
 fn client() -> reqwest::Client {
@@ -138,7 +113,8 @@ async fn a_node_started_before_its_database_serves_once_the_database_is_up() {
     assert!(took < Duration::from_secs(3), "ready only {took:?} after the database was up");
 
     let url = db.url();
-    let (publisher, agent) = (token(&url, "app", "publisher"), token(&url, "agent_late", "agent"));
+    let (publisher, agent) =
+        (issue_token(&url, "app", "publisher"), issue_token(&url, "agent_late", "agent"));
     let published = publish(&client, &node.base, &publisher, "agent_late", 1).await.unwrap();
     assert_eq!(published.status(), 201);
     let (status, claimed) =
@@ -170,9 +146,9 @@ async fn a_paused_then_killed_database_loses_nothing_and_everything_resumes() {
     let node = serve(&url, &db.dir().join("serve.log"));
     let client = client();
     common::wait_ready(&client, &node.base).await;
-    let publisher = token(&url, "app", "publisher");
-    let claimer = token(&url, "agent_claim", "agent");
-    let listener_token = token(&url, "agent_listen", "agent");
+    let publisher = issue_token(&url, "app", "publisher");
+    let claimer = issue_token(&url, "agent_claim", "agent");
+    let listener_token = issue_token(&url, "agent_listen", "agent");
 
     let handled_file = db.dir().join("handled.txt");
     let mut listen = Command::new(env!("CARGO_BIN_EXE_agent-inbox"))

@@ -1,10 +1,9 @@
 //! Test scaffolding: a real `agent-inbox serve` on a fixed port (so it can be restarted in
-//! place), tokens signed with its keys, `listen` processes with captured logs, temporary
+//! place; started through `inbox-testkit`), tokens signed with its keys, `listen` processes with captured logs, temporary
 //! directories, and waiting on conditions with deadlines.
 
 use std::collections::HashMap;
 use std::io::{BufRead as _, BufReader};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -13,6 +12,7 @@ use std::time::{Duration, Instant};
 use inbox_conformance::{Backend, Harness};
 use inbox_core::{RecipientId, TenantId};
 use inbox_server::{CallerKind, Config, TokenService};
+use inbox_testkit::{Serve, ServeChild, free_port};
 use serde_json::{Value, json};
 
 pub const TENANT: &str = "t1";
@@ -72,8 +72,8 @@ pub struct Server {
     pub base: String,
     pub port: u16,
     pub tokens: TokenService,
-    flags: Vec<String>,
-    child: Option<Child>,
+    serve: Serve,
+    child: Option<ServeChild>,
     pub client: reqwest::Client,
 }
 
@@ -88,12 +88,19 @@ impl Server {
         config.database.url = db.url.clone();
         let tokens = TokenService::new(db.store.clone(), &config).await.expect("token service");
         let port = free_port();
+        let serve = Serve::new(BIN, &db.url)
+            .on_port(port)
+            .args(["--lease-default", "2s"])
+            .args(flags)
+            .env("AGENT_INBOX_SCAVENGE_INTERVAL", "200ms")
+            .env("AGENT_INBOX_HEARTBEAT_INTERVAL", "2s")
+            .env("AGENT_INBOX_LOG", "warn");
         let mut server = Server {
             db,
             base: format!("http://127.0.0.1:{port}"),
             port,
             tokens,
-            flags: flags.iter().map(|f| (*f).to_owned()).collect(),
+            serve,
             child: None,
             client: reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap(),
         };
@@ -102,20 +109,7 @@ impl Server {
     }
 
     async fn spawn(&mut self) {
-        let mut child = Command::new(BIN)
-            .args(["serve", "--listen", &format!("127.0.0.1:{}", self.port), "--database-url", &self.db.url])
-            .args(["--lease-default", "2s"])
-            .args(&self.flags)
-            .env("AGENT_INBOX_SCAVENGE_INTERVAL", "200ms")
-            .env("AGENT_INBOX_HEARTBEAT_INTERVAL", "2s")
-            .env("AGENT_INBOX_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start agent-inbox serve");
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || for _ in BufReader::new(stderr).lines() {});
-        self.child = Some(child);
+        self.child = Some(self.serve.spawn().expect("start agent-inbox serve"));
         let (client, base) = (self.client.clone(), self.base.clone());
         wait_until("the server is ready", Duration::from_secs(30), || {
             let (client, base) = (client.clone(), base.clone());
@@ -132,13 +126,12 @@ impl Server {
 
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+            child.kill();
         }
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().expect("running").id()
+        self.child.as_ref().expect("running").pid()
     }
 
     pub fn signal(&self, signal: &str) {
@@ -282,10 +275,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A running `agent-inbox listen` with its log lines (JSON) collected.

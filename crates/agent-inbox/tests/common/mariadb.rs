@@ -1,20 +1,16 @@
 //! A private `mariadbd` the test owns: its own data directory and loopback port, started,
 //! paused (SIGSTOP), resumed and killed by the test, never the machine's own server.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use inbox_testkit::free_port;
 
 pub struct PrivateMariaDb {
     dir: PathBuf,
     pub port: u16,
     child: Option<Child>,
-}
-
-/// A loopback port nobody listens on right now.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 impl PrivateMariaDb {

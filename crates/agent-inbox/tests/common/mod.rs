@@ -1,53 +1,42 @@
-//! Shared by the binary's tests: start `agent-inbox serve` on port 0, wait for it, call it.
+//! Shared by the binary's tests: start `agent-inbox serve` (through `inbox-testkit`, the one
+//! way tests start servers), wait for it, issue tokens with the binary, call it.
 
 #![allow(dead_code)]
 
 pub mod mariadb;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
+use inbox_testkit::{Serve, ServeChild};
 use serde_json::{Value, json};
 
-pub struct Server {
-    pub child: Child,
-    pub base: String,
-}
+pub const BIN: &str = env!("CARGO_BIN_EXE_agent-inbox");
 
 /// Starts `agent-inbox serve` on port 0 (with extra flags) and reads the address it prints.
-pub fn start(database_url: &str, flags: &[&str]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", database_url, "--lease-default", "2s"])
+pub fn start(database_url: &str, flags: &[&str]) -> ServeChild {
+    Serve::new(BIN, database_url)
+        .args(["--lease-default", "2s"])
         .args(flags)
         .env("AGENT_INBOX_SCAVENGE_INTERVAL", "200ms")
         .env("AGENT_INBOX_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
         .spawn()
-        .expect("start agent-inbox serve");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let base = loop {
-        let line = lines.next().expect("the server prints its address").expect("read stderr");
-        if let Some(rest) = line.strip_prefix("agent-inbox listening on ") {
-            break rest.split_whitespace().next().expect("an address").to_owned();
-        }
-    };
-    // Keep draining stderr so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Server { child, base }
+        .expect("start agent-inbox serve")
 }
 
 pub async fn wait_ready(client: &reqwest::Client, base: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the server at {base} did not become ready");
+    inbox_testkit::wait_ready(client, base, Duration::from_secs(30)).await;
+}
+
+/// An access token issued by the binary (`token issue`) for `subject` of tenant `acme`.
+pub fn issue_token(database_url: &str, subject: &str, kind: &str) -> String {
+    let out = Command::new(BIN)
+        .args(["token", "issue", "--tenant", "acme", "--subject", subject, "--kind", kind])
+        .args(["--database-url", database_url])
+        .output()
+        .expect("token issue runs");
+    assert!(out.status.success(), "token issue: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
 pub async fn post(

@@ -1,22 +1,20 @@
-//! A server on port 0 over a fresh database, an HTTP client, and tokens for any caller.
+//! A server on port 0 over a fresh database (started in process through `inbox-testkit`, the
+//! one way tests start servers), an HTTP client, and tokens for any caller.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use inbox_conformance::{Backend, Harness};
 use inbox_core::{RecipientId, TenantId};
 use inbox_server::{CallerKind, Config, Overrides, TokenService};
+use inbox_testkit::InProcess;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 pub struct TestServer {
     pub base: String,
     pub tokens: Arc<TokenService>,
     pub client: reqwest::Client,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    running: Option<InProcess>,
     /// Keeps the database alive; dropped (and the database with it) after the last server on
     /// it stops.
     pub db: Arc<Harness>,
@@ -50,18 +48,12 @@ impl TestServer {
         config.database.url = db.url.clone();
         config.inbox.scavenge_interval = std::time::Duration::from_millis(200);
         tune(&mut config);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
-        let addr: SocketAddr = listener.local_addr().unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
         let server_config = config.clone();
-        let task = tokio::spawn(async move {
-            let stopping = async move {
-                let _ = stopped.await;
-            };
-            inbox_server::run_with(server_config, overrides, listener, stopping, oneshot::channel().0)
-                .await
-                .expect("the server runs");
-        });
+        let running = InProcess::start(|listener, shutdown| {
+            inbox_server::run_with(server_config, overrides, listener, shutdown, tokio::sync::oneshot::channel().0)
+        })
+        .await;
+        let addr = running.addr;
         let tokens = Arc::new(TokenService::new(db.store.clone(), &config).await.expect("token service"));
         // A TLS server is called over https with a client that trusts its test certificate,
         // and that offers HTTP/2 by ALPN.
@@ -76,7 +68,7 @@ impl TestServer {
             }
             None => (format!("http://{addr}"), reqwest::Client::new()),
         };
-        let server = TestServer { base, tokens, client, stop: Some(stop), task: Some(task), db };
+        let server = TestServer { base, tokens, client, running: Some(running), db };
         server.wait_ready().await;
         server
     }
@@ -95,11 +87,8 @@ impl TestServer {
 
     /// Stops the server gracefully and waits for it.
     pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            task.await.expect("the server stopped cleanly");
+        if let Some(running) = self.running.take() {
+            running.stop().await.expect("the server stopped cleanly");
         }
     }
 
