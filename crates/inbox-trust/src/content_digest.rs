@@ -10,7 +10,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use sha2::{Digest as _, Sha256, Sha512};
 
-use crate::message_signatures::structured::{self, BareItem, Member, StructuredFieldError};
+use crate::structured::{self, BareItem, Member, StructuredFieldError};
 
 /// The field name, lower-case as RFC 9421 covers it.
 pub const CONTENT_DIGEST: &str = "content-digest";

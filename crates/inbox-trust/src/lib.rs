@@ -11,6 +11,7 @@ pub mod content_digest;
 pub mod message_signatures;
 pub mod requests;
 pub mod ssrf;
+mod structured;
 pub mod webhooks;
 
 pub use requests::{SignedRequestHeaders, sign_inbox_request};

@@ -6,7 +6,7 @@
 //! with `", "`, the normalized `@authority`. The base itself is assembled in `base.rs`, which
 //! needs the parameters too; this module does not know them.
 
-use super::structured::{self, BareItem, Item};
+use crate::structured::{self, BareItem, Item};
 
 /// A covered component: a derived component (`@...`) or a header field.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -12,8 +12,8 @@ mod base;
 mod components;
 mod keys;
 mod params;
-pub(crate) mod structured;
 
+pub use crate::structured::StructuredFieldError;
 pub use base::signature_base;
 pub use components::{Component, RequestParts, SignatureBaseError};
 pub use keys::{Algorithm, HMAC_SECRET_BYTES_MIN, KeyError, SigningKey, VerifyingKey};
@@ -21,7 +21,6 @@ pub use params::{
     SignatureHeaderError, SignatureParameter, SignatureParams, inbox_request_components, parse_signature,
     parse_signature_input, serialize_signature, serialize_signature_input,
 };
-pub use structured::StructuredFieldError;
 
 use crate::content_digest::{self, CONTENT_DIGEST, ContentDigestError};
 

@@ -6,7 +6,7 @@
 
 use super::components::{Component, SignatureBaseError};
 use super::keys::Algorithm;
-use super::structured::{self, BareItem, InnerList, Item, Member, StructuredFieldError};
+use crate::structured::{self, BareItem, InnerList, Item, Member, StructuredFieldError};
 
 /// One RFC 9421 §2.3 signature parameter.
 #[derive(Debug, Clone, PartialEq, Eq)]

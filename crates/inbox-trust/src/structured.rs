@@ -1,6 +1,8 @@
 //! The RFC 8941 structured-field subset that `Signature-Input`, `Signature` and
 //! `Content-Digest` are written in: dictionaries whose members are items or inner lists,
 //! with parameters, over integers, decimals, strings, tokens, byte sequences and booleans.
+//! It sits at the crate root, below both `content_digest` and `message_signatures`, which
+//! each parse and serialize fields with it.
 //!
 //! Parsing follows RFC 8941 §4.2 step by step (including "a later duplicate key replaces the
 //! earlier value in place"), because a verifier that parses more leniently than the signer
