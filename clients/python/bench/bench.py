@@ -1,5 +1,5 @@
 """The Python Agent measured against a real `agent-inbox serve`, beside the Rust SDK's figures
-from the same run (the `agent_bench` example, driven as a subprocess).
+from the same run (`inbox-bench agent`, driven as a subprocess).
 
 - publish -> handler-start latency on SSE: 1,000 events published at 200/s by a separate
   process (SQLite), p50/p99/max;
@@ -9,7 +9,7 @@ from the same run (the `agent_bench` example, driven as a subprocess).
   (concurrency 8), and over a 2,000-event backlog on SQLite at concurrency 1 and 8 (the Rust
   bench's shape, for a like-for-like ratio).
 
-    python bench/bench.py --rust-bench target/release/examples/agent_bench
+    python bench/bench.py --rust-bench target/release/inbox-bench
 
 AGENT_INBOX_BIN names the server binary; AGENT_INBOX_TEST_MYSQL_URL the MariaDB server (a
 database is created and dropped). Progress goes to stderr, the table to stdout. Not a timed
@@ -234,16 +234,18 @@ def quantile(values: list[float], q: float) -> float:
 
 
 def rust_figures(rust_bench: str | None, directory: Path) -> dict[str, str]:
-    """Runs the Rust SDK's agent_bench beside the same server binary; its rows by label."""
+    """Runs the Rust SDK's `inbox-bench agent` beside the same server binary; its rows by label."""
     if not rust_bench:
         return {}
-    # agent_bench finds `agent-inbox` next to its own directory: lay out a copy of both.
-    layout = directory / "rust" / "examples"
+    # `inbox-bench agent` finds `agent-inbox` in its own directory: lay out a copy of both.
+    layout = directory / "rust"
     layout.mkdir(parents=True)
-    shutil.copy(rust_bench, layout / "agent_bench")
-    shutil.copy(binary(), layout.parent / "agent-inbox")
-    say("Rust SDK: agent_bench (SQLite)")
-    out = subprocess.run([str(layout / "agent_bench")], check=True, capture_output=True, text=True).stdout
+    shutil.copy(rust_bench, layout / "inbox-bench")
+    shutil.copy(binary(), layout / "agent-inbox")
+    say("Rust SDK: inbox-bench agent (SQLite)")
+    out = subprocess.run(
+        [str(layout / "inbox-bench"), "agent"], check=True, capture_output=True, text=True
+    ).stdout
     rows = {}
     for line in out.splitlines():
         match = re.match(r"^(SSE agent|SDK agent, no-op, concurrency \d+|long-poll agent)\s{2,}(.*)$", line)
@@ -254,7 +256,7 @@ def rust_figures(rust_bench: str | None, directory: Path) -> dict[str, str]:
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rust-bench", help="path of the built agent_bench example")
+    parser.add_argument("--rust-bench", help="path of the built inbox-bench binary")
     parser.add_argument("--events", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=200.0)
     parser.add_argument("--backlog", type=int, default=10_000)
@@ -311,7 +313,7 @@ async def main() -> None:
         shutil.rmtree(directory, ignore_errors=True)
     load = os.getloadavg()[0]
     print(f"\nPython Agent vs the Rust SDK, service and agents on this machine ({os.cpu_count()} cores, load {load:.1f})")
-    print(f"{'measurement':<44} {'Python':<62} Rust SDK (agent_bench, same run)")
+    print(f"{'measurement':<44} {'Python':<62} Rust SDK (inbox-bench agent, same run)")
     print("-" * 160)
     for label, python, rust_text in rows:
         print(f"{label:<44} {python:<62} {rust_text}")

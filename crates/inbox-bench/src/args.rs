@@ -8,6 +8,7 @@ usage: inbox-bench store [--publishes N] [--events N]
        inbox-bench trust [--agents N] [--events N] [--rounds N]
        inbox-bench publish [--publishes N]
        inbox-bench galera [--seconds N] [--events N]
+       inbox-bench agent [--events-max N]
 
   store          benchmark inbox_store::SqlStore against raw SQL on MariaDB/MySQL
   --publishes N  publishes per publish row (default 3000)
@@ -39,9 +40,15 @@ usage: inbox-bench store [--publishes N] [--events N]
                  AGENT_INBOX_TEST_GALERA_URLS, else one started with scripts/galera.sh
   --seconds N    length of each publish row (default 10)
   --events N     backlog events of each claim+ack row (default 3000)
+  agent          the agent side against `agent-inbox serve` on SQLite: publish-to-handler
+                 latency of an SSE, a long-poll and a polling-only agent, an idle agent's
+                 requests per hour, and SDK and `listen --exec true` throughput; needs the
+                 agent-inbox binary beside this one (cargo build -p agent-inbox -p inbox-bench)
+  --events-max N caps every phase's events (default: 300, 100, 25, 2000 and 1000)
 
 The server is AGENT_INBOX_BENCH_MYSQL_URL, else AGENT_INBOX_TEST_MYSQL_URL, else
-mysql://root@127.0.0.1:3306/test. The benchmark creates and drops its own database there.";
+mysql://root@127.0.0.1:3306/test. The benchmark creates and drops its own database there
+(`agent` uses a SQLite file in a temporary directory instead).";
 
 /// The largest count either option accepts, so a typo cannot start an hour-long run.
 const COUNT_MAX: usize = 100_000;
@@ -55,10 +62,15 @@ pub enum Command {
     Trust(crate::trust::TrustArgs),
     Publish(crate::publishing::PublishArgs),
     Galera(crate::galera::GaleraArgs),
+    Agent(crate::agent::AgentArgs),
     /// The hidden child process of `hints`: idle SSE clients for the node at this address.
     HintsIdleClients(String),
-    /// The hidden child process of `http`: a service node on this database URL.
-    Node(String),
+    /// The hidden child process of `http`: a service node on this database URL, listening on
+    /// this address.
+    Node {
+        database_url: String,
+        listen: String,
+    },
     Help,
 }
 
@@ -85,23 +97,31 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
         Some("trust") => return parse_trust(args),
         Some("publish") => return parse_publish(args),
         Some("galera") => return parse_galera(args),
+        Some("agent") => return parse_agent(args),
         Some("hints-idle-clients") => {
             let addr = args.next().ok_or("hints-idle-clients needs the node's address")?;
             return Ok(Command::HintsIdleClients(addr));
         }
         Some("node") => {
-            let url = args.next().ok_or("node needs the database URL")?;
-            return Ok(Command::Node(url));
+            let database_url = args.next().ok_or("node needs the database URL")?;
+            let listen = match (args.next().as_deref(), args.next()) {
+                (None, _) => "127.0.0.1:0".to_owned(),
+                (Some("--listen"), Some(address)) => address,
+                _ => return Err("node takes the database URL, then --listen ADDRESS".to_owned()),
+            };
+            return Ok(Command::Node { database_url, listen });
         }
         Some("--help" | "-h" | "help") => return Ok(Command::Help),
         Some(other) => {
             return Err(format!(
-                "unknown command {other:?}; use `store`, `hints`, `http`, `trust`, `publish` or `galera`"
+                "unknown command {other:?}; use `store`, `hints`, `http`, `trust`, `publish`, `galera` or `agent`"
             ));
         }
         None => {
-            return Err("name a benchmark to run: `store`, `hints`, `http`, `trust`, `publish` or `galera`"
-                .to_owned());
+            return Err(
+                "name a benchmark to run: `store`, `hints`, `http`, `trust`, `publish`, `galera` or `agent`"
+                    .to_owned(),
+            );
         }
     }
     let mut store = StoreArgs::default();
@@ -176,6 +196,18 @@ fn parse_galera(mut args: impl Iterator<Item = String>) -> Result<Command, Strin
     Ok(Command::Galera(galera))
 }
 
+fn parse_agent(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
+    let mut agent = crate::agent::AgentArgs { events_max: None };
+    while let Some(flag) = args.next() {
+        match flag.as_str() {
+            "--help" | "-h" => return Ok(Command::Help),
+            "--events-max" => agent.events_max = Some(count_after(&flag, &mut args)?),
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(Command::Agent(agent))
+}
+
 fn parse_http(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
     let mut http = crate::http::HttpArgs::default();
     while let Some(flag) = args.next() {
@@ -238,5 +270,11 @@ mod tests {
         );
         assert!(parse(words("galera --members 3")).is_err());
         assert!(parse(Vec::new()).is_err());
+        assert_eq!(parse(words("agent")), Ok(Command::Agent(crate::agent::AgentArgs { events_max: None })));
+        assert_eq!(
+            parse(words("agent --events-max 3")),
+            Ok(Command::Agent(crate::agent::AgentArgs { events_max: Some(3) }))
+        );
+        assert!(parse(words("agent --events-max 0")).is_err());
     }
 }

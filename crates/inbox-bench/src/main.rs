@@ -1,9 +1,11 @@
 //! `inbox-bench`: measures `inbox_store::SqlStore` against a raw-SQL baseline that runs the
 //! same statements, in one process against MariaDB/MySQL, and prints one table row per
-//! workload and concurrency. Progress goes to stderr, the table to stdout.
+//! workload and concurrency; and, as subcommands, the hints, the HTTP API, the trust layer,
+//! publishing and the agent side (see `args.rs`). Progress goes to stderr, the table to stdout.
 //!
 //! Run it as `cargo run --release -p inbox-bench -- store`.
 
+mod agent;
 mod args;
 mod claim_ack;
 mod cpu;
@@ -70,8 +72,9 @@ async fn main() -> ExitCode {
         Ok(Command::Trust(trust_args)) => return trust::main(trust_args).await,
         Ok(Command::Publish(publish_args)) => return publishing::main(publish_args).await,
         Ok(Command::Galera(galera_args)) => return galera::main(galera_args).await,
+        Ok(Command::Agent(agent_args)) => return agent::main(agent_args).await,
         Ok(Command::HintsIdleClients(addr)) => return hints::idle_clients(addr).await,
-        Ok(Command::Node(url)) => return node::serve_child(url).await,
+        Ok(Command::Node { database_url, listen }) => return node::serve_child(database_url, listen).await,
         Ok(Command::Help) => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

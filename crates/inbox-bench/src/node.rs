@@ -1,14 +1,13 @@
 //! A service node for the benchmarks, on port 0: in this process (`start`), or in a child
 //! process of this binary (`spawn`), so a load generator does not share the server's runtime.
+//! Both are started through `inbox-testkit`, the one way tests and benchmarks start servers.
 
-use std::process::{ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use inbox_server::Config;
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
-use tokio::process::{Child, ChildStdin};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use inbox_testkit::{InProcess, LISTENING_PREFIX, Serve, ServeChild};
+use tokio::io::AsyncReadExt as _;
 
 use crate::BenchError;
 
@@ -20,15 +19,9 @@ pub struct Node {
 }
 
 enum Running {
-    InProcess {
-        stop: oneshot::Sender<()>,
-        task: JoinHandle<()>,
-    },
+    InProcess(InProcess),
     /// The child stops when its stdin closes.
-    Child {
-        child: Box<Child>,
-        stdin: ChildStdin,
-    },
+    Child(ServeChild),
 }
 
 impl Node {
@@ -47,32 +40,16 @@ impl Node {
 
     /// Runs a node with `config` inside this process.
     pub async fn start(config: Config) -> Result<Node, BenchError> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let base = format!("http://{}", listener.local_addr()?);
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            if let Err(err) = inbox_server::run(config, listener, async { drop(stopped.await) }).await {
-                eprintln!("inbox-bench: a node stopped with an error: {err}");
-            }
-        });
-        Node::ready(base, Running::InProcess { stop, task }).await
+        let running =
+            InProcess::start(|listener, shutdown| inbox_server::run(config, listener, shutdown)).await;
+        Node::ready(running.http_base(), Running::InProcess(running)).await
     }
 
     /// Runs a node with `Node::config(database_url)` in a child process (`inbox-bench node`).
     pub async fn spawn(database_url: &str) -> Result<Node, BenchError> {
-        let mut child = tokio::process::Command::new(std::env::current_exe()?)
-            .args(["node", database_url])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()?;
-        let stdin = child.stdin.take().ok_or("no stdin for the node process")?;
-        let stdout = child.stdout.take().ok_or("no stdout for the node process")?;
-        let line =
-            BufReader::new(stdout).lines().next_line().await?.ok_or("the node process exited early")?;
-        let addr =
-            line.strip_prefix("listening ").ok_or_else(|| format!("the node process said {line:?}"))?;
-        Node::ready(format!("http://{addr}"), Running::Child { child: Box::new(child), stdin }).await
+        let serve = Serve::command(std::env::current_exe()?, ["node", database_url]).echo_stderr();
+        let child = tokio::task::spawn_blocking(move || serve.spawn()).await??;
+        Node::ready(child.base.clone(), Running::Child(child)).await
     }
 
     async fn ready(base: String, running: Running) -> Result<Node, BenchError> {
@@ -93,8 +70,8 @@ impl Node {
     /// The child process's id (`None` for a node in this process).
     pub fn pid(&self) -> Option<u32> {
         match &self.running {
-            Running::InProcess { .. } => None,
-            Running::Child { child, .. } => child.id(),
+            Running::InProcess(_) => None,
+            Running::Child(child) => Some(child.pid()),
         }
     }
 
@@ -105,13 +82,13 @@ impl Node {
 
     pub async fn stop(self) {
         match self.running {
-            Running::InProcess { stop, task } => {
-                let _ = stop.send(());
-                let _ = task.await;
+            Running::InProcess(running) => {
+                if let Err(err) = running.stop().await {
+                    eprintln!("inbox-bench: a node stopped with an error: {err}");
+                }
             }
-            Running::Child { mut child, stdin } => {
-                drop(stdin);
-                let _ = child.wait().await;
+            Running::Child(child) => {
+                let _ = tokio::task::spawn_blocking(move || child.close_stdin_and_wait()).await;
             }
         }
     }
@@ -126,10 +103,11 @@ impl Node {
     }
 }
 
-/// The child process of `Node::spawn`: serves `Node::config(database_url)` on port 0, prints
-/// `listening <addr>`, and shuts down gracefully when stdin closes.
-pub async fn serve_child(database_url: String) -> ExitCode {
-    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+/// The child process of `Node::spawn`: serves `Node::config(database_url)` on `listen`, logs
+/// its address on stderr as `agent-inbox serve` does, and shuts down gracefully when stdin
+/// closes.
+pub async fn serve_child(database_url: String, listen: String) -> ExitCode {
+    let listener = match tokio::net::TcpListener::bind(listen.as_str()).await {
         Ok(listener) => listener,
         Err(err) => {
             eprintln!("inbox-bench node: cannot listen: {err}");
@@ -137,7 +115,7 @@ pub async fn serve_child(database_url: String) -> ExitCode {
         }
     };
     match listener.local_addr() {
-        Ok(addr) => println!("listening {addr}"),
+        Ok(addr) => eprintln!("{LISTENING_PREFIX}http://{addr}"),
         Err(err) => {
             eprintln!("inbox-bench node: {err}");
             return ExitCode::FAILURE;

@@ -5,16 +5,17 @@
 //! handler, in process (SDK) and as `listen --exec true` (a process per event).
 //!
 //! ```sh
-//! cargo build --release -p agent-inbox --bins --examples
-//! cargo run --release -p agent-inbox --example agent_bench
+//! cargo build --release -p agent-inbox -p inbox-bench
+//! target/release/inbox-bench agent
 //! ```
 //!
 //! Progress goes to stderr, the table to stdout. Not a timed test: numbers depend on the
-//! machine, and the service and the agents share its cores.
+//! machine, and the service and the agents share its cores. `--events-max N` caps every
+//! phase's event count (a quick check that the benchmark runs, not a measurement).
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -27,43 +28,69 @@ use inbox_client::{
 };
 use inbox_core::{RecipientId, TenantId};
 use inbox_server::{CallerKind, Config, TokenService};
+use inbox_testkit::{Serve, ServeChild};
 use tokio::sync::mpsc;
 
-type BenchError = Box<dyn std::error::Error + Send + Sync>;
+use crate::BenchError;
 
 const TENANT: &str = "bench";
 
-#[tokio::main]
-async fn main() -> Result<(), BenchError> {
-    let binary = agent_inbox_binary()?;
-    let dir = std::env::temp_dir().join(format!("agent-inbox-agent-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let result = run(&binary, &dir).await;
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+/// Sizes of the `agent` benchmark: the events of each phase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentArgs {
+    /// Caps every phase's count; `None` runs the counts below.
+    pub events_max: Option<usize>,
 }
 
-async fn run(binary: &Path, dir: &Path) -> Result<(), BenchError> {
+impl AgentArgs {
+    fn events(&self, n: usize) -> usize {
+        self.events_max.map_or(n, |max| n.min(max))
+    }
+}
+
+/// `inbox-bench agent`: prints the table, or the error, and exits accordingly.
+pub async fn main(args: AgentArgs) -> ExitCode {
+    let result = async {
+        let binary = agent_inbox_binary()?;
+        let dir = std::env::temp_dir().join(format!("agent-inbox-agent-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let result = run(&args, &binary, &dir).await;
+        let _ = std::fs::remove_dir_all(&dir);
+        result
+    }
+    .await;
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("inbox-bench agent: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: &AgentArgs, binary: &Path, dir: &Path) -> Result<(), BenchError> {
     let database_url = format!("sqlite://{}", dir.join("inbox.db").display());
     let mut config = Config::default();
     config.database.url = database_url.clone();
     let store = inbox_server::connect_store(&config).await?;
     store.migrate().await?;
     let tokens = TokenService::new(store.clone(), &config).await?;
-    let server = Server::start(binary, &database_url)?;
+    let server = serve(binary, &database_url)?;
     let base = server.base.clone();
     let publisher = issue(&tokens, "app", CallerKind::Publisher, "events.publish").await?;
     let publisher = Api::new(&base, Credentials::access_token(Secret::new(publisher)))?;
     let mut rows = Vec::new();
 
-    eprintln!("SSE agent: 300 events, one at a time");
+    let n = args.events(300);
+    eprintln!("SSE agent: {n} events, one at a time");
     let agent = issue(&tokens, "sse_agent", CallerKind::Agent, inbox_server::auth::AGENT_SCOPES).await?;
     let latencies =
-        latency(&base, &agent, "sse_agent", dir, AgentConfig::default(), &publisher, 300, Duration::ZERO)
+        latency(&base, &agent, "sse_agent", dir, AgentConfig::default(), &publisher, n, Duration::ZERO)
             .await?;
     rows.push(latency_row("SSE agent", &latencies));
 
-    eprintln!("long-poll agent: 100 events, one at a time");
+    let n = args.events(100);
+    eprintln!("long-poll agent: {n} events, one at a time");
     let agent = issue(&tokens, "lp_agent", CallerKind::Agent, inbox_server::auth::AGENT_SCOPES).await?;
     let config = AgentConfig {
         transport: TransportConfig {
@@ -72,17 +99,18 @@ async fn run(binary: &Path, dir: &Path) -> Result<(), BenchError> {
         },
         ..AgentConfig::default()
     };
-    let latencies = latency(&base, &agent, "lp_agent", dir, config, &publisher, 100, Duration::ZERO).await?;
+    let latencies = latency(&base, &agent, "lp_agent", dir, config, &publisher, n, Duration::ZERO).await?;
     rows.push(latency_row("long-poll agent", &latencies));
 
-    eprintln!("polling-only agent (1 s after work, growing to 5 min): 25 events, 0-3 s apart");
+    let n = args.events(25);
+    eprintln!("polling-only agent (1 s after work, growing to 5 min): {n} events, 0-3 s apart");
     let agent = issue(&tokens, "poll_agent", CallerKind::Agent, inbox_server::auth::AGENT_SCOPES).await?;
     let config = AgentConfig {
         transport: TransportConfig { allowed: vec![TransportKind::Poll], ..TransportConfig::default() },
         ..AgentConfig::default()
     };
     let latencies =
-        latency(&base, &agent, "poll_agent", dir, config, &publisher, 25, Duration::from_secs(3)).await?;
+        latency(&base, &agent, "poll_agent", dir, config, &publisher, n, Duration::from_secs(3)).await?;
     rows.push(latency_row("polling-only agent", &latencies));
 
     let schedule = PollSchedule::default();
@@ -94,24 +122,26 @@ async fn run(binary: &Path, dir: &Path) -> Result<(), BenchError> {
         format!("{per_hour:.1} requests/h at the 5-min ceiling ({first_hour} in the first hour from idle)"),
     ));
 
-    eprintln!("throughput: SDK agent, no-op handler, 2000 events");
+    let n = args.events(2000);
+    eprintln!("throughput: SDK agent, no-op handler, {n} events");
     for concurrency in [1usize, 8] {
         let subject = format!("sdk_agent_{concurrency}");
         let agent = issue(&tokens, &subject, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES).await?;
-        publish_many(&publisher, &subject, 2000).await?;
-        let rate = sdk_throughput(&base, &agent, &subject, dir, concurrency, 2000).await?;
+        publish_many(&publisher, &subject, n).await?;
+        let rate = sdk_throughput(&base, &agent, &subject, dir, concurrency, n as u64).await?;
         rows.push(Row::text(
             &format!("SDK agent, no-op, concurrency {concurrency}"),
             format!("{rate:.0} events/s"),
         ));
     }
 
-    eprintln!("throughput: listen --exec true, 1000 events");
+    let n = args.events(1000);
+    eprintln!("throughput: listen --exec true, {n} events");
     for concurrency in [1u32, 8] {
         let subject = format!("listen_agent_{concurrency}");
         let agent = issue(&tokens, &subject, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES).await?;
-        publish_many(&publisher, &subject, 1000).await?;
-        let rate = listen_throughput(binary, &base, &agent, dir, concurrency, 1000)?;
+        publish_many(&publisher, &subject, n).await?;
+        let rate = listen_throughput(binary, &base, &agent, dir, concurrency, n)?;
         rows.push(Row::text(
             &format!("listen --exec true, concurrency {concurrency}"),
             format!("{rate:.0} events/s"),
@@ -353,55 +383,29 @@ async fn issue(
     Ok(issued.access_token)
 }
 
-/// `agent-inbox serve` on a free port; killed on drop.
-struct Server {
-    child: Child,
-    base: String,
+/// `agent-inbox serve` on port 0 (through `inbox-testkit`); killed on drop.
+fn serve(binary: &Path, database_url: &str) -> Result<ServeChild, BenchError> {
+    let child = Serve::new(binary, database_url)
+        // A benchmark is one tenant hammering the service: lift the per-agent limits.
+        .env("AGENT_INBOX_AGENT_REQUESTS_PER_SECOND", "100000")
+        .env("AGENT_INBOX_AGENT_REQUESTS_BURST", "100000")
+        .env("AGENT_INBOX_TENANT_REQUESTS_PER_SECOND", "100000")
+        .env("AGENT_INBOX_TENANT_REQUESTS_BURST", "100000")
+        .env("AGENT_INBOX_LOG", "warn")
+        .spawn()?;
+    Ok(child)
 }
 
-impl Server {
-    fn start(binary: &Path, database_url: &str) -> Result<Server, BenchError> {
-        let mut child = Command::new(binary)
-            .args(["serve", "--listen", "127.0.0.1:0", "--database-url", database_url])
-            // A benchmark is one tenant hammering the service: lift the per-agent limits.
-            .env("AGENT_INBOX_AGENT_REQUESTS_PER_SECOND", "100000")
-            .env("AGENT_INBOX_AGENT_REQUESTS_BURST", "100000")
-            .env("AGENT_INBOX_TENANT_REQUESTS_PER_SECOND", "100000")
-            .env("AGENT_INBOX_TENANT_REQUESTS_BURST", "100000")
-            .env("AGENT_INBOX_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        let stderr = child.stderr.take().ok_or("no stderr")?;
-        let mut lines = BufReader::new(stderr).lines();
-        let base = loop {
-            let line = lines.next().ok_or("the server exited before listening")??;
-            if let Some(rest) = line.strip_prefix("agent-inbox listening on ") {
-                break rest.split_whitespace().next().ok_or("no address")?.to_owned();
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
-        Ok(Server { child, base })
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The `agent-inbox` binary next to this example's directory (target/<profile>/).
+/// The `agent-inbox` binary beside this one (target/<profile>/).
 fn agent_inbox_binary() -> Result<PathBuf, BenchError> {
     let exe = std::env::current_exe()?;
-    let profile_dir = exe.parent().and_then(Path::parent).ok_or("cannot locate the target directory")?;
+    let profile_dir = exe.parent().ok_or("cannot locate the target directory")?;
     let binary = profile_dir.join("agent-inbox");
     if binary.is_file() {
         Ok(binary)
     } else {
         Err(format!(
-            "{} is missing; build it first: cargo build --release -p agent-inbox --bins --examples",
+            "{} is missing; build it first: cargo build --release -p agent-inbox -p inbox-bench",
             binary.display()
         )
         .into())
