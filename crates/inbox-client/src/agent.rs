@@ -1,12 +1,12 @@
-//! The agent runner (the contract it runs is in `contract`, one claimed event's work in `work`).
-//! On every hint, timer or reconnection it scans the
-//! inbox after its persisted cursor, claims what it can run, and runs the handler once per
-//! event while heartbeating the event's lease; then it acknowledges (`Ok`), releases for a
-//! retry (a retryable error) or acknowledges as `failed` (a permanent error, which the service
-//! dead-letters). A handler's result is recorded locally *before* it is acknowledged, so an
-//! event delivered again after a crash or a lost acknowledgement is acknowledged from the
-//! record instead of being run twice. Acknowledgements and releases that fail on the network
-//! are repeated: both are idempotent for the same lease token.
+//! The agent runner (the contract it runs is in `contract`, one claimed event's work in
+//! `work`). On every hint, timer or reconnection it scans the inbox after its persisted cursor,
+//! claims what it can run, and runs the handler once per event while heartbeating the event's
+//! lease; then it acknowledges (`Ok`), releases for a retry (a retryable error) or acknowledges
+//! as `failed` (a permanent error, which the service dead-letters). A handler's result is
+//! recorded locally *before* it is acknowledged, so an event delivered again after a crash or a
+//! lost acknowledgement is acknowledged from the record instead of being run twice.
+//! Acknowledgements and releases that fail on the network are repeated: both are idempotent for
+//! the same lease token.
 //!
 //! The runner sends its session id with every claim. When the tenant allows one active session
 //! per agent and a newer process with the same identity subscribes, the service refuses this
