@@ -50,7 +50,13 @@ impl TestServer {
         tune(&mut config);
         let server_config = config.clone();
         let running = InProcess::start(|listener, shutdown| {
-            inbox_server::run_with(server_config, overrides, listener, shutdown, tokio::sync::oneshot::channel().0)
+            inbox_server::run_with(
+                server_config,
+                overrides,
+                listener,
+                shutdown,
+                tokio::sync::oneshot::channel().0,
+            )
         })
         .await;
         let addr = running.addr;
