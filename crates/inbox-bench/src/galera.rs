@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use sqlx::{Connection as _, Row as _};
 use tokio::task::JoinSet;
 
+use crate::http::call;
 use crate::node::Node;
 use crate::report::percentile;
 use crate::subjects::Subjects;
@@ -276,24 +277,6 @@ async fn drain_row(
     }
     total.elapsed = started.elapsed();
     Ok(total)
-}
-
-/// One authenticated POST; fails the benchmark on any non-2xx answer.
-async fn call(
-    client: &reqwest::Client,
-    base: &str,
-    token: &str,
-    path: &str,
-    body: Value,
-) -> Result<(Duration, Value), BenchError> {
-    let started = Instant::now();
-    let response = client.post(format!("{base}{path}")).bearer_auth(token).json(&body).send().await?;
-    let status = response.status();
-    let value: Value = response.json().await?;
-    if !status.is_success() {
-        return Err(format!("{base}{path} answered {status}: {value}").into());
-    }
-    Ok((started.elapsed(), value))
 }
 
 /// Certification failures plus brute-force aborts, summed over the members: each is one

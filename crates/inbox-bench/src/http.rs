@@ -341,7 +341,7 @@ async fn publish(
 }
 
 /// One authenticated POST; fails the benchmark on any non-2xx answer.
-async fn call(
+pub(crate) async fn call(
     client: &reqwest::Client,
     base: &str,
     token: &str,
