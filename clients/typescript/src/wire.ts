@@ -225,6 +225,8 @@ export interface StreamSignal {
   tenant_id: string;
   recipient_id: string;
   head_seq: number;
+  /** Events not yet acknowledged or parked when the hint was written (up to 10,000); absent when it could not be counted. */
+  approximate_unacked?: number;
   sent_at_utc: string;
   delivery_id: string;
 }

@@ -20,6 +20,12 @@ pub struct StreamSignal {
     pub tenant_id: String,
     pub recipient_id: String,
     pub head_seq: u64,
+    /// On `inbox.updated`: how many of the inbox's events were not yet acknowledged or parked
+    /// (available, scheduled or claimed) when the hint was written, counted up to 10,000. A
+    /// hint for a glance (a badge, a log line), not for deciding what to fetch; absent when it
+    /// could not be counted at that moment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approximate_unacked: Option<u64>,
     pub sent_at_utc: String,
     /// Unique per message, for tracing a hint through logs.
     pub delivery_id: String,

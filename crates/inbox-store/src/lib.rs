@@ -45,7 +45,8 @@ pub use inbox::{
     ARCHIVE_BATCH_MAX, AckItem, AckReceipt, Acknowledge, ArchiveKey, ArchivedRow, BACKLOGS_MAX, Backlog,
     ClaimByIds, ClaimNext, ClaimedEvent, Delivery, EventRecord, Heartbeat, HeartbeatItem, HeartbeatReceipt,
     Inbox, InboxHead, InboxStats, ParkedQuery, PollPage, PollQuery, Publish, PublishReceipt,
-    REASON_BYTES_MAX, RETRY_AFTER_MS_MAX, Release, ReleaseReceipt, ScavengeReport, archive_key_of_line,
+    REASON_BYTES_MAX, RETRY_AFTER_MS_MAX, Release, ReleaseReceipt, ScavengeReport, UNACKED_ESTIMATE_MAX,
+    archive_key_of_line,
 };
 pub use rooms::{
     MESSAGE_POSTED_EVENT_TYPE, MessageId, NewRoom, PostMessage, PostedMessage, ROOM_NAME_BYTES_MAX, Room,

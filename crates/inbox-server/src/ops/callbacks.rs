@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use inbox_api::time::format_utc;
 use inbox_api::{CallbackChallenge, CallbackChallengeAnswer, StreamSignal};
-use inbox_core::{BackoffPolicy, EventId, InboxSeq, UnixMillis};
+use inbox_core::{BackoffPolicy, EventId, InboxSeq, Recipient, RecipientKey, UnixMillis};
 use inbox_store::{CallbackAttempt, CallbackRegistration, DeliveryResult, DueDelivery};
 use inbox_trust::message_signatures::SigningKey;
 use inbox_trust::ssrf::{self, CallbackTarget, Host};
@@ -440,11 +440,18 @@ async fn deliver(state: &AppState, due: DueDelivery) {
     let registration = &due.registration;
     let now = state.store.now();
     let delivery_id = delivery_id(now);
+    let inbox = RecipientKey {
+        tenant_id: registration.tenant_id.clone(),
+        recipient: Recipient::agent(registration.recipient_id.clone()),
+    };
+    // Best effort, as on streams: without the count the hint still goes out.
+    let approximate_unacked = state.store.inbox().unacked_estimate(&inbox).await.ok();
     let signal = StreamSignal {
         signal_type: "inbox.updated".to_owned(),
         tenant_id: registration.tenant_id.to_string(),
         recipient_id: registration.recipient_id.to_string(),
         head_seq: due.head_seq.get(),
+        approximate_unacked,
         sent_at_utc: format_utc(now.get()),
         delivery_id: delivery_id.clone(),
     };

@@ -49,6 +49,9 @@ pub(crate) struct Subscription {
     /// Reports that a subscribe superseded sessions of this agent (with a session only).
     session_changes: Option<watch::Receiver<u64>>,
     announced: u64,
+    /// A head newer than `announced` whose signal is being written. Kept here, not in a local,
+    /// so a `next` cancelled while it counts the unacknowledged events loses no hint.
+    pending: Option<u64>,
     heartbeat: Interval,
     tenant_label: String,
     _slot: WaiterGuard,
@@ -96,11 +99,13 @@ impl Subscription {
             hints,
             session_changes,
             announced: last_event_id.unwrap_or(0),
+            pending: None,
             heartbeat,
             _slot: slot,
             _connected: Connected::new(state, transport),
         };
-        let first = subscription.announce(head);
+        subscription.note(head);
+        let first = subscription.announce().await;
         Ok((subscription, first))
     }
 
@@ -108,6 +113,9 @@ impl Subscription {
     /// `select!` wins.
     pub async fn next(&mut self) -> Wake {
         loop {
+            if let Some(signal) = self.announce().await {
+                return Wake::Signal(signal);
+            }
             tokio::select! {
                 changed = self.hints.changed() => {
                     if changed.is_err() {
@@ -117,9 +125,7 @@ impl Subscription {
                         continue;
                     }
                     let head = *self.hints.borrow_and_update();
-                    if let Some(signal) = self.announce(head) {
-                        return Wake::Signal(signal);
-                    }
+                    self.note(head);
                 }
                 changed = session_changed(&mut self.session_changes) => {
                     if changed.is_err() {
@@ -174,15 +180,31 @@ impl Subscription {
         }
     }
 
-    /// The signal for `head` when it is news, counted as a hint sent.
-    fn announce(&mut self, head: u64) -> Option<StreamSignal> {
-        if head <= self.announced {
-            return None;
+    /// Remembers `head` for the next signal when it is news.
+    fn note(&mut self, head: u64) {
+        if head > self.announced && self.pending.is_none_or(|pending| head > pending) {
+            self.pending = Some(head);
         }
+    }
+
+    /// The signal for the pending head, if any, with seed 001's `approximate_unacked`; counted
+    /// as a hint sent. The count is best effort: without it the hint still goes out.
+    async fn announce(&mut self) -> Option<StreamSignal> {
+        let head = self.pending?;
+        let unacked = match self.state.store.inbox().unacked_estimate(&self.inbox).await {
+            Ok(n) => Some(n),
+            Err(err) => {
+                tracing::debug!(error = %err, "a hint goes out without approximate_unacked");
+                None
+            }
+        };
+        self.pending = None;
         self.announced = head;
         let labels = [self.tenant_label.clone(), self.transport.to_owned()];
         self.state.metrics.hints_sent_total().add(labels, 1);
-        Some(signal(&self.state, &self.inbox, "inbox.updated", head))
+        let mut signal = signal(&self.state, &self.inbox, "inbox.updated", head);
+        signal.approximate_unacked = unacked;
+        Some(signal)
     }
 
     pub fn heartbeat_signal(&self) -> StreamSignal {
@@ -208,6 +230,7 @@ fn signal(state: &AppState, inbox: &RecipientKey, signal_type: &str, head: u64) 
         tenant_id: inbox.tenant_id.to_string(),
         recipient_id: inbox.recipient.id.to_string(),
         head_seq: head,
+        approximate_unacked: None,
         sent_at_utc: format_utc(now.get()),
         delivery_id: EventId::new_v7(now, inbox_store::random_bytes::<10>()).to_string(),
     }

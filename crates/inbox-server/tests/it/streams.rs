@@ -19,6 +19,7 @@ use crate::harness::{TestServer, assert_problem, both_backends, read};
 
 both_backends!(
     no_hint_before_commit_and_none_for_a_rollback,
+    a_hint_carries_the_approximate_count_of_unacknowledged_events,
     a_hint_reaches_a_subscriber_on_a_second_node,
     a_long_poll_on_one_node_is_released_by_a_commit_on_another,
     reconnecting_behind_the_head_gets_an_immediate_hint,
@@ -207,6 +208,32 @@ async fn no_hint_before_commit_and_none_for_a_rollback(backend: Backend) {
     assert_eq!(signal["head_seq"], 1, "the rolled-back publish took no sequence");
     assert!(signal["sent_at_utc"].as_str().is_some_and(|t| t.ends_with('Z')));
     assert_eq!(signal["delivery_id"].as_str().map(str::len), Some(36), "a UUID: {signal}");
+    server.stop().await;
+}
+
+async fn a_hint_carries_the_approximate_count_of_unacknowledged_events(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let publisher = server.publisher("t1").await;
+    let agent = server.agent("t1", "agent_alpha").await;
+    let mut stream = Sse::open(&server, "/v1/streams/sse", Some(&agent), &[]).await;
+    for n in 1..=3 {
+        server.publish(&publisher, &["agent_alpha"], json!({"n": n})).await;
+    }
+    let unacked = |signal: &Value| signal["approximate_unacked"].as_u64();
+    assert_eq!(unacked(&stream.wait_for_head(3).await), Some(3), "three available events");
+
+    let (status, claimed) = server.post("/v1/inbox/claim", &agent, json!({"limit": 2})).await;
+    assert_eq!(status, StatusCode::OK, "{claimed}");
+    let first = &claimed["claims"][0];
+    let ack = json!({"acks": [{"event_id": first["event_id"], "lease_token": first["lease_token"]}]});
+    let (status, acked) = server.post("/v1/inbox/acknowledge", &agent, ack).await;
+    assert_eq!(status, StatusCode::OK, "{acked}");
+    server.publish(&publisher, &["agent_alpha"], json!({"n": 4})).await;
+    assert_eq!(
+        unacked(&stream.wait_for_head(4).await),
+        Some(3),
+        "one acknowledged leaves one claimed, one available and the new one"
+    );
     server.stop().await;
 }
 

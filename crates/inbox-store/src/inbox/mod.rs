@@ -22,6 +22,7 @@ pub use model::{
     HeartbeatItem, HeartbeatReceipt, InboxHead, InboxStats, ParkedQuery, PollPage, PollQuery, Publish,
     PublishReceipt, Release, ReleaseReceipt, ScavengeReport,
 };
+pub use read::UNACKED_ESTIMATE_MAX;
 
 use crate::SqlStore;
 

@@ -9,6 +9,9 @@ use crate::dialect::{CLAIMABLE, EVENT_COLUMNS, INBOX};
 use crate::inbox::record::{event_from_row, seq, seq_arg};
 use crate::{EventRecord, InboxHead, PollPage, PollQuery, StoreError};
 
+/// Where [`Inbox::unacked_estimate`] stops counting.
+pub const UNACKED_ESTIMATE_MAX: u64 = 10_000;
+
 impl Inbox<'_> {
     /// Events after `after_seq` in sequence order, with the head and whether more remain.
     /// Refuses a cursor that points before retained data with
@@ -54,6 +57,22 @@ impl Inbox<'_> {
     pub async fn head(self, inbox: &RecipientKey) -> Result<InboxHead, StoreError> {
         let mut pooled = self.store.pools().reader().await?;
         read_head(&mut pooled.conn(), inbox, "").await
+    }
+
+    /// How many of the inbox's events are not yet acknowledged or parked (available, scheduled
+    /// or claimed), counted up to [`UNACKED_ESTIMATE_MAX`]: seed 001's `approximate_unacked`,
+    /// which a hint carries. The count walks the claim index and stops at the cap, so a deep
+    /// backlog costs no more than that.
+    pub async fn unacked_estimate(self, inbox: &RecipientKey) -> Result<u64, StoreError> {
+        let mut pooled = self.store.pools().reader().await?;
+        let mut args = inbox_args(inbox);
+        args.push(Arg::I64(UNACKED_ESTIMATE_MAX as i64));
+        let sql = format!(
+            "SELECT COUNT(*) AS n FROM (SELECT 1 FROM agent_inbox WHERE {INBOX} \
+             AND ack_state IN ('available', 'claimed') LIMIT ?) AS open_events"
+        );
+        let n = pooled.conn().fetch_optional(&sql, &args).await?.map(|row| row.i64("n")).transpose()?;
+        Ok(n.unwrap_or(0).max(0) as u64)
     }
 
     /// Events after `after_seq` not yet acknowledged or parked (available, scheduled or
