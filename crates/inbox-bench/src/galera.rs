@@ -21,11 +21,11 @@ use std::time::{Duration, Instant};
 use inbox_core::{EventBody, EventType, Recipient, RecipientId, TenantId};
 use inbox_server::{CallerKind, TokenService};
 use inbox_store::Publish;
-use serde_json::{Value, json};
+use serde_json::json;
 use sqlx::{Connection as _, Row as _};
 use tokio::task::JoinSet;
 
-use crate::http::call;
+use crate::http::{acks_for, call};
 use crate::node::Node;
 use crate::report::percentile;
 use crate::subjects::Subjects;
@@ -250,12 +250,7 @@ async fn drain_row(
                 let (took, claimed) =
                     call(&client, &base, &token, "/v1/inbox/claim", json!({"limit": BATCH})).await?;
                 row.latencies.push(took);
-                let acks: Vec<Value> = claimed["claims"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|c| json!({"event_id": c["event_id"], "lease_token": c["lease_token"]}))
-                    .collect();
+                let acks = acks_for(&claimed);
                 if acks.is_empty() {
                     // The rest are leased by the other workers of this inbox.
                     tokio::time::sleep(Duration::from_millis(5)).await;

@@ -272,12 +272,7 @@ async fn drive_agents(
                 }
                 let (took, claimed) = call(&client, &base, &token, "/v1/inbox/claim", json!({"limit": BATCH})).await?;
                 samples.claim.push(took);
-                let acks: Vec<Value> = claimed["claims"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|c| json!({"event_id": c["event_id"], "lease_token": c["lease_token"]}))
-                    .collect();
+                let acks = acks_for(&claimed);
                 if acks.is_empty() {
                     continue;
                 }
@@ -338,6 +333,16 @@ async fn publish(
         total.absorb(worker??);
     }
     Ok(total)
+}
+
+/// The acknowledgements for every event of a claim answer: its ids with their lease tokens.
+pub(crate) fn acks_for(claimed: &Value) -> Vec<Value> {
+    claimed["claims"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| json!({"event_id": c["event_id"], "lease_token": c["lease_token"]}))
+        .collect()
 }
 
 /// One authenticated POST; fails the benchmark on any non-2xx answer.

@@ -27,6 +27,7 @@ use inbox_trust::message_signatures::{
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
+use crate::http::acks_for;
 use crate::node::Node;
 use crate::{BenchError, cpu, mysql_db};
 
@@ -341,12 +342,7 @@ async fn drain(
                 let claim = json!({"limit": BATCH});
                 let claimed =
                     post(&client, &base, &authority, &token, "/v1/inbox/claim", &claim, signer).await?;
-                let acks: Vec<Value> = claimed["claims"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|c| json!({"event_id": c["event_id"], "lease_token": c["lease_token"]}))
-                    .collect();
+                let acks = acks_for(&claimed);
                 if acks.is_empty() {
                     return Ok::<_, BenchError>(done);
                 }
