@@ -220,19 +220,7 @@ impl Tokens<'_> {
         let mut pooled = self.store.pools().writer().await?;
         pooled
             .conn()
-            .execute(
-                queries::INSERT_REFRESH_TOKEN,
-                &[
-                    Arg::Bytes(token_hash),
-                    Arg::Str(&grant.family_id),
-                    Arg::Str(grant.tenant_id.as_str()),
-                    Arg::Str(&grant.subject),
-                    Arg::Str(&grant.kind),
-                    Arg::Str(&grant.scope),
-                    Arg::I64(now.get()),
-                    Arg::I64(now.plus_ms(ttl_ms).get()),
-                ],
-            )
+            .execute(queries::INSERT_REFRESH_TOKEN, &refresh_token_args(token_hash, grant, now, ttl_ms))
             .await?;
         Ok(())
     }
@@ -280,21 +268,28 @@ impl Tokens<'_> {
         }
         conn.execute(queries::SPEND_REFRESH_TOKEN, &[Arg::I64(now.get()), Arg::Bytes(presented_hash)])
             .await?;
-        conn.execute(
-            queries::INSERT_REFRESH_SUCCESSOR,
-            &[
-                Arg::Bytes(successor_hash),
-                Arg::Str(&grant.family_id),
-                Arg::Str(grant.tenant_id.as_str()),
-                Arg::Str(&grant.subject),
-                Arg::Str(&grant.kind),
-                Arg::Str(&grant.scope),
-                Arg::I64(now.get()),
-                Arg::I64(now.plus_ms(ttl_ms).get()),
-            ],
-        )
-        .await?;
+        conn.execute(queries::INSERT_REFRESH_TOKEN, &refresh_token_args(successor_hash, &grant, now, ttl_ms))
+            .await?;
         tx.commit().await?;
         Ok(Ok(grant))
     }
+}
+
+/// `INSERT_REFRESH_TOKEN`'s arguments: a new token of `grant`'s family, issued now.
+fn refresh_token_args<'a>(
+    token_hash: &'a [u8],
+    grant: &'a RefreshGrant,
+    now: UnixMillis,
+    ttl_ms: u64,
+) -> [Arg<'a>; 8] {
+    [
+        Arg::Bytes(token_hash),
+        Arg::Str(&grant.family_id),
+        Arg::Str(grant.tenant_id.as_str()),
+        Arg::Str(&grant.subject),
+        Arg::Str(&grant.kind),
+        Arg::Str(&grant.scope),
+        Arg::I64(now.get()),
+        Arg::I64(now.plus_ms(ttl_ms).get()),
+    ]
 }

@@ -34,10 +34,6 @@ pub(super) const REVOKE_REFRESH_FAMILY: &str =
 /// Marks a presented token used (now, hash).
 pub(super) const SPEND_REFRESH_TOKEN: &str = "UPDATE refresh_token SET used_at_utc = ? WHERE token_hash = ?";
 
-/// The successor of a spent token, in its family (hash, family, tenant, subject, kind, scope, issued at, expires at).
-pub(super) const INSERT_REFRESH_SUCCESSOR: &str = "INSERT INTO refresh_token (token_hash, family_id, tenant_id, subject, kind, scope, issued_at_utc, \
-    expires_at_utc, used_at_utc, revoked_at_utc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)";
-
 /// A presented refresh token, locked until the transaction ends (hash).
 pub(super) const LOCK_REFRESH_TOKEN: Sql = Sql {
     mysql: "SELECT family_id, tenant_id, subject, kind, scope, expires_at_utc, used_at_utc, revoked_at_utc \
