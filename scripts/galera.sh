@@ -53,10 +53,12 @@ running_pid() { # the pid of a member this script started, if that process is st
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # Twelve free loopback ports (SQL, group communication, IST and SST for each member), from a
-# random base so that two clusters on one machine do not collide.
+# random base so that two clusters on one machine do not collide, and below the kernel's
+# ephemeral range (32768 and up), where a test's outgoing connection could take a port between
+# this check and the member's bind.
 choose_ports() {
     for _ in $(seq 1 50); do
-        local base=$(( 20000 + (RANDOM % 400) * 100 )) ok=1
+        local base=$(( 20000 + (RANDOM % 127) * 100 )) ok=1
         for offset in $(seq 0 11); do port_free $((base + offset)) || { ok=0; break; }; done
         if [ "$ok" = 1 ]; then echo "$base"; return; fi
     done
