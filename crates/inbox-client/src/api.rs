@@ -179,7 +179,7 @@ impl Api {
             )
         })?;
         let request = AgentKeyRequest {
-            algorithm: key.algorithm().to_owned(),
+            algorithm: key.algorithm().name().to_owned(),
             public_key: Some(public_key),
             key_id: Some(key.key_id().to_owned()),
         };

@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use inbox_trust::message_signatures::SigningKey;
-use inbox_trust::{SignedRequestHeaders, sign_inbox_request};
+use inbox_trust::{Algorithm, SignedRequestHeaders, sign_inbox_request};
 
 use crate::error::ClientError;
 use crate::secret_store::Secret;
@@ -69,9 +69,8 @@ impl RequestSigningKey {
         &self.key_id
     }
 
-    /// `ed25519` or `hmac-sha256`.
-    pub fn algorithm(&self) -> &'static str {
-        self.key.algorithm().name()
+    pub fn algorithm(&self) -> Algorithm {
+        self.key.algorithm()
     }
 
     /// The ed25519 public key, base64url as `POST /v1/agent-keys` takes it; `None` for hmac.
@@ -105,13 +104,12 @@ impl RequestSigningKey {
             return Err(unreadable());
         };
         let material = URL_SAFE_NO_PAD.decode(material).map_err(|_| unreadable())?;
-        match algorithm {
-            "ed25519" => {
+        match Algorithm::from_name(algorithm).ok_or_else(unreadable)? {
+            Algorithm::Ed25519 => {
                 let seed = <[u8; 32]>::try_from(material.as_slice()).map_err(|_| unreadable())?;
                 RequestSigningKey::ed25519(key_id, &seed)
             }
-            "hmac-sha256" => RequestSigningKey::hmac_sha256(key_id, &material),
-            _ => Err(unreadable()),
+            Algorithm::HmacSha256 => RequestSigningKey::hmac_sha256(key_id, &material),
         }
     }
 
@@ -173,13 +171,16 @@ mod tests {
         assert!(key.key_id().starts_with("ak_") && key.key_id().len() == 19, "{}", key.key_id());
         let secret = key.to_secret();
         let back = RequestSigningKey::from_secret(&secret).unwrap();
-        assert_eq!((back.key_id(), back.algorithm()), (key.key_id(), "ed25519"));
+        assert_eq!((back.key_id(), back.algorithm()), (key.key_id(), Algorithm::Ed25519));
         assert_eq!(back.public_key(), key.public_key());
         assert!(!format!("{key:?}").contains(secret.expose().rsplit('/').next().unwrap()));
 
         let hmac = RequestSigningKey::hmac_sha256("k.1", &[7; 32]).unwrap();
         let back = RequestSigningKey::from_secret(&hmac.to_secret()).unwrap();
-        assert_eq!((back.key_id(), back.algorithm(), back.public_key()), ("k.1", "hmac-sha256", None));
+        assert_eq!(
+            (back.key_id(), back.algorithm(), back.public_key()),
+            ("k.1", Algorithm::HmacSha256, None)
+        );
 
         for bad in ["", "ed25519/k", "ed25519/k/!!", "rsa/k/AAAA", "ed25519/k/AAAA", "ed25519/a b/AAAA"] {
             assert!(RequestSigningKey::from_secret(&Secret::new(bad)).is_err(), "{bad:?}");

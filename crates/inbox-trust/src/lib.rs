@@ -14,4 +14,5 @@ pub mod ssrf;
 mod structured;
 pub mod webhooks;
 
+pub use message_signatures::Algorithm;
 pub use requests::{SignedRequestHeaders, sign_inbox_request};

@@ -11,7 +11,7 @@ fn new_key(tenant_name: &str, agent: &str, key_id: &str) -> NewAgentKey {
         tenant_id: tenant(tenant_name),
         key_id: KeyId::new(key_id).unwrap(),
         agent_id: agent_id(agent),
-        algorithm: "ed25519".to_owned(),
+        algorithm: inbox_trust::Algorithm::Ed25519,
         key_material: vec![7; 32],
         signed: true,
     }

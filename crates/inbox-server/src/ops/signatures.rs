@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use inbox_core::{RecipientId, TenantId, UnixMillis};
 use inbox_store::{AgentKey, KeyId, TenantPolicy, TenantPolicyChange};
+use inbox_trust::Algorithm;
 use inbox_trust::message_signatures::VerifyingKey;
 use sha2::{Digest, Sha256};
 
@@ -44,13 +45,12 @@ pub struct CachedKey {
 
 impl CachedKey {
     fn from_stored(key: &AgentKey) -> Option<CachedKey> {
-        let verifying = match key.algorithm.as_str() {
-            "ed25519" => {
+        let verifying = match key.algorithm {
+            Algorithm::Ed25519 => {
                 let bytes: [u8; 32] = key.key_material.as_slice().try_into().ok()?;
                 VerifyingKey::ed25519_from_bytes(&bytes).ok()?
             }
-            "hmac-sha256" => VerifyingKey::hmac_sha256(&key.key_material).ok()?,
-            _ => return None,
+            Algorithm::HmacSha256 => VerifyingKey::hmac_sha256(&key.key_material).ok()?,
         };
         Some(CachedKey { agent_id: key.agent_id.clone(), verifying, retired_at: key.retired_at })
     }

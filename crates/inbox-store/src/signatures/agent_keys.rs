@@ -2,6 +2,7 @@
 //! shared secret per key id, owned by one agent of one tenant. Retiring a key keeps its row
 //! (so an id is never reused for different material) and stops it from verifying.
 
+use inbox_trust::Algorithm;
 use std::fmt;
 
 use inbox_core::{IdError, RecipientId, TenantId, UnixMillis};
@@ -27,8 +28,8 @@ pub struct AgentKey {
     pub tenant_id: TenantId,
     pub key_id: KeyId,
     pub agent_id: RecipientId,
-    /// `ed25519` or `hmac-sha256` (the RFC 9421 registry names).
-    pub algorithm: String,
+    /// Stored as its RFC 9421 registry name (`ed25519`, `hmac-sha256`).
+    pub algorithm: Algorithm,
     pub key_material: Vec<u8>,
     pub created_at: UnixMillis,
     pub retired_at: Option<UnixMillis>,
@@ -59,7 +60,7 @@ pub struct NewAgentKey {
     pub tenant_id: TenantId,
     pub key_id: KeyId,
     pub agent_id: RecipientId,
-    pub algorithm: String,
+    pub algorithm: Algorithm,
     pub key_material: Vec<u8>,
     /// Whether the request that registers this key was signed with one of the agent's live
     /// keys (the caller verified the signature). An agent's first key needs no signature;
@@ -81,9 +82,6 @@ impl Signatures<'_> {
     /// lock in the inserting transaction, so two concurrent unsigned registrations cannot
     /// both become the agent's "first" key, and concurrent ones cannot overshoot the limit.
     pub async fn insert_agent_key(self, key: &NewAgentKey) -> Result<AgentKey, StoreError> {
-        if !matches!(key.algorithm.as_str(), "ed25519" | "hmac-sha256") {
-            return Err(StoreError::invalid("algorithm", "must be ed25519 or hmac-sha256"));
-        }
         if key.key_material.is_empty() || key.key_material.len() > KEY_MATERIAL_BYTES_MAX {
             return Err(StoreError::invalid(
                 "key_material",
@@ -120,7 +118,7 @@ impl Signatures<'_> {
                     Arg::Str(key.tenant_id.as_str()),
                     Arg::Str(key.key_id.as_str()),
                     Arg::Str(key.agent_id.as_str()),
-                    Arg::Str(&key.algorithm),
+                    Arg::Str(key.algorithm.name()),
                     Arg::Bytes(&key.key_material),
                     Arg::I64(now.get()),
                 ],
@@ -137,7 +135,7 @@ impl Signatures<'_> {
             tenant_id: key.tenant_id.clone(),
             key_id: key.key_id.clone(),
             agent_id: key.agent_id.clone(),
-            algorithm: key.algorithm.clone(),
+            algorithm: key.algorithm,
             key_material: key.key_material.clone(),
             created_at: now,
             retired_at: None,
@@ -218,7 +216,12 @@ fn key_from_row(row: &DbRow) -> Result<AgentKey, StoreError> {
         tenant_id: TenantId::new(row.string("tenant_id")?).map_err(corrupt)?,
         key_id: KeyId::new(row.string("key_id")?).map_err(corrupt)?,
         agent_id: RecipientId::new(row.string("agent_id")?).map_err(corrupt)?,
-        algorithm: row.string("algorithm")?,
+        algorithm: {
+            let name = row.string("algorithm")?;
+            Algorithm::from_name(&name).ok_or_else(|| {
+                StoreError::Corrupt(format!("agent_signing_key: unknown algorithm {name:?}"))
+            })?
+        },
         key_material: row.bytes("key_material")?,
         created_at: UnixMillis(row.i64("created_at_utc")?),
         retired_at: row.opt_i64("retired_at_utc")?.map(UnixMillis),

@@ -17,6 +17,7 @@ use inbox_api::time::format_utc;
 use inbox_api::{AgentKeyRequest, AgentKeyResponse, AgentKeysResponse, ProblemCode, Scope};
 use inbox_core::RecipientId;
 use inbox_store::{AgentKey, KeyId, NewAgentKey};
+use inbox_trust::Algorithm;
 use inbox_trust::message_signatures::VerifyingKey;
 use serde::Deserialize;
 
@@ -45,8 +46,14 @@ pub async fn register(
     require_agent(&caller)?;
     let signed = request.signature.is_some();
     let request = request.value;
-    let (material, secret) = match request.algorithm.as_str() {
-        "ed25519" => {
+    let algorithm = Algorithm::from_name(&request.algorithm).ok_or_else(|| {
+        ApiError::invalid_field(
+            "algorithm",
+            format!("is {:?}; use ed25519 or hmac-sha256", request.algorithm),
+        )
+    })?;
+    let (material, secret) = match algorithm {
+        Algorithm::Ed25519 => {
             let text = request
                 .public_key
                 .as_deref()
@@ -61,7 +68,7 @@ pub async fn register(
             })?;
             (key.ed25519_public_bytes().map(Vec::from).unwrap_or_default(), None)
         }
-        "hmac-sha256" => {
+        Algorithm::HmacSha256 => {
             if request.public_key.is_some() {
                 return Err(ApiError::invalid_field(
                     "public_key",
@@ -70,12 +77,6 @@ pub async fn register(
             }
             let secret = inbox_store::random_bytes::<32>().to_vec();
             (secret.clone(), Some(URL_SAFE_NO_PAD.encode(&secret)))
-        }
-        other => {
-            return Err(ApiError::invalid_field(
-                "algorithm",
-                format!("is {other:?}; use ed25519 or hmac-sha256"),
-            ));
         }
     };
     let key_id = match request.key_id {
@@ -90,7 +91,7 @@ pub async fn register(
             tenant_id: caller.tenant_id.clone(),
             key_id: key_id.clone(),
             agent_id: caller.subject.clone(),
-            algorithm: request.algorithm,
+            algorithm,
             key_material: material,
             signed,
         })
@@ -197,10 +198,10 @@ fn key_view(key: &AgentKey) -> AgentKeyResponse {
     AgentKeyResponse {
         key_id: key.key_id.to_string(),
         agent_id: key.agent_id.to_string(),
-        algorithm: key.algorithm.clone(),
+        algorithm: key.algorithm.name().to_owned(),
         created_at_utc: format_utc(key.created_at.get()),
         retires_at_utc: key.retired_at.map(|t| format_utc(t.get())),
-        public_key: (key.algorithm == "ed25519").then(|| URL_SAFE_NO_PAD.encode(&key.key_material)),
+        public_key: (key.algorithm == Algorithm::Ed25519).then(|| URL_SAFE_NO_PAD.encode(&key.key_material)),
         secret: None,
     }
 }
