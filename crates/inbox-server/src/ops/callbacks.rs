@@ -14,6 +14,8 @@
 //! finally given up on for that head. The inbox itself is never touched: an agent whose
 //! callback fails still finds its events by polling.
 
+pub mod registrations;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;

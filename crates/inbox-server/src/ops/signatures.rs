@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use inbox_core::{RecipientId, TenantId, UnixMillis};
-use inbox_store::{AgentKey, KeyId, TenantPolicy, TenantPolicyChange};
+use inbox_store::{AgentKey, KeyId, NewAgentKey, StoreError, TenantPolicy, TenantPolicyChange};
 use inbox_trust::Algorithm;
 use inbox_trust::message_signatures::VerifyingKey;
 use sha2::{Digest, Sha256};
@@ -105,4 +105,33 @@ pub async fn change_tenant_policy(
     let policy = state.store.signatures().change_tenant_policy(tenant_id, change).await?;
     state.tenant_policies.remember(tenant_id, policy);
     Ok(policy)
+}
+
+/// Registers an agent's key and drops any cached "no such key" answer for its id, so this
+/// node verifies with it at once (other nodes' negative entries expire on their own).
+pub async fn register_agent_key(state: &AppState, key: &NewAgentKey) -> Result<AgentKey, StoreError> {
+    let stored = state.store.signatures().insert_agent_key(key).await?;
+    state.trust.caches.forget_key(&key.tenant_id, &key.key_id);
+    Ok(stored)
+}
+
+/// Retires a key `after_ms` from now. `owner` is the agent whose key it must be; `None` (an
+/// operator) retires any key of the tenant. Answers whether such a live key existed.
+pub async fn retire_agent_key(
+    state: &AppState,
+    tenant_id: &TenantId,
+    owner: Option<&RecipientId>,
+    key_id: &KeyId,
+    after_ms: u64,
+) -> Result<bool, StoreError> {
+    let owner = match owner {
+        Some(agent) => agent.clone(),
+        None => match state.store.signatures().agent_key(tenant_id, key_id).await? {
+            Some(key) => key.agent_id,
+            None => return Ok(false),
+        },
+    };
+    let retired = state.store.signatures().retire_agent_key(tenant_id, &owner, key_id, after_ms).await?;
+    state.trust.caches.forget_key(tenant_id, key_id);
+    Ok(retired)
 }

@@ -15,7 +15,6 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use inbox_api::time::format_utc;
 use inbox_api::{AgentKeyRequest, AgentKeyResponse, AgentKeysResponse, ProblemCode, Scope};
-use inbox_core::RecipientId;
 use inbox_store::{AgentKey, KeyId, NewAgentKey};
 use inbox_trust::Algorithm;
 use inbox_trust::message_signatures::VerifyingKey;
@@ -26,6 +25,7 @@ use crate::auth::{Caller, CallerKind};
 use crate::convert::decode_base64;
 use crate::error::ApiError;
 use crate::http::signed::{OptionallySignedBody, OptionallySignedJson};
+use crate::ops::signatures;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -84,23 +84,18 @@ pub async fn register(
         None => KeyId::new(format!("ak_{}", hex::encode(inbox_store::random_bytes::<8>())))
             .map_err(|e| ApiError::internal(e.to_string()))?,
     };
-    let stored = state
-        .store
-        .signatures()
-        .insert_agent_key(&NewAgentKey {
-            tenant_id: caller.tenant_id.clone(),
-            key_id: key_id.clone(),
-            agent_id: caller.subject.clone(),
-            algorithm,
-            key_material: material,
-            signed,
-        })
-        .await
-        .map_err(|err| match err {
-            inbox_store::StoreError::SignatureRequired { .. } => signature_required_for_keys(),
-            other => ApiError::from(other),
-        })?;
-    state.trust.caches.forget_key(&caller.tenant_id, &key_id);
+    let new = NewAgentKey {
+        tenant_id: caller.tenant_id.clone(),
+        key_id,
+        agent_id: caller.subject.clone(),
+        algorithm,
+        key_material: material,
+        signed,
+    };
+    let stored = signatures::register_agent_key(&state, &new).await.map_err(|err| match err {
+        inbox_store::StoreError::SignatureRequired { .. } => signature_required_for_keys(),
+        other => ApiError::from(other),
+    })?;
     let mut view = key_view(&stored);
     view.secret = secret;
     Ok((StatusCode::CREATED, Json(view)))
@@ -145,22 +140,23 @@ pub async fn retire(
     }
     let key_id = KeyId::new(key_id).map_err(|e| ApiError::invalid_field("key_id", e.problem))?;
     let operator = caller.kind == CallerKind::Admin && caller.has(Scope::Admin);
-    let owner: RecipientId = if operator {
-        let key = state.store.signatures().agent_key(&caller.tenant_id, &key_id).await?;
-        key.map(|k| k.agent_id).ok_or_else(|| unknown_key(&key_id))?
+    let owner = if operator {
+        None
     } else {
         require_agent(&caller)?;
         if request.signature.is_none() {
             return Err(signature_required_for_keys());
         }
-        caller.subject.clone()
+        Some(&caller.subject)
     };
-    let retired = state
-        .store
-        .signatures()
-        .retire_agent_key(&caller.tenant_id, &owner, &key_id, after_seconds.saturating_mul(1000))
-        .await?;
-    state.trust.caches.forget_key(&caller.tenant_id, &key_id);
+    let retired = signatures::retire_agent_key(
+        &state,
+        &caller.tenant_id,
+        owner,
+        &key_id,
+        after_seconds.saturating_mul(1000),
+    )
+    .await?;
     if !retired {
         return Err(unknown_key(&key_id));
     }

@@ -19,14 +19,15 @@ use inbox_api::{
     CallbackRegistrationsResponse, ProblemCode, RotateCallbackSecretRequest, Scope,
 };
 use inbox_core::{RecipientId, TenantId};
-use inbox_store::{CallbackLimits, CallbackRegistration, KeyId, NewCallbackRegistration, RegistrationId};
+use inbox_store::{CallbackRegistration, KeyId, RegistrationId};
 
 use crate::AppState;
 use crate::auth::{Caller, CallerKind};
 use crate::convert::decode_base64;
 use crate::error::ApiError;
 use crate::http::extract::ApiJson;
-use crate::ops::callbacks::{ChallengeOutcome, SendError, challenge};
+use crate::ops::callbacks::ChallengeOutcome;
+use crate::ops::callbacks::registrations::{self, NewRegistration};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -125,38 +126,22 @@ async fn create(
     if !REPLAY_WINDOW_SECONDS_RANGE.contains(&replay_window_seconds) {
         return Err(ApiError::invalid_field("replay_window_seconds", "must be 60 to 86400"));
     }
-    let target =
-        state.trust.webhooks.parse(&request.callback_url).map_err(|refusal| url_refused(&refusal))?;
-    state.trust.webhooks.check(&target).await.map_err(|err| address_refused(&err))?;
     let (secret, generated) = secret_from(request.secret.as_deref())?;
-    let key_id = key_id_from(request.secret_id)?;
-    let limits = CallbackLimits {
-        per_recipient_max: u64::from(state.config.callbacks.per_recipient_max),
-        per_tenant_max: u64::from(state.config.callbacks.per_tenant_max),
-    };
-    let registration = state
-        .store
-        .callbacks()
-        .create_registration(
-            &NewCallbackRegistration {
-                tenant_id: tenant_id.clone(),
-                recipient_id,
-                callback_url: target.to_string(),
-                key_id,
-                secret,
-                max_rate_per_minute,
-                replay_window_seconds,
-            },
-            limits,
-        )
-        .await?;
-    let (registration, challenged) = if generated.is_none() {
-        let outcome = challenge(state, &registration).await;
-        (reread(state, &registration).await?, Some(outcome))
-    } else {
-        (registration, None)
-    };
-    Ok((StatusCode::CREATED, Json(view(&registration, generated, challenged.as_ref()))))
+    let registered = registrations::register(
+        state,
+        NewRegistration {
+            tenant_id: tenant_id.clone(),
+            recipient_id,
+            callback_url: request.callback_url,
+            key_id: key_id_from(request.secret_id)?,
+            secret,
+            secret_generated: generated.is_some(),
+            max_rate_per_minute,
+            replay_window_seconds,
+        },
+    )
+    .await?;
+    Ok((StatusCode::CREATED, Json(view(&registered.registration, generated, registered.challenged.as_ref()))))
 }
 
 /// The caller's registrations (an operator sees the tenant's).
@@ -211,9 +196,8 @@ pub async fn verify(
 ) -> Result<Json<CallbackRegistrationResponse>, ApiError> {
     require_scope(&caller, Scope::CallbackRegister)?;
     let registration = visible(&state, &caller, &registration_id).await?;
-    let outcome = challenge(&state, &registration).await;
-    let registration = reread(&state, &registration).await?;
-    Ok(Json(view(&registration, None, Some(&outcome))))
+    let verified = registrations::verify(&state, &registration).await?;
+    Ok(Json(view(&verified.registration, None, verified.challenged.as_ref())))
 }
 
 /// Replaces the shared secret; the previous one keeps signing beside it for the overlap.
@@ -300,25 +284,10 @@ async fn visible(
 ) -> Result<CallbackRegistration, ApiError> {
     let id = RegistrationId::new(registration_id)
         .map_err(|e| ApiError::invalid_field("registration_id", e.problem))?;
-    state
-        .store
-        .callbacks()
-        .registration(&caller.tenant_id, &id)
+    let agent = (!is_operator(caller)).then_some(&caller.subject);
+    registrations::visible(state, &caller.tenant_id, agent, &id)
         .await?
-        .filter(|r| is_operator(caller) || r.recipient_id == caller.subject)
         .ok_or_else(|| not_found(registration_id))
-}
-
-async fn reread(
-    state: &AppState,
-    registration: &CallbackRegistration,
-) -> Result<CallbackRegistration, ApiError> {
-    state
-        .store
-        .callbacks()
-        .registration(&registration.tenant_id, &registration.registration_id)
-        .await?
-        .ok_or_else(|| not_found(registration.registration_id.as_str()))
 }
 
 fn not_found(registration_id: &str) -> ApiError {
@@ -357,26 +326,6 @@ fn key_id_from(secret_id: Option<String>) -> Result<KeyId, ApiError> {
         Some(id) => KeyId::new(id).map_err(|e| ApiError::invalid_field("secret_id", e.problem)),
         None => KeyId::new(format!("cbk_{}", hex::encode(inbox_store::random_bytes::<8>())))
             .map_err(|e| ApiError::internal(e.to_string())),
-    }
-}
-
-fn url_refused(refusal: &inbox_trust::ssrf::UrlRefusal) -> ApiError {
-    ApiError::bad_request(ProblemCode::CallbackUrlRefused, format!("the callback URL is refused: {refusal}"))
-        .with("field", "callback_url")
-}
-
-fn address_refused(err: &SendError) -> ApiError {
-    match err {
-        SendError::Resolve { .. } | SendError::Timeout(_) => ApiError::bad_request(
-            ProblemCode::CallbackHostUnresolvable,
-            format!("the callback host cannot be resolved ({err}); check the name"),
-        )
-        .with("field", "callback_url"),
-        _ => ApiError::bad_request(
-            ProblemCode::CallbackUrlRefused,
-            format!("the callback URL is refused: {err}"),
-        )
-        .with("field", "callback_url"),
     }
 }
 
