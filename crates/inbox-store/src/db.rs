@@ -18,7 +18,7 @@ use crate::{Dialect, StoreError};
 
 /// A value bound to a `?` placeholder.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Arg<'a> {
+pub enum Arg<'a> {
     I64(i64),
     OptI64(Option<i64>),
     Str(&'a str),
@@ -55,6 +55,18 @@ impl<'a> From<&'a mut SqliteConnection> for DbConnection<'a> {
     }
 }
 
+/// A reborrow, so a host can pass the store's own connection (see [`crate::host`]) to
+/// [`crate::Inbox::publish_in`] and keep using it; the statement time limit comes along.
+impl<'a, 'b: 'a> From<&'a mut DbConnection<'b>> for DbConnection<'a> {
+    fn from(conn: &'a mut DbConnection<'b>) -> Self {
+        let backend = match &mut conn.backend {
+            Backend::MySql(inner) => Backend::MySql(inner),
+            Backend::Sqlite(inner) => Backend::Sqlite(inner),
+        };
+        DbConnection { backend, statement_timeout: conn.statement_timeout }
+    }
+}
+
 /// Runs one database round trip, giving up after `limit`. A statement given up on is never
 /// reported as done: its transaction is dropped, so the server rolls it back (or, for a
 /// COMMIT, the caller hears "unavailable" and retries an idempotent operation).
@@ -73,14 +85,20 @@ async fn within<T>(
 }
 
 /// A result row of either backend, read by column name.
-pub(crate) enum DbRow {
+pub enum DbRow {
     MySql(MySqlRow),
     Sqlite(SqliteRow),
 }
 
+impl std::fmt::Debug for DbRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbRow").finish_non_exhaustive()
+    }
+}
+
 /// What a statement changed.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Executed {
+pub struct Executed {
     pub rows_affected: u64,
     pub last_insert_id: i64,
 }
@@ -103,14 +121,14 @@ macro_rules! bind_all {
 }
 
 impl DbConnection<'_> {
-    pub(crate) fn dialect(&self) -> Dialect {
+    pub fn dialect(&self) -> Dialect {
         match self.backend {
             Backend::MySql(_) => Dialect::MySql,
             Backend::Sqlite(_) => Dialect::Sqlite,
         }
     }
 
-    pub(crate) async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Executed, StoreError> {
+    pub async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Executed, StoreError> {
         let limit = self.statement_timeout;
         Ok(match &mut self.backend {
             Backend::MySql(conn) => {
@@ -125,7 +143,7 @@ impl DbConnection<'_> {
         })
     }
 
-    pub(crate) async fn fetch_all(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<DbRow>, StoreError> {
+    pub async fn fetch_all(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<DbRow>, StoreError> {
         let limit = self.statement_timeout;
         Ok(match &mut self.backend {
             Backend::MySql(conn) => {
@@ -144,11 +162,7 @@ impl DbConnection<'_> {
         })
     }
 
-    pub(crate) async fn fetch_optional(
-        &mut self,
-        sql: &str,
-        args: &[Arg<'_>],
-    ) -> Result<Option<DbRow>, StoreError> {
+    pub async fn fetch_optional(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Option<DbRow>, StoreError> {
         let limit = self.statement_timeout;
         Ok(match &mut self.backend {
             Backend::MySql(conn) => {
@@ -185,21 +199,21 @@ macro_rules! get_column {
 }
 
 impl DbRow {
-    pub(crate) fn i64(&self, col: &str) -> Result<i64, StoreError> {
+    pub fn i64(&self, col: &str) -> Result<i64, StoreError> {
         get_column!(self, col, i64)
     }
 
-    pub(crate) fn opt_i64(&self, col: &str) -> Result<Option<i64>, StoreError> {
+    pub fn opt_i64(&self, col: &str) -> Result<Option<i64>, StoreError> {
         get_column!(self, col, Option<i64>)
     }
 
-    pub(crate) fn string(&self, col: &str) -> Result<String, StoreError> {
+    pub fn string(&self, col: &str) -> Result<String, StoreError> {
         self.opt_string(col)?.ok_or_else(|| StoreError::Corrupt(format!("column {col} is NULL")))
     }
 
     /// MySQL reports columns with a binary collation (`ascii_bin`, `utf8mb4_bin`, chosen so
     /// ids compare byte for byte) as VARBINARY, so text is read as bytes and checked as UTF-8.
-    pub(crate) fn opt_string(&self, col: &str) -> Result<Option<String>, StoreError> {
+    pub fn opt_string(&self, col: &str) -> Result<Option<String>, StoreError> {
         match self {
             DbRow::MySql(_) => get_column!(self, col, Option<Vec<u8>>)?
                 .map(|bytes| {
@@ -211,11 +225,11 @@ impl DbRow {
         }
     }
 
-    pub(crate) fn bytes(&self, col: &str) -> Result<Vec<u8>, StoreError> {
+    pub fn bytes(&self, col: &str) -> Result<Vec<u8>, StoreError> {
         get_column!(self, col, Vec<u8>)
     }
 
-    pub(crate) fn opt_bytes(&self, col: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    pub fn opt_bytes(&self, col: &str) -> Result<Option<Vec<u8>>, StoreError> {
         get_column!(self, col, Option<Vec<u8>>)
     }
 }

@@ -63,7 +63,7 @@ impl Dialect {
     }
 
     /// Appended to a SELECT whose rows the transaction will change: lock them, waiting.
-    pub(crate) fn for_update(self) -> &'static str {
+    pub fn for_update(self) -> &'static str {
         match self {
             Dialect::MySql => " FOR UPDATE",
             // BEGIN IMMEDIATE already holds the only write lock.
@@ -124,7 +124,7 @@ impl Dialect {
 }
 
 /// Appends `item` `n` times, comma separated.
-pub(crate) fn push_repeated(sql: &mut String, n: usize, item: &str) {
+pub fn push_repeated(sql: &mut String, n: usize, item: &str) {
     for i in 0..n {
         if i > 0 {
             sql.push_str(", ");
@@ -134,7 +134,7 @@ pub(crate) fn push_repeated(sql: &mut String, n: usize, item: &str) {
 }
 
 /// `?, ?, ?` for an IN list of `n` values.
-pub(crate) fn placeholders(n: usize) -> String {
+pub fn placeholders(n: usize) -> String {
     let mut sql = String::with_capacity(n * 3);
     push_repeated(&mut sql, n, "?");
     sql

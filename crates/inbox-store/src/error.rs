@@ -102,7 +102,13 @@ impl StoreError {
         )))
     }
 
-    pub(crate) fn invalid(field: &'static str, problem: impl Into<String>) -> Self {
+    pub fn invalid(field: &'static str, problem: impl Into<String>) -> Self {
         StoreError::Invalid { field, problem: problem.into() }
+    }
+
+    /// Whether a statement was refused for a duplicate primary or unique key, on either
+    /// backend: how a host's insert learns that its id is taken.
+    pub fn is_unique_violation(&self) -> bool {
+        matches!(self, StoreError::Database(sqlx::Error::Database(db)) if db.is_unique_violation())
     }
 }

@@ -5,11 +5,12 @@
 //!
 //! [`SqlStore`] owns the pools, the clock and the configuration and lends out one handle per
 //! subsystem: [`SqlStore::inbox`], [`SqlStore::sessions`], [`SqlStore::tokens`],
-//! [`SqlStore::signatures`], [`SqlStore::callbacks`], [`SqlStore::signals`] and
-//! [`SqlStore::rooms`]. A host application publishes inside its own transaction with
-//! [`Inbox::publish_in`].
+//! [`SqlStore::signatures`], [`SqlStore::callbacks`] and [`SqlStore::signals`]. A host
+//! application publishes inside its own transaction with [`Inbox::publish_in`], on its own
+//! connection or on one of the store's ([`host`]); the meeting rooms (`inbox-rooms`) are
+//! built that way.
 //!
-//! All SQL lives in this crate. Decisions about what an event may do come from
+//! All SQL of the inbox lives in this crate. Decisions about what an event may do come from
 //! [`inbox_core`]'s state machine; this crate makes them durable and concurrent.
 
 mod callbacks;
@@ -21,9 +22,9 @@ mod engine;
 mod engine_check;
 mod entropy;
 mod error;
+pub mod host;
 mod inbox;
 mod migrate;
-mod rooms;
 mod sessions;
 mod signals;
 mod signatures;
@@ -47,10 +48,6 @@ pub use inbox::{
     Inbox, InboxHead, InboxStats, ParkedQuery, PollPage, PollQuery, Publish, PublishReceipt,
     REASON_BYTES_MAX, RETRY_AFTER_MS_MAX, Release, ReleaseReceipt, ScavengeReport, UNACKED_ESTIMATE_MAX,
     archive_key_of_line,
-};
-pub use rooms::{
-    MESSAGE_POSTED_EVENT_TYPE, MessageId, NewRoom, PostMessage, PostedMessage, ROOM_NAME_BYTES_MAX, Room,
-    RoomId, Rooms,
 };
 pub use sessions::{
     OpenedSession, SessionRecord, SessionStanding, SessionTouch, Sessions, StreamCredential, StreamGrant,

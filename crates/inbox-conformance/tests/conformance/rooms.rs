@@ -5,7 +5,8 @@ use inbox_conformance::vocabulary::{assert_invalid, inbox_of, poll, tenant};
 use inbox_core::{
     DeduplicationKey, EventBody, EventId, EventType, InboxSeq, Priority, RecipientId, TenantId,
 };
-use inbox_store::{MessageId, NewRoom, PostMessage, PostedMessage, Room, RoomId, StoreError};
+use inbox_rooms::{MessageId, NewRoom, PostMessage, PostedMessage, Room, RoomId, RoomsExt as _};
+use inbox_store::StoreError;
 
 fn room_id(name: &str) -> RoomId {
     RoomId::new(name).unwrap()

@@ -3,7 +3,8 @@
 
 use std::time::Instant;
 
-use inbox_store::{PostMessage, PostedMessage, Room, RoomId, StoreError};
+use inbox_rooms::{PostMessage, PostedMessage, Room, RoomId, RoomsExt as _};
+use inbox_store::StoreError;
 
 use crate::AppState;
 use crate::auth::Caller;

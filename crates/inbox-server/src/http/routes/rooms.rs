@@ -17,7 +17,7 @@ use inbox_api::{
     CreateRoomRequest, PostMessageRequest, PostMessageResponse, RoomMembersRequest, RoomView, Scope,
 };
 use inbox_core::{DeduplicationKey, RecipientId};
-use inbox_store::{NewRoom, PostMessage, Room, RoomId};
+use inbox_rooms::{NewRoom, PostMessage, Room, RoomId, RoomsExt as _};
 
 use crate::AppState;
 use crate::auth::{Caller, CallerKind};

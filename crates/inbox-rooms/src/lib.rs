@@ -1,7 +1,9 @@
 //! The built-in meeting-room domain: rooms of agents within a tenant, where posting a message
 //! writes the message row and one inbox event per member in one transaction. It is the
-//! transactional-outbox promise shown with a real domain table, on the same publish path that
-//! host applications use through [`Inbox::publish_in`].
+//! transactional-outbox promise shown with a real domain table, and it is written as a host
+//! application would write it: only inbox-store's public host-transaction API
+//! ([`inbox_store::host`]) and [`inbox_store::Inbox::publish_in`], nothing private to the
+//! store. (Its tables are created by the store's migrations, where they began.)
 //!
 //! The room row is the room's lock. Posts and membership changes take it first (`FOR UPDATE`;
 //! on SQLite the write lock), so a post reaches exactly the members committed before it, a
@@ -18,10 +20,8 @@ use inbox_core::{
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::db::{Arg, DbConnection};
-use crate::dialect::{placeholders, push_repeated};
-use crate::store::with_retries;
-use crate::{Delivery, Publish, PublishReceipt, SqlStore, StoreError};
+use inbox_store::host::{Arg, placeholders, push_repeated};
+use inbox_store::{DbConnection, Delivery, Publish, PublishReceipt, SqlStore, StoreError};
 
 /// The event type of the inbox event every member gets for a post.
 pub const MESSAGE_POSTED_EVENT_TYPE: &str = "meeting_room.message_posted";
@@ -29,7 +29,7 @@ pub const MESSAGE_POSTED_EVENT_TYPE: &str = "meeting_room.message_posted";
 /// Longest room name, in bytes.
 pub const ROOM_NAME_BYTES_MAX: usize = 200;
 
-/// Defined by the core's id macro; re-exported where the store always had it.
+/// Defined by the core's id macro.
 pub use inbox_core::RoomId;
 
 /// A message's id within its room: 1 for the first post, then one more per post, in commit
@@ -101,16 +101,20 @@ struct MessagePayload<'a> {
     body: &'a RawValue,
 }
 
-/// The rooms subsystem of one [`SqlStore`]: meeting rooms, members and posts.
-/// A borrowed view, free to make: `store.rooms()`.
+/// The rooms of one [`SqlStore`]: meeting rooms, members and posts.
+/// A borrowed view, free to make: `store.rooms()` with [`RoomsExt`] in scope.
 #[derive(Debug, Clone, Copy)]
 pub struct Rooms<'s> {
-    pub(crate) store: &'s SqlStore,
+    store: &'s SqlStore,
 }
 
-impl SqlStore {
-    /// Meeting rooms and their posts, see [`Rooms`].
-    pub fn rooms(&self) -> Rooms<'_> {
+/// Lends a store's [`Rooms`] the way the store lends its own subsystems.
+pub trait RoomsExt {
+    fn rooms(&self) -> Rooms<'_>;
+}
+
+impl RoomsExt for SqlStore {
+    fn rooms(&self) -> Rooms<'_> {
         Rooms { store: self }
     }
 }
@@ -121,37 +125,40 @@ impl Rooms<'_> {
     pub async fn create(self, room: &NewRoom) -> Result<Room, StoreError> {
         check_name(room.name.as_deref())?;
         let members = self.checked_members(&room.members, true)?;
-        with_retries!(self.store, async {
-            let now = self.store.now();
-            let mut tx = self.store.pools().begin().await?;
-            let mut conn = tx.conn();
-            conn.execute(
-                "INSERT INTO meeting_room (tenant_id, room_id, name, last_message_id, created_at_utc) \
+        let members = &members;
+        self.store
+            .retry_on_contention(|| async move {
+                let now = self.store.now();
+                let mut tx = self.store.transaction().await?;
+                let mut conn = tx.conn();
+                conn.execute(
+                    "INSERT INTO meeting_room (tenant_id, room_id, name, last_message_id, created_at_utc) \
                  VALUES (?, ?, ?, 0, ?)",
-                &[
-                    Arg::Str(room.tenant_id.as_str()),
-                    Arg::Str(room.room_id.as_str()),
-                    Arg::OptStr(room.name.as_deref()),
-                    Arg::I64(now.get()),
-                ],
-            )
-            .await
-            .map_err(|err| taken(err, &room.room_id))?;
-            insert_members(&mut conn, &room.tenant_id, &room.room_id, &members, now).await?;
-            tx.commit().await?;
-            Ok::<_, StoreError>(Room {
-                tenant_id: room.tenant_id.clone(),
-                room_id: room.room_id.clone(),
-                name: room.name.clone(),
-                members: members.clone(),
-                created_at: now,
+                    &[
+                        Arg::Str(room.tenant_id.as_str()),
+                        Arg::Str(room.room_id.as_str()),
+                        Arg::OptStr(room.name.as_deref()),
+                        Arg::I64(now.get()),
+                    ],
+                )
+                .await
+                .map_err(|err| taken(err, &room.room_id))?;
+                insert_members(&mut conn, &room.tenant_id, &room.room_id, members, now).await?;
+                tx.commit().await?;
+                Ok::<_, StoreError>(Room {
+                    tenant_id: room.tenant_id.clone(),
+                    room_id: room.room_id.clone(),
+                    name: room.name.clone(),
+                    members: members.clone(),
+                    created_at: now,
+                })
             })
-        })
+            .await
     }
 
     /// The room and its members, or [`StoreError::NotFound`].
     pub async fn get(self, tenant_id: &TenantId, room_id: &RoomId) -> Result<Room, StoreError> {
-        let mut pooled = self.store.pools().reader().await?;
+        let mut pooled = self.store.connection().await?;
         read_room(&mut pooled.conn(), tenant_id, room_id).await
     }
 
@@ -165,29 +172,32 @@ impl Rooms<'_> {
         members: &[RecipientId],
     ) -> Result<Room, StoreError> {
         let members = self.checked_members(members, false)?;
-        with_retries!(self.store, async {
-            let now = self.store.now();
-            let mut tx = self.store.pools().begin().await?;
-            let mut conn = tx.conn();
-            self.lock_room(&mut conn, tenant_id, room_id).await?;
-            let current = read_members(&mut conn, tenant_id, room_id).await?;
-            let fresh: Vec<RecipientId> =
-                members.iter().filter(|m| current.binary_search(m).is_err()).cloned().collect();
-            let limit = self.store.config().fanout_recipients_max;
-            if current.len() + fresh.len() > limit {
-                return Err(StoreError::invalid(
-                    "members",
-                    format!(
-                        "would give the room {} members; the limit is {limit}",
-                        current.len() + fresh.len()
-                    ),
-                ));
-            }
-            insert_members(&mut conn, tenant_id, room_id, &fresh, now).await?;
-            let room = read_room(&mut conn, tenant_id, room_id).await?;
-            tx.commit().await?;
-            Ok(room)
-        })
+        let members = &members;
+        self.store
+            .retry_on_contention(|| async move {
+                let now = self.store.now();
+                let mut tx = self.store.transaction().await?;
+                let mut conn = tx.conn();
+                self.lock_room(&mut conn, tenant_id, room_id).await?;
+                let current = read_members(&mut conn, tenant_id, room_id).await?;
+                let fresh: Vec<RecipientId> =
+                    members.iter().filter(|m| current.binary_search(m).is_err()).cloned().collect();
+                let limit = self.store.config().fanout_recipients_max;
+                if current.len() + fresh.len() > limit {
+                    return Err(StoreError::invalid(
+                        "members",
+                        format!(
+                            "would give the room {} members; the limit is {limit}",
+                            current.len() + fresh.len()
+                        ),
+                    ));
+                }
+                insert_members(&mut conn, tenant_id, room_id, &fresh, now).await?;
+                let room = read_room(&mut conn, tenant_id, room_id).await?;
+                tx.commit().await?;
+                Ok(room)
+            })
+            .await
     }
 
     /// Removes agents from a room; naming an agent that is not a member is not an error.
@@ -199,8 +209,9 @@ impl Rooms<'_> {
         members: &[RecipientId],
     ) -> Result<Room, StoreError> {
         let members = self.checked_members(members, false)?;
-        with_retries!(self.store, async {
-            let mut tx = self.store.pools().begin().await?;
+        let members = &members;
+        self.store.retry_on_contention(|| async move {
+            let mut tx = self.store.transaction().await?;
             let mut conn = tx.conn();
             self.lock_room(&mut conn, tenant_id, room_id).await?;
             let mut args = vec![Arg::Str(tenant_id.as_str()), Arg::Str(room_id.as_str())];
@@ -214,6 +225,7 @@ impl Rooms<'_> {
             tx.commit().await?;
             Ok(room)
         })
+        .await
     }
 
     /// Posts a message: the message row and one `meeting_room.message_posted` event per
@@ -228,13 +240,13 @@ impl Rooms<'_> {
         if payload.len() > limit {
             return Err(StoreError::PayloadTooLarge { bytes: payload.len(), limit });
         }
-        with_retries!(self.store, self.post_once(post, &payload))
+        self.store.retry_on_contention(|| self.post_once(post, &payload)).await
     }
 
     async fn post_once(self, post: &PostMessage, payload: &str) -> Result<PostedMessage, StoreError> {
         let now = self.store.now();
         let (tenant, room) = (post.tenant_id.as_str(), post.room_id.as_str());
-        let mut tx = self.store.pools().begin().await?;
+        let mut tx = self.store.transaction().await?;
         let mut conn = tx.conn();
         let last_message_id = self.lock_room(&mut conn, &post.tenant_id, &post.room_id).await?;
 
@@ -308,8 +320,7 @@ impl Rooms<'_> {
             body: EventBody::Json(payload.to_owned()),
             max_attempts: None,
         };
-        let recipients = publish.checked_recipients(self.store.config())?;
-        let receipt = self.store.inbox().publish_rows(&mut conn, &publish, &recipients).await?;
+        let receipt = self.store.inbox().publish_in(&mut conn, &publish).await?;
         conn.execute(
             "UPDATE meeting_room_message SET deliveries_json = ? WHERE tenant_id = ? AND room_id = ? AND message_id = ?",
             &[Arg::Str(&encode_deliveries(&receipt.deliveries)?), Arg::Str(tenant), Arg::Str(room), message_arg],
@@ -381,12 +392,10 @@ fn not_found(room_id: &RoomId) -> StoreError {
 /// A duplicate primary key on `meeting_room` means the id is taken (perhaps by a concurrent
 /// create that committed first).
 fn taken(err: StoreError, room_id: &RoomId) -> StoreError {
-    match &err {
-        StoreError::Database(sqlx::Error::Database(db)) if db.is_unique_violation() => {
-            StoreError::AlreadyExists { what: "room", id: room_id.to_string() }
-        }
-        _ => err,
+    if err.is_unique_violation() {
+        return StoreError::AlreadyExists { what: "room", id: room_id.to_string() };
     }
+    err
 }
 
 fn message_id(value: i64) -> Result<MessageId, StoreError> {
