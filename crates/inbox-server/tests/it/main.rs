@@ -12,5 +12,7 @@ mod rooms;
 mod rotation;
 mod sessions;
 mod signatures;
+mod stream_clients;
+mod stream_credentials;
 mod streams;
 mod transport;

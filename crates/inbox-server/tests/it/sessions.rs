@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest as _};
 
 use crate::harness::{TestServer, assert_problem, both_backends};
-use crate::streams::{HINT_DEADLINE, Socket, Sse, ws_call, ws_next};
+use crate::stream_clients::{HINT_DEADLINE, Socket, Sse, ws_call, ws_next};
 
 both_backends!(
     only_the_newest_session_takes_work_under_the_policy,

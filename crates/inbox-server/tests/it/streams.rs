@@ -1,6 +1,6 @@
 //! Real-time hints over real connections: SSE and WebSocket streams, the notifier that carries
-//! a commit on one node to subscribers on another, stream tickets and cookies, subscribe and
-//! session heartbeats, and the metrics behind them. Every wait is on a condition with a
+//! a commit on one node to subscribers on another, and the metrics behind them (stream
+//! credentials and subscribe are in `stream_credentials.rs`). Every wait is on a condition with a
 //! deadline; the only fixed windows are those that assert that nothing arrives.
 
 use std::time::{Duration, Instant};
@@ -13,9 +13,10 @@ use inbox_store::{Dialect, Publish};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest as _};
+use tokio_tungstenite::tungstenite;
 
 use crate::harness::{TestServer, assert_problem, both_backends, read};
+use crate::stream_clients::{HINT_DEADLINE, Sse, ws_call, ws_connect, ws_next};
 
 both_backends!(
     no_hint_before_commit_and_none_for_a_rollback,
@@ -26,113 +27,9 @@ both_backends!(
     websocket_carries_hints_and_claim_ack_round_trips,
     a_client_that_stops_reading_does_not_slow_others,
     killing_an_sse_connection_loses_nothing,
-    stream_tickets_work_once_on_any_node,
-    the_stream_cookie_authenticates_streams_of_this_origin,
-    subscribe_recommends_a_transport_and_sessions_stay_alive,
     streams_beat_and_end_promptly_on_shutdown,
     metrics_count_heads_long_polls_streams_and_fetches,
 );
-
-/// How long a hint may take to arrive: generous for a loaded CI machine, far below anything
-/// that would pass without the mechanism under test.
-pub(crate) const HINT_DEADLINE: Duration = Duration::from_secs(5);
-/// A window in which nothing may arrive: many notifier passes (30 ms each).
-const QUIET: Duration = Duration::from_millis(600);
-
-// ---- an SSE client: reqwest's streaming body and a small line parser ----
-
-#[derive(Debug, Default, Clone)]
-pub(crate) struct SseEvent {
-    pub event: String,
-    pub id: Option<String>,
-    pub data: String,
-    pub retry: Option<String>,
-}
-
-pub(crate) struct Sse {
-    response: reqwest::Response,
-    buffer: String,
-}
-
-impl Sse {
-    pub(crate) async fn open(
-        server: &TestServer,
-        path: &str,
-        token: Option<&str>,
-        headers: &[(&str, &str)],
-    ) -> Sse {
-        let mut request =
-            server.request(Method::GET, path, token, None).header("accept", "text/event-stream");
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let response = request.send().await.expect("the stream request reaches the server");
-        assert_eq!(response.status(), StatusCode::OK, "{path}: {:?}", response.headers());
-        assert_eq!(response.headers()["content-type"], "text/event-stream");
-        Sse { response, buffer: String::new() }
-    }
-
-    /// The next event (or retry-only frame), or `None` when the deadline passes or the stream
-    /// ends.
-    pub(crate) async fn next(&mut self, within: Duration) -> Option<SseEvent> {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let frame: String = self.buffer.drain(..end + 2).collect();
-                let mut event = SseEvent::default();
-                for line in frame.lines() {
-                    let (field, value) = line.split_once(':').unwrap_or((line, ""));
-                    let value = value.strip_prefix(' ').unwrap_or(value).to_owned();
-                    match field {
-                        "event" => event.event = value,
-                        "id" => event.id = Some(value),
-                        "data" => event.data.push_str(&value),
-                        "retry" => event.retry = Some(value),
-                        _ => {}
-                    }
-                }
-                return Some(event);
-            }
-            let chunk = tokio::time::timeout_at(deadline, self.response.chunk()).await.ok()?.ok()??;
-            self.buffer.push_str(std::str::from_utf8(&chunk).expect("SSE is UTF-8"));
-        }
-    }
-
-    /// The next `inbox.updated` signal, skipping heartbeats and retry advice.
-    pub(crate) async fn next_hint(&mut self, within: Duration) -> Option<Value> {
-        let deadline = Instant::now() + within;
-        loop {
-            let event = self.next(deadline.saturating_duration_since(Instant::now())).await?;
-            if event.event == "inbox.updated" {
-                let signal: Value = serde_json::from_str(&event.data).expect("the data is JSON");
-                assert_eq!(
-                    event.id.as_deref(),
-                    Some(signal["head_seq"].to_string().as_str()),
-                    "id is the head"
-                );
-                return Some(signal);
-            }
-        }
-    }
-
-    /// Reads hints until one says the head reached `head`.
-    pub(crate) async fn wait_for_head(&mut self, head: u64) -> Value {
-        let deadline = Instant::now() + HINT_DEADLINE;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let signal = self.next_hint(left).await.unwrap_or_else(|| panic!("no hint for head {head}"));
-            if signal["head_seq"].as_u64() >= Some(head) {
-                return signal;
-            }
-        }
-    }
-
-    async fn assert_quiet(&mut self, why: &str) {
-        if let Some(hint) = self.next_hint(QUIET).await {
-            panic!("{why}: got {hint}");
-        }
-    }
-}
 
 fn publish_of(recipients: &[&str]) -> Publish {
     Publish::new(
@@ -342,37 +239,6 @@ async fn reconnecting_behind_the_head_gets_an_immediate_hint(backend: Backend) {
     server.stop().await;
 }
 
-pub(crate) type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-async fn ws_connect(server: &TestServer, token: &str) -> Socket {
-    let ws_url = server.base.replace("http://", "ws://") + "/v1/streams/ws";
-    let mut request = ws_url.as_str().into_client_request().unwrap();
-    request.headers_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
-    tokio_tungstenite::connect_async(request).await.expect("the upgrade succeeds").0
-}
-
-/// The next JSON text message.
-pub(crate) async fn ws_next(socket: &mut Socket) -> Value {
-    loop {
-        let message = tokio::time::timeout(HINT_DEADLINE, socket.next()).await.expect("a message in time");
-        if let tungstenite::Message::Text(text) = message.expect("the socket is open").expect("a frame") {
-            return serde_json::from_str(text.as_str()).unwrap();
-        }
-    }
-}
-
-/// Sends one op and returns its reply, skipping signals.
-pub(crate) async fn ws_call(socket: &mut Socket, message: Value) -> Value {
-    socket.send(tungstenite::Message::Text(message.to_string().into())).await.unwrap();
-    loop {
-        let value = ws_next(socket).await;
-        if value.get("signal_type").is_none() {
-            return value;
-        }
-    }
-}
-
 async fn websocket_carries_hints_and_claim_ack_round_trips(backend: Backend) {
     let server = TestServer::start(backend).await;
     let publisher = server.publisher("t1").await;
@@ -518,188 +384,6 @@ async fn killing_an_sse_connection_loses_nothing(backend: Backend) {
         10,
         "told at once how far behind"
     );
-    server.stop().await;
-}
-
-async fn stream_tickets_work_once_on_any_node(backend: Backend) {
-    let a = TestServer::start_with(backend, |c| c.limits.waiters_per_agent = 2).await;
-    let b = a.start_beside(|c| c.limits.waiters_per_agent = 2).await;
-    let publisher = a.publisher("t1").await;
-    let agent = a.agent("t1", "agent_alpha").await;
-    let (status, minted) = a.post("/v1/streams/tickets", &agent, json!({"ttl_seconds": 30})).await;
-    assert_eq!(status, StatusCode::CREATED, "{minted}");
-    let ticket = minted["ticket"].as_str().unwrap().to_owned();
-    assert!(ticket.starts_with("st_") && ticket.len() == 67);
-    assert_eq!(minted["expires_in"], 30);
-    assert_eq!(minted["sse_url"], format!("/v1/streams/sse?ticket={ticket}"));
-    assert!(minted["websocket_url"].as_str().unwrap().starts_with("ws://"), "{minted}");
-
-    // Minted on A, redeemed on B, without any Authorization header.
-    let mut stream = Sse::open(&b, minted["sse_url"].as_str().unwrap(), None, &[]).await;
-    a.publish(&publisher, &["agent_alpha"], json!({})).await;
-    assert_eq!(stream.wait_for_head(1).await["head_seq"], 1);
-    let again =
-        read(b.request(Method::GET, minted["sse_url"].as_str().unwrap(), None, None).send().await.unwrap())
-            .await;
-    assert_problem(&again, StatusCode::UNAUTHORIZED, "invalid_ticket");
-    let forged = a.call(Method::GET, "/v1/streams/sse?ticket=st_nope", None, None).await;
-    assert_problem(&forged, StatusCode::UNAUTHORIZED, "invalid_ticket");
-    assert_problem(
-        &a.call(Method::GET, "/v1/streams/sse", None, None).await,
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
-    );
-
-    // The WebSocket takes a ticket too.
-    let (_, for_ws) = a.post("/v1/streams/tickets", &agent, json!({})).await;
-    assert_eq!(for_ws["expires_in"], 60);
-    let (mut socket, _) =
-        tokio_tungstenite::connect_async(for_ws["websocket_url"].as_str().unwrap()).await.unwrap();
-    let first = tokio::time::timeout(HINT_DEADLINE, socket.next()).await.unwrap().unwrap().unwrap();
-    assert!(first.to_text().unwrap().contains("\"head_seq\":1"), "the head at connect: {first}");
-
-    // Node A's two slots for this agent: the WebSocket and one more stream. A third is refused.
-    let second = Sse::open(&a, "/v1/streams/sse", Some(&agent), &[]).await;
-    let full = a.call(Method::GET, "/v1/streams/sse", Some(&agent), None).await;
-    assert_problem(&full, StatusCode::TOO_MANY_REQUESTS, "too_many_waiters");
-    drop((socket, second));
-
-    let no_scope = a.token("t1", "agent_alpha", CallerKind::Agent, "inbox.poll").await;
-    assert_problem(
-        &a.post("/v1/streams/tickets", &no_scope, json!({})).await,
-        StatusCode::FORBIDDEN,
-        "scope_missing",
-    );
-    assert_problem(
-        &a.call(Method::GET, "/v1/streams/sse", Some(&no_scope), None).await,
-        StatusCode::FORBIDDEN,
-        "scope_missing",
-    );
-    assert_problem(
-        &a.post("/v1/streams/tickets", &agent, json!({"ttl_seconds": 61})).await,
-        StatusCode::BAD_REQUEST,
-        "invalid_field",
-    );
-    assert_problem(
-        &a.post("/v1/streams/tickets", &agent, json!({"session_id": "sess_unknown"})).await,
-        StatusCode::NOT_FOUND,
-        "session_not_found",
-    );
-    drop(stream);
-    b.stop().await;
-    a.stop().await;
-}
-
-async fn the_stream_cookie_authenticates_streams_of_this_origin(backend: Backend) {
-    let server = TestServer::start(backend).await;
-    let publisher = server.publisher("t1").await;
-    let agent = server.agent("t1", "agent_alpha").await;
-    let response =
-        server.request(Method::POST, "/v1/streams/cookie", Some(&agent), None).send().await.unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED);
-    let set_cookie = response.headers()["set-cookie"].to_str().unwrap().to_owned();
-    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=900"] {
-        assert!(set_cookie.contains(attribute), "{set_cookie}");
-    }
-    let (_, body) = read(response).await;
-    assert!(body.get("ticket").is_none(), "the credential is only in the cookie: {body}");
-    let cookie = set_cookie.split(';').next().unwrap().to_owned();
-    server.publish(&publisher, &["agent_alpha"], json!({})).await;
-    for _ in 0..2 {
-        let mut stream = Sse::open(&server, "/v1/streams/sse", None, &[("cookie", &cookie)]).await;
-        assert_eq!(stream.next_hint(HINT_DEADLINE).await.unwrap()["head_seq"], 1, "reusable, for reconnects");
-    }
-    let ws_url = server.base.replace("http://", "ws://") + "/v1/streams/ws";
-    let mut request = ws_url.as_str().into_client_request().unwrap();
-    request.headers_mut().insert("cookie", cookie.parse().unwrap());
-    request.headers_mut().insert("origin", "https://evil.example".parse().unwrap());
-    match tokio_tungstenite::connect_async(request).await {
-        Err(tungstenite::Error::Http(response)) => assert_eq!(response.status(), StatusCode::FORBIDDEN),
-        other => panic!("a cross-origin cookie WebSocket was accepted: {other:?}"),
-    }
-    let mut request = ws_url.as_str().into_client_request().unwrap();
-    request.headers_mut().insert("cookie", cookie.parse().unwrap());
-    let origin = server.base.clone();
-    request.headers_mut().insert("origin", origin.parse().unwrap());
-    assert!(tokio_tungstenite::connect_async(request).await.is_ok(), "same origin is fine");
-    let bad = server.call(Method::GET, "/v1/streams/sse", None, None).await;
-    assert_problem(&bad, StatusCode::UNAUTHORIZED, "unauthorized");
-    let stale = read(
-        server
-            .request(Method::GET, "/v1/streams/sse", None, None)
-            .header("cookie", "agent_inbox_stream=sc_00")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_problem(&stale, StatusCode::UNAUTHORIZED, "invalid_stream_cookie");
-    server.stop().await;
-}
-
-async fn subscribe_recommends_a_transport_and_sessions_stay_alive(backend: Backend) {
-    let server = TestServer::start(backend).await;
-    let agent = server.agent("t1", "agent_alpha").await;
-    let subscribe = |transports: Value, token: String| {
-        let server = &server;
-        async move {
-            server
-                .post("/v1/agent-sessions/subscribe", &token, json!({"device_id": "desktop_01", "supported_transports": transports, "last_seen_seq": 0}))
-                .await
-        }
-    };
-    let (status, all) = subscribe(json!(["sse", "websocket", "long-poll", "poll"]), agent.clone()).await;
-    assert_eq!(status, StatusCode::OK, "{all}");
-    let session = all["session_id"].as_str().unwrap().to_owned();
-    assert_eq!(all["recommended_transport"], "sse");
-    assert_eq!(all["sse_url"], format!("/v1/streams/sse?session_id={session}"));
-    let ws = all["websocket_url"].as_str().unwrap();
-    assert!(
-        ws.starts_with("ws://127.0.0.1:") && ws.ends_with(&format!("/v1/streams/ws?session_id={session}")),
-        "{ws}"
-    );
-    assert_eq!(all["heartbeat_interval_seconds"], 30);
-    assert_eq!(
-        subscribe(json!(["websocket", "poll"]), agent.clone()).await.1["recommended_transport"],
-        "websocket"
-    );
-    assert_eq!(
-        subscribe(json!(["long-poll", "poll"]), agent.clone()).await.1["recommended_transport"],
-        "long-poll"
-    );
-    let polling_only = server.token("t1", "agent_alpha", CallerKind::Agent, "inbox.poll").await;
-    let (_, no_streams) = subscribe(json!(["sse", "long-poll"]), polling_only).await;
-    assert_eq!(no_streams["recommended_transport"], "long-poll", "no stream.subscribe, no SSE");
-    assert!(no_streams["sse_url"].is_null());
-
-    // The stream follows the session URL, and keeps the session alive.
-    let mut stream = Sse::open(&server, all["sse_url"].as_str().unwrap(), Some(&agent), &[]).await;
-    stream.next(HINT_DEADLINE).await.unwrap();
-    let transport = server
-        .db
-        .scalar("SELECT COUNT(*) AS n FROM agent_session WHERE session_id = ? AND transport = 'sse' AND status = 'active'", &[&session])
-        .await;
-    assert_eq!(transport, 1);
-    let (status, beat) = server
-        .post(&format!("/v1/agent-sessions/{session}/heartbeat"), &agent, json!({"last_seen_seq": 0}))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{beat}");
-    assert_eq!(
-        (beat["status"].as_str(), beat["heartbeat_interval_seconds"].as_u64()),
-        (Some("active"), Some(30))
-    );
-    let empty =
-        server.request(Method::POST, &format!("/v1/agent-sessions/{session}/heartbeat"), Some(&agent), None);
-    assert_eq!(empty.send().await.unwrap().status(), StatusCode::OK, "the body is optional");
-    let other = server.agent("t1", "agent_beta").await;
-    let stranger = server.post(&format!("/v1/agent-sessions/{session}/heartbeat"), &other, json!({})).await;
-    assert_problem(&stranger, StatusCode::NOT_FOUND, "session_not_found");
-    let theirs =
-        server.call(Method::GET, &format!("/v1/streams/sse?session_id={session}"), Some(&other), None).await;
-    assert_problem(&theirs, StatusCode::NOT_FOUND, "session_not_found");
-    let bad = server.post("/v1/agent-sessions/bad%20id/heartbeat", &agent, json!({})).await;
-    assert_problem(&bad, StatusCode::BAD_REQUEST, "invalid_field");
-    drop(stream);
     server.stop().await;
 }
 

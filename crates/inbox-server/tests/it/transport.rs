@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::harness::TestServer;
-use crate::streams::Sse;
+use crate::stream_clients::Sse;
 
 /// A certificate for 127.0.0.1 and localhost, written as PEM files to a fresh directory.
 struct TestCertificate {
