@@ -3,6 +3,8 @@
 
 mod harness;
 
+mod callback_receivers;
+mod callback_ssrf;
 mod callbacks;
 mod contract;
 mod external_idp;
