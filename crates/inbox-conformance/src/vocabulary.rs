@@ -54,10 +54,7 @@ pub fn ack_with(
     token: &LeaseToken,
     result: AckResult,
 ) -> Acknowledge {
-    Acknowledge {
-        inbox: inbox.clone(),
-        items: vec![AckItem { event_id, lease_token: token.clone(), result }],
-    }
+    Acknowledge { inbox: inbox.clone(), session_id: None, items: vec![AckItem::new(event_id, token.clone(), result)] }
 }
 
 pub fn refusal<T: std::fmt::Debug>(outcome: &Result<T, inbox_store::ItemRefusal>) -> Refusal {

@@ -297,11 +297,8 @@ async fn a_committed_call_publishes_an_event_the_store_reads_claims_and_acks() {
         .inbox()
         .acknowledge(&Acknowledge {
             inbox: inbox("alpha"),
-            items: vec![AckItem {
-                event_id: published.event_id,
-                lease_token: claimed[0].lease_token.clone(),
-                result: AckResult::Completed,
-            }],
+            session_id: None,
+            items: vec![AckItem::new(published.event_id, claimed[0].lease_token.clone(), AckResult::Completed)],
         })
         .await
         .unwrap();

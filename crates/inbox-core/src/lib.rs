@@ -10,6 +10,7 @@ mod ids;
 mod lease;
 mod lifecycle;
 mod payload;
+mod quarantine;
 mod time;
 
 pub use backoff::BackoffPolicy;
@@ -22,4 +23,5 @@ pub use lifecycle::{
     AckResult, AckState, Applied, DeadLetterReason, EventLifecycle, Lease, RefusalReason, Transition,
 };
 pub use payload::{Correlation, EventBody, PayloadRef, Priority};
+pub use quarantine::QuarantineClass;
 pub use time::{Clock, ManualClock, UnixMillis};

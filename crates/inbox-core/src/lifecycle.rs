@@ -7,8 +7,9 @@
 //!     |                   |--release / lease expiry (attempts spent)--> dead_letter
 //!     |                   \--lease expiry past expires_at--> expired
 //!     |--past expires_at--> expired
-//!     |--anomaly--> quarantined
-//!     \--requeue (admin)-- dead_letter | quarantined
+//!     |--anomaly (agent's ack, or an operator; also from claimed)--> quarantined
+//!     |--release from quarantine (operator)-- quarantined
+//!     \--requeue (operator)-- dead_letter | quarantined
 //! ```
 //!
 //! "retry scheduled" is `available` with `next_retry_at` in the future, so one index serves
@@ -77,6 +78,19 @@ pub enum AckResult {
     Completed,
     /// The work can never succeed; park the event for an operator instead of retrying.
     Failed,
+    /// The event looks wrong (a suspected prompt injection, a bad payload or signature): set
+    /// it aside for a person, neither retried nor dead-lettered.
+    Quarantined,
+}
+
+impl AckResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AckResult::Completed => "completed",
+            AckResult::Failed => "failed",
+            AckResult::Quarantined => "quarantined",
+        }
+    }
 }
 
 /// Why an event is parked (the seed's `dead_letter_state`).
@@ -167,9 +181,19 @@ pub enum Transition {
     Expire {
         now: UnixMillis,
     },
-    Quarantine,
+    /// An operator sets an available or claimed event aside; a claimed one's lease ends, so
+    /// its holder's later acknowledge or heartbeat is refused. Repeating it changes nothing.
+    Quarantine {
+        now: UnixMillis,
+    },
     /// An operator sends a parked event back, with a fresh budget of `max_attempts` attempts.
     Requeue {
+        now: UnixMillis,
+        max_attempts: u32,
+    },
+    /// An operator lets a quarantined event be delivered again, with a fresh budget like
+    /// [`Transition::Requeue`]. Repeating it (the event is available) changes nothing.
+    ReleaseQuarantine {
         now: UnixMillis,
         max_attempts: u32,
     },
@@ -200,6 +224,8 @@ pub enum RefusalReason {
     LeaseStillLive,
     #[error("only dead-lettered or quarantined events can be requeued; this one is {0}")]
     NotParked(&'static str),
+    #[error("only quarantined events can be released from quarantine; this one is {0}")]
+    NotQuarantined(&'static str),
 }
 
 /// The result of an accepted transition: the new state, and whether anything changed (an
@@ -273,11 +299,17 @@ impl EventLifecycle {
                             next.state = AckState::DeadLetter;
                             next.dead_letter_reason = DeadLetterReason::HandlerFailed;
                         }
+                        AckResult::Quarantined => next.quarantine(),
                     })),
                     AckState::Acked if holds_last_lease => Ok(self.unchanged()),
                     AckState::DeadLetter
                         if holds_last_lease && self.dead_letter_reason == DeadLetterReason::HandlerFailed =>
                     {
+                        Ok(self.unchanged())
+                    }
+                    // The agent's own quarantine, repeated. An operator's pull of the claimed
+                    // event also leaves this lease last, but only a quarantining ack agrees.
+                    AckState::Quarantined if holds_last_lease && result == AckResult::Quarantined => {
                         Ok(self.unchanged())
                     }
                     AckState::Acked => Err(RefusalReason::AlreadyAcked),
@@ -334,23 +366,27 @@ impl EventLifecycle {
                 AckState::Available => Err(RefusalReason::NotClaimable("not past its expiry time")),
                 state => Err(RefusalReason::NotClaimable(state.as_str())),
             },
-            Transition::Quarantine => match self.state {
+            Transition::Quarantine { now } => match self.state {
                 AckState::Available | AckState::Claimed => Ok(self.changed(|next| {
-                    next.state = AckState::Quarantined;
-                    next.dead_letter_reason = DeadLetterReason::Anomaly;
+                    if let Some(lease) = next.lease.as_mut() {
+                        lease.until = lease.until.min(now);
+                    }
+                    next.quarantine();
                 })),
+                AckState::Quarantined => Ok(self.unchanged()),
                 state => Err(RefusalReason::Terminal(state.as_str())),
             },
             Transition::Requeue { now, max_attempts } => match self.state {
-                AckState::DeadLetter | AckState::Quarantined => Ok(self.changed(|next| {
-                    next.state = AckState::Available;
-                    next.dead_letter_reason = DeadLetterReason::None;
-                    next.next_retry_at = None;
-                    next.available_at = next.available_at.min(now);
-                    // Attempts never decrease; the event gets a fresh budget on top of them.
-                    next.max_attempts = next.delivery_attempts.saturating_add(max_attempts.max(1));
-                })),
+                AckState::DeadLetter | AckState::Quarantined => {
+                    Ok(self.changed(|next| next.send_back(now, max_attempts)))
+                }
                 state => Err(RefusalReason::NotParked(state.as_str())),
+            },
+            Transition::ReleaseQuarantine { now, max_attempts } => match self.state {
+                AckState::Quarantined => Ok(self.changed(|next| next.send_back(now, max_attempts))),
+                // Released already (and not claimed since): a retried release.
+                AckState::Available => Ok(self.unchanged()),
+                state => Err(RefusalReason::NotQuarantined(state.as_str())),
             },
         }
     }
@@ -391,5 +427,20 @@ impl EventLifecycle {
     fn park(&mut self, reason: DeadLetterReason) {
         self.state = AckState::DeadLetter;
         self.dead_letter_reason = reason;
+    }
+
+    fn quarantine(&mut self) {
+        self.state = AckState::Quarantined;
+        self.dead_letter_reason = DeadLetterReason::Anomaly;
+    }
+
+    /// Back to the inbox from a parked state, claimable at once.
+    fn send_back(&mut self, now: UnixMillis, max_attempts: u32) {
+        self.state = AckState::Available;
+        self.dead_letter_reason = DeadLetterReason::None;
+        self.next_retry_at = None;
+        self.available_at = self.available_at.min(now);
+        // Attempts never decrease; the event gets a fresh budget on top of them.
+        self.max_attempts = self.delivery_attempts.saturating_add(max_attempts.max(1));
     }
 }

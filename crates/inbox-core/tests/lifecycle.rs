@@ -193,7 +193,7 @@ proptest! {
                 Op::Heartbeat(t, extend_ms) => (Transition::Heartbeat { token_hash: token(t), now, extend_ms, lease_ms_max: 400 }, Some(t)),
                 Op::LeaseExpired(backoff_ms) => (Transition::LeaseExpired { now, backoff_ms }, None),
                 Op::Expire => (Transition::Expire { now }, None),
-                Op::Quarantine => (Transition::Quarantine, None),
+                Op::Quarantine => (Transition::Quarantine { now }, None),
                 Op::Requeue(budget) => (Transition::Requeue { now, max_attempts: budget }, None),
             };
             let before = event.clone();

@@ -25,6 +25,9 @@ pub struct StoreConfig {
     pub fanout_recipients_max: usize,
     /// Retries of a transaction chosen as a deadlock victim or timed out waiting for a lock.
     pub contention_retries_max: u32,
+    /// Whether each event's history (claims, acknowledgements, releases, expiries,
+    /// quarantines, requeues) is recorded with its row. Operators may turn it off.
+    pub record_history: bool,
 }
 
 impl Default for StoreConfig {
@@ -40,6 +43,7 @@ impl Default for StoreConfig {
             batch_events_max: 500,
             fanout_recipients_max: 1_000,
             contention_retries_max: 8,
+            record_history: true,
         }
     }
 }

@@ -43,18 +43,20 @@ pub use engine::{Engine, EngineReport, GALERA_SYNC_WAIT, Product};
 pub use entropy::random_bytes;
 pub use error::{ItemOutcome, ItemRefusal, Refusal, StoreError};
 pub use inbox::{
-    ARCHIVE_BATCH_MAX, AckItem, AckReceipt, Acknowledge, ArchiveKey, ArchivedRow, BACKLOGS_MAX, Backlog,
-    ClaimByIds, ClaimNext, ClaimedEvent, Delivery, EventRecord, Heartbeat, HeartbeatItem, HeartbeatReceipt,
-    Inbox, InboxHead, InboxStats, ParkedQuery, PollPage, PollQuery, Publish, PublishReceipt,
-    REASON_BYTES_MAX, RETRY_AFTER_MS_MAX, Release, ReleaseReceipt, ScavengeReport, UNACKED_ESTIMATE_MAX,
-    archive_key_of_line,
+    ACTOR_SUBJECT_BYTES_MAX, ARCHIVE_BATCH_MAX, AckItem, AckReceipt, Acknowledge, Actor, ArchiveKey, ArchivedRow,
+    BACKLOGS_MAX, Backlog, ClaimByIds, ClaimNext, ClaimedEvent, Delivery, EventDetail, EventRecord,
+    EventStateFilter, EventsQuery, HISTORY_ENTRIES_MAX, Heartbeat, HeartbeatItem, HeartbeatReceipt,
+    HistoryAction, HistoryEntry, Inbox, InboxHead, InboxStats, MinuteActivity, ParkedQuery, PollPage,
+    PollQuery, Publish, PublishReceipt, QuarantineRequest, REASON_BYTES_MAX, RETRY_AFTER_MS_MAX, Release,
+    ReleaseReceipt, ScavengeReport, UNACKED_ESTIMATE_MAX, archive_key_of_line,
 };
 pub use sessions::{
-    OpenedSession, SessionRecord, SessionStanding, SessionTouch, Sessions, StreamCredential, StreamGrant,
+    OpenedSession, SESSIONS_LIST_MAX, SessionRecord, SessionStanding, SessionTouch, SessionView, Sessions,
+    StreamCredential, StreamGrant,
 };
 pub use signals::{SIGNALS_READ_MAX, Signal, SignalKind, Signals};
 pub use signatures::{
-    AGENT_KEYS_PER_AGENT_MAX, AgentKey, KeyId, NONCES_DELETE_MAX, NewAgentKey, NonceUse, SignatureNonce,
+    AGENT_KEYS_LIST_MAX, AGENT_KEYS_PER_AGENT_MAX, AgentKey, KeyId, NONCES_DELETE_MAX, NewAgentKey, NonceUse, SignatureNonce,
     Signatures, TenantPolicy, TenantPolicyChange,
 };
 pub use store::SqlStore;

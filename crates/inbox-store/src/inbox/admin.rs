@@ -1,16 +1,19 @@
-//! Operator work: dead-lettered and quarantined events (list, requeue, purge, quarantine by
-//! hand) and the per-inbox backlog numbers behind `/metrics` and the admin API.
+//! Operator work: dead-lettered and quarantined events (list, requeue, purge, quarantine and
+//! release by hand) and the per-inbox backlog numbers behind `/metrics` and the admin API.
 
 use inbox_core::{EventId, RecipientKey, TenantId, Transition};
 
 use super::Inbox;
 use crate::db::Arg;
 use crate::dialect::{EVENT_COLUMNS, INBOX};
-use crate::inbox::leases::{Change, REASON_BYTES_MAX};
+use crate::inbox::history::Actor;
+use crate::inbox::leases::{Change, check_reason};
 use crate::inbox::read::{inbox_args, load_events};
 use crate::inbox::record::{event_from_row, recipient_from_row, seq, seq_arg};
 use crate::store::with_retries;
-use crate::{EventRecord, InboxStats, ItemOutcome, ItemRefusal, ParkedQuery, Refusal, StoreError};
+use crate::{
+    EventRecord, InboxStats, ItemOutcome, ItemRefusal, ParkedQuery, QuarantineRequest, Refusal, StoreError,
+};
 
 impl Inbox<'_> {
     /// Parked events of a tenant, oldest first.
@@ -43,41 +46,80 @@ impl Inbox<'_> {
         pooled.conn().fetch_all(&sql, &args).await?.iter().map(event_from_row).collect()
     }
 
-    /// Sends parked events back to the inbox with a fresh budget of delivery attempts.
+    /// Sends parked events back to the inbox with a fresh budget of delivery attempts; the
+    /// history names `actor`.
     pub async fn requeue(
         self,
         inbox: &RecipientKey,
         event_ids: &[EventId],
+        actor: &Actor,
     ) -> Result<Vec<ItemOutcome<EventRecord>>, StoreError> {
-        self.store.batch_len("event_ids", event_ids.len())?;
-        let now = self.store.now();
         let max_attempts = self.store.config().max_attempts_default;
-        let changes: Vec<Change> = event_ids
-            .iter()
-            .map(|id| Change {
-                event_id: *id,
-                transition: Transition::Requeue { now, max_attempts },
-                note: None,
-            })
-            .collect();
-        with_retries!(self.store, self.apply_changes(inbox, &changes, now))
+        self.operator_changes(inbox, event_ids, actor, None, None, |now| Transition::Requeue { now, max_attempts })
+            .await
     }
 
-    /// Parks an event whose payload or signature is anomalous, so no agent processes it.
+    /// Sets events aside for a person, so no agent processes them: available and claimed ones
+    /// (a claimed one's lease ends; its holder's later ack or heartbeat is refused).
+    /// Quarantining a quarantined event again answers it unchanged; a finished one is refused.
     pub async fn quarantine(
         self,
         inbox: &RecipientKey,
-        event_id: EventId,
-        reason: &str,
-    ) -> Result<EventRecord, StoreError> {
-        if reason.is_empty() || reason.len() > REASON_BYTES_MAX {
-            return Err(StoreError::invalid("reason", format!("must be 1 to {REASON_BYTES_MAX} bytes")));
-        }
-        let now = self.store.now();
-        let change = Change { event_id, transition: Transition::Quarantine, note: Some(reason) };
-        let mut outcomes =
-            with_retries!(self.store, self.apply_changes(inbox, std::slice::from_ref(&change), now))?;
-        Ok(outcomes.pop().expect("one outcome per change")?)
+        event_ids: &[EventId],
+        request: &QuarantineRequest,
+    ) -> Result<Vec<ItemOutcome<EventRecord>>, StoreError> {
+        check_reason("reason", &request.reason)?;
+        let class = Some(request.class.unwrap_or_default());
+        self.operator_changes(inbox, event_ids, &request.actor, Some(&request.reason), class, |now| {
+            Transition::Quarantine { now }
+        })
+        .await
+    }
+
+    /// Lets quarantined events be delivered again, with a fresh budget of delivery attempts.
+    /// An event already released (available) is answered unchanged; others are refused
+    /// (`NotQuarantined`).
+    pub async fn release_quarantined(
+        self,
+        inbox: &RecipientKey,
+        event_ids: &[EventId],
+        actor: &Actor,
+    ) -> Result<Vec<ItemOutcome<EventRecord>>, StoreError> {
+        let max_attempts = self.store.config().max_attempts_default;
+        self.operator_changes(inbox, event_ids, actor, None, None, |now| Transition::ReleaseQuarantine {
+            now,
+            max_attempts,
+        })
+        .await
+    }
+
+    /// One operator transition applied to each named event through the slow path.
+    async fn operator_changes(
+        self,
+        inbox: &RecipientKey,
+        event_ids: &[EventId],
+        actor: &Actor,
+        note: Option<&str>,
+        class: Option<inbox_core::QuarantineClass>,
+        transition: impl Fn(inbox_core::UnixMillis) -> Transition,
+    ) -> Result<Vec<ItemOutcome<EventRecord>>, StoreError> {
+        self.store.batch_len("event_ids", event_ids.len())?;
+        crate::inbox::leases::distinct("event_ids", event_ids.iter())?;
+        with_retries!(self.store, async {
+            let now = self.store.now();
+            let changes: Vec<Change> = event_ids
+                .iter()
+                .map(|id| Change {
+                    event_id: *id,
+                    transition: transition(now),
+                    note,
+                    class,
+                    actor,
+                    session_id: None,
+                })
+                .collect();
+            self.apply_changes(inbox, &changes, now).await
+        })
     }
 
     /// Deletes parked events for good. Other events are refused, untouched.
@@ -120,12 +162,15 @@ impl Inbox<'_> {
         Ok(outcomes)
     }
 
-    /// Backlog per inbox of a tenant: unacknowledged depth, claimed, parked, oldest unacked.
+    /// Backlog per inbox of a tenant: unacknowledged depth, claimed, retry-scheduled, parked,
+    /// oldest unacked, and the agent's online sessions and last sign of life.
     pub async fn inbox_stats(self, tenant_id: &TenantId, limit: u32) -> Result<Vec<InboxStats>, StoreError> {
         self.store.batch_len("limit", limit as usize)?;
+        let now = self.store.now();
         let sql = "SELECT h.recipient_kind, h.recipient_id, h.head_seq, \
              CAST(COALESCE(SUM(CASE WHEN i.ack_state IN ('available', 'claimed') THEN 1 ELSE 0 END), 0) AS SIGNED) AS depth, \
              CAST(COALESCE(SUM(CASE WHEN i.ack_state = 'claimed' THEN 1 ELSE 0 END), 0) AS SIGNED) AS claimed, \
+             CAST(COALESCE(SUM(CASE WHEN i.ack_state = 'available' AND i.next_retry_at_utc > ? THEN 1 ELSE 0 END), 0) AS SIGNED) AS retry_scheduled, \
              CAST(COALESCE(SUM(CASE WHEN i.ack_state IN ('dead_letter', 'quarantined') THEN 1 ELSE 0 END), 0) AS SIGNED) AS parked, \
              MIN(CASE WHEN i.ack_state IN ('available', 'claimed') THEN i.created_at_utc END) AS oldest_unacked_at \
              FROM inbox_head h LEFT JOIN agent_inbox i ON i.tenant_id = h.tenant_id \
@@ -133,21 +178,58 @@ impl Inbox<'_> {
              WHERE h.tenant_id = ? GROUP BY h.recipient_kind, h.recipient_id, h.head_seq \
              ORDER BY h.recipient_kind, h.recipient_id LIMIT ?";
         let mut pooled = self.store.pools().reader().await?;
-        let rows =
-            pooled.conn().fetch_all(sql, &[Arg::Str(tenant_id.as_str()), Arg::I64(i64::from(limit))]).await?;
+        let mut conn = pooled.conn();
+        let rows = conn
+            .fetch_all(sql, &[Arg::I64(now.get()), Arg::Str(tenant_id.as_str()), Arg::I64(i64::from(limit))])
+            .await?;
         let count = |v: i64| u64::try_from(v).unwrap_or(0);
-        rows.iter()
+        let mut stats = rows
+            .iter()
             .map(|row| {
                 Ok(InboxStats {
                     recipient: recipient_from_row(row)?,
                     depth: count(row.i64("depth")?),
                     claimed: count(row.i64("claimed")?),
+                    retry_scheduled: count(row.i64("retry_scheduled")?),
                     parked: count(row.i64("parked")?),
                     oldest_unacked_at: row.opt_i64("oldest_unacked_at")?.map(inbox_core::UnixMillis),
                     head_seq: seq(row.i64("head_seq")?)?,
+                    online_sessions: 0,
+                    last_seen_at: None,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        // Sessions belong to agents: one grouped read for the agents on this page.
+        let agents: Vec<&str> = stats
+            .iter()
+            .filter(|s| s.recipient.kind == inbox_core::RecipientKind::agent())
+            .map(|s| s.recipient.id.as_str())
+            .collect();
+        if agents.is_empty() {
+            return Ok(stats);
+        }
+        let mut args = vec![Arg::Str(tenant_id.as_str())];
+        args.extend(agents.iter().map(|id| Arg::Str(id)));
+        let sql = format!(
+            "SELECT agent_id, CAST(SUM(CASE WHEN status = 'active' THEN 1 ELSE 0 END) AS SIGNED) AS online, \
+             MAX(last_heartbeat_at_utc) AS last_seen FROM agent_session WHERE tenant_id = ? AND agent_id IN ({}) \
+             GROUP BY agent_id",
+            crate::dialect::placeholders(agents.len())
+        );
+        let mut sessions = std::collections::HashMap::new();
+        for row in conn.fetch_all(&sql, &args).await? {
+            sessions.insert(row.string("agent_id")?, (count(row.i64("online")?), row.opt_i64("last_seen")?));
+        }
+        for stat in &mut stats {
+            if stat.recipient.kind != inbox_core::RecipientKind::agent() {
+                continue;
+            }
+            if let Some((online, last_seen)) = sessions.get(stat.recipient.id.as_str()) {
+                stat.online_sessions = *online;
+                stat.last_seen_at = last_seen.map(inbox_core::UnixMillis);
+            }
+        }
+        Ok(stats)
     }
 
     /// Backlog of every inbox that has unacknowledged or parked events (at most

@@ -11,13 +11,15 @@
 use std::collections::{HashMap, HashSet};
 
 use inbox_core::{
-    AckResult, AckState, EventId, LeaseToken, LeaseTokenHash, RecipientKey, SessionId, Transition, UnixMillis,
+    AckResult, AckState, EventId, LeaseToken, LeaseTokenHash, QuarantineClass, RecipientKey, SessionId,
+    Transition, UnixMillis,
 };
 
 use super::Inbox;
 use crate::db::{Arg, DbConnection};
 use crate::dialect::{CLAIMABLE, EVENT_COLUMNS, INBOX, placeholders};
 use crate::entropy::random_bytes;
+use crate::inbox::history::Actor;
 use crate::inbox::read::{inbox_args, load_events};
 use crate::inbox::record::{SAVE_LIFECYCLE, event_from_row, save_lifecycle_args, seq_arg, settle};
 use crate::store::with_retries;
@@ -35,8 +37,14 @@ pub const REASON_BYTES_MAX: usize = 200;
 pub(crate) struct Change<'a> {
     pub event_id: EventId,
     pub transition: Transition,
-    /// Kept in `last_error` when the transition changes the event.
+    /// Kept in `last_error` (and the history) when the transition changes the event.
     pub note: Option<&'a str>,
+    /// A quarantine's class, for the history.
+    pub class: Option<QuarantineClass>,
+    /// Who asked, for the history.
+    pub actor: &'a Actor,
+    /// The session acting, when it named itself; else the lease's owner is recorded.
+    pub session_id: Option<&'a SessionId>,
 }
 
 impl Inbox<'_> {
@@ -157,6 +165,18 @@ impl Inbox<'_> {
     pub async fn acknowledge(self, ack: &Acknowledge) -> Result<Vec<ItemOutcome<AckReceipt>>, StoreError> {
         self.store.batch_len("acks", ack.items.len())?;
         distinct("acks", ack.items.iter().map(|i| &i.event_id))?;
+        for item in &ack.items {
+            match (&item.reason, item.result) {
+                (None, AckResult::Quarantined) => {
+                    return Err(StoreError::invalid(
+                        "reason",
+                        format!("is required to quarantine event {}: say why, in at most {REASON_BYTES_MAX} bytes", item.event_id),
+                    ));
+                }
+                (Some(reason), _) => check_reason("reason", reason)?,
+                (None, _) => {}
+            }
+        }
         with_retries!(self.store, self.acknowledge_once(ack))
     }
 
@@ -194,7 +214,10 @@ impl Inbox<'_> {
                     now,
                     result: item.result,
                 },
-                note: None,
+                note: item.reason.as_deref().filter(|_| item.result != AckResult::Completed),
+                class: (item.result == AckResult::Quarantined).then(|| item.class.unwrap_or_default()),
+                actor: &Actor::Agent,
+                session_id: ack.session_id.as_ref(),
             })
             .collect();
         let outcomes = self.apply_changes(&ack.inbox, &changes, now).await?;
@@ -261,6 +284,9 @@ impl Inbox<'_> {
             event_id: release.event_id,
             transition: Transition::Release { token_hash: hash, now, retry_after_ms: release.retry_after_ms },
             note: release.reason.as_deref(),
+            class: None,
+            actor: &Actor::Agent,
+            session_id: None,
         };
         let outcome =
             self.apply_changes(&release.inbox, &[change], now).await?.pop().expect("one outcome per change");
@@ -337,6 +363,9 @@ impl Inbox<'_> {
                     lease_ms_max,
                 },
                 note: None,
+                class: None,
+                actor: &Actor::Agent,
+                session_id: None,
             })
             .collect();
         let outcomes = self.apply_changes(&heartbeat.inbox, &changes, now).await?;
@@ -458,8 +487,20 @@ async fn lease_records(
     Ok(claimed)
 }
 
+/// Checks a quarantine's (or failure's) reason: 1 to [`REASON_BYTES_MAX`] bytes without
+/// control characters.
+pub(crate) fn check_reason(field: &'static str, reason: &str) -> Result<(), StoreError> {
+    if reason.is_empty() || reason.len() > REASON_BYTES_MAX || reason.chars().any(char::is_control) {
+        return Err(StoreError::invalid(
+            field,
+            format!("must be 1 to {REASON_BYTES_MAX} bytes without control characters"),
+        ));
+    }
+    Ok(())
+}
+
 /// Refuses a batch that names the same event twice: its outcomes would be ambiguous.
-fn distinct<'a>(field: &'static str, ids: impl Iterator<Item = &'a EventId>) -> Result<(), StoreError> {
+pub(crate) fn distinct<'a>(field: &'static str, ids: impl Iterator<Item = &'a EventId>) -> Result<(), StoreError> {
     let mut seen = HashSet::new();
     for id in ids {
         if !seen.insert(*id) {

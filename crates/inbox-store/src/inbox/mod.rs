@@ -5,7 +5,9 @@
 //! Every operation is a method of [`Inbox`], the handle [`SqlStore::inbox`] lends out.
 
 mod admin;
+mod browse;
 mod cold_storage;
+pub(crate) mod history;
 mod leases;
 mod model;
 mod publish;
@@ -16,11 +18,13 @@ mod scavenge;
 
 pub use admin::{BACKLOGS_MAX, Backlog};
 pub use cold_storage::{ARCHIVE_BATCH_MAX, ArchiveKey, ArchivedRow, archive_key_of_line};
+pub use history::{ACTOR_SUBJECT_BYTES_MAX, Actor, HISTORY_ENTRIES_MAX, HistoryAction, HistoryEntry};
 pub use leases::{REASON_BYTES_MAX, RETRY_AFTER_MS_MAX};
 pub use model::{
-    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Delivery, EventRecord, Heartbeat,
-    HeartbeatItem, HeartbeatReceipt, InboxHead, InboxStats, ParkedQuery, PollPage, PollQuery, Publish,
-    PublishReceipt, Release, ReleaseReceipt, ScavengeReport,
+    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Delivery, EventDetail, EventRecord,
+    EventStateFilter, EventsQuery, Heartbeat, HeartbeatItem, HeartbeatReceipt, InboxHead, InboxStats,
+    MinuteActivity, ParkedQuery, PollPage, PollQuery, Publish, PublishReceipt, QuarantineRequest, Release,
+    ReleaseReceipt, ScavengeReport,
 };
 pub use read::UNACKED_ESTIMATE_MAX;
 

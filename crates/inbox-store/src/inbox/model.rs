@@ -2,9 +2,10 @@
 
 use inbox_core::{
     AckResult, AckState, Correlation, DeduplicationKey, EventBody, EventId, EventLifecycle, EventType,
-    InboxSeq, LeaseToken, Priority, Recipient, RecipientKey, SessionId, TenantId, UnixMillis,
+    InboxSeq, LeaseToken, Priority, QuarantineClass, Recipient, RecipientKey, SessionId, TenantId, UnixMillis,
 };
 
+use crate::inbox::history::{Actor, HistoryEntry};
 use crate::{StoreConfig, StoreError};
 
 /// One event for one or more recipients, published atomically: every recipient gets its own
@@ -194,11 +195,25 @@ pub struct AckItem {
     pub event_id: EventId,
     pub lease_token: LeaseToken,
     pub result: AckResult,
+    /// Why: required to quarantine (1 to 200 bytes without control characters), kept with a
+    /// failed result too (in `last_error` and the history); ignored when completed.
+    pub reason: Option<String>,
+    /// What kind of anomaly, with a quarantining result (default `other`); ignored otherwise.
+    pub class: Option<QuarantineClass>,
+}
+
+impl AckItem {
+    /// A plain acknowledgement with no reason or class.
+    pub fn new(event_id: EventId, lease_token: LeaseToken, result: AckResult) -> Self {
+        Self { event_id, lease_token, result, reason: None, class: None }
+    }
 }
 
 #[derive(Debug, Clone)]
 pub struct Acknowledge {
     pub inbox: RecipientKey,
+    /// The session acknowledging, for the history (else the session that claimed is named).
+    pub session_id: Option<SessionId>,
     pub items: Vec<AckItem>,
 }
 
@@ -278,8 +293,96 @@ pub struct InboxStats {
     /// Events not yet acknowledged or parked: available, scheduled or claimed.
     pub depth: u64,
     pub claimed: u64,
+    /// Available events waiting for their retry time (part of `depth`).
+    pub retry_scheduled: u64,
     pub parked: u64,
     /// Creation time of the oldest unacknowledged event.
     pub oldest_unacked_at: Option<UnixMillis>,
     pub head_seq: InboxSeq,
+    /// Sessions of the agent that are neither gone nor superseded.
+    pub online_sessions: u64,
+    /// The newest sign of life of any of the agent's sessions.
+    pub last_seen_at: Option<UnixMillis>,
+}
+
+/// An operator's quarantine of events they name.
+#[derive(Debug, Clone)]
+pub struct QuarantineRequest {
+    /// Why, 1 to 200 bytes without control characters: kept in `last_error` and the history.
+    pub reason: String,
+    /// Defaults to `other`.
+    pub class: Option<QuarantineClass>,
+    pub actor: Actor,
+}
+
+/// The events of one inbox in one display state, for operators: ordered by `inbox_seq`.
+#[derive(Debug, Clone)]
+pub struct EventsQuery {
+    pub inbox: RecipientKey,
+    /// Every state when absent.
+    pub state: Option<EventStateFilter>,
+    /// Page on with the last event's seq.
+    pub after_seq: Option<InboxSeq>,
+    pub limit: u32,
+}
+
+/// The states an operator filters events by: the stored states, with `available` split into
+/// claimable-now `available` and waiting `retry_scheduled` (as clients are shown them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventStateFilter {
+    Available,
+    RetryScheduled,
+    Claimed,
+    Acked,
+    DeadLetter,
+    Quarantined,
+    Expired,
+}
+
+impl EventStateFilter {
+    pub const ALL: [EventStateFilter; 7] = [
+        EventStateFilter::Available,
+        EventStateFilter::RetryScheduled,
+        EventStateFilter::Claimed,
+        EventStateFilter::Acked,
+        EventStateFilter::DeadLetter,
+        EventStateFilter::Quarantined,
+        EventStateFilter::Expired,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventStateFilter::Available => "available",
+            EventStateFilter::RetryScheduled => "retry_scheduled",
+            EventStateFilter::Claimed => "claimed",
+            EventStateFilter::Acked => "acked",
+            EventStateFilter::DeadLetter => "dead_letter",
+            EventStateFilter::Quarantined => "quarantined",
+            EventStateFilter::Expired => "expired",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<EventStateFilter> {
+        EventStateFilter::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+/// One event with its history, from the live table or the archive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventDetail {
+    pub record: EventRecord,
+    /// Oldest first.
+    pub history: Vec<HistoryEntry>,
+    /// Found in `agent_inbox_archive`: retention moved it there.
+    pub archived: bool,
+}
+
+/// Events published and acknowledged in one minute of a tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MinuteActivity {
+    /// The minute's first millisecond (`t - t % 60000`).
+    pub minute_start: UnixMillis,
+    pub published: u64,
+    pub acked: u64,
 }

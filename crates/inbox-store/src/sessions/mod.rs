@@ -36,6 +36,28 @@ pub struct SessionRecord {
     pub auth_subject: String,
 }
 
+/// Sessions one listing returns at most.
+pub const SESSIONS_LIST_MAX: u32 = 1_000;
+
+/// A session as operators see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionView {
+    pub session_id: SessionId,
+    pub agent_id: RecipientId,
+    pub device_id: Option<String>,
+    /// The transport it last reported (`sse`, `long-poll`, `websocket`, ...).
+    pub transport: String,
+    pub connected_at: UnixMillis,
+    pub last_heartbeat_at: UnixMillis,
+    pub last_seen_seq: InboxSeq,
+    /// The token subject that opened it.
+    pub auth_subject: String,
+    /// `active`, `gone` (silent past the sweep) or `superseded`.
+    pub status: String,
+    pub superseded_by: Option<SessionId>,
+    pub superseded_at: Option<UnixMillis>,
+}
+
 /// What a subscribe did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OpenedSession {
@@ -225,6 +247,17 @@ impl Sessions<'_> {
             )
             .await?;
         Ok(found.is_some())
+    }
+
+    /// A tenant's sessions (or one agent's), most recently heard from first, at most `limit`.
+    pub async fn list(
+        self,
+        tenant_id: &TenantId,
+        agent_id: Option<&RecipientId>,
+        limit: u32,
+    ) -> Result<Vec<SessionView>, StoreError> {
+        let _ = (tenant_id, agent_id, limit);
+        Err(StoreError::Corrupt("Sessions::list is not implemented yet".into()))
     }
 
     /// Marks sessions silent since before `cutoff` as gone; returns how many.

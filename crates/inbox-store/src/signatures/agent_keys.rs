@@ -16,6 +16,9 @@ use crate::store::with_retries;
 /// Live keys one agent may hold at once: enough for a rotation overlap on a few devices.
 pub const AGENT_KEYS_PER_AGENT_MAX: u64 = 10;
 
+/// Keys one tenant-wide listing returns at most.
+pub const AGENT_KEYS_LIST_MAX: u32 = 1_000;
+
 /// Longest key material stored (a 32-byte public key or secret; 64 leaves room).
 pub const KEY_MATERIAL_BYTES_MAX: usize = 64;
 
@@ -172,6 +175,13 @@ impl Signatures<'_> {
             )
             .await?;
         rows.iter().map(key_from_row).collect()
+    }
+
+    /// Every key of a tenant, live and retired, by agent then age, at most `limit` (for
+    /// operators; the material stays in the record, never show it).
+    pub async fn tenant_agent_keys(self, tenant_id: &TenantId, limit: u32) -> Result<Vec<AgentKey>, StoreError> {
+        let _ = (tenant_id, limit);
+        Err(StoreError::Corrupt("Signatures::tenant_agent_keys is not implemented yet".into()))
     }
 
     /// Retires the agent's key `after_ms` from now (0: at once). Returns whether a live key of

@@ -9,7 +9,7 @@ mod nonces;
 mod queries;
 mod tenant_policy;
 
-pub use agent_keys::{AGENT_KEYS_PER_AGENT_MAX, AgentKey, KeyId, NewAgentKey};
+pub use agent_keys::{AGENT_KEYS_LIST_MAX, AGENT_KEYS_PER_AGENT_MAX, AgentKey, KeyId, NewAgentKey};
 pub use nonces::{NONCES_DELETE_MAX, NonceUse, SignatureNonce};
 pub(crate) use tenant_policy::lock_tenant;
 pub use tenant_policy::{TenantPolicy, TenantPolicyChange};

@@ -82,17 +82,13 @@ case! {
                     }
                     let items = claimed
                         .iter()
-                        .map(|c| AckItem {
-                            event_id: c.event.event_id,
-                            lease_token: c.lease_token.clone(),
-                            result: AckResult::Completed,
-                        })
+                        .map(|c| AckItem::new(c.event.event_id, c.lease_token.clone(), AckResult::Completed))
                         .collect();
                     // Release holdership before the ack commits could let a double claim hide, so
                     // the holder entry is removed only after the ack succeeded.
                     let outcomes = store
                         .inbox()
-                        .acknowledge(&Acknowledge { inbox: inbox.clone(), items })
+                        .acknowledge(&Acknowledge { inbox: inbox.clone(), session_id: None, items })
                         .await
                         .expect("ack");
                     let mut holders = holders.lock().unwrap();
@@ -244,15 +240,11 @@ case! {
                     }
                     let items: Vec<AckItem> = claimed
                         .iter()
-                        .map(|c| AckItem {
-                            event_id: c.event.event_id,
-                            lease_token: c.lease_token.clone(),
-                            result: AckResult::Completed,
-                        })
+                        .map(|c| AckItem::new(c.event.event_id, c.lease_token.clone(), AckResult::Completed))
                         .collect();
                     let outcomes = store
                         .inbox()
-                        .acknowledge(&Acknowledge { inbox: inbox.clone(), items })
+                        .acknowledge(&Acknowledge { inbox: inbox.clone(), session_id: None, items })
                         .await
                         .expect("acknowledge");
                     for (outcome, c) in outcomes.iter().zip(&claimed) {

@@ -185,13 +185,10 @@ case! {
         // A batch: one good, one bad; the good one lands.
         let batch = Acknowledge {
             inbox: inbox.clone(),
+            session_id: None,
             items: vec![
-                AckItem {
-                    event_id: second.event.event_id,
-                    lease_token: second.lease_token.clone(),
-                    result: AckResult::Failed,
-                },
-                AckItem { event_id: unknown, lease_token: foreign.clone(), result: AckResult::Completed },
+                AckItem::new(second.event.event_id, second.lease_token.clone(), AckResult::Failed),
+                AckItem::new(unknown, foreign.clone(), AckResult::Completed),
             ],
         };
         let outcome = h.store.inbox().acknowledge(&batch).await.unwrap();
@@ -201,7 +198,7 @@ case! {
         assert_eq!(parked.lifecycle.dead_letter_reason, DeadLetterReason::HandlerFailed);
         assert!(matches!(parked.body, EventBody::Json(_)), "a parked event keeps its payload for requeue");
         assert_invalid(
-            h.store.inbox().acknowledge(&Acknowledge { inbox: inbox.clone(), items: vec![] }).await,
+            h.store.inbox().acknowledge(&Acknowledge { inbox: inbox.clone(), session_id: None, items: vec![] }).await,
             "acks",
         );
     }

@@ -4,8 +4,8 @@ use inbox_conformance::archive_acknowledged;
 use inbox_conformance::vocabulary::{
     ack_of, ack_with, assert_invalid, claim_next, event, inbox_of, poll, publish_to, refusal, tenant,
 };
-use inbox_core::{AckResult, AckState, Clock, EventId, InboxSeq, RefusalReason};
-use inbox_store::{ClaimByIds, ParkedQuery, Refusal, Release, StoreError};
+use inbox_core::{AckResult, AckState, Clock, EventId, InboxSeq, QuarantineClass, RefusalReason};
+use inbox_store::{Actor, ClaimByIds, ParkedQuery, QuarantineRequest, Refusal, Release, StoreError};
 
 case! {
     /// Expired leases return with backoff or dead-letter, expired events expire, and the old
@@ -167,7 +167,13 @@ case! {
             .acknowledge(&ack_with(&inbox, claimed.event.event_id, &claimed.lease_token, AckResult::Failed))
             .await
             .unwrap();
-        let quarantined = h.store.inbox().quarantine(&inbox, ids[1], "signature anomaly").await.unwrap();
+        let request = QuarantineRequest {
+            reason: "signature anomaly".into(),
+            class: Some(QuarantineClass::BadSignature),
+            actor: Actor::operator("ops").unwrap(),
+        };
+        let mut outcomes = h.store.inbox().quarantine(&inbox, &[ids[1]], &request).await.unwrap();
+        let quarantined = outcomes.pop().unwrap().unwrap();
         assert_eq!(quarantined.state(), AckState::Quarantined);
         assert_eq!(quarantined.last_error.as_deref(), Some("signature anomaly"));
         let refused = h
@@ -208,7 +214,7 @@ case! {
         );
         assert!(stats[0].oldest_unacked_at.is_some());
 
-        let outcomes = h.store.inbox().requeue(&inbox, &[ids[0], ids[2]]).await.unwrap();
+        let outcomes = h.store.inbox().requeue(&inbox, &[ids[0], ids[2]], &Actor::operator("ops").unwrap()).await.unwrap();
         let requeued = outcomes[0].as_ref().unwrap();
         assert_eq!((requeued.state(), requeued.lifecycle.delivery_attempts), (AckState::Available, 1));
         assert_eq!(requeued.lifecycle.max_attempts, 1 + h.store.config().max_attempts_default);
