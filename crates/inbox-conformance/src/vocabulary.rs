@@ -6,7 +6,8 @@ use inbox_core::{
     TenantId,
 };
 use inbox_store::{
-    AckItem, Acknowledge, ClaimNext, ClaimedEvent, Delivery, PollQuery, Publish, Refusal, StoreError,
+    AckItem, Acknowledge, Actor, ClaimNext, ClaimedEvent, Delivery, HistoryAction, HistoryEntry, PollQuery,
+    Publish, QuarantineRequest, Refusal, StoreError,
 };
 
 use crate::Harness;
@@ -54,7 +55,31 @@ pub fn ack_with(
     token: &LeaseToken,
     result: AckResult,
 ) -> Acknowledge {
-    Acknowledge { inbox: inbox.clone(), session_id: None, items: vec![AckItem::new(event_id, token.clone(), result)] }
+    Acknowledge {
+        inbox: inbox.clone(),
+        session_id: None,
+        items: vec![AckItem::new(event_id, token.clone(), result)],
+    }
+}
+
+/// The operator `ops`, as the history names them (`operator:ops`).
+pub fn operator() -> Actor {
+    Actor::operator("ops").unwrap()
+}
+
+/// An operator's quarantine with this reason and no class (recorded as `other`).
+pub fn quarantine_by_operator(reason: &str) -> QuarantineRequest {
+    QuarantineRequest { reason: reason.to_owned(), class: None, actor: operator() }
+}
+
+/// The event's recorded history, oldest first (live or archived).
+pub async fn history_of(h: &Harness, inbox: &RecipientKey, event_id: EventId) -> Vec<HistoryEntry> {
+    h.store.inbox().event_detail(inbox, event_id).await.unwrap().expect("the event exists").history
+}
+
+/// The actions of a history, in order.
+pub fn actions(history: &[HistoryEntry]) -> Vec<HistoryAction> {
+    history.iter().map(|e| e.action).collect()
 }
 
 pub fn refusal<T: std::fmt::Debug>(outcome: &Result<T, inbox_store::ItemRefusal>) -> Refusal {

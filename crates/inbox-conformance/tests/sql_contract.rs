@@ -298,7 +298,11 @@ async fn a_committed_call_publishes_an_event_the_store_reads_claims_and_acks() {
         .acknowledge(&Acknowledge {
             inbox: inbox("alpha"),
             session_id: None,
-            items: vec![AckItem::new(published.event_id, claimed[0].lease_token.clone(), AckResult::Completed)],
+            items: vec![AckItem::new(
+                published.event_id,
+                claimed[0].lease_token.clone(),
+                AckResult::Completed,
+            )],
         })
         .await
         .unwrap();

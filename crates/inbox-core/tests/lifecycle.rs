@@ -179,8 +179,12 @@ fn an_operator_pulls_a_claimed_event_and_its_lease_ends() {
         let late = Transition::Acknowledge { token_hash: token(1), now: UnixMillis(1_040), result };
         assert_eq!(pulled.next.apply(late).unwrap_err(), RefusalReason::LeaseExpired);
     }
-    let beat =
-        Transition::Heartbeat { token_hash: token(1), now: UnixMillis(1_040), extend_ms: 100, lease_ms_max: 1_000 };
+    let beat = Transition::Heartbeat {
+        token_hash: token(1),
+        now: UnixMillis(1_040),
+        extend_ms: 100,
+        lease_ms_max: 1_000,
+    };
     assert_eq!(pulled.next.apply(beat).unwrap_err(), RefusalReason::LeaseExpired);
     for finished in [AckState::Acked, AckState::Expired, AckState::DeadLetter] {
         let done = EventLifecycle { state: finished, ..fresh(3) };

@@ -47,6 +47,24 @@ pub(crate) const EVENT_COLUMNS: &str = "tenant_id, recipient_kind, recipient_id,
 /// inbox row binds.
 pub(crate) const EVENT_COLUMN_COUNT: usize = 34;
 
+/// The text of [`EVENT_COLUMNS_WITH_HISTORY`], for named statements built with `concat!`.
+macro_rules! event_columns_with_history {
+    () => {
+        "tenant_id, recipient_kind, recipient_id, inbox_seq, event_id, event_type, priority, \
+         availability_at_utc, expires_at_utc, deduplication_key, ack_state, delivery_attempts, max_attempts, \
+         visibility_lease_until_utc, lease_token_hash, lease_owner_session_id, next_retry_at_utc, \
+         dead_letter_state, company_id, workspace_id, project_id, meeting_room_id, message_id, \
+         routing_decision_id, memory_update_id, assignment_id, payload_json, payload_ref_type, payload_ref_id, \
+         created_at_utc, acked_at_utc, updated_at_utc, terminal_at_utc, last_error, history_json"
+    };
+}
+pub(crate) use event_columns_with_history;
+
+/// [`EVENT_COLUMNS`] and the event's history: what the slow path reads under lock, what
+/// retention copies to the archive, and what an operator's detail view shows. Kept apart so
+/// claims and polls never read the history.
+pub(crate) const EVENT_COLUMNS_WITH_HISTORY: &str = event_columns_with_history!();
+
 /// The predicate that makes an event claimable at a time bound three times.
 pub(crate) const CLAIMABLE: &str = "ack_state = 'available' AND availability_at_utc <= ? \
     AND (next_retry_at_utc IS NULL OR next_retry_at_utc <= ?) \
@@ -87,6 +105,30 @@ impl Dialect {
         match self {
             Dialect::MySql => " FORCE INDEX (uq_agent_inbox_event)",
             Dialect::Sqlite => "",
+        }
+    }
+
+    /// `history_json` with `parts` (SQL expressions, such as `?` and `delivery_attempts`)
+    /// appended, in one expression: how a fast path records history without reading the row.
+    pub(crate) fn history_appended(self, parts: &[&str]) -> String {
+        match self {
+            Dialect::MySql => format!("CONCAT(COALESCE(history_json, ''), {})", parts.join(", ")),
+            Dialect::Sqlite => format!("COALESCE(history_json, '') || {}", parts.join(" || ")),
+        }
+    }
+
+    /// The lease owner's `,"session_id":"..."` for a history entry built in SQL, or nothing
+    /// when the row names none. Session ids are word characters, so they need no escaping.
+    pub(crate) fn history_session_of_lease_owner(self) -> &'static str {
+        match self {
+            Dialect::MySql => {
+                "CASE WHEN lease_owner_session_id IS NULL THEN '' \
+                ELSE CONCAT(',\"session_id\":\"', lease_owner_session_id, '\"') END"
+            }
+            Dialect::Sqlite => {
+                "CASE WHEN lease_owner_session_id IS NULL THEN '' \
+                ELSE ',\"session_id\":\"' || lease_owner_session_id || '\"' END"
+            }
         }
     }
 

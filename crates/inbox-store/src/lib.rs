@@ -43,12 +43,12 @@ pub use engine::{Engine, EngineReport, GALERA_SYNC_WAIT, Product};
 pub use entropy::random_bytes;
 pub use error::{ItemOutcome, ItemRefusal, Refusal, StoreError};
 pub use inbox::{
-    ACTOR_SUBJECT_BYTES_MAX, ARCHIVE_BATCH_MAX, AckItem, AckReceipt, Acknowledge, Actor, ArchiveKey, ArchivedRow,
-    BACKLOGS_MAX, Backlog, ClaimByIds, ClaimNext, ClaimedEvent, Delivery, EventDetail, EventRecord,
-    EventStateFilter, EventsQuery, HISTORY_ENTRIES_MAX, Heartbeat, HeartbeatItem, HeartbeatReceipt,
-    HistoryAction, HistoryEntry, Inbox, InboxHead, InboxStats, MinuteActivity, ParkedQuery, PollPage,
-    PollQuery, Publish, PublishReceipt, QuarantineRequest, REASON_BYTES_MAX, RETRY_AFTER_MS_MAX, Release,
-    ReleaseReceipt, ScavengeReport, UNACKED_ESTIMATE_MAX, archive_key_of_line,
+    ACTIVITY_WINDOW_MS_MAX, ACTOR_SUBJECT_BYTES_MAX, ARCHIVE_BATCH_MAX, AckItem, AckReceipt, Acknowledge,
+    Actor, ArchiveKey, ArchivedRow, BACKLOGS_MAX, Backlog, ClaimByIds, ClaimNext, ClaimedEvent, Delivery,
+    EventDetail, EventRecord, EventStateFilter, EventsQuery, HISTORY_ENTRIES_MAX, Heartbeat, HeartbeatItem,
+    HeartbeatReceipt, HistoryAction, HistoryEntry, Inbox, InboxHead, InboxStats, MinuteActivity, ParkedQuery,
+    PollPage, PollQuery, Publish, PublishReceipt, QuarantineRequest, REASON_BYTES_MAX, RETRY_AFTER_MS_MAX,
+    Release, ReleaseReceipt, ScavengeReport, UNACKED_ESTIMATE_MAX, archive_key_of_line,
 };
 pub use sessions::{
     OpenedSession, SESSIONS_LIST_MAX, SessionRecord, SessionStanding, SessionTouch, SessionView, Sessions,
@@ -56,8 +56,8 @@ pub use sessions::{
 };
 pub use signals::{SIGNALS_READ_MAX, Signal, SignalKind, Signals};
 pub use signatures::{
-    AGENT_KEYS_LIST_MAX, AGENT_KEYS_PER_AGENT_MAX, AgentKey, KeyId, NONCES_DELETE_MAX, NewAgentKey, NonceUse, SignatureNonce,
-    Signatures, TenantPolicy, TenantPolicyChange,
+    AGENT_KEYS_LIST_MAX, AGENT_KEYS_PER_AGENT_MAX, AgentKey, KeyId, NONCES_DELETE_MAX, NewAgentKey, NonceUse,
+    SignatureNonce, Signatures, TenantPolicy, TenantPolicyChange,
 };
 pub use store::SqlStore;
 pub use tokens::{RefreshGrant, RefreshRefusal, SIGNING_KEY_OVERLAP_MS_MIN, SigningKey, Tokens};

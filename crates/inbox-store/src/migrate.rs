@@ -41,6 +41,7 @@ const MYSQL: &[Migration] = &[
         name: "single active session",
         sql: include_str!("migrations/mysql/0008_single_active_session.sql"),
     },
+    Migration { version: 9, name: "event history", sql: include_str!("migrations/mysql/0009_history.sql") },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -58,6 +59,7 @@ const SQLITE: &[Migration] = &[
         name: "single active session",
         sql: include_str!("migrations/sqlite/0008_single_active_session.sql"),
     },
+    Migration { version: 9, name: "event history", sql: include_str!("migrations/sqlite/0009_history.sql") },
 ];
 
 const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS agent_inbox_migrations (\

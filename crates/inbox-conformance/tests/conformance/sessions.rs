@@ -2,7 +2,7 @@
 
 use inbox_conformance::Harness;
 use inbox_conformance::vocabulary::{ack_of, claim_next, inbox_of, publish_to, tenant};
-use inbox_core::{InboxSeq, Recipient, RecipientId, SessionId};
+use inbox_core::{Clock, InboxSeq, Recipient, RecipientId, SessionId};
 use inbox_store::{SessionRecord, SessionStanding, SessionTouch, SignalKind, TenantPolicyChange};
 
 fn record(session: &str, agent: &str) -> SessionRecord {
@@ -321,5 +321,38 @@ case! {
         assert_eq!(page(3, 2).await, (vec![4, 5], false));
         assert_eq!(page(5, 2).await, (vec![], false));
         assert_eq!(page(0, 500).await, (vec![1, 3, 4, 5], false));
+    }
+}
+
+case! {
+    /// Operators list a tenant's sessions (or one agent's), most recently heard from first,
+    /// with device, transport, status and who superseded whom.
+    async fn sessions_are_listed_for_operators(h: &Harness) {
+        let policy = TenantPolicyChange { single_active_session: Some(true), ..Default::default() };
+        h.store.signatures().change_tenant_policy(&tenant("t1"), policy).await.unwrap();
+        let opened_at = h.clock.now();
+        h.store.sessions().open(&SessionRecord { device_id: Some("laptop".into()), ..record("s-1", "alpha") }).await.unwrap();
+        h.clock.advance_ms(1_000);
+        h.store.sessions().open(&record("s-2", "alpha")).await.unwrap();
+        h.clock.advance_ms(1_000);
+        h.store.sessions().open(&record("s-3", "beta")).await.unwrap();
+        h.store.sessions().open(&SessionRecord { tenant_id: tenant("t2"), ..record("s-4", "alpha") }).await.unwrap();
+
+        let all = h.store.sessions().list(&tenant("t1"), None, 10).await.unwrap();
+        let ids: Vec<&str> = all.iter().map(|s| s.session_id.as_str()).collect();
+        assert_eq!(ids, ["s-3", "s-2", "s-1"], "newest sign of life first, this tenant only");
+        let first = &all[2];
+        assert_eq!((first.agent_id.as_str(), first.device_id.as_deref(), first.transport.as_str()), ("alpha", Some("laptop"), "sse"));
+        assert_eq!((first.connected_at, first.status.as_str()), (opened_at, "superseded"));
+        assert_eq!(first.superseded_by.as_ref().map(SessionId::as_str), Some("s-2"));
+        assert_eq!(first.superseded_at, Some(opened_at.plus_ms(1_000)));
+        assert_eq!((all[1].status.as_str(), all[1].superseded_by.as_ref()), ("active", None));
+
+        let alpha = h.store.sessions().list(&tenant("t1"), Some(&RecipientId::new("alpha").unwrap()), 1).await.unwrap();
+        assert_eq!(alpha.iter().map(|s| s.session_id.as_str()).collect::<Vec<_>>(), ["s-2"]);
+        assert!(matches!(
+            h.store.sessions().list(&tenant("t1"), None, 0).await,
+            Err(inbox_store::StoreError::Invalid { field: "limit", .. })
+        ));
     }
 }

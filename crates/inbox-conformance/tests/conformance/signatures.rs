@@ -203,3 +203,24 @@ case! {
         assert!(!h.store.signatures().tenant_policy(&tenant("t1")).await.unwrap().signatures_required);
     }
 }
+
+case! {
+    /// Operators list every key of their tenant, live and retired, by agent; never another
+    /// tenant's.
+    async fn a_tenants_agent_keys_are_listed_with_retired_ones(h: &Harness) {
+        let signatures = h.store.signatures();
+        signatures.insert_agent_key(&new_key("t1", "beta", "k-b1")).await.unwrap();
+        signatures.insert_agent_key(&new_key("t1", "alpha", "k-a1")).await.unwrap();
+        h.clock.advance_ms(1);
+        signatures.insert_agent_key(&new_key("t1", "alpha", "k-a2")).await.unwrap();
+        signatures.insert_agent_key(&new_key("t2", "alpha", "k-other")).await.unwrap();
+        assert!(signatures.retire_agent_key(&tenant("t1"), &agent_id("alpha"), &KeyId::new("k-a1").unwrap(), 0).await.unwrap());
+
+        let keys = signatures.tenant_agent_keys(&tenant("t1"), 10).await.unwrap();
+        let listed: Vec<(&str, &str, bool)> =
+            keys.iter().map(|k| (k.agent_id.as_str(), k.key_id.as_str(), k.retired_at.is_some())).collect();
+        assert_eq!(listed, [("alpha", "k-a1", true), ("alpha", "k-a2", false), ("beta", "k-b1", false)]);
+        assert_eq!(signatures.tenant_agent_keys(&tenant("t1"), 1).await.unwrap().len(), 1);
+        assert!(matches!(signatures.tenant_agent_keys(&tenant("t1"), 0).await, Err(StoreError::Invalid { field: "limit", .. })));
+    }
+}

@@ -6,7 +6,7 @@ use inbox_core::{EventId, RecipientKey, TenantId, Transition};
 use super::Inbox;
 use crate::db::Arg;
 use crate::dialect::{EVENT_COLUMNS, INBOX};
-use crate::inbox::history::Actor;
+use crate::inbox::history::{Actor, Attribution};
 use crate::inbox::leases::{Change, check_reason};
 use crate::inbox::read::{inbox_args, load_events};
 use crate::inbox::record::{event_from_row, recipient_from_row, seq, seq_arg};
@@ -55,8 +55,11 @@ impl Inbox<'_> {
         actor: &Actor,
     ) -> Result<Vec<ItemOutcome<EventRecord>>, StoreError> {
         let max_attempts = self.store.config().max_attempts_default;
-        self.operator_changes(inbox, event_ids, actor, None, None, |now| Transition::Requeue { now, max_attempts })
-            .await
+        self.operator_changes(inbox, event_ids, actor, None, None, |now| Transition::Requeue {
+            now,
+            max_attempts,
+        })
+        .await
     }
 
     /// Sets events aside for a person, so no agent processes them: available and claimed ones
@@ -113,9 +116,7 @@ impl Inbox<'_> {
                     event_id: *id,
                     transition: transition(now),
                     note,
-                    class,
-                    actor,
-                    session_id: None,
+                    by: Attribution::operator(actor, class),
                 })
                 .collect();
             self.apply_changes(inbox, &changes, now).await

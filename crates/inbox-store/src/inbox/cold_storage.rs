@@ -1,8 +1,8 @@
 //! Cold storage: archived events leave the database. An export reads `agent_inbox_archive`
 //! rows archived before a time, in primary-key pages, each as one JSON object of its columns
 //! (ready for a JSON Lines file); after the file is durable the exporter deletes exactly the
-//! keys it wrote ([`Inbox::delete_archived`]), so no row goes that was not written out. The
-//! scavenger prunes what is older than `archive_retention` in bounded batches
+//! keys it wrote ([`Inbox::delete_archived`]), so no row goes that was not written out; each
+//! event's history goes with it, as its `history_json` column. The scavenger prunes what is older than `archive_retention` in bounded batches
 //! ([`Inbox::prune_archive`]), exported or not: the setting is the promise of how long the
 //! database keeps them.
 
@@ -77,6 +77,8 @@ const COLUMNS: &[(&str, Kind)] = &[
     ("updated_at_utc", Kind::Int),
     ("terminal_at_utc", Kind::Int),
     ("last_error", Kind::Text),
+    // One JSON object per line (see `inbox/history.rs`), as stored.
+    ("history_json", Kind::Text),
     ("archived_at_utc", Kind::Int),
 ];
 

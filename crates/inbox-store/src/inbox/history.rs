@@ -7,10 +7,10 @@
 //! requeue loop could still grow the column without end, so whenever the slow path rewrites a
 //! row it keeps only the newest [`HISTORY_ENTRIES_MAX`] entries.
 
-use inbox_core::{AckState, DeadLetterReason, QuarantineClass, SessionId, UnixMillis};
+use inbox_core::{AckResult, AckState, DeadLetterReason, QuarantineClass, SessionId, Transition, UnixMillis};
 use serde::{Deserialize, Serialize};
 
-use crate::StoreError;
+use crate::{EventRecord, StoreError};
 
 /// Entries a slow-path rewrite keeps, newest last.
 pub const HISTORY_ENTRIES_MAX: usize = 100;
@@ -112,7 +112,12 @@ impl HistoryEntry {
     }
 
     /// The entry that follows a transition which parked the event: why it was parked.
-    pub(crate) fn dead_lettered(at: UnixMillis, attempt: u32, reason: DeadLetterReason, actor: &Actor) -> Self {
+    pub(crate) fn dead_lettered(
+        at: UnixMillis,
+        attempt: u32,
+        reason: DeadLetterReason,
+        actor: &Actor,
+    ) -> Self {
         Self {
             reason: Some(reason.as_str().to_owned()),
             ..Self::new(at, HistoryAction::DeadLettered, AckState::DeadLetter, attempt, actor)
@@ -138,6 +143,85 @@ impl HistoryEntry {
         let (before, after) = line.split_once(&mark).expect("the entry has an attempt");
         (format!("{before}\"attempt\":"), after.to_owned())
     }
+}
+
+/// Who made a transition, for its history entries.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Attribution<'a> {
+    pub actor: &'a Actor,
+    /// The session acting, when it named itself; else the lease's holder is named.
+    pub session_id: Option<&'a SessionId>,
+    /// A quarantine's class.
+    pub class: Option<QuarantineClass>,
+}
+
+impl<'a> Attribution<'a> {
+    pub(crate) fn agent(session_id: Option<&'a SessionId>) -> Self {
+        Self { actor: &Actor::Agent, session_id, class: None }
+    }
+
+    pub(crate) fn scavenger() -> Self {
+        Self { actor: &Actor::Scavenger, session_id: None, class: None }
+    }
+
+    pub(crate) fn operator(actor: &'a Actor, class: Option<QuarantineClass>) -> Self {
+        Self { actor, session_id: None, class }
+    }
+}
+
+/// The entries one accepted, changing transition records: its own, then `dead_lettered` when
+/// it parked the event (with the dead-letter reason) or `expired` when it ended the event past
+/// its expiry. Heartbeats record nothing. `reason` is what the caller said (a release's,
+/// failure's or quarantine's reason).
+pub(crate) fn entries_for(
+    transition: &Transition,
+    before: &EventRecord,
+    after: &EventRecord,
+    by: Attribution<'_>,
+    reason: Option<&str>,
+) -> Vec<HistoryEntry> {
+    let action = match transition {
+        Transition::Claim { .. } => HistoryAction::Claimed,
+        Transition::Acknowledge { result: AckResult::Quarantined, .. } => HistoryAction::Quarantined,
+        Transition::Acknowledge { .. } => HistoryAction::Acknowledged,
+        Transition::Release { .. } => HistoryAction::Released,
+        Transition::Heartbeat { .. } => return Vec::new(),
+        Transition::LeaseExpired { .. } => HistoryAction::LeaseExpired,
+        Transition::Expire { .. } => HistoryAction::Expired,
+        Transition::Quarantine { .. } => HistoryAction::Quarantined,
+        Transition::Requeue { .. } => HistoryAction::Requeued,
+        Transition::ReleaseQuarantine { .. } => HistoryAction::ReleasedFromQuarantine,
+    };
+    // The session is the lease's: the one that took it, or the one whose lease this ends.
+    let holder =
+        (before.state() == AckState::Claimed).then_some(before.lease_owner_session_id.as_ref()).flatten();
+    let session_id = match transition {
+        Transition::Claim { .. } => after.lease_owner_session_id.as_ref(),
+        Transition::Acknowledge { .. }
+        | Transition::Release { .. }
+        | Transition::LeaseExpired { .. }
+        | Transition::Quarantine { .. } => by.session_id.or(holder),
+        _ => None,
+    };
+    let (at, state, attempt) = (after.updated_at, after.state(), after.lifecycle.delivery_attempts);
+    let mut entries = vec![HistoryEntry {
+        session_id: session_id.cloned(),
+        reason: reason.map(str::to_owned),
+        class: by.class.filter(|_| action == HistoryAction::Quarantined),
+        ..HistoryEntry::new(at, action, state, attempt, by.actor)
+    }];
+    if state == AckState::DeadLetter && before.state() != AckState::DeadLetter {
+        entries.push(HistoryEntry::dead_lettered(at, attempt, after.lifecycle.dead_letter_reason, by.actor));
+    }
+    if state == AckState::Expired && action != HistoryAction::Expired {
+        entries.push(HistoryEntry::new(at, HistoryAction::Expired, state, attempt, by.actor));
+    }
+    entries
+}
+
+/// The lines of `entries`, concatenated.
+pub(crate) fn lines(entries: &[HistoryEntry]) -> String {
+    entries.iter().map(HistoryEntry::line).collect()
 }
 
 /// The entries of a `history_json` value, oldest first. A line that does not parse (written

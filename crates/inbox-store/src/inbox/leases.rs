@@ -11,17 +11,18 @@
 use std::collections::{HashMap, HashSet};
 
 use inbox_core::{
-    AckResult, AckState, EventId, LeaseToken, LeaseTokenHash, QuarantineClass, RecipientKey, SessionId,
-    Transition, UnixMillis,
+    AckResult, AckState, EventId, LeaseToken, LeaseTokenHash, RecipientKey, SessionId, Transition, UnixMillis,
 };
 
 use super::Inbox;
 use crate::db::{Arg, DbConnection};
 use crate::dialect::{CLAIMABLE, EVENT_COLUMNS, INBOX, placeholders};
 use crate::entropy::random_bytes;
-use crate::inbox::history::Actor;
-use crate::inbox::read::{inbox_args, load_events};
-use crate::inbox::record::{SAVE_LIFECYCLE, event_from_row, save_lifecycle_args, seq_arg, settle};
+use crate::inbox::history::{self, Actor, Attribution, HistoryAction, HistoryEntry};
+use crate::inbox::read::{inbox_args, load_events, load_events_with_history};
+use crate::inbox::record::{
+    SAVE_LIFECYCLE, SAVE_LIFECYCLE_AND_HISTORY, event_from_row, save_lifecycle_args, seq_arg, settle,
+};
 use crate::store::with_retries;
 use crate::{
     AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, EventRecord, Heartbeat, HeartbeatReceipt,
@@ -39,12 +40,8 @@ pub(crate) struct Change<'a> {
     pub transition: Transition,
     /// Kept in `last_error` (and the history) when the transition changes the event.
     pub note: Option<&'a str>,
-    /// A quarantine's class, for the history.
-    pub class: Option<QuarantineClass>,
     /// Who asked, for the history.
-    pub actor: &'a Actor,
-    /// The session acting, when it named itself; else the lease's owner is recorded.
-    pub session_id: Option<&'a SessionId>,
+    pub by: Attribution<'a>,
 }
 
 impl Inbox<'_> {
@@ -82,9 +79,8 @@ impl Inbox<'_> {
             .iter()
             .map(event_from_row)
             .collect::<Result<Vec<_>, _>>()?;
-        let claimed =
-            lease_records(&mut tx.conn(), &claim.inbox, records, claim.session_id.as_ref(), now, lease_ms)
-                .await?;
+        let lease = Leasing { session_id: claim.session_id.as_ref(), now, lease_ms };
+        let claimed = lease_records(self, &mut tx.conn(), &claim.inbox, records, lease).await?;
         tx.commit().await?;
         Ok(claimed)
     }
@@ -125,9 +121,8 @@ impl Inbox<'_> {
                 }
             }
         }
-        let claimed =
-            lease_records(&mut conn, &claim.inbox, claimable, claim.session_id.as_ref(), now, lease_ms)
-                .await?;
+        let lease = Leasing { session_id: claim.session_id.as_ref(), now, lease_ms };
+        let claimed = lease_records(self, &mut conn, &claim.inbox, claimable, lease).await?;
         let mut claimed: HashMap<EventId, ClaimedEvent> =
             claimed.into_iter().map(|c| (c.event.event_id, c)).collect();
 
@@ -170,7 +165,10 @@ impl Inbox<'_> {
                 (None, AckResult::Quarantined) => {
                     return Err(StoreError::invalid(
                         "reason",
-                        format!("is required to quarantine event {}: say why, in at most {REASON_BYTES_MAX} bytes", item.event_id),
+                        format!(
+                            "is required to quarantine event {}: say why, in at most {REASON_BYTES_MAX} bytes",
+                            item.event_id
+                        ),
                     ));
                 }
                 (Some(reason), _) => check_reason("reason", reason)?,
@@ -184,16 +182,38 @@ impl Inbox<'_> {
         let now = self.store.now();
         if ack.items.iter().all(|item| item.result == AckResult::Completed) {
             let hashes: Vec<LeaseTokenHash> = ack.items.iter().map(|i| i.lease_token.hash()).collect();
-            let mut args = vec![Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get())];
+            let dialect = self.store.dialect();
+            let mut args = Vec::with_capacity(6 + 2 * ack.items.len());
+            // Every item's entry is the same but for its attempt, read from the row itself.
+            let history = self.store.config().record_history.then(|| {
+                let entry = HistoryEntry {
+                    session_id: ack.session_id.clone(),
+                    ..HistoryEntry::new(now, HistoryAction::Acknowledged, AckState::Acked, 0, &Actor::Agent)
+                };
+                let (before, after) = entry.line_around_attempt();
+                let owner = dialect.history_session_of_lease_owner();
+                let parts: &[&str] = if ack.session_id.is_some() {
+                    &["?", "delivery_attempts", "?"]
+                } else {
+                    &["?", "delivery_attempts", owner, "?"]
+                };
+                let set = format!("history_json = {}, ", dialect.history_appended(parts));
+                (set, before, after)
+            });
+            if let Some((_, before, after)) = &history {
+                args.extend([Arg::Str(before.as_str()), Arg::Str(after.as_str())]);
+            }
+            args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get())]);
             args.extend(inbox_args(&ack.inbox));
             args.extend(ack.items.iter().map(|i| Arg::Bytes(i.event_id.as_bytes())));
             args.extend(hashes.iter().map(|h| Arg::Bytes(h.0.as_slice())));
             let n = placeholders(ack.items.len());
             let sql = format!(
-                "UPDATE agent_inbox{} SET ack_state = 'acked', payload_json = NULL, acked_at_utc = ?, \
+                "UPDATE agent_inbox{} SET {}ack_state = 'acked', payload_json = NULL, acked_at_utc = ?, \
                  terminal_at_utc = ?, updated_at_utc = ?, lease_owner_session_id = NULL \
                  WHERE {INBOX} AND ack_state = 'claimed' AND event_id IN ({n}) AND lease_token_hash IN ({n})",
-                self.store.dialect().by_event_id()
+                dialect.by_event_id(),
+                history.as_ref().map_or("", |(set, _, _)| set.as_str()),
             );
             let done = self.store.pools().writer().await?.conn().execute(&sql, &args).await?;
             if done.rows_affected == ack.items.len() as u64 {
@@ -215,9 +235,10 @@ impl Inbox<'_> {
                     result: item.result,
                 },
                 note: item.reason.as_deref().filter(|_| item.result != AckResult::Completed),
-                class: (item.result == AckResult::Quarantined).then(|| item.class.unwrap_or_default()),
-                actor: &Actor::Agent,
-                session_id: ack.session_id.as_ref(),
+                by: Attribution {
+                    class: (item.result == AckResult::Quarantined).then(|| item.class.unwrap_or_default()),
+                    ..Attribution::agent(ack.session_id.as_ref())
+                },
             })
             .collect();
         let outcomes = self.apply_changes(&ack.inbox, &changes, now).await?;
@@ -253,12 +274,27 @@ impl Inbox<'_> {
         let now = self.store.now();
         let next_retry_at = (release.retry_after_ms > 0).then(|| now.plus_ms(release.retry_after_ms));
         let hash = release.lease_token.hash();
-        let mut args = vec![
+        let dialect = self.store.dialect();
+        let mut args = Vec::with_capacity(12);
+        // The entry is built around the row's attempt count and lease owner: nothing is read.
+        let history = self.store.config().record_history.then(|| {
+            let entry = HistoryEntry {
+                reason: release.reason.clone(),
+                ..HistoryEntry::new(now, HistoryAction::Released, AckState::Available, 0, &Actor::Agent)
+            };
+            let (before, after) = entry.line_around_attempt();
+            let parts = ["?", "delivery_attempts", dialect.history_session_of_lease_owner(), "?"];
+            (format!("history_json = {}, ", dialect.history_appended(&parts)), before, after)
+        });
+        if let Some((_, before, after)) = &history {
+            args.extend([Arg::Str(before.as_str()), Arg::Str(after.as_str())]);
+        }
+        args.extend([
             Arg::I64(now.get()),
             Arg::OptI64(next_retry_at.map(UnixMillis::get)),
             Arg::OptStr(release.reason.as_deref()),
             Arg::I64(now.get()),
-        ];
+        ]);
         args.extend(inbox_args(&release.inbox));
         args.extend([
             Arg::Bytes(release.event_id.as_bytes()),
@@ -266,11 +302,12 @@ impl Inbox<'_> {
             Arg::I64(now.get()),
         ]);
         let sql = format!(
-            "UPDATE agent_inbox{} SET ack_state = 'available', visibility_lease_until_utc = ?, next_retry_at_utc = ?, \
+            "UPDATE agent_inbox{} SET {}ack_state = 'available', visibility_lease_until_utc = ?, next_retry_at_utc = ?, \
              last_error = ?, updated_at_utc = ?, lease_owner_session_id = NULL \
              WHERE {INBOX} AND event_id = ? AND lease_token_hash = ? AND ack_state = 'claimed' \
              AND visibility_lease_until_utc > ? AND delivery_attempts < max_attempts",
-            self.store.dialect().by_event_id()
+            dialect.by_event_id(),
+            history.as_ref().map_or("", |(set, _, _)| set.as_str()),
         );
         let done = self.store.pools().writer().await?.conn().execute(&sql, &args).await?;
         if done.rows_affected == 1 {
@@ -284,9 +321,7 @@ impl Inbox<'_> {
             event_id: release.event_id,
             transition: Transition::Release { token_hash: hash, now, retry_after_ms: release.retry_after_ms },
             note: release.reason.as_deref(),
-            class: None,
-            actor: &Actor::Agent,
-            session_id: None,
+            by: Attribution::agent(None),
         };
         let outcome =
             self.apply_changes(&release.inbox, &[change], now).await?.pop().expect("one outcome per change");
@@ -363,9 +398,7 @@ impl Inbox<'_> {
                     lease_ms_max,
                 },
                 note: None,
-                class: None,
-                actor: &Actor::Agent,
-                session_id: None,
+                by: Attribution::agent(None),
             })
             .collect();
         let outcomes = self.apply_changes(&heartbeat.inbox, &changes, now).await?;
@@ -389,18 +422,19 @@ impl Inbox<'_> {
         now: UnixMillis,
     ) -> Result<Vec<ItemOutcome<EventRecord>>, StoreError> {
         let ids: Vec<EventId> = changes.iter().map(|c| c.event_id).collect();
+        let record_history = self.store.config().record_history;
         let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
-        let mut records: HashMap<EventId, EventRecord> =
-            load_events(&mut conn, inbox, &ids, self.store.dialect().for_update())
+        let mut records: HashMap<EventId, (EventRecord, Option<String>)> =
+            load_events_with_history(&mut conn, inbox, &ids, self.store.dialect().for_update())
                 .await?
                 .into_iter()
-                .map(|r| (r.event_id, r))
+                .map(|(r, h)| (r.event_id, (r, h)))
                 .collect();
         let mut outcomes = Vec::with_capacity(changes.len());
         for change in changes {
             let refuse = |reason| ItemRefusal { event_id: change.event_id, reason };
-            let Some(record) = records.get_mut(&change.event_id) else {
+            let Some((record, history)) = records.get_mut(&change.event_id) else {
                 outcomes.push(Err(refuse(Refusal::NotFound)));
                 continue;
             };
@@ -408,11 +442,27 @@ impl Inbox<'_> {
                 Err(reason) => outcomes.push(Err(refuse(Refusal::Refused(reason)))),
                 Ok(applied) => {
                     if applied.changed {
+                        let before = record.clone();
                         settle(record, applied.next, now);
                         if let Some(note) = change.note {
                             record.last_error = Some(note.to_owned());
                         }
-                        save(&mut conn, record).await?;
+                        let entries = match record_history {
+                            true => history::entries_for(
+                                &change.transition,
+                                &before,
+                                record,
+                                change.by,
+                                change.note,
+                            ),
+                            false => Vec::new(),
+                        };
+                        if entries.is_empty() {
+                            save(&mut conn, record, None).await?;
+                        } else {
+                            *history = Some(history::capped(history.as_deref(), &history::lines(&entries)));
+                            save(&mut conn, record, history.as_deref()).await?;
+                        }
                     }
                     outcomes.push(Ok(record.clone()));
                 }
@@ -423,24 +473,45 @@ impl Inbox<'_> {
     }
 }
 
-/// Writes a record's lifecycle columns back to its row.
-pub(crate) async fn save(conn: &mut DbConnection<'_>, record: &EventRecord) -> Result<(), StoreError> {
-    let done = conn.execute(SAVE_LIFECYCLE, &save_lifecycle_args(record)).await?;
+/// Writes a record's lifecycle columns back to its row, and its whole history when given
+/// (else the history column is left as it is).
+pub(crate) async fn save(
+    conn: &mut DbConnection<'_>,
+    record: &EventRecord,
+    history: Option<&str>,
+) -> Result<(), StoreError> {
+    let done = match history {
+        None => conn.execute(SAVE_LIFECYCLE, &save_lifecycle_args(record)).await?,
+        Some(text) => {
+            let mut args = vec![Arg::Str(text)];
+            args.extend(save_lifecycle_args(record));
+            conn.execute(SAVE_LIFECYCLE_AND_HISTORY, &args).await?
+        }
+    };
     if done.rows_affected != 1 {
         return Err(StoreError::Corrupt(format!("event {} vanished while locked", record.event_id)));
     }
     Ok(())
 }
 
-/// Marks claimable records of one inbox as claimed, each under a fresh token, in one UPDATE.
+/// The lease a claim hands out.
+#[derive(Clone, Copy)]
+struct Leasing<'a> {
+    session_id: Option<&'a SessionId>,
+    now: UnixMillis,
+    lease_ms: u64,
+}
+
+/// Marks claimable records of one inbox as claimed, each under a fresh token, in one UPDATE
+/// that also appends each one's `claimed` history entry.
 async fn lease_records(
+    inbox_handle: Inbox<'_>,
     conn: &mut DbConnection<'_>,
     inbox: &RecipientKey,
     records: Vec<EventRecord>,
-    session_id: Option<&SessionId>,
-    now: UnixMillis,
-    lease_ms: u64,
+    lease: Leasing<'_>,
 ) -> Result<Vec<ClaimedEvent>, StoreError> {
+    let Leasing { session_id, now, lease_ms } = lease;
     if records.is_empty() {
         return Ok(Vec::new());
     }
@@ -467,12 +538,44 @@ async fn lease_records(
         cases.push_str(" WHEN ? THEN ?");
         args.extend([seq_arg(c.event.inbox_seq), Arg::Bytes(hash.0.as_slice())]);
     }
+    // Each row's entry, chosen per row like its token hash; the attempt is known here.
+    let lines: Vec<String> = if inbox_handle.store.config().record_history {
+        claimed
+            .iter()
+            .map(|c| {
+                let life = &c.event.lifecycle;
+                HistoryEntry {
+                    session_id: session_id.cloned(),
+                    ..HistoryEntry::new(
+                        now,
+                        HistoryAction::Claimed,
+                        life.state,
+                        life.delivery_attempts,
+                        &Actor::Agent,
+                    )
+                }
+                .line()
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut history = String::new();
+    if !lines.is_empty() {
+        let mut line_cases = String::from("CASE inbox_seq");
+        for (c, line) in claimed.iter().zip(&lines) {
+            line_cases.push_str(" WHEN ? THEN ?");
+            args.extend([seq_arg(c.event.inbox_seq), Arg::Str(line.as_str())]);
+        }
+        line_cases.push_str(" END");
+        history = format!(", history_json = {}", conn.dialect().history_appended(&[&line_cases]));
+    }
     args.extend(inbox_args(inbox));
     args.extend(claimed.iter().map(|c| seq_arg(c.event.inbox_seq)));
     let sql = format!(
         "UPDATE agent_inbox SET ack_state = 'claimed', delivery_attempts = delivery_attempts + 1, \
          next_retry_at_utc = NULL, visibility_lease_until_utc = ?, lease_owner_session_id = ?, updated_at_utc = ?, \
-         lease_token_hash = CASE inbox_seq{cases} END \
+         lease_token_hash = CASE inbox_seq{cases} END{history} \
          WHERE {INBOX} AND ack_state = 'available' AND inbox_seq IN ({})",
         placeholders(claimed.len())
     );
@@ -500,7 +603,10 @@ pub(crate) fn check_reason(field: &'static str, reason: &str) -> Result<(), Stor
 }
 
 /// Refuses a batch that names the same event twice: its outcomes would be ambiguous.
-pub(crate) fn distinct<'a>(field: &'static str, ids: impl Iterator<Item = &'a EventId>) -> Result<(), StoreError> {
+pub(crate) fn distinct<'a>(
+    field: &'static str,
+    ids: impl Iterator<Item = &'a EventId>,
+) -> Result<(), StoreError> {
     let mut seen = HashSet::new();
     for id in ids {
         if !seen.insert(*id) {

@@ -12,19 +12,21 @@ mod leases;
 mod model;
 mod publish;
 mod publish_batch;
+mod queries;
 mod read;
 pub(crate) mod record;
 mod scavenge;
 
 pub use admin::{BACKLOGS_MAX, Backlog};
+pub use browse::ACTIVITY_WINDOW_MS_MAX;
 pub use cold_storage::{ARCHIVE_BATCH_MAX, ArchiveKey, ArchivedRow, archive_key_of_line};
 pub use history::{ACTOR_SUBJECT_BYTES_MAX, Actor, HISTORY_ENTRIES_MAX, HistoryAction, HistoryEntry};
 pub use leases::{REASON_BYTES_MAX, RETRY_AFTER_MS_MAX};
 pub use model::{
-    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Delivery, EventDetail, EventRecord,
-    EventStateFilter, EventsQuery, Heartbeat, HeartbeatItem, HeartbeatReceipt, InboxHead, InboxStats,
-    MinuteActivity, ParkedQuery, PollPage, PollQuery, Publish, PublishReceipt, QuarantineRequest, Release,
-    ReleaseReceipt, ScavengeReport,
+    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Delivery, EventDetail,
+    EventRecord, EventStateFilter, EventsQuery, Heartbeat, HeartbeatItem, HeartbeatReceipt, InboxHead,
+    InboxStats, MinuteActivity, ParkedQuery, PollPage, PollQuery, Publish, PublishReceipt, QuarantineRequest,
+    Release, ReleaseReceipt, ScavengeReport,
 };
 pub use read::UNACKED_ESTIMATE_MAX;
 

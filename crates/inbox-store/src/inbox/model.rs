@@ -2,7 +2,8 @@
 
 use inbox_core::{
     AckResult, AckState, Correlation, DeduplicationKey, EventBody, EventId, EventLifecycle, EventType,
-    InboxSeq, LeaseToken, Priority, QuarantineClass, Recipient, RecipientKey, SessionId, TenantId, UnixMillis,
+    InboxSeq, LeaseToken, Priority, QuarantineClass, Recipient, RecipientKey, SessionId, TenantId,
+    UnixMillis,
 };
 
 use crate::inbox::history::{Actor, HistoryEntry};

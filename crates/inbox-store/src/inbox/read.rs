@@ -5,8 +5,8 @@ use inbox_core::{EventId, InboxSeq, RecipientKey};
 
 use super::Inbox;
 use crate::db::{Arg, DbConnection};
-use crate::dialect::{CLAIMABLE, EVENT_COLUMNS, INBOX};
-use crate::inbox::record::{event_from_row, seq, seq_arg};
+use crate::dialect::{CLAIMABLE, EVENT_COLUMNS, EVENT_COLUMNS_WITH_HISTORY, INBOX};
+use crate::inbox::record::{event_from_row, event_with_history_from_row, seq, seq_arg};
 use crate::{EventRecord, InboxHead, PollPage, PollQuery, StoreError};
 
 /// Where [`Inbox::unacked_estimate`] stops counting.
@@ -139,6 +139,23 @@ pub(crate) async fn read_head(
             oldest_available_seq: seq(row.i64("oldest_available_seq")?)?.max(InboxSeq(1)),
         }),
     }
+}
+
+/// Like [`load_events`], with each event's `history_json`: for the slow path, which rewrites it.
+pub(crate) async fn load_events_with_history(
+    conn: &mut DbConnection<'_>,
+    inbox: &RecipientKey,
+    event_ids: &[EventId],
+    lock: &str,
+) -> Result<Vec<(EventRecord, Option<String>)>, StoreError> {
+    let mut args = inbox_args(inbox);
+    args.extend(event_ids.iter().map(|id| Arg::Bytes(id.as_bytes())));
+    let sql = format!(
+        "SELECT {EVENT_COLUMNS_WITH_HISTORY} FROM agent_inbox{} WHERE {INBOX} AND event_id IN ({}){lock}",
+        conn.dialect().by_event_id(),
+        crate::dialect::placeholders(event_ids.len())
+    );
+    conn.fetch_all(&sql, &args).await?.iter().map(event_with_history_from_row).collect()
 }
 
 /// Loads the named events of one inbox (missing ones are simply absent).

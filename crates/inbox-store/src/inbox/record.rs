@@ -112,6 +112,11 @@ pub(crate) fn event_from_row(row: &DbRow) -> Result<EventRecord, StoreError> {
     })
 }
 
+/// A row read with `EVENT_COLUMNS_WITH_HISTORY`: the record and its `history_json`.
+pub(crate) fn event_with_history_from_row(row: &DbRow) -> Result<(EventRecord, Option<String>), StoreError> {
+    Ok((event_from_row(row)?, row.opt_string("history_json")?))
+}
+
 /// Pushes the values of one row for `INSERT INTO agent_inbox (EVENT_COLUMNS)`.
 pub(crate) fn push_event_values<'a>(record: &'a EventRecord, args: &mut Vec<Arg<'a>>) {
     let life = &record.lifecycle;
@@ -158,6 +163,14 @@ pub(crate) const SAVE_LIFECYCLE: &str = "UPDATE agent_inbox SET ack_state = ?, d
     max_attempts = ?, availability_at_utc = ?, next_retry_at_utc = ?, visibility_lease_until_utc = ?, \
     lease_token_hash = ?, lease_owner_session_id = ?, dead_letter_state = ?, payload_json = ?, \
     acked_at_utc = ?, terminal_at_utc = ?, last_error = ?, updated_at_utc = ? \
+    WHERE tenant_id = ? AND recipient_kind = ? AND recipient_id = ? AND inbox_seq = ?";
+
+/// [`SAVE_LIFECYCLE`] that also replaces `history_json` (bound first, before the
+/// [`save_lifecycle_args`]).
+pub(crate) const SAVE_LIFECYCLE_AND_HISTORY: &str = "UPDATE agent_inbox SET history_json = ?, ack_state = ?, \
+    delivery_attempts = ?, max_attempts = ?, availability_at_utc = ?, next_retry_at_utc = ?, \
+    visibility_lease_until_utc = ?, lease_token_hash = ?, lease_owner_session_id = ?, dead_letter_state = ?, \
+    payload_json = ?, acked_at_utc = ?, terminal_at_utc = ?, last_error = ?, updated_at_utc = ? \
     WHERE tenant_id = ? AND recipient_kind = ? AND recipient_id = ? AND inbox_seq = ?";
 
 pub(crate) fn save_lifecycle_args(record: &EventRecord) -> Vec<Arg<'_>> {
@@ -207,7 +220,8 @@ pub(crate) fn settle(record: &mut EventRecord, next: EventLifecycle, now: UnixMi
     if !state.is_terminal() {
         record.terminal_at = None;
     }
-    if state != AckState::Claimed {
+    // A parked event keeps the session that held it last, so operators see who set it aside.
+    if state != AckState::Claimed && !state.is_parked() {
         record.lease_owner_session_id = None;
     }
 }

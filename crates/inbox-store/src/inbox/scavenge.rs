@@ -9,12 +9,15 @@
 use inbox_core::{AckState, InboxSeq, RecipientKey, TenantId, Transition};
 
 use super::Inbox;
+use crate::EventRecord;
 use crate::db::Arg;
-use crate::dialect::{EVENT_COLUMNS, INBOX};
+use crate::db::DbConnection;
+use crate::dialect::{EVENT_COLUMNS_WITH_HISTORY, INBOX};
 use crate::entropy::unit_interval;
+use crate::inbox::history::{self, Attribution};
 use crate::inbox::leases::save;
 use crate::inbox::read::{inbox_args, read_head};
-use crate::inbox::record::{event_from_row, recipient_from_row, seq_arg, settle};
+use crate::inbox::record::{event_with_history_from_row, recipient_from_row, seq_arg, settle};
 use crate::store::with_retries;
 use crate::{ScavengeReport, StoreError};
 
@@ -38,26 +41,27 @@ impl Inbox<'_> {
         let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
         let sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE ack_state = 'claimed' AND visibility_lease_until_utc <= ? \
+            "SELECT {EVENT_COLUMNS_WITH_HISTORY} FROM agent_inbox WHERE ack_state = 'claimed' AND visibility_lease_until_utc <= ? \
              ORDER BY visibility_lease_until_utc LIMIT ?{}",
             self.store.dialect().for_update_skip_locked()
         );
         let rows = conn.fetch_all(&sql, &[Arg::I64(now.get()), Arg::I64(i64::from(limit))]).await?;
         let (mut returned, mut dead) = (0, 0);
         for row in &rows {
-            let mut record = event_from_row(row)?;
+            let (record, history) = event_with_history_from_row(row)?;
             let backoff_ms =
                 self.store.config().backoff.delay_ms(record.lifecycle.delivery_attempts, unit_interval());
-            let Ok(applied) = record.lifecycle.apply(Transition::LeaseExpired { now, backoff_ms }) else {
+            let Some(record) = self
+                .scavenge_one(&mut conn, record, history, Transition::LeaseExpired { now, backoff_ms }, now)
+                .await?
+            else {
                 continue;
             };
-            settle(&mut record, applied.next, now);
             match record.state() {
                 AckState::DeadLetter => dead += 1,
                 AckState::Available => returned += 1,
                 _ => {}
             }
-            save(&mut conn, &record).await?;
         }
         tx.commit().await?;
         Ok((returned, dead))
@@ -68,22 +72,45 @@ impl Inbox<'_> {
         let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
         let sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE ack_state = 'available' AND expires_at_utc <= ? LIMIT ?{}",
+            "SELECT {EVENT_COLUMNS_WITH_HISTORY} FROM agent_inbox WHERE ack_state = 'available' AND expires_at_utc <= ? LIMIT ?{}",
             self.store.dialect().for_update_skip_locked()
         );
         let rows = conn.fetch_all(&sql, &[Arg::I64(now.get()), Arg::I64(i64::from(limit))]).await?;
         let mut expired = 0;
         for row in &rows {
-            let mut record = event_from_row(row)?;
-            let Ok(applied) = record.lifecycle.apply(Transition::Expire { now }) else {
-                continue;
-            };
-            settle(&mut record, applied.next, now);
-            save(&mut conn, &record).await?;
-            expired += 1;
+            let (record, history) = event_with_history_from_row(row)?;
+            if self.scavenge_one(&mut conn, record, history, Transition::Expire { now }, now).await?.is_some()
+            {
+                expired += 1;
+            }
         }
         tx.commit().await?;
         Ok(expired)
+    }
+
+    /// Applies the scavenger's transition to one locked row and writes it back with its
+    /// history; `None` when the state machine refuses (the row changed since it was read).
+    async fn scavenge_one(
+        self,
+        conn: &mut DbConnection<'_>,
+        mut record: EventRecord,
+        history: Option<String>,
+        transition: Transition,
+        now: inbox_core::UnixMillis,
+    ) -> Result<Option<EventRecord>, StoreError> {
+        let Ok(applied) = record.lifecycle.apply(transition) else {
+            return Ok(None);
+        };
+        let before = record.clone();
+        settle(&mut record, applied.next, now);
+        if self.store.config().record_history {
+            let entries = history::entries_for(&transition, &before, &record, Attribution::scavenger(), None);
+            let text = history::capped(history.as_deref(), &history::lines(&entries));
+            save(conn, &record, Some(&text)).await?;
+        } else {
+            save(conn, &record, None).await?;
+        }
+        Ok(Some(record))
     }
 
     /// Moves terminal events older than the retention window to the archive, per recipient
@@ -155,8 +182,8 @@ impl Inbox<'_> {
         args.push(seq_arg(upper));
         conn.execute(
             &format!(
-                "INSERT INTO agent_inbox_archive ({EVENT_COLUMNS}, archived_at_utc) \
-                 SELECT {EVENT_COLUMNS}, ? FROM agent_inbox WHERE {INBOX} AND inbox_seq < ?"
+                "INSERT INTO agent_inbox_archive ({EVENT_COLUMNS_WITH_HISTORY}, archived_at_utc) \
+                 SELECT {EVENT_COLUMNS_WITH_HISTORY}, ? FROM agent_inbox WHERE {INBOX} AND inbox_seq < ?"
             ),
             &args,
         )

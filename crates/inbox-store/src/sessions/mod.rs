@@ -256,8 +256,25 @@ impl Sessions<'_> {
         agent_id: Option<&RecipientId>,
         limit: u32,
     ) -> Result<Vec<SessionView>, StoreError> {
-        let _ = (tenant_id, agent_id, limit);
-        Err(StoreError::Corrupt("Sessions::list is not implemented yet".into()))
+        let max = SESSIONS_LIST_MAX;
+        if limit == 0 || limit > max {
+            return Err(StoreError::invalid("limit", format!("is {limit}; ask for between 1 and {max}")));
+        }
+        let mut pooled = self.store.pools().reader().await?;
+        let limit = Arg::I64(i64::from(limit));
+        let rows = match agent_id {
+            None => {
+                pooled
+                    .conn()
+                    .fetch_all(queries::TENANT_SESSIONS, &[Arg::Str(tenant_id.as_str()), limit])
+                    .await?
+            }
+            Some(agent) => {
+                let args = [Arg::Str(tenant_id.as_str()), Arg::Str(agent.as_str()), limit];
+                pooled.conn().fetch_all(queries::AGENT_SESSIONS, &args).await?
+            }
+        };
+        rows.iter().map(session_view_from_row).collect()
     }
 
     /// Marks sessions silent since before `cutoff` as gone; returns how many.
@@ -266,6 +283,27 @@ impl Sessions<'_> {
         let done = pooled.conn().execute(queries::MARK_SILENT_GONE, &[Arg::I64(cutoff.get())]).await?;
         Ok(done.rows_affected)
     }
+}
+
+fn session_view_from_row(row: &crate::db::DbRow) -> Result<SessionView, StoreError> {
+    let corrupt = |e: inbox_core::IdError| StoreError::Corrupt(format!("agent_session: {e}"));
+    Ok(SessionView {
+        session_id: SessionId::new(row.string("session_id")?).map_err(corrupt)?,
+        agent_id: RecipientId::new(row.string("agent_id")?).map_err(corrupt)?,
+        device_id: row.opt_string("device_id")?,
+        transport: row.string("transport")?,
+        connected_at: UnixMillis(row.i64("connected_at_utc")?),
+        last_heartbeat_at: UnixMillis(row.i64("last_heartbeat_at_utc")?),
+        last_seen_seq: crate::inbox::record::seq(row.i64("last_seen_seq")?)?,
+        auth_subject: row.string("auth_subject")?,
+        status: row.string("status")?,
+        superseded_by: row
+            .opt_string("superseded_by_session_id")?
+            .map(SessionId::new)
+            .transpose()
+            .map_err(corrupt)?,
+        superseded_at: row.opt_i64("superseded_at_utc")?.map(UnixMillis),
+    })
 }
 
 /// Whether the tenant runs the single-active-session policy, read inside the subscribe's

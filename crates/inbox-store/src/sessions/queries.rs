@@ -51,6 +51,28 @@ pub(super) const TOUCH_SESSION: &str = "UPDATE agent_session SET last_heartbeat_
 pub(super) const SESSION_EXISTS: &str =
     "SELECT 1 AS one FROM agent_session WHERE session_id = ? AND tenant_id = ? AND agent_id = ?";
 
+/// Columns of `agent_session` read into a `SessionView`.
+macro_rules! view_columns {
+    () => {
+        "session_id, agent_id, device_id, transport, connected_at_utc, last_heartbeat_at_utc, last_seen_seq, \
+         auth_subject, status, superseded_by_session_id, superseded_at_utc"
+    };
+}
+
+/// A tenant's sessions, most recently heard from first (tenant, limit).
+pub(super) const TENANT_SESSIONS: &str = concat!(
+    "SELECT ",
+    view_columns!(),
+    " FROM agent_session WHERE tenant_id = ? ORDER BY last_heartbeat_at_utc DESC, session_id LIMIT ?"
+);
+
+/// One agent's sessions, most recently heard from first (tenant, agent, limit).
+pub(super) const AGENT_SESSIONS: &str = concat!(
+    "SELECT ",
+    view_columns!(),
+    " FROM agent_session WHERE tenant_id = ? AND agent_id = ? ORDER BY last_heartbeat_at_utc DESC, session_id LIMIT ?"
+);
+
 /// Active sessions silent since the cutoff become gone (cutoff).
 pub(super) const MARK_SILENT_GONE: &str =
     "UPDATE agent_session SET status = 'gone' WHERE status = 'active' AND last_heartbeat_at_utc < ?";

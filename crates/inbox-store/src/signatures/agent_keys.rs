@@ -179,9 +179,23 @@ impl Signatures<'_> {
 
     /// Every key of a tenant, live and retired, by agent then age, at most `limit` (for
     /// operators; the material stays in the record, never show it).
-    pub async fn tenant_agent_keys(self, tenant_id: &TenantId, limit: u32) -> Result<Vec<AgentKey>, StoreError> {
-        let _ = (tenant_id, limit);
-        Err(StoreError::Corrupt("Signatures::tenant_agent_keys is not implemented yet".into()))
+    pub async fn tenant_agent_keys(
+        self,
+        tenant_id: &TenantId,
+        limit: u32,
+    ) -> Result<Vec<AgentKey>, StoreError> {
+        if limit == 0 || limit > AGENT_KEYS_LIST_MAX {
+            return Err(StoreError::invalid(
+                "limit",
+                format!("is {limit}; ask for between 1 and {AGENT_KEYS_LIST_MAX}"),
+            ));
+        }
+        let mut pooled = self.store.pools().reader().await?;
+        let rows = pooled
+            .conn()
+            .fetch_all(queries::KEYS_OF_TENANT, &[Arg::Str(tenant_id.as_str()), Arg::I64(i64::from(limit))])
+            .await?;
+        rows.iter().map(key_from_row).collect()
     }
 
     /// Retires the agent's key `after_ms` from now (0: at once). Returns whether a live key of

@@ -39,6 +39,13 @@ pub(super) const LIVE_KEYS_OF_AGENT: &str = concat!(
      AND (retired_at_utc IS NULL OR retired_at_utc > ?) ORDER BY created_at_utc, key_id"
 );
 
+/// Every key of a tenant, live and retired, by agent then age (tenant, limit).
+pub(super) const KEYS_OF_TENANT: &str = concat!(
+    "SELECT ",
+    key_columns!(),
+    " FROM agent_signing_key WHERE tenant_id = ? ORDER BY agent_id, created_at_utc, key_id LIMIT ?"
+);
+
 /// Sets a live key's retirement unless it already retires sooner (retire at, tenant, agent,
 /// key id, retire at).
 pub(super) const RETIRE_KEY: &str = "UPDATE agent_signing_key SET retired_at_utc = ? \

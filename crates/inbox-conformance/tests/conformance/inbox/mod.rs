@@ -1,6 +1,9 @@
 //! The `inbox` subsystem's cases, by job.
 
+mod browse;
 mod concurrency;
+mod history;
 mod leases;
 mod publish;
+mod quarantine;
 mod scavenge;
