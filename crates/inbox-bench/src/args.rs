@@ -9,6 +9,7 @@ usage: inbox-bench store [--publishes N] [--events N]
        inbox-bench publish [--publishes N]
        inbox-bench galera [--seconds N] [--events N]
        inbox-bench agent [--events-max N]
+       inbox-bench history [--events N] [--backend mysql|sqlite|both]
 
   store          benchmark inbox_store::SqlStore against raw SQL on MariaDB/MySQL
   --publishes N  publishes per publish row (default 3000)
@@ -46,6 +47,11 @@ usage: inbox-bench store [--publishes N] [--events N]
                  agent-inbox binary beside this one (cargo build -p agent-inbox -p inbox-bench)
   --events-max N caps every phase's events (default: 300, 100, 25, 2000 and 1000)
 
+  history        claim+ack with each event's history recorded and not (StoreConfig::
+                 record_history), two stores on one database taking turns, on MariaDB and SQLite
+  --events N     backlog events per row and setting (default 4000)
+  --backend B    mysql, sqlite or both (default both)
+
 The server is AGENT_INBOX_BENCH_MYSQL_URL, else AGENT_INBOX_TEST_MYSQL_URL, else
 mysql://root@127.0.0.1:3306/test. The benchmark creates and drops its own database there
 (`agent` uses a SQLite file in a temporary directory instead).";
@@ -63,6 +69,7 @@ pub enum Command {
     Publish(crate::publishing::PublishArgs),
     Galera(crate::galera::GaleraArgs),
     Agent(crate::agent::AgentArgs),
+    History(crate::history::HistoryArgs),
     /// The hidden child process of `hints`: idle SSE clients for the node at this address.
     HintsIdleClients(String),
     /// The hidden child process of `http`: a service node on this database URL, listening on
@@ -98,6 +105,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
         Some("publish") => return parse_publish(args),
         Some("galera") => return parse_galera(args),
         Some("agent") => return parse_agent(args),
+        Some("history") => return parse_history(args),
         Some("hints-idle-clients") => {
             let addr = args.next().ok_or("hints-idle-clients needs the node's address")?;
             return Ok(Command::HintsIdleClients(addr));
@@ -114,12 +122,12 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
         Some("--help" | "-h" | "help") => return Ok(Command::Help),
         Some(other) => {
             return Err(format!(
-                "unknown command {other:?}; use `store`, `hints`, `http`, `trust`, `publish`, `galera` or `agent`"
+                "unknown command {other:?}; use `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent` or `history`"
             ));
         }
         None => {
             return Err(
-                "name a benchmark to run: `store`, `hints`, `http`, `trust`, `publish`, `galera` or `agent`"
+                "name a benchmark to run: `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent` or `history`"
                     .to_owned(),
             );
         }
@@ -135,6 +143,27 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
         *target = count_after(&flag, &mut args)?;
     }
     Ok(Command::Store(store))
+}
+
+fn parse_history(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
+    use crate::history::{Backends, HistoryArgs};
+    let mut history = HistoryArgs::default();
+    while let Some(flag) = args.next() {
+        match flag.as_str() {
+            "--events" => history.events = count_after(&flag, &mut args)?,
+            "--backend" => {
+                history.backends = match args.next().as_deref() {
+                    Some("mysql") => Backends::MySql,
+                    Some("sqlite") => Backends::Sqlite,
+                    Some("both") => Backends::Both,
+                    other => return Err(format!("--backend takes mysql, sqlite or both, not {other:?}")),
+                }
+            }
+            "--help" | "-h" => return Ok(Command::Help),
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(Command::History(history))
 }
 
 fn parse_hints(mut args: impl Iterator<Item = String>) -> Result<Command, String> {

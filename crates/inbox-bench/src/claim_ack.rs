@@ -114,13 +114,10 @@ async fn store_batch(
     }
     let ack = Acknowledge {
         inbox: inbox.clone(),
+        session_id: None,
         items: claimed
             .into_iter()
-            .map(|c| AckItem {
-                event_id: c.event.event_id,
-                lease_token: c.lease_token,
-                result: AckResult::Completed,
-            })
+            .map(|c| AckItem::new(c.event.event_id, c.lease_token, AckResult::Completed))
             .collect(),
     };
     let acking = Instant::now();

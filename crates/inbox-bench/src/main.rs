@@ -1,7 +1,7 @@
 //! `inbox-bench`: measures `inbox_store::SqlStore` against a raw-SQL baseline that runs the
 //! same statements, in one process against MariaDB/MySQL, and prints one table row per
 //! workload and concurrency; and, as subcommands, the hints, the HTTP API, the trust layer,
-//! publishing and the agent side (see `args.rs`). Progress goes to stderr, the table to stdout.
+//! publishing, the agent side and the cost of recording history (see `args.rs`). Progress goes to stderr, the table to stdout.
 //!
 //! Run it as `cargo run --release -p inbox-bench -- store`.
 
@@ -11,6 +11,7 @@ mod claim_ack;
 mod cpu;
 mod galera;
 mod hints;
+mod history;
 mod http;
 mod mysql_db;
 mod node;
@@ -73,6 +74,7 @@ async fn main() -> ExitCode {
         Ok(Command::Publish(publish_args)) => return publishing::main(publish_args).await,
         Ok(Command::Galera(galera_args)) => return galera::main(galera_args).await,
         Ok(Command::Agent(agent_args)) => return agent::main(agent_args).await,
+        Ok(Command::History(history_args)) => return history::main(history_args).await,
         Ok(Command::HintsIdleClients(addr)) => return hints::idle_clients(addr).await,
         Ok(Command::Node { database_url, listen }) => return node::serve_child(database_url, listen).await,
         Ok(Command::Help) => {

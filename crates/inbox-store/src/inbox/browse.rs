@@ -96,16 +96,16 @@ impl Inbox<'_> {
         let first_id = inbox_core::EventId::new_v7(since.minus_ms(60_000), [0; 10]);
         let (tenant, since_ms) = (Arg::Str(tenant_id.as_str()), Arg::I64(since.get()));
         let args = [
-            tenant.clone(),
+            tenant,
             Arg::Bytes(first_id.as_bytes()),
-            since_ms.clone(),
-            tenant.clone(),
-            since_ms.clone(),
-            since_ms.clone(),
-            since_ms.clone(),
-            tenant.clone(),
-            since_ms.clone(),
-            since_ms.clone(),
+            since_ms,
+            tenant,
+            since_ms,
+            since_ms,
+            since_ms,
+            tenant,
+            since_ms,
+            since_ms,
             tenant,
             since_ms,
         ];

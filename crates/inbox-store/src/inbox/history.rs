@@ -10,6 +10,7 @@
 use inbox_core::{AckResult, AckState, DeadLetterReason, QuarantineClass, SessionId, Transition, UnixMillis};
 use serde::{Deserialize, Serialize};
 
+use crate::dialect::Dialect;
 use crate::{EventRecord, StoreError};
 
 /// Entries a slow-path rewrite keeps, newest last.
@@ -217,6 +218,28 @@ pub(crate) fn entries_for(
         entries.push(HistoryEntry::new(at, HistoryAction::Expired, state, attempt, by.actor));
     }
     entries
+}
+
+/// A fast path's append of one entry whose `attempt` is the row's own `delivery_attempts` and,
+/// when the entry names no session, whose session is the row's lease owner: so the statement
+/// reads nothing first. `set` is the `history_json = ..., ` clause; bind `before` and `after`
+/// (in that order) ahead of the statement's other arguments.
+pub(crate) struct AppendAroundAttempt {
+    pub set: String,
+    pub before: String,
+    pub after: String,
+}
+
+impl AppendAroundAttempt {
+    pub(crate) fn new(dialect: Dialect, entry: &HistoryEntry) -> Self {
+        let (before, after) = entry.line_around_attempt();
+        let owner = dialect.history_session_of_lease_owner();
+        let parts: &[&str] = match entry.session_id {
+            Some(_) => &["?", "delivery_attempts", "?"],
+            None => &["?", "delivery_attempts", owner, "?"],
+        };
+        Self { set: format!("history_json = {}, ", dialect.history_appended(parts)), before, after }
+    }
 }
 
 /// The lines of `entries`, concatenated.

@@ -1,9 +1,8 @@
 //! Visibility leases: claim, acknowledge, release and heartbeat.
 //!
 //! Each operation has a fast path, one SQL statement for the common case (every item holds
-//! its lease), and a slow path that locks the rows, asks the core state machine what each item
-//! may do, and writes back the result. The slow path decides every rare case and explains every
-//! refusal, so the fast paths never need to.
+//! its lease) that also appends the event's history entry, and falls back to the slow path
+//! (`apply.rs`) for the rest.
 //!
 //! A signed call's nonce is not recorded here: the server records it before the call, many
 //! calls' nonces in one statement (see `Signatures::remember_nonces`).
@@ -18,11 +17,10 @@ use super::Inbox;
 use crate::db::{Arg, DbConnection};
 use crate::dialect::{CLAIMABLE, EVENT_COLUMNS, INBOX, placeholders};
 use crate::entropy::random_bytes;
-use crate::inbox::history::{self, Actor, Attribution, HistoryAction, HistoryEntry};
-use crate::inbox::read::{inbox_args, load_events, load_events_with_history};
-use crate::inbox::record::{
-    SAVE_LIFECYCLE, SAVE_LIFECYCLE_AND_HISTORY, event_from_row, save_lifecycle_args, seq_arg, settle,
-};
+use crate::inbox::apply::Change;
+use crate::inbox::history::{Actor, AppendAroundAttempt, Attribution, HistoryAction, HistoryEntry};
+use crate::inbox::read::{inbox_args, load_events};
+use crate::inbox::record::{event_from_row, seq_arg, settle};
 use crate::store::with_retries;
 use crate::{
     AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, EventRecord, Heartbeat, HeartbeatReceipt,
@@ -33,16 +31,6 @@ use crate::{
 pub const RETRY_AFTER_MS_MAX: u64 = 7 * 24 * 3_600_000;
 /// The longest release reason kept, in bytes.
 pub const REASON_BYTES_MAX: usize = 200;
-
-/// One event and what should happen to it, for the slow path.
-pub(crate) struct Change<'a> {
-    pub event_id: EventId,
-    pub transition: Transition,
-    /// Kept in `last_error` (and the history) when the transition changes the event.
-    pub note: Option<&'a str>,
-    /// Who asked, for the history.
-    pub by: Attribution<'a>,
-}
 
 impl Inbox<'_> {
     /// Claims up to `limit` claimable events, most urgent first, then oldest. Concurrent
@@ -183,25 +171,17 @@ impl Inbox<'_> {
         if ack.items.iter().all(|item| item.result == AckResult::Completed) {
             let hashes: Vec<LeaseTokenHash> = ack.items.iter().map(|i| i.lease_token.hash()).collect();
             let dialect = self.store.dialect();
-            let mut args = Vec::with_capacity(6 + 2 * ack.items.len());
+            let mut args = Vec::with_capacity(8 + 2 * ack.items.len());
             // Every item's entry is the same but for its attempt, read from the row itself.
             let history = self.store.config().record_history.then(|| {
                 let entry = HistoryEntry {
                     session_id: ack.session_id.clone(),
                     ..HistoryEntry::new(now, HistoryAction::Acknowledged, AckState::Acked, 0, &Actor::Agent)
                 };
-                let (before, after) = entry.line_around_attempt();
-                let owner = dialect.history_session_of_lease_owner();
-                let parts: &[&str] = if ack.session_id.is_some() {
-                    &["?", "delivery_attempts", "?"]
-                } else {
-                    &["?", "delivery_attempts", owner, "?"]
-                };
-                let set = format!("history_json = {}, ", dialect.history_appended(parts));
-                (set, before, after)
+                AppendAroundAttempt::new(dialect, &entry)
             });
-            if let Some((_, before, after)) = &history {
-                args.extend([Arg::Str(before.as_str()), Arg::Str(after.as_str())]);
+            if let Some(append) = &history {
+                args.extend([Arg::Str(append.before.as_str()), Arg::Str(append.after.as_str())]);
             }
             args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get())]);
             args.extend(inbox_args(&ack.inbox));
@@ -213,7 +193,7 @@ impl Inbox<'_> {
                  terminal_at_utc = ?, updated_at_utc = ?, lease_owner_session_id = NULL \
                  WHERE {INBOX} AND ack_state = 'claimed' AND event_id IN ({n}) AND lease_token_hash IN ({n})",
                 dialect.by_event_id(),
-                history.as_ref().map_or("", |(set, _, _)| set.as_str()),
+                history.as_ref().map_or("", |append| append.set.as_str()),
             );
             let done = self.store.pools().writer().await?.conn().execute(&sql, &args).await?;
             if done.rows_affected == ack.items.len() as u64 {
@@ -282,12 +262,10 @@ impl Inbox<'_> {
                 reason: release.reason.clone(),
                 ..HistoryEntry::new(now, HistoryAction::Released, AckState::Available, 0, &Actor::Agent)
             };
-            let (before, after) = entry.line_around_attempt();
-            let parts = ["?", "delivery_attempts", dialect.history_session_of_lease_owner(), "?"];
-            (format!("history_json = {}, ", dialect.history_appended(&parts)), before, after)
+            AppendAroundAttempt::new(dialect, &entry)
         });
-        if let Some((_, before, after)) = &history {
-            args.extend([Arg::Str(before.as_str()), Arg::Str(after.as_str())]);
+        if let Some(append) = &history {
+            args.extend([Arg::Str(append.before.as_str()), Arg::Str(append.after.as_str())]);
         }
         args.extend([
             Arg::I64(now.get()),
@@ -307,7 +285,7 @@ impl Inbox<'_> {
              WHERE {INBOX} AND event_id = ? AND lease_token_hash = ? AND ack_state = 'claimed' \
              AND visibility_lease_until_utc > ? AND delivery_attempts < max_attempts",
             dialect.by_event_id(),
-            history.as_ref().map_or("", |(set, _, _)| set.as_str()),
+            history.as_ref().map_or("", |append| append.set.as_str()),
         );
         let done = self.store.pools().writer().await?.conn().execute(&sql, &args).await?;
         if done.rows_affected == 1 {
@@ -412,88 +390,7 @@ impl Inbox<'_> {
             })
             .collect())
     }
-
-    /// The slow path: locks the named events, applies each change through the state machine,
-    /// and writes back the events that changed. Outcomes follow the order of `changes`.
-    pub(crate) async fn apply_changes(
-        self,
-        inbox: &RecipientKey,
-        changes: &[Change<'_>],
-        now: UnixMillis,
-    ) -> Result<Vec<ItemOutcome<EventRecord>>, StoreError> {
-        let ids: Vec<EventId> = changes.iter().map(|c| c.event_id).collect();
-        let record_history = self.store.config().record_history;
-        let mut tx = self.store.pools().begin().await?;
-        let mut conn = tx.conn();
-        let mut records: HashMap<EventId, (EventRecord, Option<String>)> =
-            load_events_with_history(&mut conn, inbox, &ids, self.store.dialect().for_update())
-                .await?
-                .into_iter()
-                .map(|(r, h)| (r.event_id, (r, h)))
-                .collect();
-        let mut outcomes = Vec::with_capacity(changes.len());
-        for change in changes {
-            let refuse = |reason| ItemRefusal { event_id: change.event_id, reason };
-            let Some((record, history)) = records.get_mut(&change.event_id) else {
-                outcomes.push(Err(refuse(Refusal::NotFound)));
-                continue;
-            };
-            match record.lifecycle.apply(change.transition) {
-                Err(reason) => outcomes.push(Err(refuse(Refusal::Refused(reason)))),
-                Ok(applied) => {
-                    if applied.changed {
-                        let before = record.clone();
-                        settle(record, applied.next, now);
-                        if let Some(note) = change.note {
-                            record.last_error = Some(note.to_owned());
-                        }
-                        let entries = match record_history {
-                            true => history::entries_for(
-                                &change.transition,
-                                &before,
-                                record,
-                                change.by,
-                                change.note,
-                            ),
-                            false => Vec::new(),
-                        };
-                        if entries.is_empty() {
-                            save(&mut conn, record, None).await?;
-                        } else {
-                            *history = Some(history::capped(history.as_deref(), &history::lines(&entries)));
-                            save(&mut conn, record, history.as_deref()).await?;
-                        }
-                    }
-                    outcomes.push(Ok(record.clone()));
-                }
-            }
-        }
-        tx.commit().await?;
-        Ok(outcomes)
-    }
 }
-
-/// Writes a record's lifecycle columns back to its row, and its whole history when given
-/// (else the history column is left as it is).
-pub(crate) async fn save(
-    conn: &mut DbConnection<'_>,
-    record: &EventRecord,
-    history: Option<&str>,
-) -> Result<(), StoreError> {
-    let done = match history {
-        None => conn.execute(SAVE_LIFECYCLE, &save_lifecycle_args(record)).await?,
-        Some(text) => {
-            let mut args = vec![Arg::Str(text)];
-            args.extend(save_lifecycle_args(record));
-            conn.execute(SAVE_LIFECYCLE_AND_HISTORY, &args).await?
-        }
-    };
-    if done.rows_affected != 1 {
-        return Err(StoreError::Corrupt(format!("event {} vanished while locked", record.event_id)));
-    }
-    Ok(())
-}
-
 /// The lease a claim hands out.
 #[derive(Clone, Copy)]
 struct Leasing<'a> {

@@ -5,6 +5,7 @@
 //! Every operation is a method of [`Inbox`], the handle [`SqlStore::inbox`] lends out.
 
 mod admin;
+mod apply;
 mod browse;
 mod cold_storage;
 pub(crate) mod history;

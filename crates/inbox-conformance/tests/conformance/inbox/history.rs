@@ -13,6 +13,9 @@ use inbox_store::{
     HistoryEntry, Release, SqlStore, StoreConfig,
 };
 
+/// An entry without its time: action, state, attempt, actor, session, reason.
+type Step<'a> = (HistoryAction, AckState, u32, &'a str, Option<&'a str>, Option<&'a str>);
+
 fn session(name: &str) -> SessionId {
     SessionId::new(name).unwrap()
 }
@@ -113,7 +116,7 @@ case! {
         h.store.inbox().acknowledge(&failed).await.unwrap()[0].as_ref().unwrap();
 
         let history = history_of(h, &inbox, id).await;
-        let steps: Vec<(HistoryAction, AckState, u32, &str, Option<&str>, Option<&str>)> = history
+        let steps: Vec<Step> = history
             .iter()
             .map(|e| {
                 (e.action, e.state, e.attempt, e.actor.as_str(), e.session_id.as_ref().map(SessionId::as_str), e.reason.as_deref())

@@ -1,0 +1,106 @@
+//! The slow path every operation falls back to: lock the named rows, ask the core state
+//! machine what each change may do, and write back what changed with its history entries.
+//! It decides every rare case and explains every refusal, so the fast paths never need to.
+
+use std::collections::HashMap;
+
+use inbox_core::{EventId, RecipientKey, Transition, UnixMillis};
+
+use super::Inbox;
+use crate::db::{Arg, DbConnection};
+use crate::inbox::history::{self, Attribution};
+use crate::inbox::read::load_events_with_history;
+use crate::inbox::record::{SAVE_LIFECYCLE, SAVE_LIFECYCLE_AND_HISTORY, save_lifecycle_args, settle};
+use crate::{EventRecord, ItemOutcome, ItemRefusal, Refusal, StoreError};
+
+/// One event and what should happen to it, for the slow path.
+pub(crate) struct Change<'a> {
+    pub event_id: EventId,
+    pub transition: Transition,
+    /// Kept in `last_error` (and the history) when the transition changes the event.
+    pub note: Option<&'a str>,
+    /// Who asked, for the history.
+    pub by: Attribution<'a>,
+}
+
+impl Inbox<'_> {
+    /// The slow path: locks the named events, applies each change through the state machine,
+    /// and writes back the events that changed. Outcomes follow the order of `changes`.
+    pub(crate) async fn apply_changes(
+        self,
+        inbox: &RecipientKey,
+        changes: &[Change<'_>],
+        now: UnixMillis,
+    ) -> Result<Vec<ItemOutcome<EventRecord>>, StoreError> {
+        let ids: Vec<EventId> = changes.iter().map(|c| c.event_id).collect();
+        let record_history = self.store.config().record_history;
+        let mut tx = self.store.pools().begin().await?;
+        let mut conn = tx.conn();
+        let mut records: HashMap<EventId, (EventRecord, Option<String>)> =
+            load_events_with_history(&mut conn, inbox, &ids, self.store.dialect().for_update())
+                .await?
+                .into_iter()
+                .map(|(r, h)| (r.event_id, (r, h)))
+                .collect();
+        let mut outcomes = Vec::with_capacity(changes.len());
+        for change in changes {
+            let refuse = |reason| ItemRefusal { event_id: change.event_id, reason };
+            let Some((record, history)) = records.get_mut(&change.event_id) else {
+                outcomes.push(Err(refuse(Refusal::NotFound)));
+                continue;
+            };
+            match record.lifecycle.apply(change.transition) {
+                Err(reason) => outcomes.push(Err(refuse(Refusal::Refused(reason)))),
+                Ok(applied) => {
+                    if applied.changed {
+                        let before = record.clone();
+                        settle(record, applied.next, now);
+                        if let Some(note) = change.note {
+                            record.last_error = Some(note.to_owned());
+                        }
+                        let entries = match record_history {
+                            true => history::entries_for(
+                                &change.transition,
+                                &before,
+                                record,
+                                change.by,
+                                change.note,
+                            ),
+                            false => Vec::new(),
+                        };
+                        if entries.is_empty() {
+                            save(&mut conn, record, None).await?;
+                        } else {
+                            *history = Some(history::capped(history.as_deref(), &history::lines(&entries)));
+                            save(&mut conn, record, history.as_deref()).await?;
+                        }
+                    }
+                    outcomes.push(Ok(record.clone()));
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(outcomes)
+    }
+}
+
+/// Writes a record's lifecycle columns back to its row, and its whole history when given
+/// (else the history column is left as it is).
+pub(crate) async fn save(
+    conn: &mut DbConnection<'_>,
+    record: &EventRecord,
+    history: Option<&str>,
+) -> Result<(), StoreError> {
+    let done = match history {
+        None => conn.execute(SAVE_LIFECYCLE, &save_lifecycle_args(record)).await?,
+        Some(text) => {
+            let mut args = vec![Arg::Str(text)];
+            args.extend(save_lifecycle_args(record));
+            conn.execute(SAVE_LIFECYCLE_AND_HISTORY, &args).await?
+        }
+    };
+    if done.rows_affected != 1 {
+        return Err(StoreError::Corrupt(format!("event {} vanished while locked", record.event_id)));
+    }
+    Ok(())
+}
