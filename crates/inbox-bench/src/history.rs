@@ -2,7 +2,10 @@
 //! process on one database: two stores that differ only in `StoreConfig::record_history`
 //! drain equal backlogs in turns (on, off, off, on, ...; a fresh tenant per round), so load
 //! that drifts during a row falls on both. Run on MariaDB (a database of its own) and on a
-//! SQLite file. Issue 16's target: recording history costs claim+ack at most 10 %.
+//! SQLite file. Issue 16's target: recording history costs claim+ack at most 10 %. Beside
+//! throughput it prints CPU time per event, which holds up better on a shared machine: this
+//! process's (the store's, and with SQLite the database engine's too) and a local MariaDB
+//! server's (shared with whatever else uses that server).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -14,7 +17,7 @@ use inbox_store::{AckItem, Acknowledge, ClaimNext, ConnectOptions, Publish, SqlS
 use tokio::task::JoinSet;
 
 use crate::report::{Measured, percentile};
-use crate::{BenchError, mysql_db};
+use crate::{BenchError, cpu, mysql_db};
 
 /// Events per claim and per acknowledge, as in the other claim+ack rows.
 const BATCH_EVENTS: u32 = 10;
@@ -91,38 +94,56 @@ async fn report(backend: &str, url: &str, events: usize, levels: &[usize]) -> Re
     let mut out = format!(
         "inbox-bench history: claim+ack with each event's history recorded (on) and not (off), {backend}\n\
          {events} seeded events per row and setting on one recipient, batches of {BATCH_EVENTS}, \
-         {ROUNDS} rounds per setting (on, off, off, on, ...), a fresh tenant per round\n\n\
-         {:<4} {:>10} {:>10} {:>8} {:>13} {:>9} {:>9} {:>9} {:>9}\n",
-        "conc", "on ev/s", "off ev/s", "on/off", "median round", "on p50", "on p99", "off p50", "off p99"
+         {ROUNDS} rounds per setting (on, off, off, on, ...), a fresh tenant per round; \
+         cpu: this process per event, db: the local database server per event\n\n"
     );
+    out.push_str(&format!(
+        "{:<4} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7}\n",
+        "conc",
+        "on ev/s",
+        "off ev/s",
+        "on/off",
+        "median",
+        "on p50",
+        "on p99",
+        "off p50",
+        "off p99",
+        "on cpu",
+        "off cpu",
+        "on db",
+        "off db"
+    ));
     let mut worst: f64 = 1.0;
     for &concurrency in levels {
-        let (mut with, mut without) = (Measured::default(), Measured::default());
+        let mut measured = [Measured::default(), Measured::default()];
+        // The database server's CPU per setting, summed over rounds (None once a reading fails).
+        let mut server = [Some(Duration::ZERO); 2];
         for round in 0..ROUNDS {
             let share = events / ROUNDS + usize::from(round < events % ROUNDS);
             let order = if round % 4 == 0 || round % 4 == 3 { [0, 1] } else { [1, 0] };
             for side in order {
                 let name = format!("c{concurrency}-r{round}-{}", if side == 0 { "on" } else { "off" });
-                let measured = drain(stores[side], &tenant(&name), concurrency, share).await?;
-                eprintln!("x{concurrency} round {round} {name}: {:>6.0} ev/s", measured.events_per_second());
-                if side == 0 { with.add_round(measured) } else { without.add_round(measured) }
+                let (one, server_cpu) = drain(stores[side], &tenant(&name), concurrency, share).await?;
+                eprintln!("x{concurrency} round {round} {name}: {:>6.0} ev/s", one.events_per_second());
+                server[side] = server[side].zip(server_cpu).map(|(sum, more)| sum + more);
+                measured[side].add_round(one);
             }
         }
+        let [with, without] = &mut measured;
         with.latencies.sort_unstable();
         without.latencies.sort_unstable();
         let ratio = with.events_per_second() / without.events_per_second().max(f64::MIN_POSITIVE);
-        let mut rounds: Vec<f64> = with
-            .round_rates
-            .iter()
-            .zip(&without.round_rates)
-            .map(|(a, b)| a / b.max(f64::MIN_POSITIVE))
-            .collect();
-        rounds.sort_unstable_by(f64::total_cmp);
-        let median = rounds.get(rounds.len() / 2).copied().unwrap_or(0.0);
+        let median = median_ratio(&with.round_rates, &without.round_rates);
         worst = worst.min(median);
         let ms = |d: Duration| format!("{:.2}ms", d.as_secs_f64() * 1e3);
+        let us = |cpu: Option<Duration>, events: u64| match cpu {
+            Some(cpu) if events > 0 && !cpu.is_zero() => {
+                format!("{:.0}us", cpu.as_secs_f64() * 1e6 / events as f64)
+            }
+            _ => "-".to_owned(),
+        };
         out.push_str(&format!(
-            "{concurrency:<4} {:>10.0} {:>10.0} {:>8.3} {:>13.3} {:>9} {:>9} {:>9} {:>9}\n",
+            "{concurrency:<4} {:>9.0} {:>9.0} {:>7.3} {:>7.3} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7}\n",
             with.events_per_second(),
             without.events_per_second(),
             ratio,
@@ -131,11 +152,15 @@ async fn report(backend: &str, url: &str, events: usize, levels: &[usize]) -> Re
             ms(percentile(&with.latencies, 99.0)),
             ms(percentile(&without.latencies, 50.0)),
             ms(percentile(&without.latencies, 99.0)),
+            us(with.client_cpu, with.events),
+            us(without.client_cpu, without.events),
+            us(server[0], with.events),
+            us(server[1], without.events),
         ));
     }
     let verdict = if worst >= 1.0 - TARGET_SLOWDOWN { "met" } else { "MISSED" };
     out.push_str(&format!(
-        "\ntarget: history costs claim+ack at most {:.0} % (median round on/off >= {:.2} on every row): {verdict}\n\n",
+        "\ntarget: history costs claim+ack at most {:.0} % (median of the rounds' on/off >= {:.2} on every row): {verdict}\n\n",
         TARGET_SLOWDOWN * 100.0,
         1.0 - TARGET_SLOWDOWN
     ));
@@ -144,18 +169,31 @@ async fn report(backend: &str, url: &str, events: usize, levels: &[usize]) -> Re
     Ok(out)
 }
 
+/// The median of the rounds' on/off throughput ratios: each pair ran back to back, so a
+/// round's ratio is little affected by load that changes from round to round.
+fn median_ratio(on: &[f64], off: &[f64]) -> f64 {
+    let mut ratios: Vec<f64> = on.iter().zip(off).map(|(a, b)| a / b.max(f64::MIN_POSITIVE)).collect();
+    ratios.sort_unstable_by(f64::total_cmp);
+    match ratios.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => ratios[n / 2],
+        n => (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0,
+    }
+}
+
 fn tenant(name: &str) -> TenantId {
     TenantId::new(format!("bench-history-{name}")).expect("a valid tenant id")
 }
 
 /// Seeds `n_events` for one recipient of `tenant` (not timed), then drains them with
-/// `concurrency` workers, each batch one claim of [`BATCH_EVENTS`] and one acknowledge.
+/// `concurrency` workers, each batch one claim of [`BATCH_EVENTS`] and one acknowledge; also
+/// returns the local database server's CPU time meanwhile, when there is one to read.
 async fn drain(
     store: &SqlStore,
     tenant: &TenantId,
     concurrency: usize,
     n_events: usize,
-) -> Result<Measured, BenchError> {
+) -> Result<(Measured, Option<Duration>), BenchError> {
     let inbox = RecipientKey {
         tenant_id: tenant.clone(),
         recipient: Recipient::agent(RecipientId::new("agent-000")?),
@@ -172,6 +210,7 @@ async fn drain(
         }
     }
     let acked = Arc::new(AtomicU64::new(0));
+    let (client_before, server_before) = (cpu::process_cpu(), server_cpu(store));
     let started = Instant::now();
     let mut workers = JoinSet::new();
     for _ in 0..concurrency {
@@ -208,5 +247,12 @@ async fn drain(
         total.absorb(worker??);
     }
     total.elapsed = started.elapsed();
-    Ok(total)
+    total.client_cpu = cpu::cpu_since(client_before);
+    let server = server_cpu(store).zip(server_before).map(|(after, before)| after.saturating_sub(before));
+    Ok((total, server))
+}
+
+/// The local MariaDB server's CPU time so far; none on SQLite, which runs in this process.
+fn server_cpu(store: &SqlStore) -> Option<Duration> {
+    (store.dialect() == inbox_store::Dialect::MySql).then(cpu::database_server_cpu).flatten()
 }
