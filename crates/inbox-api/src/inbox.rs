@@ -155,9 +155,20 @@ pub struct AcknowledgeRequest {
 pub struct AckEntry {
     pub event_id: String,
     pub lease_token: String,
-    /// `completed` (default) or `failed` (park the event for an operator).
+    /// `completed` (default), `failed` (park the event as a dead letter for an operator) or
+    /// `quarantined` (set it aside for a person, never retried: a payload that looks like a
+    /// prompt injection, a bad signature; `reason` is then required).
     #[serde(default)]
     pub result: Option<String>,
+    /// Why the event is quarantined: 1 to 200 bytes, no control characters. Only with
+    /// `result: quarantined`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The kind of anomaly, for operators and metrics: `prompt_injection`,
+    /// `malformed_payload`, `bad_signature`, `policy` or `other` (the default). Only with
+    /// `result: quarantined`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -313,6 +324,12 @@ pub struct ReleaseOneRequest {
 #[serde(deny_unknown_fields)]
 pub struct AckOneRequest {
     pub lease_token: String,
+    /// `completed` (default), `failed` or `quarantined` (with `reason`), as in
+    /// [`AckEntry::result`].
     #[serde(default)]
     pub result: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
 }

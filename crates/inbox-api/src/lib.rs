@@ -7,6 +7,7 @@
 //! refuse unknown fields, so a typo is an error rather than a silently ignored option.
 
 mod admin;
+mod admin_views;
 mod auth;
 mod events;
 mod inbox;
@@ -20,6 +21,7 @@ pub mod time;
 mod trust;
 
 pub use admin::*;
+pub use admin_views::*;
 pub use auth::*;
 pub use events::*;
 pub use inbox::*;

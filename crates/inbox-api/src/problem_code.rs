@@ -76,6 +76,7 @@ problem_codes! {
     NotClaimable => "not_claimable",
     NotFound => "not_found",
     NotParked => "not_parked",
+    NotQuarantined => "not_quarantined",
     NotReady => "not_ready",
     OriginMismatch => "origin_mismatch",
     PayloadTooLarge => "payload_too_large",

@@ -171,6 +171,8 @@ pub(crate) async fn acknowledge(
             event_id: claim.event_id.clone(),
             lease_token: token.expose().to_owned(),
             result: Some(result.as_str().to_owned()),
+            reason: None,
+            class: None,
         }],
     };
     let answer = retrying(shared, || shared.api.acknowledge(&request)).await?;

@@ -4,7 +4,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use inbox_api::time::format_utc;
-use inbox_api::{DeliveryView, EventEnvelope, PayloadRef};
+use inbox_api::{AdminEventView, DeliveryView, EventEnvelope, PayloadRef};
 use inbox_core::{AckResult, EventBody, EventId, LeaseToken, Priority, UnixMillis};
 use inbox_store::{Delivery, EventRecord};
 
@@ -42,6 +42,16 @@ pub fn envelope(record: &EventRecord, now: UnixMillis) -> EventEnvelope {
         payload,
         payload_ref,
         created_at_utc: format_utc(record.created_at.get()),
+    }
+}
+
+/// An event as operators see it: the envelope with its reason, lease session and terminal time.
+pub fn admin_event(record: &EventRecord, now: UnixMillis) -> AdminEventView {
+    AdminEventView {
+        event: envelope(record, now),
+        reason: record.last_error.clone(),
+        session_id: record.lease_owner_session_id.as_ref().map(ToString::to_string),
+        terminal_at_utc: record.terminal_at.map(|t| format_utc(t.get())),
     }
 }
 

@@ -82,6 +82,8 @@ pub async fn ack(api: &Api, args: AckArgs) -> Answer {
             event_id: args.event_id.clone(),
             lease_token: args.lease_token,
             result: Some(result),
+            reason: None,
+            class: None,
         }],
     };
     let answer =

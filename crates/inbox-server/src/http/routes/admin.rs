@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use crate::AppState;
 use crate::auth::{Caller, CallerKind};
-use crate::convert::{self, envelope};
+use crate::convert::{self, admin_event};
 use crate::error::{ApiError, item_error};
 use crate::http::extract::ApiJson;
 use crate::ops::inbox;
@@ -80,7 +80,7 @@ pub async fn list_parked(
     };
     let events = state.store.inbox().list_parked(&query).await?;
     let now = state.store.now();
-    Ok(Json(ParkedEventsResponse { events: events.iter().map(|e| envelope(e, now)).collect() }))
+    Ok(Json(ParkedEventsResponse { events: events.iter().map(|e| admin_event(e, now)).collect() }))
 }
 
 fn parse_request(
@@ -165,8 +165,12 @@ pub async fn inboxes(
                 head_seq: s.head_seq.get(),
                 depth: s.depth,
                 claimed: s.claimed,
+                // Filled from the store's new counts once it has them (issue 16).
+                retry_scheduled: 0,
                 parked: s.parked,
                 oldest_unacked_age_seconds: s.oldest_unacked_at.map(|t| now.ms_since(t) / 1_000),
+                online_sessions: 0,
+                last_seen_at_utc: None,
             })
             .collect(),
     }))

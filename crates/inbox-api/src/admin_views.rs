@@ -1,0 +1,101 @@
+//! Operators' views of a tenant beyond its events: agent sessions, callback registrations with
+//! their recent deliveries, agents' signing keys (never their material) and activity per
+//! minute for the console's charts.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{CallbackAttemptView, CallbackRegistrationResponse};
+
+/// `GET /v1/admin/sessions`: newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AdminSessionsResponse {
+    pub sessions: Vec<AdminSessionView>,
+}
+
+/// One agent session: a device or process that subscribed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AdminSessionView {
+    pub session_id: String,
+    pub agent_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_id: Option<String>,
+    /// The transport it last used: `sse`, `websocket`, `long-poll` or `poll`.
+    pub transport: String,
+    /// `active`, `gone` (stopped heartbeating) or `superseded`.
+    pub status: String,
+    pub connected_at_utc: String,
+    pub last_heartbeat_at_utc: String,
+    pub last_seen_seq: u64,
+    /// The token subject that opened it.
+    pub auth_subject: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by_session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_at_utc: Option<String>,
+}
+
+/// `GET /v1/admin/callbacks`: every registration of the tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AdminCallbacksResponse {
+    pub registrations: Vec<AdminCallbackView>,
+}
+
+/// A registration with its delivery state: what an operator checks when hints stop arriving.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AdminCallbackView {
+    #[serde(flatten)]
+    pub registration: CallbackRegistrationResponse,
+    /// Failed attempts in a row for the current head.
+    pub failed_attempts: u32,
+    /// When the next delivery may be sent (the rate limit or a retry's backoff).
+    pub next_attempt_at_utc: String,
+    /// The last deliveries and challenges, newest first (at most 10).
+    pub recent_deliveries: Vec<CallbackAttemptView>,
+}
+
+/// `GET /v1/admin/agent-keys`: every agent key of the tenant, retired ones included.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AdminAgentKeysResponse {
+    pub keys: Vec<AdminAgentKeyView>,
+}
+
+/// An agent's request-signing key, without its material.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AdminAgentKeyView {
+    pub key_id: String,
+    pub agent_id: String,
+    /// `ed25519` or `hmac-sha256`.
+    pub algorithm: String,
+    pub created_at_utc: String,
+    /// When it stopped (or stops) verifying.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired_at_utc: Option<String>,
+}
+
+/// `GET /v1/admin/activity?minutes=`: one entry per minute, oldest first, the current minute
+/// last.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ActivityResponse {
+    pub minutes: Vec<MinuteActivityView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MinuteActivityView {
+    pub minute_start_utc: String,
+    /// Events published to the tenant's inboxes in this minute.
+    pub published: u64,
+    /// Events acknowledged in this minute.
+    pub acked: u64,
+    /// Unacknowledged events at the end of this minute, reconstructed from today's depth and
+    /// the counts of the later minutes (an estimate: dead-lettered, expired and purged
+    /// events are not subtracted minute by minute).
+    pub depth: u64,
+}
