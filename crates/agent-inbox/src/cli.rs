@@ -126,6 +126,10 @@ pub struct ServeArgs {
     /// Largest inline payload in bytes.
     #[arg(long)]
     pub payload_bytes_limit: Option<usize>,
+    /// Record each event's history (claims, acknowledgements, releases, quarantines, ...) for
+    /// operators: true or false [default: true].
+    #[arg(long)]
+    pub history: Option<bool>,
     /// HTTPS: the PEM certificate chain (with --tls-key); re-read when the file changes or on SIGHUP.
     #[arg(long)]
     pub tls_cert: Option<String>,
@@ -162,6 +166,7 @@ impl ServeArgs {
         push("retention", self.retention.clone());
         push("long_poll_wait_max", self.long_poll_wait_max.clone());
         push("payload_bytes_limit", self.payload_bytes_limit.map(|v| v.to_string()));
+        push("history", self.history.map(|v| v.to_string()));
         push("tls_cert", self.tls_cert.clone());
         push("tls_key", self.tls_key.clone());
         push("cors_origins", self.cors_origins.clone());

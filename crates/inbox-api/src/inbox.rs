@@ -160,8 +160,8 @@ pub struct AckEntry {
     /// prompt injection, a bad signature; `reason` is then required).
     #[serde(default)]
     pub result: Option<String>,
-    /// Why the event is quarantined: 1 to 200 bytes, no control characters. Only with
-    /// `result: quarantined`.
+    /// Why: 1 to 200 bytes on one line. Required with `result: quarantined`; with `failed`
+    /// it is kept as the dead letter's reason; refused with `completed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// The kind of anomaly, for operators and metrics: `prompt_injection`,
@@ -324,8 +324,8 @@ pub struct ReleaseOneRequest {
 #[serde(deny_unknown_fields)]
 pub struct AckOneRequest {
     pub lease_token: String,
-    /// `completed` (default), `failed` or `quarantined` (with `reason`), as in
-    /// [`AckEntry::result`].
+    /// `completed` (default), `failed` or `quarantined` (with `reason`); `reason` and `class`
+    /// as in [`AckEntry`].
     #[serde(default)]
     pub result: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -67,6 +67,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("publish_batches_in_flight", "inbox", "publish_batches_in_flight"),
     ("scavenge_interval", "inbox", "scavenge_interval"),
     ("scavenge_batch", "inbox", "scavenge_batch"),
+    ("history", "inbox", "history"),
     ("heartbeat_interval", "sessions", "heartbeat_interval"),
     ("stream_ticket_ttl", "sessions", "stream_ticket_ttl"),
     ("sse_retry", "sessions", "sse_retry"),
@@ -505,5 +506,43 @@ mod tests {
         assert_eq!(inbox.lease_default.as_millis() as u64, store.lease_ms_default);
         assert_eq!(inbox.retention.as_millis() as u64, store.retention_ms);
         assert_eq!(inbox.payload_bytes_limit, store.payload_bytes_limit);
+    }
+
+    /// History recording is on by default (the store's default) and every layer can turn it
+    /// off or on again: `[inbox] history`, the flat `history`, `AGENT_INBOX_HISTORY`, `--history`;
+    /// the store is told.
+    #[test]
+    fn history_recording_is_a_setting_of_every_layer_and_reaches_the_store() {
+        let default = Config::default();
+        assert!(default.inbox.history);
+        assert_eq!(default.inbox.history, inbox_store::StoreConfig::default().record_history);
+        assert!(crate::store_config(&default).record_history);
+
+        let dir = std::env::temp_dir().join(format!("agent-inbox-config-history-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sectioned = dir.join("sectioned.toml");
+        std::fs::write(&sectioned, "[inbox]\nhistory = false\n").unwrap();
+        let flat = dir.join("flat.toml");
+        std::fs::write(&flat, "history = false\n").unwrap();
+        for file in [&sectioned, &flat] {
+            let off = Config::load(Some(file), [], []).unwrap();
+            assert!(!off.inbox.history, "{}", file.display());
+            assert!(!crate::store_config(&off).record_history);
+        }
+        let from_env = Config::load(None, env(&[("AGENT_INBOX_HISTORY", "false")]), []).unwrap();
+        assert!(!from_env.inbox.history);
+        let flag_wins = Config::load(
+            Some(&sectioned),
+            env(&[("AGENT_INBOX_HISTORY", "false")]),
+            env(&[("history", "true")]),
+        )
+        .unwrap();
+        assert!(flag_wins.inbox.history);
+        assert!(crate::store_config(&flag_wins).record_history);
+        let not_a_bool = dir.join("not_a_bool.toml");
+        std::fs::write(&not_a_bool, "[inbox]\nhistory = \"sometimes\"\n").unwrap();
+        let err = Config::load(Some(&not_a_bool), [], []).unwrap_err();
+        assert!(err.to_string().contains("expected a boolean"), "{err}");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -4,9 +4,12 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use inbox_api::time::format_utc;
-use inbox_api::{AdminEventView, DeliveryView, EventEnvelope, PayloadRef};
-use inbox_core::{AckResult, EventBody, EventId, LeaseToken, Priority, UnixMillis};
-use inbox_store::{Delivery, EventRecord};
+use inbox_api::{
+    AdminEventView, CallbackAttemptView, CallbackRegistrationResponse, DeliveryView, EventEnvelope,
+    PayloadRef,
+};
+use inbox_core::{AckResult, EventBody, EventId, LeaseToken, Priority, QuarantineClass, UnixMillis};
+use inbox_store::{AckItem, CallbackAttempt, CallbackRegistration, Delivery, EventRecord, REASON_BYTES_MAX};
 
 use crate::error::ApiError;
 
@@ -65,6 +68,46 @@ pub fn delivery(d: &Delivery) -> DeliveryView {
     }
 }
 
+/// A registration as the tenant sees it, without a secret or a challenge (the routes that
+/// generate or send one add it).
+pub fn callback_registration(registration: &CallbackRegistration) -> CallbackRegistrationResponse {
+    let previous = registration.previous.as_ref();
+    CallbackRegistrationResponse {
+        registration_id: registration.registration_id.to_string(),
+        tenant_id: registration.tenant_id.to_string(),
+        recipient_id: registration.recipient_id.to_string(),
+        callback_url: registration.callback_url.clone(),
+        status: registration.state.as_str().to_owned(),
+        auth_mode: registration.auth_mode.clone(),
+        secret_id: registration.key_id.to_string(),
+        secret: None,
+        previous_secret_id: previous.map(|p| p.key_id.to_string()),
+        previous_secret_retires_at_utc: previous.map(|p| format_utc(p.retires_at.get())),
+        max_rate_per_minute: registration.max_rate_per_minute,
+        replay_window_seconds: registration.replay_window_seconds,
+        delivered_head_seq: registration.delivered_head_seq,
+        created_at_utc: format_utc(registration.created_at.get()),
+        verified_at_utc: registration.verified_at.map(|t| format_utc(t.get())),
+        challenge_delivery_id: None,
+        expires_at_utc: None,
+        last_error: registration.last_error.clone(),
+    }
+}
+
+pub fn callback_attempt(a: &CallbackAttempt) -> CallbackAttemptView {
+    CallbackAttemptView {
+        delivery_id: a.delivery_id.clone(),
+        kind: a.kind.clone(),
+        head_seq: a.head_seq,
+        attempt: a.attempt,
+        outcome: a.outcome.clone(),
+        http_status: a.http_status,
+        error: a.error.clone(),
+        duration_ms: a.duration_ms,
+        created_at_utc: format_utc(a.created_at.get()),
+    }
+}
+
 pub fn event_id(field: &str, text: &str) -> Result<EventId, ApiError> {
     EventId::parse(text).map_err(|e| ApiError::invalid_field(field, e.problem))
 }
@@ -86,8 +129,81 @@ pub fn ack_result(field: &str, text: Option<&str>) -> Result<AckResult, ApiError
     match text {
         None | Some("completed") => Ok(AckResult::Completed),
         Some("failed") => Ok(AckResult::Failed),
-        Some(other) => Err(ApiError::invalid_field(field, format!("is {other:?}; use completed or failed"))),
+        Some("quarantined") => Ok(AckResult::Quarantined),
+        Some(other) => {
+            Err(ApiError::invalid_field(field, format!("is {other:?}; use completed, failed or quarantined")))
+        }
     }
+}
+
+/// A reason an agent or operator gives (kept in `last_error` and the history): checked here
+/// as the store checks it, so the problem names the field as the caller wrote it.
+pub fn reason(field: &str, text: &str) -> Result<String, ApiError> {
+    if text.is_empty() || text.len() > REASON_BYTES_MAX {
+        return Err(ApiError::invalid_field(
+            field,
+            format!("is {} bytes; give 1 to {REASON_BYTES_MAX} bytes saying why", text.len()),
+        ));
+    }
+    if text.chars().any(char::is_control) {
+        return Err(ApiError::invalid_field(
+            field,
+            "contains control characters (such as a newline); write it on one line",
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// A quarantine's class; absent means the store's default (`other`).
+pub fn quarantine_class(field: &str, text: Option<&str>) -> Result<Option<QuarantineClass>, ApiError> {
+    text.map(|text| {
+        QuarantineClass::parse(text).ok_or_else(|| {
+            let known: Vec<&str> = QuarantineClass::ALL.iter().map(|c| c.as_str()).collect();
+            ApiError::invalid_field(field, format!("is {text:?}; use one of {}", known.join(", ")))
+        })
+    })
+    .transpose()
+}
+
+/// One acknowledgement of the wire, checked: a quarantine needs a reason; a reason goes only
+/// with `failed` or `quarantined`, a class only with `quarantined` (nothing sent is ignored).
+/// `at` is the item's field prefix (`acks[3].`, or empty for seed 000's single ack).
+pub fn ack_item(
+    at: &str,
+    event_id: &str,
+    lease_token: &str,
+    result: Option<&str>,
+    reason: Option<&str>,
+    class: Option<&str>,
+) -> Result<AckItem, ApiError> {
+    let event_id = self::event_id(&format!("{at}event_id"), event_id)?;
+    let lease_token = self::lease_token(&format!("{at}lease_token"), lease_token)?;
+    let result = ack_result(&format!("{at}result"), result)?;
+    let reason_field = format!("{at}reason");
+    let reason = match (result, reason) {
+        (AckResult::Quarantined, None) => {
+            return Err(ApiError::invalid_field(
+                &reason_field,
+                "is required with result quarantined; say why the event is set aside",
+            ));
+        }
+        (AckResult::Completed, Some(_)) => {
+            return Err(ApiError::invalid_field(
+                &reason_field,
+                "goes only with result failed or quarantined; leave it out for completed",
+            ));
+        }
+        (_, reason) => reason.map(|text| self::reason(&reason_field, text)).transpose()?,
+    };
+    let class_field = format!("{at}class");
+    if class.is_some() && result != AckResult::Quarantined {
+        return Err(ApiError::invalid_field(
+            &class_field,
+            "goes only with result quarantined; leave it out otherwise",
+        ));
+    }
+    let class = quarantine_class(&class_field, class)?;
+    Ok(AckItem { event_id, lease_token, result, reason, class })
 }
 
 pub fn time(field: &str, text: Option<&str>) -> Result<Option<UnixMillis>, ApiError> {

@@ -119,6 +119,7 @@ pub fn refusal_code(refusal: &Refusal) -> (StatusCode, ProblemCode) {
                 RefusalReason::AlreadyAcked => ProblemCode::AlreadyAcked,
                 RefusalReason::Terminal(_) => ProblemCode::EventTerminal,
                 RefusalReason::NotParked(_) => ProblemCode::NotParked,
+                RefusalReason::NotQuarantined(_) => ProblemCode::NotQuarantined,
                 RefusalReason::LeaseStillLive => ProblemCode::LeaseStillLive,
                 RefusalReason::NotClaimable(_)
                 | RefusalReason::NotYetAvailable(_)

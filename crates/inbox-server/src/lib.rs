@@ -145,6 +145,7 @@ fn store_config(config: &Config) -> StoreConfig {
         payload_bytes_limit: config.inbox.payload_bytes_limit,
         retention_ms: config.inbox.retention.as_millis() as u64,
         archive_retention_ms: config.inbox.archive_retention.as_millis() as u64,
+        record_history: config.inbox.history,
         ..StoreConfig::default()
     }
 }
@@ -227,6 +228,8 @@ pub fn router(state: AppState) -> Router {
         .merge(http::routes::callbacks::router())
         .merge(http::routes::tenant_policy::router())
         .merge(http::routes::admin::router())
+        .merge(http::routes::admin_events::router())
+        .merge(http::routes::admin_views::router())
         .merge(http::routes::auth::router())
         .merge(http::routes::health::router())
         .fallback(http::middleware::not_found)

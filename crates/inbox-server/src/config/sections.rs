@@ -113,6 +113,10 @@ pub struct InboxConfig {
     #[serde(with = "super::forms::human_duration")]
     pub scavenge_interval: Duration,
     pub scavenge_batch: u32,
+    /// Record each event's history (claims, acknowledgements, releases, lease expiries,
+    /// dead-lettering, quarantines, requeues) with its row, for operators' per-event view.
+    /// On by default; off saves the appended text per transition.
+    pub history: bool,
 }
 
 impl Default for InboxConfig {
@@ -132,6 +136,7 @@ impl Default for InboxConfig {
             publish_batches_in_flight: 2,
             scavenge_interval: Duration::from_secs(1),
             scavenge_batch: 500,
+            history: store.record_history,
         }
     }
 }

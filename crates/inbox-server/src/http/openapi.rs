@@ -1,13 +1,17 @@
 //! The OpenAPI document, generated from the handlers' annotations and the wire types. A copy
 //! is checked in at `openapi.json` in the repository root; a test fails when the two differ.
 
+use inbox_core::QuarantineClass;
+use inbox_store::EventStateFilter;
 use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::http::routes::{
-    admin, agent_keys, agents, auth, callbacks, events, inbox, rooms, sessions, streams, tenant_policy, ws,
+    admin, admin_events, admin_views, agent_keys, agents, auth, callbacks, events, inbox, rooms, sessions,
+    streams, tenant_policy, ws,
 };
+use crate::ops::admin_views::ACTIVITY_MINUTES_MAX;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -23,7 +27,9 @@ use crate::http::routes::{
         rooms::create_room, rooms::get_room, rooms::add_members, rooms::remove_member, rooms::post_message,
         sessions::subscribe, sessions::heartbeat,
         streams::sse, streams::subscribe_alias, streams::ticket, streams::cookie, ws::websocket,
-        admin::list_parked, admin::requeue, admin::purge, admin::inboxes,
+        admin::list_parked, admin::requeue, admin::purge, admin::quarantine, admin::release_quarantined,
+        admin::inboxes, admin_events::events, admin_events::event,
+        admin_views::sessions, admin_views::callbacks, admin_views::agent_keys, admin_views::activity,
         auth::refresh,
         agent_keys::register, agent_keys::list, agent_keys::retire,
         tenant_policy::get_policy, tenant_policy::set_policy,
@@ -93,6 +99,12 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
     let limit = json!({"minimum": 1, "maximum": BATCH_MAX});
     let seq = json!({"maximum": i64::MAX});
     let priority = json!({"enum": ["urgent", "high", "normal", "low", null]});
+    let ack_result = json!({"enum": ["completed", "failed", "quarantined", null]});
+    // A reason an agent or operator gives: 1 to 200 bytes on one line.
+    let reason = json!({"pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", "minLength": 1, "maxLength": 200});
+    let mut classes: Vec<Value> = QuarantineClass::ALL.iter().map(|c| json!(c.as_str())).collect();
+    classes.push(Value::Null);
+    let optional_class = json!({"enum": classes});
     let table: Vec<(&str, &str, Value)> = vec![
         ("PollRequest", "tenant_id", word(64)),
         ("PollRequest", "recipient_id", recipient.clone()),
@@ -112,9 +124,13 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
         ("AcknowledgeRequest", "acks", json!({"minItems": 1, "maxItems": BATCH_MAX})),
         ("AckEntry", "event_id", event_id.clone()),
         ("AckEntry", "lease_token", lease_token.clone()),
-        ("AckEntry", "result", json!({"enum": ["completed", "failed", null]})),
+        ("AckEntry", "result", ack_result.clone()),
+        ("AckEntry", "reason", reason.clone()),
+        ("AckEntry", "class", optional_class.clone()),
         ("AckOneRequest", "lease_token", lease_token.clone()),
-        ("AckOneRequest", "result", json!({"enum": ["completed", "failed", null]})),
+        ("AckOneRequest", "result", ack_result),
+        ("AckOneRequest", "reason", reason.clone()),
+        ("AckOneRequest", "class", optional_class.clone()),
         ("ReleaseRequest", "tenant_id", word(64)),
         ("ReleaseRequest", "recipient_id", recipient.clone()),
         ("ReleaseRequest", "event_id", event_id.clone()),
@@ -137,6 +153,11 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
         ("ParkedEventsRequest", "recipient_id", recipient.clone()),
         ("ParkedEventsRequest", "event_ids", json!({"minItems": 1, "maxItems": BATCH_MAX})),
         ("ParkedEventsRequest", "event_ids/items", event_id.clone()),
+        ("QuarantineRequest", "recipient_id", recipient.clone()),
+        ("QuarantineRequest", "event_ids", json!({"minItems": 1, "maxItems": BATCH_MAX})),
+        ("QuarantineRequest", "event_ids/items", event_id.clone()),
+        ("QuarantineRequest", "reason", reason),
+        ("QuarantineRequest", "class", optional_class),
         ("CreateRoomRequest", "room_id", word(64)),
         ("CreateRoomRequest", "members/items", recipient.clone()),
         ("RoomMembersRequest", "members", json!({"minItems": 1, "maxItems": BATCH_MAX})),
@@ -196,6 +217,20 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
     // A room message is any JSON value.
     schemas["PostMessageRequest"]["properties"]["body"] =
         json!({"description": "The message: any JSON, at most the payload limit."});
+    // An acknowledgement's reason and class go with the results that keep them: a quarantine
+    // needs a reason, a failure may give one, a completion gives neither; only a quarantine
+    // has a class.
+    let quarantined = json!({"required": ["result"], "properties": {"result": {"const": "quarantined"}}});
+    let keeps_reason =
+        json!({"required": ["result"], "properties": {"result": {"enum": ["failed", "quarantined"]}}});
+    let absent = json!({"type": "null"});
+    for schema in ["AckEntry", "AckOneRequest"] {
+        schemas[schema]["allOf"] = json!([
+            {"if": quarantined, "then": {"required": ["reason"], "properties": {"reason": {"type": "string"}}},
+             "else": {"properties": {"class": absent}}},
+            {"if": keeps_reason, "else": {"properties": {"reason": absent}}},
+        ]);
+    }
     // A claim names its events or asks for the next `limit`, never both.
     schemas["ClaimRequest"]["not"] = json!({
         "required": ["event_ids", "limit"],
@@ -212,17 +247,23 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
         ("after_seconds", json!({"maximum": 604_800})),
         ("after_seq", json!({"maximum": i64::MAX})),
         ("state", json!({"enum": ["dead_letter", "quarantined"]})),
+        ("minutes", json!({"minimum": 1, "maximum": ACTIVITY_MINUTES_MAX})),
         ("registration_id", word(64)),
         ("key_id", word(64)),
     ];
+    // A name that means something else on one path: an inbox's events filter by every state.
+    let states: Vec<&str> = EventStateFilter::ALL.iter().map(|s| s.as_str()).collect();
+    let path_constraints: Vec<(&str, &str, Value)> =
+        vec![("/v1/admin/inboxes/{recipient_id}/events", "state", json!({"enum": states}))];
     let Some(paths) = document["paths"].as_object_mut() else { return };
-    for item in paths.values_mut() {
+    for (path, item) in paths.iter_mut() {
         for operation in item.as_object_mut().into_iter().flat_map(|o| o.values_mut()) {
             let parameters = operation.get_mut("parameters").and_then(Value::as_array_mut);
             for parameter in parameters.into_iter().flatten() {
-                let Some((_, constraints)) =
-                    parameter_constraints.iter().find(|(n, _)| parameter["name"] == *n)
-                else {
+                let on_path = path_constraints.iter().find(|(p, n, _)| p == path && parameter["name"] == *n);
+                let Some(constraints) = on_path.map(|(_, _, c)| c).or_else(|| {
+                    parameter_constraints.iter().find(|(n, _)| parameter["name"] == *n).map(|(_, c)| c)
+                }) else {
                     continue;
                 };
                 for (key, value) in constraints.as_object().expect("constraints are an object") {

@@ -36,6 +36,12 @@ declare_metrics! {
         "Leases that ran out and returned their event to the inbox";
     Counter dead_lettered_total()
         "Events dead-lettered by the scavenger";
+    Counter quarantined_total("by", "class")
+        "Events quarantined, by who set them aside (agent or operator) and the class of anomaly";
+    Counter quarantine_releases_total()
+        "Quarantined events an operator released back to the inbox";
+    Counter requeued_total()
+        "Parked events an operator requeued with a fresh budget of attempts";
     Counter expired_total()
         "Events that passed expires_at unclaimed";
     Counter archived_total()

@@ -15,11 +15,12 @@ use inbox_api::{
     HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse, PollRequest, PollResponse, RejectedEvent,
     ReleaseOneRequest, ReleaseRequest, ReleaseResponse, ResyncResponse, Scope,
 };
-use inbox_core::{EventId, InboxSeq, RecipientKey, RefusalReason, SessionId, TenantId};
+use inbox_core::{
+    AckResult, AckState, EventId, InboxSeq, QuarantineClass, RecipientKey, RefusalReason, SessionId, TenantId,
+};
 use inbox_store::{
-    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, EventRecord, Heartbeat,
-    HeartbeatItem, InboxHead, ItemOutcome, PollPage, PollQuery, Publish, PublishReceipt, Refusal, Release,
-    StoreError,
+    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Heartbeat, HeartbeatItem,
+    InboxHead, ItemOutcome, PollPage, PollQuery, Publish, PublishReceipt, Refusal, Release, StoreError,
 };
 
 use crate::AppState;
@@ -259,7 +260,8 @@ fn claim_view(c: &ClaimedEvent, now: inbox_core::UnixMillis) -> Claim {
     }
 }
 
-/// Acknowledges events; repeats with the same token succeed.
+/// Acknowledges events; repeats with the same token succeed. `result: quarantined` sets an
+/// event aside for a person (with a reason, and a class for the metrics).
 pub async fn acknowledge(
     state: &AppState,
     caller: &Caller,
@@ -267,35 +269,56 @@ pub async fn acknowledge(
 ) -> Result<AcknowledgeResponse, ApiError> {
     caller.check_tenant(request.tenant_id.as_deref())?;
     caller.check_agent(request.recipient_id.as_deref())?;
+    let session_id = session_id(request.session_id.as_deref())?;
     let items = request
         .acks
         .iter()
         .enumerate()
         .map(|(i, a)| {
-            Ok(AckItem {
-                event_id: convert::event_id(&format!("acks[{i}].event_id"), &a.event_id)?,
-                lease_token: convert::lease_token(&format!("acks[{i}].lease_token"), &a.lease_token)?,
-                result: convert::ack_result(&format!("acks[{i}].result"), a.result.as_deref())?,
-            })
+            convert::ack_item(
+                &format!("acks[{i}]."),
+                &a.event_id,
+                &a.lease_token,
+                a.result.as_deref(),
+                a.reason.as_deref(),
+                a.class.as_deref(),
+            )
         })
         .collect::<Result<Vec<_>, ApiError>>()?;
-    let outcomes = acknowledge_items(state, caller, items).await?;
+    let outcomes = acknowledge_items(state, caller, session_id, items).await?;
     Ok(AcknowledgeResponse { results: outcomes.into_iter().map(ack_outcome).collect() })
+}
+
+fn session_id(text: Option<&str>) -> Result<Option<SessionId>, ApiError> {
+    text.map(SessionId::new).transpose().map_err(|e| ApiError::invalid_field("session_id", e.problem))
 }
 
 async fn acknowledge_items(
     state: &AppState,
     caller: &Caller,
+    session_id: Option<SessionId>,
     items: Vec<AckItem>,
 ) -> Result<Vec<ItemOutcome<AckReceipt>>, ApiError> {
     caller.require(Scope::InboxAck)?;
     let started = Instant::now();
-    let outcomes = state.store.inbox().acknowledge(&Acknowledge { inbox: caller.inbox(), items }).await?;
+    // The class of each quarantining item, by event, for the metric once it is accepted.
+    let classes: Vec<(EventId, QuarantineClass)> = items
+        .iter()
+        .filter(|i| i.result == AckResult::Quarantined)
+        .map(|i| (i.event_id, i.class.unwrap_or_default()))
+        .collect();
+    let acknowledge = Acknowledge { inbox: caller.inbox(), session_id, items };
+    let outcomes = state.store.inbox().acknowledge(&acknowledge).await?;
     state.metrics.ack_latency_seconds().observe([], started.elapsed());
     let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
     for receipt in outcomes.iter().flatten() {
         let labels = [tenant.clone(), receipt.state.as_str().to_owned()];
         state.metrics.acks_total().add(labels, 1);
+        if receipt.state == AckState::Quarantined
+            && let Some((_, class)) = classes.iter().find(|(id, _)| *id == receipt.event_id)
+        {
+            state.metrics.quarantined_total().add(["agent".to_owned(), class.as_str().to_owned()], 1);
+        }
     }
     Ok(outcomes)
 }
@@ -322,12 +345,15 @@ pub async fn acknowledge_one(
     event_id: &str,
     request: AckOneRequest,
 ) -> Result<AckOutcome, ApiError> {
-    let item = AckItem {
-        event_id: convert::event_id("event_id", event_id)?,
-        lease_token: convert::lease_token("lease_token", &request.lease_token)?,
-        result: convert::ack_result("result", request.result.as_deref())?,
-    };
-    let receipt = acknowledge_items(state, caller, vec![item]).await?.remove(0)?;
+    let item = convert::ack_item(
+        "",
+        event_id,
+        &request.lease_token,
+        request.result.as_deref(),
+        request.reason.as_deref(),
+        request.class.as_deref(),
+    )?;
+    let receipt = acknowledge_items(state, caller, None, vec![item]).await?.remove(0)?;
     Ok(ack_outcome(Ok(receipt)))
 }
 
@@ -445,19 +471,4 @@ pub fn record_published(state: &AppState, tenant_id: &TenantId, receipt: &Publis
         let inbox = RecipientKey { tenant_id: tenant_id.clone(), recipient: d.recipient.clone() };
         state.hints.advanced(&inbox, d.inbox_seq);
     }
-}
-
-/// Sends parked events back to the inbox with a fresh budget of attempts, and wakes this
-/// node's waiters on that inbox when any went back.
-pub async fn requeue(
-    state: &AppState,
-    inbox: &RecipientKey,
-    ids: &[EventId],
-) -> Result<Vec<ItemOutcome<EventRecord>>, ApiError> {
-    let outcomes = state.store.inbox().requeue(inbox, ids).await?;
-    if outcomes.iter().any(Result::is_ok) {
-        let head = state.store.inbox().head(inbox).await?;
-        state.hints.advanced(inbox, head.head_seq);
-    }
-    Ok(outcomes)
 }

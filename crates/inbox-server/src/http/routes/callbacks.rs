@@ -15,7 +15,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use inbox_api::time::format_utc;
 use inbox_api::{
-    CallbackAttemptView, CallbackAttemptsResponse, CallbackRegistrationRequest, CallbackRegistrationResponse,
+    CallbackAttemptsResponse, CallbackRegistrationRequest, CallbackRegistrationResponse,
     CallbackRegistrationsResponse, ProblemCode, RotateCallbackSecretRequest, Scope,
 };
 use inbox_core::{RecipientId, TenantId};
@@ -23,7 +23,7 @@ use inbox_store::{CallbackRegistration, KeyId, RegistrationId};
 
 use crate::AppState;
 use crate::auth::{Caller, CallerKind};
-use crate::convert::decode_base64;
+use crate::convert::{self, decode_base64};
 use crate::error::ApiError;
 use crate::http::extract::ApiJson;
 use crate::ops::callbacks::ChallengeOutcome;
@@ -246,22 +246,7 @@ pub async fn deliveries(
     let registration = visible(&state, &caller, &registration_id).await?;
     let attempts =
         state.store.callbacks().attempts(&caller.tenant_id, &registration.registration_id, 100).await?;
-    Ok(Json(CallbackAttemptsResponse {
-        attempts: attempts
-            .into_iter()
-            .map(|a| CallbackAttemptView {
-                delivery_id: a.delivery_id,
-                kind: a.kind,
-                head_seq: a.head_seq,
-                attempt: a.attempt,
-                outcome: a.outcome,
-                http_status: a.http_status,
-                error: a.error,
-                duration_ms: a.duration_ms,
-                created_at_utc: format_utc(a.created_at.get()),
-            })
-            .collect(),
-    }))
+    Ok(Json(CallbackAttemptsResponse { attempts: attempts.iter().map(convert::callback_attempt).collect() }))
 }
 
 fn is_operator(caller: &Caller) -> bool {
@@ -334,28 +319,10 @@ fn view(
     secret: Option<String>,
     challenged: Option<&ChallengeOutcome>,
 ) -> CallbackRegistrationResponse {
-    let previous = registration.previous.as_ref();
-    CallbackRegistrationResponse {
-        registration_id: registration.registration_id.to_string(),
-        tenant_id: registration.tenant_id.to_string(),
-        recipient_id: registration.recipient_id.to_string(),
-        callback_url: registration.callback_url.clone(),
-        status: registration.state.as_str().to_owned(),
-        auth_mode: registration.auth_mode.clone(),
-        secret_id: registration.key_id.to_string(),
-        secret,
-        previous_secret_id: previous.map(|p| p.key_id.to_string()),
-        previous_secret_retires_at_utc: previous.map(|p| format_utc(p.retires_at.get())),
-        max_rate_per_minute: registration.max_rate_per_minute,
-        replay_window_seconds: registration.replay_window_seconds,
-        delivered_head_seq: registration.delivered_head_seq,
-        created_at_utc: format_utc(registration.created_at.get()),
-        verified_at_utc: registration.verified_at.map(|t| format_utc(t.get())),
-        challenge_delivery_id: challenged.map(|c| c.delivery_id.clone()),
-        expires_at_utc: challenged.map(|c| format_utc(c.expires_at.get())),
-        last_error: registration
-            .last_error
-            .clone()
-            .or_else(|| challenged.and_then(|c| c.result.as_ref().err().cloned())),
-    }
+    let mut view = convert::callback_registration(registration);
+    view.secret = secret;
+    view.challenge_delivery_id = challenged.map(|c| c.delivery_id.clone());
+    view.expires_at_utc = challenged.map(|c| format_utc(c.expires_at.get()));
+    view.last_error = view.last_error.or_else(|| challenged.and_then(|c| c.result.as_ref().err().cloned()));
+    view
 }

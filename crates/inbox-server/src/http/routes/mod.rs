@@ -1,6 +1,8 @@
 //! The HTTP routes, one file per resource, each with its own `router()`.
 
 pub mod admin;
+pub mod admin_events;
+pub mod admin_views;
 pub mod agent_keys;
 pub mod agents;
 pub mod auth;

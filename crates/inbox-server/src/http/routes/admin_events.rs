@@ -1,0 +1,61 @@
+//! Operators' view of one inbox's events: the events by state, and one event with its
+//! envelope, payload and history (live or archived). The rules live in `ops/admin.rs`.
+
+use axum::extract::{Path, Query, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use inbox_api::{AdminEventDetail, AdminEventsResponse};
+use serde::Deserialize;
+
+use crate::AppState;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::http::extract::query_problem;
+use crate::ops::admin::{self, EventsFilter};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/admin/inboxes/{recipient_id}/events", get(events))
+        .route("/v1/admin/inboxes/{recipient_id}/events/{event_id}", get(event))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct EventsParams {
+    /// `available`, `retry_scheduled`, `claimed`, `acked`, `dead_letter`, `quarantined` or
+    /// `expired`; every state when absent.
+    state: Option<String>,
+    /// Only events with a larger `inbox_seq`: page on with the last one's.
+    after_seq: Option<u64>,
+    limit: Option<u32>,
+}
+
+/// The inbox's events (of one state when asked), in `inbox_seq` order, with their reasons,
+/// lease sessions and terminal times. Archived events are not listed; read them one by one.
+#[utoipa::path(get, path = "/v1/admin/inboxes/{recipient_id}/events", tag = "admin",
+    params(("recipient_id" = String, Path), EventsParams),
+    responses((status = 200, body = AdminEventsResponse)))]
+pub async fn events(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(recipient_id): Path<String>,
+    params: Result<Query<EventsParams>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<AdminEventsResponse>, ApiError> {
+    let Query(p) = params.map_err(|e| query_problem(&e))?;
+    let filter = EventsFilter { state: p.state, after_seq: p.after_seq, limit: p.limit };
+    admin::events(&state, &caller, &recipient_id, filter).await.map(Json)
+}
+
+/// One event with its history, oldest transition first, from the live table or the archive.
+#[utoipa::path(get, path = "/v1/admin/inboxes/{recipient_id}/events/{event_id}", tag = "admin",
+    params(("recipient_id" = String, Path), ("event_id" = String, Path)),
+    responses((status = 200, body = AdminEventDetail),
+        (status = 404, description = "not_found: no such event in this inbox, live or archived", body = inbox_api::Problem)))]
+pub async fn event(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((recipient_id, event_id)): Path<(String, String)>,
+) -> Result<Json<AdminEventDetail>, ApiError> {
+    admin::event_detail(&state, &caller, &recipient_id, &event_id).await.map(Json)
+}

@@ -1,0 +1,90 @@
+//! Operators' read-only views of the tenant: sessions, callback registrations with their
+//! recent deliveries, agents' signing keys, and activity per minute. The rules live in
+//! `ops/admin_views.rs`.
+
+use axum::extract::{Query, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use inbox_api::{ActivityResponse, AdminAgentKeysResponse, AdminCallbacksResponse, AdminSessionsResponse};
+use serde::Deserialize;
+
+use crate::AppState;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::http::extract::query_problem;
+use crate::ops::admin_views;
+
+type QueryResult<T> = Result<Query<T>, axum::extract::rejection::QueryRejection>;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/admin/sessions", get(sessions))
+        .route("/v1/admin/callbacks", get(callbacks))
+        .route("/v1/admin/agent-keys", get(agent_keys))
+        .route("/v1/admin/activity", get(activity))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SessionsParams {
+    /// Only this agent's sessions.
+    recipient_id: Option<String>,
+    limit: Option<u32>,
+}
+
+/// The tenant's agent sessions, most recently heard from first: device, transport, when
+/// connected, last heartbeat, and whether gone or superseded.
+#[utoipa::path(get, path = "/v1/admin/sessions", tag = "admin", params(SessionsParams),
+    responses((status = 200, body = AdminSessionsResponse)))]
+pub async fn sessions(
+    State(state): State<AppState>,
+    caller: Caller,
+    params: QueryResult<SessionsParams>,
+) -> Result<Json<AdminSessionsResponse>, ApiError> {
+    let Query(p) = params.map_err(|e| query_problem(&e))?;
+    admin_views::sessions(&state, &caller, p.recipient_id.as_deref(), p.limit).await.map(Json)
+}
+
+/// Every callback registration of the tenant with its state, failures in a row, next
+/// attempt, last error and its last 10 deliveries.
+#[utoipa::path(get, path = "/v1/admin/callbacks", tag = "admin",
+    responses((status = 200, body = AdminCallbacksResponse)))]
+pub async fn callbacks(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<AdminCallbacksResponse>, ApiError> {
+    admin_views::callbacks(&state, &caller).await.map(Json)
+}
+
+/// Every agent key of the tenant (live and retired): id, agent, algorithm, created, retired.
+/// Never the key material.
+#[utoipa::path(get, path = "/v1/admin/agent-keys", tag = "admin",
+    responses((status = 200, body = AdminAgentKeysResponse)))]
+pub async fn agent_keys(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<AdminAgentKeysResponse>, ApiError> {
+    admin_views::agent_keys(&state, &caller).await.map(Json)
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ActivityParams {
+    /// How far back, 1 to 1440; default 60.
+    minutes: Option<u32>,
+}
+
+/// Events published and acknowledged per minute, and the depth at the end of each minute
+/// (reconstructed from today's depth), oldest minute first.
+#[utoipa::path(get, path = "/v1/admin/activity", tag = "admin", params(ActivityParams),
+    responses((status = 200, body = ActivityResponse)))]
+pub async fn activity(
+    State(state): State<AppState>,
+    caller: Caller,
+    params: QueryResult<ActivityParams>,
+) -> Result<Json<ActivityResponse>, ApiError> {
+    let Query(p) = params.map_err(|e| query_problem(&e))?;
+    admin_views::activity(&state, &caller, p.minutes).await.map(Json)
+}
