@@ -37,11 +37,11 @@ declare_metrics! {
     Counter dead_lettered_total()
         "Events dead-lettered by the scavenger";
     Counter quarantined_total("by", "class")
-        "Events quarantined, by who set them aside (agent or operator) and the class of anomaly";
+        "Events quarantined, by who set them aside (agent or operator) and the class of anomaly (an agent's retried acknowledgement counts again, as in acks_total)";
     Counter quarantine_releases_total()
-        "Quarantined events an operator released back to the inbox";
+        "Quarantined events an operator released back to the inbox (repeats not counted)";
     Counter requeued_total()
-        "Parked events an operator requeued with a fresh budget of attempts";
+        "Parked events an operator requeued with a fresh budget of attempts (repeats not counted)";
     Counter expired_total()
         "Events that passed expires_at unclaimed";
     Counter archived_total()

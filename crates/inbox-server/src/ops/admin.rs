@@ -11,9 +11,11 @@ use inbox_api::{
     AdminEventDetail, AdminEventsResponse, HistoryEntryView, InboxStatsResponse, InboxStatsView, ItemResult,
     ItemResults, ParkedEventsRequest, ParkedEventsResponse, ProblemCode, QuarantineRequest, Scope,
 };
-use inbox_core::{AckState, EventId, InboxSeq, QuarantineClass, Recipient, RecipientId, RecipientKey};
+use inbox_core::{
+    AckState, EventId, InboxSeq, QuarantineClass, Recipient, RecipientId, RecipientKey, UnixMillis,
+};
 use inbox_store::{
-    Actor, EventStateFilter, EventsQuery, HistoryEntry, ItemOutcome, ParkedQuery,
+    Actor, EventRecord, EventStateFilter, EventsQuery, HistoryEntry, ItemOutcome, ParkedQuery,
     QuarantineRequest as Quarantine,
 };
 
@@ -132,8 +134,10 @@ async fn hint_if_any<T>(
     Ok(())
 }
 
-fn count_ok<T>(outcomes: &[ItemOutcome<T>]) -> u64 {
-    outcomes.iter().filter(|o| o.is_ok()).count() as u64
+/// Events a change really moved: an accepted repeat leaves its row, and `updated_at`,
+/// untouched, so it is not counted twice.
+fn changed_since(outcomes: &[ItemOutcome<EventRecord>], before: UnixMillis) -> u64 {
+    outcomes.iter().flatten().filter(|record| record.updated_at >= before).count() as u64
 }
 
 /// Sends parked events back to the inbox with a fresh budget of attempts.
@@ -144,8 +148,9 @@ pub async fn requeue(
 ) -> Result<ItemResults, ApiError> {
     require_admin(caller)?;
     let (inbox, ids) = parse_batch(caller, &request.recipient_id, &request.event_ids)?;
+    let before = state.store.now();
     let outcomes = state.store.inbox().requeue(&inbox, &ids, &operator(caller)?).await?;
-    state.metrics.requeued_total().add([], count_ok(&outcomes));
+    state.metrics.requeued_total().add([], changed_since(&outcomes, before));
     hint_if_any(state, &inbox, &outcomes).await?;
     Ok(results(&outcomes, &ids))
 }
@@ -173,12 +178,10 @@ pub async fn quarantine(
     let reason = convert::reason("reason", &request.reason)?;
     let class = convert::quarantine_class("class", request.class.as_deref())?;
     let quarantine = Quarantine { reason, class, actor: operator(caller)? };
+    let before = state.store.now();
     let outcomes = state.store.inbox().quarantine(&inbox, &ids, &quarantine).await?;
-    let class = class.unwrap_or_default();
-    state
-        .metrics
-        .quarantined_total()
-        .add(["operator".to_owned(), class.as_str().to_owned()], count_ok(&outcomes));
+    let labels = ["operator".to_owned(), class.unwrap_or_default().as_str().to_owned()];
+    state.metrics.quarantined_total().add(labels, changed_since(&outcomes, before));
     Ok(results(&outcomes, &ids))
 }
 
@@ -190,8 +193,9 @@ pub async fn release_quarantined(
 ) -> Result<ItemResults, ApiError> {
     require_admin(caller)?;
     let (inbox, ids) = parse_batch(caller, &request.recipient_id, &request.event_ids)?;
+    let before = state.store.now();
     let outcomes = state.store.inbox().release_quarantined(&inbox, &ids, &operator(caller)?).await?;
-    state.metrics.quarantine_releases_total().add([], count_ok(&outcomes));
+    state.metrics.quarantine_releases_total().add([], changed_since(&outcomes, before));
     hint_if_any(state, &inbox, &outcomes).await?;
     Ok(results(&outcomes, &ids))
 }

@@ -75,6 +75,24 @@ fn endpoints(event_id: &str) -> Vec<(Method, String, Option<Value>, &'static str
             Some(json!({"recipient_id": "agent_alpha", "event_ids": [event_id]})),
             "admin",
         ),
+        (
+            Method::POST,
+            "/v1/admin/quarantine".into(),
+            Some(json!({"recipient_id": "agent_alpha", "event_ids": [event_id], "reason": "r"})),
+            "admin",
+        ),
+        (
+            Method::POST,
+            "/v1/admin/quarantine/release".into(),
+            Some(json!({"recipient_id": "agent_alpha", "event_ids": [event_id]})),
+            "admin",
+        ),
+        (Method::GET, "/v1/admin/inboxes/agent_alpha/events".into(), None, "admin"),
+        (Method::GET, format!("/v1/admin/inboxes/agent_alpha/events/{event_id}"), None, "admin"),
+        (Method::GET, "/v1/admin/sessions".into(), None, "admin"),
+        (Method::GET, "/v1/admin/callbacks".into(), None, "admin"),
+        (Method::GET, "/v1/admin/agent-keys".into(), None, "admin"),
+        (Method::GET, "/v1/admin/activity".into(), None, "admin"),
     ]
 }
 

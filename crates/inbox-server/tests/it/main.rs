@@ -3,6 +3,9 @@
 
 mod harness;
 
+mod admin_history;
+mod admin_quarantine;
+mod admin_views;
 mod callback_receivers;
 mod callback_ssrf;
 mod callbacks;
