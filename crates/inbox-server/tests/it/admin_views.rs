@@ -6,6 +6,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use inbox_conformance::Backend;
+use inbox_server::CallerKind;
 use inbox_trust::message_signatures::SigningKey;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -95,7 +96,7 @@ async fn inboxes_and_sessions_show_who_is_online(backend: Backend) {
 
 async fn callbacks_and_agent_keys_are_listed_for_the_tenant(backend: Backend) {
     let server = TestServer::start_with(backend, |config| config.callbacks.allow_http_loopback = true).await;
-    let agent = server.agent("t1", AGENT).await;
+    let agent = server.token("t1", AGENT, CallerKind::Agent, "callback.register").await;
     let beta = server.agent("t1", "agent_beta").await;
     let ops = admin(&server, "t1").await;
     // Nothing listens on this port: the challenge fails and is logged.
