@@ -9,7 +9,7 @@ usage: inbox-bench store [--publishes N] [--events N]
        inbox-bench publish [--publishes N]
        inbox-bench galera [--seconds N] [--events N]
        inbox-bench agent [--events-max N]
-       inbox-bench history [--events N] [--backend mysql|sqlite|both]
+       inbox-bench history [--events N] [--http-events N] [--backend mysql|sqlite|both]
 
   store          benchmark inbox_store::SqlStore against raw SQL on MariaDB/MySQL
   --publishes N  publishes per publish row (default 3000)
@@ -48,8 +48,11 @@ usage: inbox-bench store [--publishes N] [--events N]
   --events-max N caps every phase's events (default: 300, 100, 25, 2000 and 1000)
 
   history        claim+ack with each event's history recorded and not (StoreConfig::
-                 record_history), two stores on one database taking turns, on MariaDB and SQLite
+                 record_history), two stores on one database taking turns, then through the
+                 HTTP API against two nodes in child processes ([inbox] history true and
+                 false), on MariaDB and SQLite
   --events N     backlog events per row and setting (default 4000)
+  --http-events N  the same for the HTTP row, 16 agents with an inbox each (default 8000)
   --backend B    mysql, sqlite or both (default both)
 
 The server is AGENT_INBOX_BENCH_MYSQL_URL, else AGENT_INBOX_TEST_MYSQL_URL, else
@@ -77,6 +80,8 @@ pub enum Command {
     Node {
         database_url: String,
         listen: String,
+        /// Whether the node records each event's history (`[inbox] history`).
+        history: bool,
     },
     Help,
 }
@@ -112,12 +117,21 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
         }
         Some("node") => {
             let database_url = args.next().ok_or("node needs the database URL")?;
-            let listen = match (args.next().as_deref(), args.next()) {
-                (None, _) => "127.0.0.1:0".to_owned(),
-                (Some("--listen"), Some(address)) => address,
-                _ => return Err("node takes the database URL, then --listen ADDRESS".to_owned()),
-            };
-            return Ok(Command::Node { database_url, listen });
+            let mut listen = "127.0.0.1:0".to_owned();
+            let mut history = true;
+            while let Some(flag) = args.next() {
+                match (flag.as_str(), args.next()) {
+                    ("--listen", Some(address)) => listen = address,
+                    ("--history", Some(on)) if on == "true" || on == "false" => history = on == "true",
+                    _ => {
+                        return Err(
+                            "node takes the database URL, then --listen ADDRESS and --history true|false"
+                                .to_owned(),
+                        );
+                    }
+                }
+            }
+            return Ok(Command::Node { database_url, listen, history });
         }
         Some("--help" | "-h" | "help") => return Ok(Command::Help),
         Some(other) => {
@@ -151,6 +165,7 @@ fn parse_history(mut args: impl Iterator<Item = String>) -> Result<Command, Stri
     while let Some(flag) = args.next() {
         match flag.as_str() {
             "--events" => history.events = count_after(&flag, &mut args)?,
+            "--http-events" => history.http_events = count_after(&flag, &mut args)?,
             "--backend" => {
                 history.backends = match args.next().as_deref() {
                     Some("mysql") => Backends::MySql,

@@ -6,6 +6,8 @@
 //! throughput it prints CPU time per event, which holds up better on a shared machine: this
 //! process's (the store's, and with SQLite the database engine's too) and a local MariaDB
 //! server's (shared with whatever else uses that server).
+//! Then the same comparison through the HTTP API, the service in a child process
+//! (`history_http.rs`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -17,7 +19,7 @@ use inbox_store::{AckItem, Acknowledge, ClaimNext, ConnectOptions, Publish, SqlS
 use tokio::task::JoinSet;
 
 use crate::report::{Measured, percentile};
-use crate::{BenchError, cpu, mysql_db};
+use crate::{BenchError, cpu, history_http, mysql_db};
 
 /// Events per claim and per acknowledge, as in the other claim+ack rows.
 const BATCH_EVENTS: u32 = 10;
@@ -41,22 +43,28 @@ pub enum Backends {
 pub struct HistoryArgs {
     /// Backlog events per row and setting, spread over the rounds.
     pub events: usize,
+    /// The same for the HTTP row (`history_http.rs`).
+    pub http_events: usize,
     pub backends: Backends,
 }
 
 impl Default for HistoryArgs {
     fn default() -> Self {
-        Self { events: 4_000, backends: Backends::Both }
+        Self { events: 4_000, http_events: 8_000, backends: Backends::Both }
     }
 }
 
 pub async fn main(args: HistoryArgs) -> ExitCode {
     let mut failed = false;
     if matches!(args.backends, Backends::MySql | Backends::Both) {
-        let events = args.events;
+        let (events, http_events) = (args.events, args.http_events);
         let code = mysql_db::report_in_fresh_database(String::new(), move |db| {
             let url = db.url.clone();
-            async move { report("MariaDB/MySQL", &url, events, &[1, 4, 16]).await }
+            async move {
+                let mut out = report("MariaDB/MySQL", &url, events, &[1, 4, 16]).await?;
+                out.push_str(&history_http::report("MariaDB/MySQL", &url, http_events).await?);
+                Ok(out)
+            }
         })
         .await;
         failed |= code != ExitCode::SUCCESS;
@@ -64,11 +72,16 @@ pub async fn main(args: HistoryArgs) -> ExitCode {
     if matches!(args.backends, Backends::Sqlite | Backends::Both) {
         let path = std::env::temp_dir().join(format!("agent-inbox-history-bench-{}.db", std::process::id()));
         let url = format!("sqlite://{}", path.display());
-        match report("SQLite", &url, args.events, &[1, 4]).await {
-            Ok(text) => print!("{text}"),
-            Err(err) => {
-                eprintln!("inbox-bench: {err}");
-                failed = true;
+        for part in [
+            report("SQLite", &url, args.events, &[1, 4]).await,
+            history_http::report("SQLite", &url, args.http_events).await,
+        ] {
+            match part {
+                Ok(text) => print!("{text}"),
+                Err(err) => {
+                    eprintln!("inbox-bench: {err}");
+                    failed = true;
+                }
             }
         }
         for suffix in ["", "-wal", "-shm"] {

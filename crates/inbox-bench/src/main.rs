@@ -12,6 +12,7 @@ mod cpu;
 mod galera;
 mod hints;
 mod history;
+mod history_http;
 mod http;
 mod mysql_db;
 mod node;
@@ -76,7 +77,9 @@ async fn main() -> ExitCode {
         Ok(Command::Agent(agent_args)) => return agent::main(agent_args).await,
         Ok(Command::History(history_args)) => return history::main(history_args).await,
         Ok(Command::HintsIdleClients(addr)) => return hints::idle_clients(addr).await,
-        Ok(Command::Node { database_url, listen }) => return node::serve_child(database_url, listen).await,
+        Ok(Command::Node { database_url, listen, history }) => {
+            return node::serve_child(database_url, listen, history).await;
+        }
         Ok(Command::Help) => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

@@ -47,7 +47,14 @@ impl Node {
 
     /// Runs a node with `Node::config(database_url)` in a child process (`inbox-bench node`).
     pub async fn spawn(database_url: &str) -> Result<Node, BenchError> {
-        let serve = Serve::command(std::env::current_exe()?, ["node", database_url]).echo_stderr();
+        Node::spawn_with_history(database_url, true).await
+    }
+
+    /// [`Node::spawn`], recording each event's history or not (`[inbox] history`).
+    pub async fn spawn_with_history(database_url: &str, history: bool) -> Result<Node, BenchError> {
+        let history = if history { "true" } else { "false" };
+        let args = ["node", database_url, "--history", history];
+        let serve = Serve::command(std::env::current_exe()?, args).echo_stderr();
         let child = tokio::task::spawn_blocking(move || serve.spawn()).await??;
         Node::ready(child.base.clone(), Running::Child(child)).await
     }
@@ -103,10 +110,10 @@ impl Node {
     }
 }
 
-/// The child process of `Node::spawn`: serves `Node::config(database_url)` on `listen`, logs
-/// its address on stderr as `agent-inbox serve` does, and shuts down gracefully when stdin
-/// closes.
-pub async fn serve_child(database_url: String, listen: String) -> ExitCode {
+/// The child process of `Node::spawn`: serves `Node::config(database_url)` (with `history`)
+/// on `listen`, logs its address on stderr as `agent-inbox serve` does, and shuts down
+/// gracefully when stdin closes.
+pub async fn serve_child(database_url: String, listen: String, history: bool) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(listen.as_str()).await {
         Ok(listener) => listener,
         Err(err) => {
@@ -125,7 +132,9 @@ pub async fn serve_child(database_url: String, listen: String) -> ExitCode {
         let mut sink = Vec::new();
         let _ = tokio::io::stdin().read_to_end(&mut sink).await;
     };
-    match inbox_server::run(Node::config(&database_url), listener, stdin_closed).await {
+    let mut config = Node::config(&database_url);
+    config.inbox.history = history;
+    match inbox_server::run(config, listener, stdin_closed).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("inbox-bench node: {err}");
