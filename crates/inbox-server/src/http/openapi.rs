@@ -2,7 +2,7 @@
 //! is checked in at `openapi.json` in the repository root; a test fails when the two differ.
 
 use inbox_core::QuarantineClass;
-use inbox_store::EventStateFilter;
+use inbox_store::{EventStateFilter, SESSIONS_LIST_MAX};
 use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -151,10 +151,18 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
         ("PublishRequest", "recipients", json!({"minItems": 1, "maxItems": BATCH_MAX})),
         ("PublishRequest", "recipients/items", recipient.clone()),
         ("ParkedEventsRequest", "recipient_id", recipient.clone()),
-        ("ParkedEventsRequest", "event_ids", json!({"minItems": 1, "maxItems": BATCH_MAX})),
+        (
+            "ParkedEventsRequest",
+            "event_ids",
+            json!({"minItems": 1, "maxItems": BATCH_MAX, "uniqueItems": true}),
+        ),
         ("ParkedEventsRequest", "event_ids/items", event_id.clone()),
         ("QuarantineRequest", "recipient_id", recipient.clone()),
-        ("QuarantineRequest", "event_ids", json!({"minItems": 1, "maxItems": BATCH_MAX})),
+        (
+            "QuarantineRequest",
+            "event_ids",
+            json!({"minItems": 1, "maxItems": BATCH_MAX, "uniqueItems": true}),
+        ),
         ("QuarantineRequest", "event_ids/items", event_id.clone()),
         ("QuarantineRequest", "reason", reason),
         ("QuarantineRequest", "class", optional_class),
@@ -251,10 +259,13 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
         ("registration_id", word(64)),
         ("key_id", word(64)),
     ];
-    // A name that means something else on one path: an inbox's events filter by every state.
+    // A name that means something else on one path: an inbox's events filter by every state,
+    // sessions list up to the store's own bound.
     let states: Vec<&str> = EventStateFilter::ALL.iter().map(|s| s.as_str()).collect();
-    let path_constraints: Vec<(&str, &str, Value)> =
-        vec![("/v1/admin/inboxes/{recipient_id}/events", "state", json!({"enum": states}))];
+    let path_constraints: Vec<(&str, &str, Value)> = vec![
+        ("/v1/admin/inboxes/{recipient_id}/events", "state", json!({"enum": states})),
+        ("/v1/admin/sessions", "limit", json!({"minimum": 1, "maximum": SESSIONS_LIST_MAX})),
+    ];
     let Some(paths) = document["paths"].as_object_mut() else { return };
     for (path, item) in paths.iter_mut() {
         for operation in item.as_object_mut().into_iter().flat_map(|o| o.values_mut()) {

@@ -99,11 +99,19 @@ fn parse_batch(
     event_ids: &[String],
 ) -> Result<(RecipientKey, Vec<EventId>), ApiError> {
     let inbox = inbox_of(caller, "recipient_id", recipient_id)?;
-    let ids = event_ids
-        .iter()
-        .enumerate()
-        .map(|(i, id)| convert::event_id(&format!("event_ids[{i}]"), id))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut ids: Vec<EventId> = Vec::with_capacity(event_ids.len());
+    for (i, text) in event_ids.iter().enumerate() {
+        let field = format!("event_ids[{i}]");
+        let id = convert::event_id(&field, text)?;
+        // One outcome per event named: a second mention would have none of its own.
+        if ids.contains(&id) {
+            return Err(ApiError::invalid_field(
+                &field,
+                format!("names event {id} again; name each event once"),
+            ));
+        }
+        ids.push(id);
+    }
     Ok((inbox, ids))
 }
 

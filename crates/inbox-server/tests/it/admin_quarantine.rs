@@ -352,12 +352,21 @@ async fn bad_quarantine_input_gets_precise_problems(backend: Backend) {
             "recipient_id",
         ),
         (json!({"recipient_id": AGENT, "event_ids": [], "reason": "r"}), "invalid_field", "event_ids"),
+        (
+            json!({"recipient_id": AGENT, "event_ids": [event, event], "reason": "r"}),
+            "invalid_field",
+            "event_ids[1]",
+        ),
     ] {
         assert_field(&server.post("/v1/admin/quarantine", &admin, body).await, code, field);
     }
     let missing = server.post("/v1/admin/quarantine", &admin, batch(json!({}))).await;
     assert_problem(&missing, StatusCode::BAD_REQUEST, "invalid_field");
     assert!(missing.1["detail"].as_str().unwrap().contains("reason"), "{}", missing.1);
+    let twice = json!({"recipient_id": AGENT, "event_ids": [event, event]});
+    for path in ["/v1/admin/quarantine/release", "/v1/admin/parked/requeue", "/v1/admin/parked/purge"] {
+        assert_field(&server.post(path, &admin, twice.clone()).await, "invalid_field", "event_ids[1]");
+    }
     let unknown = server.post("/v1/admin/quarantine/release", &admin, batch(json!({"reason": "r"}))).await;
     assert_problem(&unknown, StatusCode::BAD_REQUEST, "unknown_field");
 
