@@ -92,7 +92,7 @@ pub async fn agent_keys(state: &AppState, caller: &Caller) -> Result<AdminAgentK
             .map(|k| AdminAgentKeyView {
                 key_id: k.key_id.to_string(),
                 agent_id: k.agent_id.to_string(),
-                algorithm: k.algorithm.clone(),
+                algorithm: k.algorithm.name().to_owned(),
                 created_at_utc: format_utc(k.created_at.get()),
                 retired_at_utc: k.retired_at.map(|t| format_utc(t.get())),
             })
