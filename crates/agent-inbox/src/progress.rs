@@ -15,6 +15,7 @@ struct Status {
     acked: u64,
     failed: u64,
     released: u64,
+    quarantined: u64,
     deduplicated: u64,
     unconfirmed: u64,
     running: u64,
@@ -77,10 +78,11 @@ impl Reporter {
             None => "○ starting".to_owned(),
         };
         let mut line = format!(
-            "{transport} · {} acked · {} failed · {} retried · {} deduplicated · {} running · cursor {}/{} · up {}s",
+            "{transport} · {} acked · {} failed · {} retried · {} quarantined · {} deduplicated · {} running · cursor {}/{} · up {}s",
             status.acked,
             status.failed,
             status.released,
+            status.quarantined,
             status.deduplicated,
             status.running,
             status.cursor,
@@ -149,6 +151,10 @@ impl Observer for Reporter {
                         status.released += 1;
                         ("released", reason.clone())
                     }
+                    Outcome::Quarantined { reason, class } => {
+                        status.quarantined += 1;
+                        ("quarantined", format!("{}: {reason}", class.as_str()))
+                    }
                     Outcome::Deduplicated { result } => {
                         status.deduplicated += 1;
                         ("deduplicated", format!("acknowledged as {} from the local record", result.as_str()))
@@ -163,6 +169,7 @@ impl Observer for Reporter {
                     let mark = match label {
                         "acked" | "deduplicated" => "✓",
                         "released" => "↻",
+                        "quarantined" => "⚠",
                         _ => "✗",
                     };
                     let text = format!(

@@ -377,7 +377,10 @@ impl Runner {
         match resync.resync(snapshot).await {
             Ok(()) => {}
             Err(HandlerError::Retry { reason, .. }) => return Err(ClientError::ResyncDeferred(reason)),
-            Err(HandlerError::Permanent { reason }) => return Err(ClientError::Resync(reason)),
+            // A snapshot cannot be set aside: a quarantine stops the agent like a failure.
+            Err(HandlerError::Permanent { reason } | HandlerError::Quarantine { reason, .. }) => {
+                return Err(ClientError::Resync(reason));
+            }
         }
         self.shared.state.reset_cursor(&self.shared.inbox, resume).await?;
         self.summary.resyncs += 1;
@@ -413,6 +416,7 @@ impl Runner {
             Ok(Done { outcome: Outcome::Acked }) => summary.acked += 1,
             Ok(Done { outcome: Outcome::Failed { .. } }) => summary.failed += 1,
             Ok(Done { outcome: Outcome::Released { .. } }) => summary.released += 1,
+            Ok(Done { outcome: Outcome::Quarantined { .. } }) => summary.quarantined += 1,
             Ok(Done { outcome: Outcome::Deduplicated { .. } }) => summary.deduplicated += 1,
             Ok(Done { outcome: Outcome::Unconfirmed { .. } }) => summary.unconfirmed += 1,
             Err(err) => {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use inbox_api::{EventEnvelope, ResyncResponse};
+use inbox_core::QuarantineClass;
 use serde_json::Value;
 
 use crate::error::ClientError;
@@ -54,6 +55,12 @@ pub enum HandlerError {
     Retry { after: Duration, reason: String },
     /// Never going to work: the event is acknowledged as `failed` and dead-lettered.
     Permanent { reason: String },
+    /// Not to be touched by a program: the event is acknowledged as `quarantined`, set aside
+    /// for a person with `reason` and `class`, and never retried (an LLM agent that suspects a
+    /// prompt injection in the payload, a payload that fails its own checks). An operator may
+    /// release it back to the inbox; then it runs again, so it is not kept in the local record
+    /// of processed events. `reason` is cut to 200 bytes, control characters become spaces.
+    Quarantine { reason: String, class: QuarantineClass },
 }
 
 impl HandlerError {
@@ -64,6 +71,17 @@ impl HandlerError {
     pub fn permanent(reason: impl Into<String>) -> HandlerError {
         HandlerError::Permanent { reason: reason.into() }
     }
+
+    /// Quarantines the event with class `other`.
+    pub fn quarantine(reason: impl Into<String>) -> HandlerError {
+        HandlerError::quarantine_as(QuarantineClass::Other, reason)
+    }
+
+    /// Quarantines the event with a class operators and metrics can tell apart, such as
+    /// [`QuarantineClass::PromptInjection`].
+    pub fn quarantine_as(class: QuarantineClass, reason: impl Into<String>) -> HandlerError {
+        HandlerError::Quarantine { reason: reason.into(), class }
+    }
 }
 
 impl fmt::Display for HandlerError {
@@ -71,6 +89,7 @@ impl fmt::Display for HandlerError {
         match self {
             HandlerError::Retry { after, reason } => write!(f, "retry after {after:?}: {reason}"),
             HandlerError::Permanent { reason } => write!(f, "failed: {reason}"),
+            HandlerError::Quarantine { reason, class } => write!(f, "quarantined ({}): {reason}", class.as_str()),
         }
     }
 }
@@ -138,6 +157,8 @@ pub enum Outcome {
     Failed { reason: String },
     /// The handler asked for a retry; released.
     Released { after: Duration, reason: String },
+    /// The handler set the event aside for a person; acknowledged as quarantined.
+    Quarantined { reason: String, class: QuarantineClass },
     /// Processed before (by this agent's local record): acknowledged without running again.
     Deduplicated { result: Processed },
     /// The handler ran, but its acknowledgement or release did not go through (the lease was
@@ -251,6 +272,7 @@ pub struct RunSummary {
     pub acked: u64,
     pub failed: u64,
     pub released: u64,
+    pub quarantined: u64,
     pub deduplicated: u64,
     pub unconfirmed: u64,
     pub resyncs: u64,

@@ -56,6 +56,8 @@ pub use contract::{
 };
 pub use credentials::Credentials;
 pub use error::ClientError;
+/// The kinds of anomaly a quarantine names ([`HandlerError::quarantine_as`]).
+pub use inbox_core::QuarantineClass;
 pub use local_state::{LocalState, PROCESSED_CAPACITY_DEFAULT, Processed};
 pub use profile::{Home, LoginReport, Profile, login, logout};
 pub use secret_store::{SECRET_SERVICE, Secret, SecretStore, SecretStoreKind, on_path};

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use inbox_api::{AckEntry, AcknowledgeRequest, Claim, HeartbeatEntry, HeartbeatRequest, ReleaseRequest};
+use inbox_core::QuarantineClass;
 use tokio::time::Instant;
 
 use crate::api::Api;
@@ -19,6 +20,9 @@ use crate::local_state::{LocalState, Processed};
 use crate::schedule::{heartbeat_delay, heartbeat_retry_delay};
 use crate::secret_store::Secret;
 use crate::transport::jitter;
+
+/// Longest reason the service keeps for a release or a quarantine.
+const REASON_BYTES_MAX: usize = 200;
 
 /// What the runner and its tasks share.
 pub(crate) struct Shared {
@@ -68,7 +72,7 @@ pub(crate) async fn work<H: Handler>(shared: &Shared, handler: &H, claim: &Claim
     let token = Secret::new(claim.lease_token.clone());
     match shared.state.processed(&shared.inbox, &claim.event_id).await {
         Ok(Some(result)) => {
-            return match acknowledge(shared, claim, &token, result).await {
+            return match acknowledge(shared, claim, &token, Verdict::Processed(result)).await {
                 Ok(()) => Outcome::Deduplicated { result },
                 Err(err) => Outcome::Unconfirmed { error: err.to_string() },
             };
@@ -97,13 +101,22 @@ pub(crate) async fn work<H: Handler>(shared: &Shared, handler: &H, claim: &Claim
                 Err(err) => Outcome::Unconfirmed { error: err.to_string() },
             };
         }
+        // Not recorded locally: an operator who releases it wants it run again.
+        Err(HandlerError::Quarantine { reason, class }) => {
+            let reason = quarantine_reason(&reason);
+            let verdict = Verdict::Quarantined { reason: reason.clone(), class };
+            return match acknowledge(shared, claim, &token, verdict).await {
+                Ok(()) => Outcome::Quarantined { reason, class },
+                Err(err) => Outcome::Unconfirmed { error: err.to_string() },
+            };
+        }
     };
     if let Err(err) =
         shared.state.record_processed(&shared.inbox, &claim.event_id, claim.event.inbox_seq, processed).await
     {
         tracing::warn!(event_id = %claim.event_id, error = %err, "could not record the event as processed");
     }
-    match acknowledge(shared, claim, &token, processed).await {
+    match acknowledge(shared, claim, &token, Verdict::Processed(processed)).await {
         Ok(()) if processed == Processed::Completed => Outcome::Acked,
         Ok(()) => Outcome::Failed { reason },
         Err(err) => Outcome::Unconfirmed { error: err.to_string() },
@@ -156,13 +169,24 @@ pub(crate) async fn with_heartbeats<T>(
     }
 }
 
+/// What an acknowledgement says about the event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Processed(Processed),
+    Quarantined { reason: String, class: QuarantineClass },
+}
+
 /// Acknowledges one event, repeating on network failure (the same token twice is success).
 pub(crate) async fn acknowledge(
     shared: &Shared,
     claim: &Claim,
     token: &Secret,
-    result: Processed,
+    verdict: Verdict,
 ) -> Result<(), ClientError> {
+    let (result, reason, class) = match verdict {
+        Verdict::Processed(processed) => (processed.as_str(), None, None),
+        Verdict::Quarantined { reason, class } => ("quarantined", Some(reason), Some(class.as_str().to_owned())),
+    };
     let request = AcknowledgeRequest {
         tenant_id: None,
         recipient_id: None,
@@ -170,9 +194,9 @@ pub(crate) async fn acknowledge(
         acks: vec![AckEntry {
             event_id: claim.event_id.clone(),
             lease_token: token.expose().to_owned(),
-            result: Some(result.as_str().to_owned()),
-            reason: None,
-            class: None,
+            result: Some(result.to_owned()),
+            reason,
+            class,
         }],
     };
     let answer = retrying(shared, || shared.api.acknowledge(&request)).await?;
@@ -205,10 +229,30 @@ pub(crate) async fn release(
         recipient_id: None,
         event_id: claim.event_id.clone(),
         lease_token: token.expose().to_owned(),
-        reason: Some(reason.chars().take(200).collect()),
+        reason: Some(fit_reason(reason)),
         retry_after_seconds: after.as_secs().min(604_800),
     };
     retrying(shared, || shared.api.release(&request)).await.map(drop)
+}
+
+/// A handler's reason as the service takes it: control characters as spaces, trimmed, at
+/// most [`REASON_BYTES_MAX`] bytes cut at a character boundary.
+pub(crate) fn fit_reason(reason: &str) -> String {
+    let cleaned: String = reason.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let cleaned = cleaned.trim();
+    let mut end = cleaned.len().min(REASON_BYTES_MAX);
+    while !cleaned.is_char_boundary(end) {
+        end -= 1;
+    }
+    cleaned[..end].trim_end().to_owned()
+}
+
+/// A quarantine needs a reason: a handler that gave none gets one.
+fn quarantine_reason(reason: &str) -> String {
+    match fit_reason(reason) {
+        fitted if fitted.is_empty() => "the handler quarantined the event".to_owned(),
+        fitted => fitted,
+    }
 }
 
 /// Repeats a request while it fails transiently, with backoff, up to the attempt limit.
@@ -226,5 +270,18 @@ where
             }
             other => return other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reason_is_fitted_to_what_the_service_takes() {
+        assert_eq!(fit_reason("  injection\nsuspected \t"), "injection suspected");
+        assert_eq!(fit_reason(&"é".repeat(150)).len(), 200);
+        assert_eq!(fit_reason(" \n"), "");
+        assert_eq!(quarantine_reason(" \n"), "the handler quarantined the event");
     }
 }
