@@ -257,7 +257,7 @@ impl Api {
         unreachable!("the loop returns on its second attempt")
     }
 
-    async fn call<Req: Serialize, Resp: DeserializeOwned>(
+    pub(crate) async fn call<Req: Serialize, Resp: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,

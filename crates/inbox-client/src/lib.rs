@@ -30,6 +30,7 @@
 //! # Ok(()) }
 //! ```
 
+mod admin;
 mod agent;
 mod api;
 mod contract;
@@ -48,6 +49,7 @@ mod wait;
 mod wire;
 mod work;
 
+pub use admin::{Admin, AdminAnswer, EventsQuery, ParkedQuery};
 pub use agent::Agent;
 pub use api::{Api, check_base_url};
 pub use contract::{
