@@ -28,7 +28,9 @@ pub enum Command {
     /// Forget the stored refresh token and profile.
     Logout(ProfileArgs),
     /// Run a command once per event of your inbox, until interrupted (or exit 3 when another
-    /// process took over this agent under the tenant's single-active-session policy).
+    /// process took over this agent under the tenant's single-active-session policy). The
+    /// command's exit code decides: 0 acknowledges, 75 retries later, 65 quarantines, anything
+    /// else dead-letters.
     Listen(ListenArgs),
     /// Block until work is waiting (exit 0), or until --timeout passes (exit 1).
     Wait(WaitArgs),
@@ -282,14 +284,31 @@ pub struct ConnectArgs {
     pub state: Option<PathBuf>,
 }
 
+/// The long help of `listen --exec`: what the command gets, and what its exit code decides.
+const EXEC_HELP: &str = "\
+The command, run with `sh -c` once per event. It gets the event JSON on stdin, and its id, type,
+sequence and delivery attempt in AGENT_INBOX_EVENT_ID, AGENT_INBOX_EVENT_TYPE,
+AGENT_INBOX_INBOX_SEQ and AGENT_INBOX_DELIVERY_ATTEMPT. Its stderr is passed through to ours.
+
+Exit codes:
+  0                         acknowledged: done, never delivered again
+  75 (--retry-exit-code)    released: claimable again after --retry-after
+  65 (--quarantine-exit-code)
+                            quarantined: set aside for a person, never retried (for a payload
+                            that looks like a prompt injection, say); the reason is the last
+                            line the command wrote to stderr, cut to 200 bytes
+  any other code            failed: dead-lettered for an operator
+  killed by a signal        released for a retry";
+
 /// What `listen` does with events; shared with `service install`, which passes it on.
 #[derive(Debug, Clone, Args)]
 pub struct ListenOptions {
     /// The command, run with `sh -c` once per event: the event JSON on stdin, its id, type and
     /// sequence in AGENT_INBOX_EVENT_ID, AGENT_INBOX_EVENT_TYPE and AGENT_INBOX_INBOX_SEQ.
-    /// Exit 0 acknowledges; --retry-exit-code releases for a retry; anything else fails the
-    /// event (it is dead-lettered).
-    #[arg(long)]
+    /// Exit 0 acknowledges; --retry-exit-code (75) releases for a retry;
+    /// --quarantine-exit-code (65) quarantines it, with the last line the command wrote to
+    /// stderr as the reason; anything else fails the event (it is dead-lettered).
+    #[arg(long, long_help = EXEC_HELP)]
     pub exec: String,
     /// Events handled at once.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -297,6 +316,11 @@ pub struct ListenOptions {
     /// The exit code that means "try again later" (75 is EX_TEMPFAIL).
     #[arg(long, default_value_t = 75)]
     pub retry_exit_code: i32,
+    /// The exit code that means "set this event aside for a person" (65 is EX_DATAERR): the
+    /// event is quarantined, never retried, with the command's last stderr line (at most 200
+    /// bytes) as the reason, or "the command exited with 65" when it wrote none.
+    #[arg(long, default_value_t = 65)]
+    pub quarantine_exit_code: i32,
     /// How long a released event waits before it is claimable again.
     #[arg(long, default_value = "30s")]
     pub retry_after: String,
@@ -351,6 +375,8 @@ impl ListenOptions {
             self.concurrency.to_string(),
             "--retry-exit-code".to_owned(),
             self.retry_exit_code.to_string(),
+            "--quarantine-exit-code".to_owned(),
+            self.quarantine_exit_code.to_string(),
             "--retry-after".to_owned(),
             self.retry_after.clone(),
             "--transport".to_owned(),

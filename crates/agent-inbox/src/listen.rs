@@ -1,13 +1,13 @@
 //! `listen --exec CMD`: the SDK's agent with a command as the handler. The command runs with
 //! `sh -c` once per event, with the event JSON on stdin and its id, type and sequence in the
 //! environment; its exit code decides: 0 acknowledges, the retry code releases the event for a
-//! later retry, anything else fails it (the service dead-letters it).
+//! later retry, the quarantine code sets it aside for a person (the reason is the last line the
+//! command wrote to stderr), anything else fails it (the service dead-letters it).
 //!
 //! `listen` itself exits with [`SUPERSEDED_EXIT_CODE`] when another process with the same
 //! identity took over under the tenant's single-active-session policy, so a service manager can
 //! tell "replaced" from "failed" and not restart it into a tug of war.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -17,10 +17,10 @@ use inbox_client::{
     Agent, AgentConfig, ClientError, ContinueAfterReset, Event, Handler, HandlerError, LocalState,
     PROCESSED_CAPACITY_DEFAULT, Resync, TransportConfig, TransportKind,
 };
-use tokio::io::AsyncWriteExt as _;
 
 use crate::cli::{ListenArgs, ListenOptions};
 use crate::connect::{connect, duration, with_profile_signing_key};
+use crate::exec::{Finished, run_with_stdin, shell};
 use crate::progress::Reporter;
 
 /// The exit code of a `listen` whose session a newer one superseded.
@@ -41,7 +41,7 @@ pub async fn listen(args: ListenArgs) -> anyhow::Result<()> {
     config.observer = Some(reporter.clone());
     let handler = ExecHandler {
         command: args.options.exec.clone(),
-        retry_exit_code: args.options.retry_exit_code,
+        codes: ExitCodes::of(&args.options)?,
         retry_after: duration("--retry-after", &args.options.retry_after)?,
     };
     let resync = match &args.options.on_resync {
@@ -66,6 +66,7 @@ pub async fn listen(args: ListenArgs) -> anyhow::Result<()> {
         acked = summary.acked,
         failed = summary.failed,
         released = summary.released,
+        quarantined = summary.quarantined,
         deduplicated = summary.deduplicated,
         unconfirmed = summary.unconfirmed,
         "stopped"
@@ -156,7 +157,7 @@ async fn shutdown_signal() {
 #[derive(Debug)]
 struct ExecHandler {
     command: String,
-    retry_exit_code: i32,
+    codes: ExitCodes,
     retry_after: Duration,
 }
 
@@ -168,21 +169,47 @@ impl Handler for ExecHandler {
             .env("AGENT_INBOX_EVENT_TYPE", event.event_type())
             .env("AGENT_INBOX_INBOX_SEQ", event.inbox_seq().to_string())
             .env("AGENT_INBOX_DELIVERY_ATTEMPT", event.envelope.delivery_attempts.to_string());
-        let code = run_with_stdin(command, event.to_json())
+        let finished = run_with_stdin(command, event.to_json())
             .await
             .map_err(|err| HandlerError::retry(self.retry_after, format!("cannot run the command: {err}")))?;
-        exit_outcome(code, self.retry_exit_code, self.retry_after)
+        exit_outcome(&finished, self.codes, self.retry_after)
+    }
+}
+
+/// The exit codes that mean something other than success or failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ExitCodes {
+    retry: i32,
+    /// `None` for `--on-resync`, which cannot quarantine anything.
+    quarantine: Option<i32>,
+}
+
+impl ExitCodes {
+    fn of(options: &ListenOptions) -> anyhow::Result<ExitCodes> {
+        let (retry, quarantine) = (options.retry_exit_code, options.quarantine_exit_code);
+        if retry == quarantine {
+            bail!("--retry-exit-code and --quarantine-exit-code are both {retry}; give them different codes");
+        }
+        for (flag, code) in [("--retry-exit-code", retry), ("--quarantine-exit-code", quarantine)] {
+            if !(1..=255).contains(&code) {
+                bail!("{flag} must be an exit code from 1 to 255 (got {code})");
+            }
+        }
+        Ok(ExitCodes { retry, quarantine: Some(quarantine) })
     }
 }
 
 /// What an exit status means: `None` is death by a signal (an OOM kill, our own shutdown),
 /// which is worth a retry.
-fn exit_outcome(code: Option<i32>, retry_exit_code: i32, retry_after: Duration) -> Result<(), HandlerError> {
-    match code {
+fn exit_outcome(finished: &Finished, codes: ExitCodes, retry_after: Duration) -> Result<(), HandlerError> {
+    match finished.code {
         Some(0) => Ok(()),
-        Some(code) if code == retry_exit_code => {
+        Some(code) if code == codes.retry => {
             Err(HandlerError::retry(retry_after, format!("the command exited with {code} (retry)")))
         }
+        Some(code) if Some(code) == codes.quarantine => Err(HandlerError::quarantine(
+            finished.last_stderr_line.clone().unwrap_or_else(|| format!("the command exited with {code}")),
+        )),
         Some(code) => Err(HandlerError::permanent(format!("the command exited with {code}"))),
         None => Err(HandlerError::retry(retry_after, "the command was killed by a signal")),
     }
@@ -203,52 +230,49 @@ impl Resync for CliResync {
         };
         let json = serde_json::to_string(&snapshot).expect("a snapshot serializes");
         let retry = Duration::from_secs(30);
-        let code = run_with_stdin(shell(command), json)
+        let finished = run_with_stdin(shell(command), json)
             .await
             .map_err(|err| HandlerError::retry(retry, format!("cannot run --on-resync: {err}")))?;
-        exit_outcome(code, 75, retry)
+        exit_outcome(&finished, ExitCodes { retry: 75, quarantine: None }, retry)
     }
-}
-
-fn shell(command: &str) -> tokio::process::Command {
-    let mut child = tokio::process::Command::new("sh");
-    child
-        .arg("-c")
-        .arg(command)
-        // The handler gets the event, not our credentials.
-        .env_remove("AGENT_INBOX_TOKEN")
-        .stdin(Stdio::piped())
-        .kill_on_drop(true);
-    child
-}
-
-/// Runs `command` with `input` on its stdin; returns its exit code (`None`: killed by a signal).
-async fn run_with_stdin(mut command: tokio::process::Command, input: String) -> std::io::Result<Option<i32>> {
-    let mut child = command.spawn()?;
-    if let Some(mut stdin) = child.stdin.take() {
-        // A command that does not read its input closes the pipe early; that is its business.
-        match stdin.write_all(input.as_bytes()).await {
-            Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => return Err(err),
-            _ => {}
-        }
-        drop(stdin);
-    }
-    Ok(child.wait().await?.code())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn exited(code: Option<i32>, stderr: Option<&str>) -> Finished {
+        Finished { code, last_stderr_line: stderr.map(str::to_owned) }
+    }
+
     #[test]
-    fn exit_codes_map_to_ack_retry_and_failure() {
+    fn exit_codes_map_to_ack_retry_quarantine_and_failure() {
         let after = Duration::from_secs(30);
-        assert_eq!(exit_outcome(Some(0), 75, after), Ok(()));
-        assert!(
-            matches!(exit_outcome(Some(75), 75, after), Err(HandlerError::Retry { after: a, .. }) if a == after)
+        let codes = ExitCodes { retry: 75, quarantine: Some(65) };
+        assert_eq!(exit_outcome(&exited(Some(0), None), codes, after), Ok(()));
+        assert!(matches!(
+            exit_outcome(&exited(Some(75), None), codes, after),
+            Err(HandlerError::Retry { after: a, .. }) if a == after
+        ));
+        assert!(matches!(exit_outcome(&exited(Some(3), None), codes, after), Err(HandlerError::Permanent { .. })));
+        let other = ExitCodes { retry: 99, quarantine: Some(65) };
+        assert!(matches!(exit_outcome(&exited(Some(75), None), other, after), Err(HandlerError::Permanent { .. })));
+        assert!(matches!(exit_outcome(&exited(None, None), codes, after), Err(HandlerError::Retry { .. })));
+    }
+
+    #[test]
+    fn the_quarantine_code_takes_its_reason_from_stderr() {
+        let after = Duration::from_secs(30);
+        let codes = ExitCodes { retry: 75, quarantine: Some(65) };
+        assert_eq!(
+            exit_outcome(&exited(Some(65), Some("looks like a prompt injection")), codes, after),
+            Err(HandlerError::quarantine("looks like a prompt injection"))
         );
-        assert!(matches!(exit_outcome(Some(3), 75, after), Err(HandlerError::Permanent { .. })));
-        assert!(matches!(exit_outcome(Some(75), 99, after), Err(HandlerError::Permanent { .. })));
-        assert!(matches!(exit_outcome(None, 75, after), Err(HandlerError::Retry { .. })));
+        assert_eq!(
+            exit_outcome(&exited(Some(65), None), codes, after),
+            Err(HandlerError::quarantine("the command exited with 65"))
+        );
+        let resync = ExitCodes { retry: 75, quarantine: None };
+        assert!(matches!(exit_outcome(&exited(Some(65), None), resync, after), Err(HandlerError::Permanent { .. })));
     }
 }

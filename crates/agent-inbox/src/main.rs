@@ -7,6 +7,7 @@
 mod archive;
 mod cli;
 mod connect;
+mod exec;
 mod keys;
 mod listen;
 mod login;

@@ -66,7 +66,7 @@ fn dry_run_prints_the_unit_without_touching_anything() {
     assert!(stdout.starts_with(&format!("# {}\n", unit_path.display())), "{stdout}");
     let exec = stdout.lines().find(|l| l.starts_with("ExecStart=")).unwrap();
     assert!(exec.ends_with(
-        "agent-inbox listen --profile default --exec \"handle-task --fast\" --concurrency 2 --retry-exit-code 75 --retry-after 30s --transport sse"
+        "agent-inbox listen --profile default --exec \"handle-task --fast\" --concurrency 2 --retry-exit-code 75 --quarantine-exit-code 65 --retry-after 30s --transport sse"
     ), "{exec}");
     assert!(
         stdout.contains(&format!("Environment=\"AGENT_INBOX_HOME={}\"", dir.path("agent-home").display()))

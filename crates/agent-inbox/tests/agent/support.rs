@@ -264,6 +264,21 @@ impl Server {
         }
     }
 
+    /// One event as operators see it (`GET /v1/admin/inboxes/{agent}/events/{id}`): the
+    /// envelope with its reason and session, and its history.
+    pub async fn admin_event(&self, agent: &str, event_id: &str) -> Value {
+        let (admin, _) = self.token("ops", CallerKind::Admin, "admin", false).await;
+        let response = self
+            .client
+            .get(format!("{}/v1/admin/inboxes/{agent}/events/{event_id}", self.base))
+            .bearer_auth(admin)
+            .send()
+            .await
+            .expect("read the event as an operator");
+        assert_eq!(response.status(), 200);
+        response.json().await.unwrap()
+    }
+
     /// Whether every id in `ids` is in `state` (`acked`, `dead_letter`, ...).
     pub async fn all_in_state(&self, agent: &str, ids: &[String], state: &str) -> bool {
         let events = self.events(agent).await;
