@@ -73,7 +73,7 @@ pub async fn claim(api: &Api, args: ClaimArgs) -> Answer {
 }
 
 pub async fn ack(api: &Api, args: AckArgs) -> Answer {
-    let result = args.check()?;
+    let checked = args.check()?;
     let request = AcknowledgeRequest {
         tenant_id: None,
         recipient_id: None,
@@ -81,9 +81,9 @@ pub async fn ack(api: &Api, args: AckArgs) -> Answer {
         acks: vec![AckEntry {
             event_id: args.event_id.clone(),
             lease_token: args.lease_token,
-            result: Some(result),
-            reason: None,
-            class: None,
+            result: Some(checked.result),
+            reason: checked.reason,
+            class: checked.class,
         }],
     };
     let answer =
