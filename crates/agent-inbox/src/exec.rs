@@ -186,7 +186,7 @@ mod tests {
     #[tokio::test]
     async fn a_background_process_holding_stderr_does_not_hold_the_event() {
         let started = std::time::Instant::now();
-        let finished = run_with_stdin(shell("echo why >&2; (sleep 5 &) ; exit 65"), String::new()).await.unwrap();
+        let finished = run_with_stdin(shell("echo why >&2; (sleep 5 >/dev/null &) ; exit 65"), String::new()).await.unwrap();
         assert_eq!(finished.code, Some(65));
         assert_eq!(finished.last_stderr_line.as_deref(), Some("why"));
         assert!(started.elapsed() < Duration::from_secs(3), "waited for the background process");

@@ -82,8 +82,9 @@ async fn exit_65_quarantines_with_the_last_stderr_line_as_the_reason() {
   t.silent) exit 65 ;;
 esac"#;
     let listen = Listen::spawn(&server.base, &agent, &dir.0, &dir.path("state.db"), script, &[]);
+    let both = [explained.clone(), silent.clone()];
     wait_until("both events are quarantined", Duration::from_secs(30), || {
-        server.all_in_state(&agent, &[explained.clone(), silent.clone()], "quarantined")
+        server.all_in_state(&agent, &both, "quarantined")
     })
     .await;
     let detail = server.admin_event(AGENT, &explained).await;
