@@ -47,6 +47,9 @@ pub enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
+    /// Operate a running service with an admin token: inboxes, events with their history,
+    /// parked events, requeue, purge, quarantine and release, sessions, callbacks, agent keys.
+    Admin(crate::admin::AdminArgs),
     /// Cold storage of archived events.
     Archive {
         #[command(subcommand)]

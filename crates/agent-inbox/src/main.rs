@@ -2,8 +2,10 @@
 //! `token issue` prints an access token (and optionally a refresh token) for an operator.
 //! The agent side: `login` stores credentials, `listen` runs a command per event, `wait`
 //! blocks until work exists, `service` installs `listen` as a user service, `mcp` serves the
-//! inbox as Model Context Protocol tools to a language-model client.
+//! inbox as Model Context Protocol tools to a language-model client. `admin` is the operators'
+//! view of a running service: inboxes, events and their history, parked events, quarantine.
 
+mod admin;
 mod archive;
 mod cli;
 mod connect;
@@ -47,6 +49,7 @@ fn main() -> ExitCode {
             cli::Command::Mcp(args) => mcp::run(args).await.map(|()| ExitCode::SUCCESS),
             cli::Command::Service { command } => service::run(command).map(|()| ExitCode::SUCCESS),
             cli::Command::Keys { command } => keys::run(command).await.map(|()| ExitCode::SUCCESS),
+            cli::Command::Admin(args) => admin::run(args).await.map(|()| ExitCode::SUCCESS),
             cli::Command::Archive { command: cli::ArchiveCommand::Export(args) } => {
                 archive::export(args).await.map(|()| ExitCode::SUCCESS)
             }
