@@ -300,7 +300,8 @@ Exit codes:
                             quarantined: set aside for a person, never retried (for a payload
                             that looks like a prompt injection, say); the reason is the last
                             line the command wrote to stderr, cut to 200 bytes
-  any other code            failed: dead-lettered for an operator
+  any other code            failed: dead-lettered for an operator, with the code and the last
+                            stderr line as the reason
   killed by a signal        released for a retry";
 
 /// What `listen` does with events; shared with `service install`, which passes it on.

@@ -210,7 +210,10 @@ fn exit_outcome(finished: &Finished, codes: ExitCodes, retry_after: Duration) ->
         Some(code) if Some(code) == codes.quarantine => Err(HandlerError::quarantine(
             finished.last_stderr_line.clone().unwrap_or_else(|| format!("the command exited with {code}")),
         )),
-        Some(code) => Err(HandlerError::permanent(format!("the command exited with {code}"))),
+        Some(code) => Err(HandlerError::permanent(match &finished.last_stderr_line {
+            Some(line) => format!("the command exited with {code}: {line}"),
+            None => format!("the command exited with {code}"),
+        })),
         None => Err(HandlerError::retry(retry_after, "the command was killed by a signal")),
     }
 }
@@ -261,7 +264,7 @@ mod tests {
     }
 
     #[test]
-    fn the_quarantine_code_takes_its_reason_from_stderr() {
+    fn quarantine_and_failure_take_their_reason_from_stderr() {
         let after = Duration::from_secs(30);
         let codes = ExitCodes { retry: 75, quarantine: Some(65) };
         assert_eq!(
@@ -271,6 +274,10 @@ mod tests {
         assert_eq!(
             exit_outcome(&exited(Some(65), None), codes, after),
             Err(HandlerError::quarantine("the command exited with 65"))
+        );
+        assert_eq!(
+            exit_outcome(&exited(Some(3), Some("no such customer")), codes, after),
+            Err(HandlerError::permanent("the command exited with 3: no such customer"))
         );
         let resync = ExitCodes { retry: 75, quarantine: None };
         assert!(matches!(exit_outcome(&exited(Some(65), None), resync, after), Err(HandlerError::Permanent { .. })));

@@ -53,7 +53,8 @@ impl Event {
 pub enum HandlerError {
     /// Try again later: the event is released and claimable again after `after`.
     Retry { after: Duration, reason: String },
-    /// Never going to work: the event is acknowledged as `failed` and dead-lettered.
+    /// Never going to work: the event is acknowledged as `failed` and dead-lettered, with
+    /// `reason` (one line, 200 bytes) kept for the operator.
     Permanent { reason: String },
     /// Not to be touched by a program: the event is acknowledged as `quarantined`, set aside
     /// for a person with `reason` and `class`, and never retried (an LLM agent that suspects a

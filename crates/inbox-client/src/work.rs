@@ -116,7 +116,11 @@ pub(crate) async fn work<H: Handler>(shared: &Shared, handler: &H, claim: &Claim
     {
         tracing::warn!(event_id = %claim.event_id, error = %err, "could not record the event as processed");
     }
-    match acknowledge(shared, claim, &token, Verdict::Processed(processed)).await {
+    let verdict = match processed {
+        Processed::Completed => Verdict::Processed(processed),
+        Processed::Failed => Verdict::Failed { reason: fit_reason(&reason) },
+    };
+    match acknowledge(shared, claim, &token, verdict).await {
         Ok(()) if processed == Processed::Completed => Outcome::Acked,
         Ok(()) => Outcome::Failed { reason },
         Err(err) => Outcome::Unconfirmed { error: err.to_string() },
@@ -172,7 +176,10 @@ pub(crate) async fn with_heartbeats<T>(
 /// What an acknowledgement says about the event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdict {
+    /// As the local record has it (a redelivery of an event processed before).
     Processed(Processed),
+    /// Dead-lettered, with the handler's reason for the operator (none when empty).
+    Failed { reason: String },
     Quarantined { reason: String, class: QuarantineClass },
 }
 
@@ -185,6 +192,7 @@ pub(crate) async fn acknowledge(
 ) -> Result<(), ClientError> {
     let (result, reason, class) = match verdict {
         Verdict::Processed(processed) => (processed.as_str(), None, None),
+        Verdict::Failed { reason } => (Processed::Failed.as_str(), Some(reason).filter(|r| !r.is_empty()), None),
         Verdict::Quarantined { reason, class } => ("quarantined", Some(reason), Some(class.as_str().to_owned())),
     };
     let request = AcknowledgeRequest {

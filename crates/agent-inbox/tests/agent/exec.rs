@@ -23,7 +23,7 @@ async fn exit_codes_ack_release_and_dead_letter(backend: Backend) {
 echo "$AGENT_INBOX_EVENT_ID $AGENT_INBOX_EVENT_TYPE $AGENT_INBOX_INBOX_SEQ" >> "$d/runs"
 case "$AGENT_INBOX_EVENT_TYPE" in
   t.ok) exit 0 ;;
-  t.fail) exit 3 ;;
+  t.fail) echo "no such customer" >&2; exit 3 ;;
   t.retry) if [ -f "$d/retried" ]; then exit 0; fi; touch "$d/retried"; exit 75 ;;
 esac"#,
         dir = dir.0.display()
@@ -41,6 +41,8 @@ esac"#,
     assert_eq!(events[&retry]["delivery_attempts"], 2, "released once, then handled");
     assert_eq!(events[&fail]["delivery_attempts"], 1, "a failure is not retried");
     assert_eq!(events[&fail]["dead_letter_state"], "handler_failed");
+    let failed = server.admin_event(AGENT, &fail).await;
+    assert_eq!(failed["event"]["reason"], "the command exited with 3: no such customer", "{failed}");
     let runs = dir.lines("runs");
     assert_eq!(runs.iter().filter(|r| r.starts_with(&ok)).count(), 1);
     assert_eq!(runs.iter().filter(|r| r.starts_with(&retry)).count(), 2);
