@@ -44,7 +44,10 @@ pub fn shell(command: &str) -> tokio::process::Command {
 }
 
 /// Runs `command` with `input` on its stdin until it exits.
-pub async fn run_with_stdin(mut command: tokio::process::Command, input: String) -> std::io::Result<Finished> {
+pub async fn run_with_stdin(
+    mut command: tokio::process::Command,
+    input: String,
+) -> std::io::Result<Finished> {
     let mut child = command.spawn()?;
     let stdin = child.stdin.take();
     let mut stderr = child.stderr.take();
@@ -124,8 +127,7 @@ impl LastLine {
     }
 
     fn finish(self) -> Option<String> {
-        let line =
-            if self.current.iter().all(u8::is_ascii_whitespace) { self.last } else { self.current };
+        let line = if self.current.iter().all(u8::is_ascii_whitespace) { self.last } else { self.current };
         let text: String =
             String::from_utf8_lossy(&line).chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
         let text = truncate_bytes(text.trim(), REASON_BYTES_MAX).trim_end();
@@ -186,7 +188,9 @@ mod tests {
     #[tokio::test]
     async fn a_background_process_holding_stderr_does_not_hold_the_event() {
         let started = std::time::Instant::now();
-        let finished = run_with_stdin(shell("echo why >&2; (sleep 5 >/dev/null &) ; exit 65"), String::new()).await.unwrap();
+        let finished = run_with_stdin(shell("echo why >&2; (sleep 5 >/dev/null &) ; exit 65"), String::new())
+            .await
+            .unwrap();
         assert_eq!(finished.code, Some(65));
         assert_eq!(finished.last_stderr_line.as_deref(), Some("why"));
         assert!(started.elapsed() < Duration::from_secs(3), "waited for the background process");

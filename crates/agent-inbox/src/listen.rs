@@ -257,9 +257,15 @@ mod tests {
             exit_outcome(&exited(Some(75), None), codes, after),
             Err(HandlerError::Retry { after: a, .. }) if a == after
         ));
-        assert!(matches!(exit_outcome(&exited(Some(3), None), codes, after), Err(HandlerError::Permanent { .. })));
+        assert!(matches!(
+            exit_outcome(&exited(Some(3), None), codes, after),
+            Err(HandlerError::Permanent { .. })
+        ));
         let other = ExitCodes { retry: 99, quarantine: Some(65) };
-        assert!(matches!(exit_outcome(&exited(Some(75), None), other, after), Err(HandlerError::Permanent { .. })));
+        assert!(matches!(
+            exit_outcome(&exited(Some(75), None), other, after),
+            Err(HandlerError::Permanent { .. })
+        ));
         assert!(matches!(exit_outcome(&exited(None, None), codes, after), Err(HandlerError::Retry { .. })));
     }
 
@@ -280,6 +286,9 @@ mod tests {
             Err(HandlerError::permanent("the command exited with 3: no such customer"))
         );
         let resync = ExitCodes { retry: 75, quarantine: None };
-        assert!(matches!(exit_outcome(&exited(Some(65), None), resync, after), Err(HandlerError::Permanent { .. })));
+        assert!(matches!(
+            exit_outcome(&exited(Some(65), None), resync, after),
+            Err(HandlerError::Permanent { .. })
+        ));
     }
 }

@@ -89,7 +89,10 @@ impl Admin {
     }
 
     /// Dead-lettered and quarantined events, newest parked first.
-    pub async fn parked(&self, query: &ParkedQuery) -> Result<AdminAnswer<ParkedEventsResponse>, ClientError> {
+    pub async fn parked(
+        &self,
+        query: &ParkedQuery,
+    ) -> Result<AdminAnswer<ParkedEventsResponse>, ClientError> {
         let params = [
             ("recipient_id", query.recipient_id.clone()),
             ("state", query.state.clone()),
@@ -99,22 +102,34 @@ impl Admin {
     }
 
     /// Sends parked events back to the inbox with a fresh budget of attempts.
-    pub async fn requeue(&self, request: &ParkedEventsRequest) -> Result<AdminAnswer<ItemResults>, ClientError> {
+    pub async fn requeue(
+        &self,
+        request: &ParkedEventsRequest,
+    ) -> Result<AdminAnswer<ItemResults>, ClientError> {
         self.post("/v1/admin/parked/requeue", request).await
     }
 
     /// Deletes parked events for good.
-    pub async fn purge(&self, request: &ParkedEventsRequest) -> Result<AdminAnswer<ItemResults>, ClientError> {
+    pub async fn purge(
+        &self,
+        request: &ParkedEventsRequest,
+    ) -> Result<AdminAnswer<ItemResults>, ClientError> {
         self.post("/v1/admin/parked/purge", request).await
     }
 
     /// Sets available or claimed events aside for a person; a claimed event's lease ends.
-    pub async fn quarantine(&self, request: &QuarantineRequest) -> Result<AdminAnswer<ItemResults>, ClientError> {
+    pub async fn quarantine(
+        &self,
+        request: &QuarantineRequest,
+    ) -> Result<AdminAnswer<ItemResults>, ClientError> {
         self.post("/v1/admin/quarantine", request).await
     }
 
     /// Sends quarantined events back to the inbox, claimable again.
-    pub async fn release(&self, request: &ParkedEventsRequest) -> Result<AdminAnswer<ItemResults>, ClientError> {
+    pub async fn release(
+        &self,
+        request: &ParkedEventsRequest,
+    ) -> Result<AdminAnswer<ItemResults>, ClientError> {
         self.post("/v1/admin/quarantine/release", request).await
     }
 
@@ -191,7 +206,10 @@ mod tests {
         assert_eq!(segment("ops@acme:1"), "ops%40acme%3A1");
         assert_eq!(with_query("/x", &[("a", None), ("b", None)]), "/x");
         assert_eq!(
-            with_query("/x", &[("state", Some("dead_letter".into())), ("s", None), ("limit", Some("5".into()))]),
+            with_query(
+                "/x",
+                &[("state", Some("dead_letter".into())), ("s", None), ("limit", Some("5".into()))]
+            ),
             "/x?state=dead_letter&limit=5"
         );
     }

@@ -90,7 +90,9 @@ impl fmt::Display for HandlerError {
         match self {
             HandlerError::Retry { after, reason } => write!(f, "retry after {after:?}: {reason}"),
             HandlerError::Permanent { reason } => write!(f, "failed: {reason}"),
-            HandlerError::Quarantine { reason, class } => write!(f, "quarantined ({}): {reason}", class.as_str()),
+            HandlerError::Quarantine { reason, class } => {
+                write!(f, "quarantined ({}): {reason}", class.as_str())
+            }
         }
     }
 }

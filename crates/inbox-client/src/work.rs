@@ -179,8 +179,13 @@ pub(crate) enum Verdict {
     /// As the local record has it (a redelivery of an event processed before).
     Processed(Processed),
     /// Dead-lettered, with the handler's reason for the operator (none when empty).
-    Failed { reason: String },
-    Quarantined { reason: String, class: QuarantineClass },
+    Failed {
+        reason: String,
+    },
+    Quarantined {
+        reason: String,
+        class: QuarantineClass,
+    },
 }
 
 /// Acknowledges one event, repeating on network failure (the same token twice is success).
@@ -192,8 +197,12 @@ pub(crate) async fn acknowledge(
 ) -> Result<(), ClientError> {
     let (result, reason, class) = match verdict {
         Verdict::Processed(processed) => (processed.as_str(), None, None),
-        Verdict::Failed { reason } => (Processed::Failed.as_str(), Some(reason).filter(|r| !r.is_empty()), None),
-        Verdict::Quarantined { reason, class } => ("quarantined", Some(reason), Some(class.as_str().to_owned())),
+        Verdict::Failed { reason } => {
+            (Processed::Failed.as_str(), Some(reason).filter(|r| !r.is_empty()), None)
+        }
+        Verdict::Quarantined { reason, class } => {
+            ("quarantined", Some(reason), Some(class.as_str().to_owned()))
+        }
     };
     let request = AcknowledgeRequest {
         tenant_id: None,

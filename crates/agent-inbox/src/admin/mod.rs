@@ -59,12 +59,8 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             items(json, &answer, "purged")
         }
         AdminCommand::Quarantine { events, reason, class } => {
-            let request = QuarantineRequest {
-                recipient_id: events.agent,
-                event_ids: events.event_ids,
-                reason,
-                class,
-            };
+            let request =
+                QuarantineRequest { recipient_id: events.agent, event_ids: events.event_ids, reason, class };
             let answer = admin.quarantine(&request).await.map_err(refused)?;
             items(json, &answer, "quarantined")
         }
@@ -158,7 +154,9 @@ fn confirm_purge(events: &EventsArgs) -> anyhow::Result<()> {
     let n = events.event_ids.len();
     let what = if n == 1 { "1 event".to_owned() } else { format!("{n} events") };
     if !std::io::stdin().is_terminal() {
-        bail!("purge deletes {what} for good; pass --yes to confirm (stdin is not a terminal, so it cannot ask)");
+        bail!(
+            "purge deletes {what} for good; pass --yes to confirm (stdin is not a terminal, so it cannot ask)"
+        );
     }
     eprint!("Delete {what} of {} for good? This cannot be undone. [y/N] ", events.agent);
     std::io::stderr().flush()?;

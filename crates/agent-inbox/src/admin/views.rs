@@ -13,7 +13,15 @@ pub fn inboxes(answer: &InboxStatsResponse) -> String {
         return "no inboxes in this tenant yet\n".to_owned();
     }
     let mut table = Table::new(&[
-        "AGENT", "DEPTH", "OLDEST", "HEAD", "CLAIMED", "RETRYING", "PARKED", "ONLINE", "LAST SEEN",
+        "AGENT",
+        "DEPTH",
+        "OLDEST",
+        "HEAD",
+        "CLAIMED",
+        "RETRYING",
+        "PARKED",
+        "ONLINE",
+        "LAST SEEN",
     ]);
     for inbox in &answer.inboxes {
         table.row(vec![
@@ -121,7 +129,9 @@ pub fn event(detail: &AdminEventDetail) -> String {
                 out.push('\n');
             }
         }
-        (None, Some(reference)) => out.push_str(&format!("  stored elsewhere: {} {}\n", reference.kind, reference.id)),
+        (None, Some(reference)) => {
+            out.push_str(&format!("  stored elsewhere: {} {}\n", reference.kind, reference.id))
+        }
         (None, None) => out.push_str("  none (a payload is cleared once the event is acknowledged)\n"),
     }
     out.push_str("\nhistory:\n");
@@ -270,10 +280,11 @@ pub fn agent_keys(answer: &AdminAgentKeysResponse) -> String {
     table.render()
 }
 
-/// The state with the dead-letter reason when there is one: `dead_letter (handler_failed)`.
+/// The state, a dead letter's with why: `dead_letter (handler_failed)`.
 fn state(view: &AdminEventView) -> String {
-    match view.event.dead_letter_state.as_str() {
-        "none" | "" => view.event.ack_state.clone(),
-        why => format!("{} ({why})", view.event.ack_state),
+    let event = &view.event;
+    match (event.ack_state.as_str(), event.dead_letter_state.as_str()) {
+        ("dead_letter", why) if why != "none" => format!("dead_letter ({why})"),
+        (state, _) => state.to_owned(),
     }
 }

@@ -213,12 +213,16 @@ impl AckArgs {
             }
         };
         if result != "quarantined" && self.class.is_some() {
-            return Err(Invalid(format!("class goes with result \"quarantined\" only (result is {result:?})")));
+            return Err(Invalid(format!(
+                "class goes with result \"quarantined\" only (result is {result:?})"
+            )));
         }
         let reason = self.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
         if result == "completed" {
             if reason.is_some() {
-                return Err(Invalid("reason goes with result \"failed\" or \"quarantined\", not \"completed\"".to_owned()));
+                return Err(Invalid(
+                    "reason goes with result \"failed\" or \"quarantined\", not \"completed\"".to_owned(),
+                ));
             }
             return Ok(AckResult { result, reason: None, class: None });
         }
@@ -246,7 +250,10 @@ impl AckArgs {
 /// The service keeps reasons of at most 200 bytes on one line.
 fn check_reason(reason: &str) -> Result<(), Invalid> {
     if reason.len() > REASON_BYTES_MAX {
-        return Err(Invalid(format!("reason must be at most {REASON_BYTES_MAX} bytes (got {})", reason.len())));
+        return Err(Invalid(format!(
+            "reason must be at most {REASON_BYTES_MAX} bytes (got {})",
+            reason.len()
+        )));
     }
     if reason.chars().any(char::is_control) {
         return Err(Invalid("reason must be one line without control characters".to_owned()));
@@ -328,7 +335,12 @@ mod tests {
     fn lease_arguments_must_be_present_and_results_known() {
         let ack = AckArgs { event_id: "e".into(), lease_token: " ".into(), ..AckArgs::default() };
         assert_eq!(ack.check().unwrap_err().0, "lease_token must not be empty");
-        let ack = AckArgs { event_id: "e".into(), lease_token: "t".into(), result: Some("done".into()), ..AckArgs::default() };
+        let ack = AckArgs {
+            event_id: "e".into(),
+            lease_token: "t".into(),
+            result: Some("done".into()),
+            ..AckArgs::default()
+        };
         assert!(ack.check().unwrap_err().0.contains("\"completed\", \"failed\" or \"quarantined\""));
         let release = ReleaseArgs {
             event_id: "e".into(),
@@ -351,7 +363,9 @@ mod tests {
         assert!(quarantine(None, None).check().unwrap_err().0.contains("needs a reason"));
         assert!(quarantine(Some("  "), None).check().unwrap_err().0.contains("needs a reason"));
         assert!(quarantine(Some("two\nlines"), None).check().unwrap_err().0.contains("one line"));
-        assert!(quarantine(Some("x"), Some("spam")).check().unwrap_err().0.starts_with("class must be one of"));
+        assert!(
+            quarantine(Some("x"), Some("spam")).check().unwrap_err().0.starts_with("class must be one of")
+        );
         assert_eq!(
             quarantine(Some(" looks injected "), Some("prompt_injection")).check().unwrap(),
             AckResult {
@@ -360,13 +374,19 @@ mod tests {
                 class: Some("prompt_injection".into())
             }
         );
-        let completed_with_reason =
-            AckArgs { event_id: "e".into(), lease_token: "t".into(), reason: Some("x".into()), ..AckArgs::default() };
+        let completed_with_reason = AckArgs {
+            event_id: "e".into(),
+            lease_token: "t".into(),
+            reason: Some("x".into()),
+            ..AckArgs::default()
+        };
         assert!(completed_with_reason.check().unwrap_err().0.contains("not \"completed\""));
         let failed = AckArgs { result: Some("failed".into()), ..completed_with_reason };
         assert_eq!(failed.check().unwrap().reason.as_deref(), Some("x"), "a dead letter keeps its reason");
         let failed_with_class = AckArgs { class: Some("policy".into()), ..failed };
-        assert!(failed_with_class.check().unwrap_err().0.contains("class goes with result \"quarantined\" only"));
+        assert!(
+            failed_with_class.check().unwrap_err().0.contains("class goes with result \"quarantined\" only")
+        );
     }
 
     #[test]

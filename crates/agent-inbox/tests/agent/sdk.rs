@@ -7,8 +7,8 @@ use std::time::Duration;
 use inbox_api::ResyncResponse;
 use inbox_client::schedule::PollSchedule;
 use inbox_client::{
-    Agent, AgentConfig, Api, ContinueAfterReset, Credentials, Event, HandlerError, LocalState, QuarantineClass,
-    Secret, TransportConfig, TransportKind,
+    Agent, AgentConfig, Api, ContinueAfterReset, Credentials, Event, HandlerError, LocalState,
+    QuarantineClass, Secret, TransportConfig, TransportKind,
 };
 use serde_json::json;
 use tokio::sync::{Notify, oneshot};
@@ -144,7 +144,10 @@ async fn a_quarantining_handler_sets_the_event_aside_with_its_reason_and_class()
     let reason = "the payload gives orders: send me your keys";
     assert_eq!(detail["event"]["reason"], reason, "one line: {detail}");
     let entry = detail["history"].as_array().unwrap().last().cloned().unwrap();
-    assert_eq!((entry["action"].as_str(), entry["class"].as_str()), (Some("quarantined"), Some("prompt_injection")));
+    assert_eq!(
+        (entry["action"].as_str(), entry["class"].as_str()),
+        (Some("quarantined"), Some("prompt_injection"))
+    );
     assert_eq!(entry["session_id"], detail["event"]["session_id"], "{detail}");
     stop.send(()).unwrap();
     let summary = running.await.unwrap().unwrap();
