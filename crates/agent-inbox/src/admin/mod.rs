@@ -25,7 +25,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
     match args.command {
         AdminCommand::Inboxes { limit } => {
             let answer = admin.inboxes(limit).await.map_err(refused)?;
-            print(json, &answer, |value| views::inboxes(value))
+            print(json, &answer, views::inboxes)
         }
         AdminCommand::Events { agent, state, after_seq, limit } => {
             let query = EventsQuery { recipient_id: agent.clone(), state, after_seq, limit };
