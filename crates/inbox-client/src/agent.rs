@@ -230,6 +230,10 @@ impl Runner {
                 _ = self.signals.hint.notified() => {
                     next_cycle = Instant::now();
                     forced = true;
+                    // Claim even if the scan finds nothing new: a hint may be for an event
+                    // behind the cursor that went back to the inbox (an operator's requeue or
+                    // release from quarantine), which only a claim can find.
+                    self.claim_backlog = true;
                 }
                 changed = status.changed(), if transport_alive => {
                     transport_alive = changed.is_ok();

@@ -68,14 +68,21 @@ impl Drop for HeldGuard {
 }
 
 /// One event: deduplicate, or run the handler under heartbeats; then acknowledge or release.
+///
+/// Only a completed event is deduplicated. A failed one that comes back runs again: either an
+/// operator requeued the dead letter, which is asking for exactly that, or its failure was
+/// never acknowledged, and running a failing handler twice is what at-least-once allows.
 pub(crate) async fn work<H: Handler>(shared: &Shared, handler: &H, claim: &Claim) -> Outcome {
     let token = Secret::new(claim.lease_token.clone());
     match shared.state.processed(&shared.inbox, &claim.event_id).await {
-        Ok(Some(result)) => {
+        Ok(Some(result @ Processed::Completed)) => {
             return match acknowledge(shared, claim, &token, Verdict::Processed(result)).await {
                 Ok(()) => Outcome::Deduplicated { result },
                 Err(err) => Outcome::Unconfirmed { error: err.to_string() },
             };
+        }
+        Ok(Some(Processed::Failed)) => {
+            tracing::debug!(event_id = %claim.event_id, "failed here before; running it again");
         }
         Ok(None) => {}
         Err(err) => {

@@ -104,6 +104,38 @@ esac"#;
     assert!(listen.dump().contains("checking the payload"), "the command's stderr is passed through");
 }
 
+/// An operator who requeues a dead letter wants it run again: the agent's local record of
+/// the failure must not acknowledge it as failed again without running the command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requeued_dead_letter_runs_again() {
+    let server = Server::start(&[]).await;
+    let publisher = server.publisher_token().await;
+    let agent = server.agent_token(AGENT).await;
+    let dir = TempDir::new("requeue-runs-again");
+    let event = server.publish(&publisher, AGENT, "t.flaky", json!({})).await;
+    // Fails the first time (a dependency was down), works once an operator requeues it.
+    let script = format!(
+        r#"d='{dir}'; echo run >> "$d/runs"; if [ -f "$d/fixed" ]; then exit 0; fi; echo "the billing service is down" >&2; exit 3"#,
+        dir = dir.0.display()
+    );
+    let listen = Listen::spawn(&server.base, &agent, &dir.0, &dir.path("state.db"), &script, &[]);
+    wait_until("the event is dead-lettered", Duration::from_secs(30), || {
+        server.all_in_state(&agent, std::slice::from_ref(&event), "dead_letter")
+    })
+    .await;
+    std::fs::write(dir.path("fixed"), "").unwrap();
+    server.requeue(AGENT, &[&event]).await;
+    // A requeue moves no head and the service sends no hint for it yet, so the agent hears of
+    // it with the next event's hint; claims take the oldest first.
+    let next = server.publish(&publisher, AGENT, "t.next", json!({})).await;
+    let both = [event.clone(), next];
+    wait_until("the requeued event is acknowledged", Duration::from_secs(30), || {
+        server.all_in_state(&agent, &both, "acked")
+    })
+    .await;
+    assert_eq!(dir.lines("runs").len(), 3, "ran again after the requeue: {}", listen.dump());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_listen_processes_with_one_identity_share_the_work() {
     let server = Server::start(&[]).await;

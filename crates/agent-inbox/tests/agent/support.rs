@@ -279,6 +279,22 @@ impl Server {
         response.json().await.unwrap()
     }
 
+    /// Requeues parked events of `agent` as an operator would.
+    pub async fn requeue(&self, agent: &str, event_ids: &[&str]) {
+        let (admin, _) = self.token("ops", CallerKind::Admin, "admin", false).await;
+        let response = self
+            .client
+            .post(format!("{}/v1/admin/parked/requeue", self.base))
+            .bearer_auth(admin)
+            .json(&json!({"recipient_id": agent, "event_ids": event_ids}))
+            .send()
+            .await
+            .expect("requeue");
+        assert_eq!(response.status(), 200);
+        let answer: Value = response.json().await.unwrap();
+        assert!(answer["results"].as_array().unwrap().iter().all(|r| r["ok"] == true), "{answer}");
+    }
+
     /// Whether every id in `ids` is in `state` (`acked`, `dead_letter`, ...).
     pub async fn all_in_state(&self, agent: &str, ids: &[String], state: &str) -> bool {
         let events = self.events(agent).await;
