@@ -1,7 +1,8 @@
 //! The agent's own durable memory, in a local SQLite file: the cursor it polls after, and a
-//! bounded cache of event ids it already processed (with the result), so an event delivered
-//! again after a crash or a lost acknowledgement is acknowledged without running the handler
-//! a second time. One file may serve several identities; rows are keyed by inbox.
+//! bounded cache of event ids it already processed (with the result), so a completed event
+//! delivered again after a crash or a lost acknowledgement is acknowledged without running the
+//! handler a second time (a failed one runs again: see `work`). One file may serve several
+//! identities; rows are keyed by inbox.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr as _;
