@@ -53,6 +53,7 @@ problem_codes! {
     CallbackRegistrationNotFound => "callback_registration_not_found",
     CallbackUrlRefused => "callback_url_refused",
     ContentDigestMismatch => "content_digest_mismatch",
+    CsrfMismatch => "csrf_mismatch",
     CursorResetRequired => "cursor_reset_required",
     DatabaseBusy => "database_busy",
     DatabaseUnavailable => "database_unavailable",

@@ -5,11 +5,15 @@
 //!
 //! A watch channel holds one value, so reports coalesce to the highest head: a subscriber that
 //! is slow to read sees the latest head when it reads, and a report never waits for anyone.
+//!
+//! Views of a whole tenant (the console's live overview) watch the tenant instead: a counter
+//! that moves on every report for any of its inboxes, and on [`Hints::touched`] for changes
+//! that move no head (claims, acknowledgements, releases, an operator's actions).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use inbox_core::{InboxSeq, RecipientKey};
+use inbox_core::{InboxSeq, RecipientKey, TenantId};
 use tokio::sync::watch;
 
 /// Channels kept before the first sweep of channels nobody listens to.
@@ -23,6 +27,8 @@ pub struct Hints {
 #[derive(Debug, Default)]
 struct Table {
     inboxes: HashMap<RecipientKey, watch::Sender<u64>>,
+    /// Per tenant, how many changes were reported; only tenants someone watches are kept.
+    tenants: HashMap<TenantId, watch::Sender<u64>>,
     /// Size at which the next sweep runs: twice the live channels after the last one, so
     /// sweeping costs O(1) per subscription however many streams are open.
     sweep_at: usize,
@@ -40,10 +46,27 @@ impl Hints {
         table.inboxes.entry(inbox.clone()).or_insert_with(|| watch::channel(0).0).subscribe()
     }
 
+    /// A receiver that changes whenever anything is reported for one of the tenant's inboxes
+    /// (its value counts the reports). Subscribe before reading what it watches.
+    pub fn watch_tenant(&self, tenant_id: &TenantId) -> watch::Receiver<u64> {
+        let mut table = self.table.lock().expect("hints lock");
+        // Tenants are few and watched by operators only: sweep them on every new watch.
+        table.tenants.retain(|_, sender| sender.receiver_count() > 0);
+        table.tenants.entry(tenant_id.clone()).or_insert_with(|| watch::channel(0).0).subscribe()
+    }
+
+    /// Reports a change in the tenant's inboxes that moves no head: a claim, an
+    /// acknowledgement, a release, an operator's requeue, quarantine or purge.
+    pub fn touched(&self, tenant_id: &TenantId) {
+        let table = self.table.lock().expect("hints lock");
+        table.touch(tenant_id);
+    }
+
     /// Reports that a commit advanced an inbox's head to at least `head`; returns whether
     /// anyone on this node was waiting on that inbox.
     pub fn advanced(&self, inbox: &RecipientKey, head: InboxSeq) -> bool {
         let table = self.table.lock().expect("hints lock");
+        table.touch(&inbox.tenant_id);
         let Some(sender) = table.inboxes.get(inbox) else { return false };
         sender.send_if_modified(|seen| {
             let newer = head.get() > *seen;
@@ -53,6 +76,14 @@ impl Hints {
             newer
         });
         sender.receiver_count() > 0
+    }
+}
+
+impl Table {
+    fn touch(&self, tenant_id: &TenantId) {
+        if let Some(sender) = self.tenants.get(tenant_id) {
+            sender.send_modify(|changes| *changes = changes.wrapping_add(1));
+        }
     }
 }
 
@@ -81,6 +112,23 @@ mod tests {
         assert!(hints.advanced(&inbox("a"), InboxSeq(6)));
         assert!(!rx.has_changed().unwrap(), "a lower head wakes nobody");
         assert!(!hints.advanced(&inbox("b"), InboxSeq(1)), "nobody waits on b");
+    }
+
+    #[test]
+    fn a_tenant_watch_sees_every_report_of_its_inboxes_and_touches() {
+        let hints = Hints::default();
+        let mut tenant = hints.watch_tenant(&TenantId::new("t1").unwrap());
+        let mut other = hints.watch_tenant(&TenantId::new("t2").unwrap());
+        hints.advanced(&inbox("a"), InboxSeq(1));
+        assert!(tenant.has_changed().unwrap(), "a report for an inbox nobody watches still counts");
+        tenant.mark_unchanged();
+        hints.advanced(&inbox("a"), InboxSeq(1));
+        assert!(tenant.has_changed().unwrap(), "a repeated head (a requeue) counts too");
+        tenant.mark_unchanged();
+        hints.touched(&TenantId::new("t1").unwrap());
+        assert!(tenant.has_changed().unwrap());
+        assert!(!other.has_changed().unwrap(), "another tenant's watch does not move");
+        other.mark_unchanged();
     }
 
     #[test]

@@ -232,6 +232,7 @@ pub fn router(state: AppState) -> Router {
         .merge(http::routes::admin_views::router())
         .merge(http::routes::auth::router())
         .merge(http::routes::health::router())
+        .merge(http::console::router())
         .fallback(http::middleware::not_found)
         .method_not_allowed_fallback(http::middleware::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), http::middleware::observe))

@@ -1,0 +1,48 @@
+// Agents' request-signing keys across the tenant: key id, agent, algorithm, created and
+// retired. Key material is never shown (the admin API does not return it).
+
+import { api } from "./api.js";
+import { el, replace } from "./dom.js";
+import { count, time } from "./format.js";
+import { dataTable } from "./table.js";
+import { agentLink, errorBox, pageHeader } from "./widgets.js";
+
+function retired(k) {
+  const at = k.retired_at_utc;
+  if (!at) return el("span", { class: "badge state-available" }, "active");
+  const past = Date.parse(at) <= Date.now();
+  return el("span", { class: past ? "badge muted" : "badge state-retry_scheduled", title: time(at) }, past ? `retired ${time(at)}` : `retires ${time(at)}`);
+}
+
+const COLUMNS = [
+  { key: "key_id", label: "Key id", cell: (k) => el("span", { class: "mono" }, k.key_id) },
+  { key: "agent_id", label: "Agent", cell: (k) => agentLink(k.agent_id) },
+  { key: "algorithm", label: "Algorithm" },
+  { key: "created_at_utc", label: "Created", cell: (k) => time(k.created_at_utc) },
+  { key: "retired", label: "Status", sortValue: (k) => k.retired_at_utc ?? "", cell: retired },
+];
+
+export function mount(container) {
+  const sort = { key: "agent_id", descending: false };
+  let keys = [];
+  let failure = null;
+  const render = () => {
+    replace(container,
+      pageHeader("Agent keys", { subtitle: `${count(keys.length)} request-signing keys (RFC 9421)` }),
+      failure ? errorBox(failure) : null,
+      el("div", { class: "panel" }, dataTable({ columns: COLUMNS, rows: keys, sort, onChange: render, empty: "No agent has registered a signing key." })));
+  };
+  async function refresh() {
+    try {
+      const answer = await api("agent-keys");
+      keys = answer.keys ?? [];
+      failure = null;
+    } catch (error) {
+      if (error.status === 401) throw error;
+      failure = error;
+    }
+    render();
+  }
+  render();
+  return { refresh };
+}
