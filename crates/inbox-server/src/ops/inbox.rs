@@ -241,6 +241,9 @@ pub async fn claim(
         }
     };
     count_fetch(state, caller, "claim");
+    if !claimed.is_empty() {
+        state.hints.touched(&caller.tenant_id);
+    }
     let now = state.store.now();
     state.metrics.claims_total().add([tenant], claimed.len() as u64);
     for c in claimed.iter().filter(|c| c.event.lifecycle.delivery_attempts == 1) {
@@ -310,6 +313,7 @@ async fn acknowledge_items(
     let acknowledge = Acknowledge { inbox: caller.inbox(), session_id, items };
     let outcomes = state.store.inbox().acknowledge(&acknowledge).await?;
     state.metrics.ack_latency_seconds().observe([], started.elapsed());
+    state.hints.touched(&caller.tenant_id);
     let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
     for receipt in outcomes.iter().flatten() {
         let labels = [tenant.clone(), receipt.state.as_str().to_owned()];
@@ -382,6 +386,7 @@ async fn release_event(
 ) -> Result<ReleaseResponse, ApiError> {
     caller.require(Scope::InboxRelease)?;
     let receipt = state.store.inbox().release(&release).await?;
+    state.hints.touched(&caller.tenant_id);
     Ok(ReleaseResponse {
         event_id: receipt.event_id.to_string(),
         ack_state: receipt.state.as_str().to_owned(),

@@ -9,6 +9,7 @@ mod admin_views;
 mod callback_receivers;
 mod callback_ssrf;
 mod callbacks;
+mod console;
 mod contract;
 mod external_idp;
 mod isolation;
