@@ -38,7 +38,7 @@ export async function runAction(action, selection) {
   if (action === "purge") {
     const sure = await confirmAction({
       title: `Purge ${n === 1 ? "1 event" : `${n} events`}?`,
-      message: `Purging deletes ${what} for good, with their payload and history. This cannot be undone.`,
+      message: `Purging deletes ${what} for good, with ${n === 1 ? "its" : "their"} payload and history. This cannot be undone.`,
       confirm: "Purge for good",
       danger: true,
     });

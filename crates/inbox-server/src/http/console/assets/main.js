@@ -86,7 +86,7 @@ function route() {
     return;
   }
   const params = found.match.slice(1).map(decodeURIComponent);
-  const mounted = found.view.mount(container, { params, query, setQuery });
+  const mounted = found.r.view.mount(container, { params, query, setQuery });
   const refresh = refresher(mounted);
   current = { ...mounted, refresh };
   void refresh();

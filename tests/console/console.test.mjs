@@ -1,0 +1,227 @@
+// The web console in real headless Chromium (Debian's /usr/bin/chromium, driven by
+// playwright-core) against a real `agent-inbox serve` on SQLite: signing in (and an agent
+// token refused), a publish over HTTP showing in the overview within 1 s without a reload,
+// requeueing a dead-lettered event and watching it become available, purge asking first, a
+// change without the CSRF token and a call without the cookie refused, and no Content-Security-
+// Policy violation on any view. A screenshot of each view lands in target/console-screenshots/.
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+import { REPO, deadLetter, publish, startServer } from "./server.mjs";
+
+const CHROMIUM = process.env.CHROMIUM_BIN ?? "/usr/bin/chromium";
+const SHOTS = join(REPO, "target/console-screenshots");
+
+let server;
+let browser;
+let context;
+let page;
+let tokens;
+/** Everything the page logged as an error, CSP violations included. */
+const pageErrors = [];
+
+async function shot(name) {
+  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+/** Navigates inside the console (a hash route: no reload) and waits for the view's heading. */
+async function openView(hash, heading) {
+  await page.evaluate((h) => {
+    location.hash = h;
+  }, hash);
+  await page.locator(".page-header h1", { hasText: heading }).waitFor();
+}
+
+before(async () => {
+  await mkdir(SHOTS, { recursive: true });
+  server = await startServer();
+  tokens = {
+    admin: await server.token("ops_ana", { kind: "admin", ttl: "8h" }),
+    publisher: await server.token("planner_app", { kind: "publisher" }),
+    alpha: await server.token("agent_alpha"),
+    beta: await server.token("agent_beta"),
+  };
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
+  });
+  context = await browser.newContext({ viewport: { width: 1440, height: 900 }, deviceScaleFactor: 1 });
+  page = await context.newPage();
+  page.on("pageerror", (error) => pageErrors.push(String(error)));
+  page.on("console", (message) => {
+    if (message.type() === "error") pageErrors.push(message.text());
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  await server?.stop();
+});
+
+test("an agent token cannot sign in; an admin token can", async () => {
+  await page.goto(`${server.url}/console`);
+  await page.locator("#sign-in-form").waitFor();
+  await shot("sign-in");
+  await page.fill("#token", tokens.alpha);
+  await page.click("#sign-in-form button[type=submit]");
+  const error = page.locator("#sign-in-error");
+  await error.waitFor();
+  assert.match(await error.textContent(), /needs an admin token.*this is an agent token/);
+  assert.equal(await page.locator("#topbar").isHidden(), true, "still signed out");
+  const cookies = await context.cookies();
+  assert.equal(cookies.length, 0, "no cookie for an agent token");
+  // The refusal's answer is counted as a console error by the browser; it is expected.
+  pageErrors.length = 0;
+
+  await page.fill("#token", tokens.admin);
+  await page.click("#sign-in-form button[type=submit]");
+  await page.locator("#topbar").waitFor();
+  await page.locator("#live[data-state=live]").waitFor();
+  const [cookie] = await context.cookies();
+  assert.equal(cookie.name, "agent_inbox_console");
+  assert.equal(cookie.httpOnly, true);
+  assert.equal(cookie.sameSite, "Strict");
+  assert.equal(cookie.path, "/console");
+  assert.equal(await page.evaluate(() => document.cookie), "", "the page's scripts cannot read the cookie");
+  assert.match(await page.locator("#identity").textContent(), /ops_ana · tenant demo/);
+});
+
+test("a publish over HTTP shows in the overview within 1 s, without a reload", async () => {
+  await page.evaluate(() => {
+    window.notReloaded = true;
+  });
+  await page.locator("table.grid td.empty").waitFor();
+  await publish(server, tokens.publisher, "agent_alpha");
+  const published = Date.now();
+  const row = page.locator("#overview-table tbody tr", { hasText: "agent_alpha" });
+  await row.waitFor({ timeout: 1000 });
+  const seen = Date.now() - published;
+  assert.ok(seen <= 1000, `shown ${seen} ms after the publish answered`);
+  assert.equal(await row.locator("td").nth(1).textContent(), "1", "depth 1");
+
+  // A second one updates the row in place.
+  await publish(server, tokens.publisher, "agent_alpha");
+  const second = Date.now();
+  await page.waitForFunction(() => {
+    const row = [...document.querySelectorAll("#overview-table tbody tr")].find((r) => r.textContent.includes("agent_alpha"));
+    return row?.querySelectorAll("td")[1].textContent === "2";
+  }, null, { timeout: 1000 });
+  assert.ok(Date.now() - second <= 1000);
+  assert.equal(await page.evaluate(() => window.notReloaded), true, "the page was not reloaded");
+});
+
+test("the overview sorts by any column", async () => {
+  for (let i = 0; i < 3; i++) await publish(server, tokens.publisher, "agent_gamma");
+  const agents = () => page.$$eval("#overview-table tbody tr td:first-child", (cells) => cells.map((c) => c.textContent));
+  await page.waitForFunction(() => {
+    const row = [...document.querySelectorAll("#overview-table tbody tr")].find((r) => r.textContent.includes("agent_gamma"));
+    return row?.querySelectorAll("td")[1].textContent === "3";
+  });
+  assert.deepEqual(await agents(), ["agent_gamma", "agent_alpha"], "deepest first by default");
+  await page.click("#overview-table th:first-child button.sort");
+  assert.deepEqual(await agents(), ["agent_alpha", "agent_gamma"]);
+  await page.click("#overview-table th:first-child button.sort");
+  assert.deepEqual(await agents(), ["agent_gamma", "agent_alpha"]);
+  await shot("overview");
+});
+
+test("a dead-lettered event is requeued and becomes available", async () => {
+  const eventId = await deadLetter(server, tokens.publisher, tokens.beta, "agent_beta");
+  await openView("#/inbox/agent_beta", "Inbox of agent_beta");
+  const row = page.locator(`tbody tr[data-key="${eventId}"]`);
+  await row.locator(".badge", { hasText: "dead letter" }).waitFor();
+  await row.locator("input[type=checkbox]").check();
+  await page.click("button[data-action=requeue]");
+  await row.locator(".badge", { hasText: "available" }).waitFor({ timeout: 2000 });
+  await shot("inbox");
+
+  await page.click(`a[title="${eventId}"]`);
+  await page.locator("h2", { hasText: "History" }).waitFor();
+  await page.locator(".history td", { hasText: "requeued" }).waitFor();
+  await shot("event");
+});
+
+test("purge asks for confirmation first", async () => {
+  const eventId = await deadLetter(server, tokens.publisher, tokens.beta, "agent_beta");
+  await openView("#/parked", "Parked events");
+  const row = page.locator(`tbody tr[data-key="agent_beta/${eventId}"]`);
+  await row.waitFor();
+  await row.locator("input[type=checkbox]").check();
+  await page.click("button[data-action=purge]");
+  const dialog = page.locator("dialog[open]");
+  await dialog.waitFor();
+  assert.match(await dialog.textContent(), /cannot be undone/);
+  await shot("purge-confirmation");
+  await dialog.locator("button[data-action=cancel]").click();
+  await dialog.waitFor({ state: "detached" });
+  const parked = await server.call("GET", "/v1/admin/parked", tokens.admin);
+  assert.ok(parked.body.events.some((e) => e.event_id === eventId), "cancelled: the event is still parked");
+  await shot("parked");
+
+  await page.click("button[data-action=purge]");
+  await page.locator("dialog[open] button[data-action=confirm]").click();
+  await row.waitFor({ state: "detached" });
+  const after = await server.call("GET", "/v1/admin/parked", tokens.admin);
+  assert.ok(!after.body.events.some((e) => e.event_id === eventId), "confirmed: purged");
+});
+
+test("a change without the CSRF token and a call without the cookie are refused", async () => {
+  const eventId = await deadLetter(server, tokens.publisher, tokens.beta, "agent_beta");
+  const withoutCsrf = await page.evaluate(async (id) => {
+    const response = await fetch("/console/api/parked/purge", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ recipient_id: "agent_beta", event_ids: [id] }),
+    });
+    return { status: response.status, body: await response.json() };
+  }, eventId);
+  assert.equal(withoutCsrf.status, 403);
+  assert.equal(withoutCsrf.body.code, "csrf_mismatch");
+  const parked = await server.call("GET", "/v1/admin/parked", tokens.admin);
+  assert.ok(parked.body.events.some((e) => e.event_id === eventId), "nothing was purged");
+
+  const stranger = await browser.newContext();
+  const strangerPage = await stranger.newPage();
+  await strangerPage.goto(`${server.url}/console`);
+  await strangerPage.locator("#sign-in-form").waitFor();
+  const withoutCookie = await strangerPage.evaluate(async () => {
+    const response = await fetch("/console/api/inboxes");
+    return { status: response.status, body: await response.json() };
+  });
+  await stranger.close();
+  assert.equal(withoutCookie.status, 401);
+  assert.equal(withoutCookie.body.code, "unauthorized");
+  pageErrors.length = 0;
+});
+
+test("the other views render from the admin API", async () => {
+  // Data for them: a subscribed session and a signing key of agent_alpha.
+  const subscribed = await server.call("POST", "/v1/agent-sessions/subscribe", tokens.alpha, {
+    device_id: "laptop-7",
+    supported_transports: ["sse"],
+  });
+  assert.equal(subscribed.status, 200, JSON.stringify(subscribed.body));
+  const key = await server.call("POST", "/v1/agent-keys", tokens.alpha, { algorithm: "hmac-sha256" });
+  assert.equal(key.status, 201, JSON.stringify(key.body));
+
+  await openView("#/sessions", "Sessions");
+  await page.locator("td", { hasText: "laptop-7" }).waitFor();
+  await shot("sessions");
+  await openView("#/keys", "Agent keys");
+  await page.locator("td", { hasText: key.body.key_id }).waitFor();
+  await shot("keys");
+  await openView("#/callbacks", "Callbacks");
+  await shot("callbacks");
+  await openView("#/charts", "Activity");
+  await page.locator("svg.chart rect.bar").first().waitFor();
+  await shot("charts");
+  await openView("#/", "Inboxes");
+  await shot("overview");
+});
+
+test("no view broke the Content-Security-Policy or threw", () => {
+  assert.deepEqual(pageErrors, []);
+});
