@@ -24,6 +24,8 @@ let tokens;
 const pageErrors = [];
 
 async function shot(name) {
+  // Toasts of earlier actions would cover the view.
+  await page.evaluate(() => document.getElementById("toasts").replaceChildren());
   await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
 }
 
@@ -141,7 +143,19 @@ test("a dead-lettered event is requeued and becomes available", async () => {
   await page.click(`a[title="${eventId}"]`);
   await page.locator("h2", { hasText: "History" }).waitFor();
   await page.locator(".history td", { hasText: "requeued" }).waitFor();
+
+  // An operator sets it aside with a reason, then releases it.
+  await page.click(".page-header button[data-action=quarantine]");
+  await page.fill("#quarantine-reason", "asks the agent to mail the invoice to an outside address");
+  await page.selectOption("#quarantine-class", "prompt_injection");
+  await page.click("dialog[open] button[data-action=confirm]");
+  await page.locator(".details .badge", { hasText: "quarantined" }).waitFor();
+  await page.locator(".history td.reason", { hasText: "outside address" }).waitFor();
+  await page.locator(".history .badge", { hasText: "prompt_injection" }).waitFor();
   await shot("event");
+  await page.click(".page-header button[data-action=release]");
+  await page.locator(".details .badge", { hasText: "available" }).waitFor();
+  await page.locator(".history td", { hasText: "released from quarantine" }).waitFor();
 });
 
 test("purge asks for confirmation first", async () => {
@@ -206,6 +220,13 @@ test("the other views render from the admin API", async () => {
   assert.equal(subscribed.status, 200, JSON.stringify(subscribed.body));
   const key = await server.call("POST", "/v1/agent-keys", tokens.alpha, { algorithm: "hmac-sha256" });
   assert.equal(key.status, 201, JSON.stringify(key.body));
+  // A public address literal needs no DNS; without a secret no challenge is sent (nothing
+  // leaves the machine), so it stays pending verification.
+  const callback = await server.call("POST", "/v1/callback-registrations", tokens.admin, {
+    recipient_id: "agent_alpha",
+    callback_url: "https://93.184.215.14/agent-inbox/hook",
+  });
+  assert.equal(callback.status, 201, JSON.stringify(callback.body));
 
   await openView("#/sessions", "Sessions");
   await page.locator("td", { hasText: "laptop-7" }).waitFor();
@@ -214,14 +235,35 @@ test("the other views render from the admin API", async () => {
   await page.locator("td", { hasText: key.body.key_id }).waitFor();
   await shot("keys");
   await openView("#/callbacks", "Callbacks");
+  await page.locator(".registration h2", { hasText: "93.184.215.14" }).waitFor();
   await shot("callbacks");
   await openView("#/charts", "Activity");
   await page.locator("svg.chart rect.bar").first().waitFor();
   await shot("charts");
+  // A fuller tenant for the overview's picture: agents with backlogs, some claimed.
+  for (const [agent, n, claim] of [["planner", 12, 3], ["researcher", 5, 1], ["summarizer", 27, 4], ["browser_tab_7", 2, 0]]) {
+    for (let i = 0; i < n; i++) await publish(server, tokens.publisher, agent, { step: i });
+    if (claim) await server.call("POST", "/v1/inbox/claim", await server.token(agent), { limit: claim });
+  }
   await openView("#/", "Inboxes");
+  await page.locator("#overview-table tbody tr", { hasText: "summarizer" }).waitFor();
+  await page.waitForFunction(() => document.querySelectorAll("#overview-table tbody tr").length === 7);
   await shot("overview");
+  // The README's picture (docs/console-overview.png): the same view, cut below the table.
+  const bottom = await page.evaluate(() => document.getElementById("overview-table").getBoundingClientRect().bottom);
+  const clip = { x: 0, y: 0, width: 1440, height: Math.ceil(bottom + 20) };
+  await page.screenshot({ path: join(SHOTS, "overview-readme.png"), clip });
 });
 
 test("no view broke the Content-Security-Policy or threw", () => {
   assert.deepEqual(pageErrors, []);
+});
+
+test("signing out forgets the cookie", async () => {
+  await page.click("#sign-out");
+  await page.locator("#sign-in-form").waitFor();
+  assert.deepEqual(await context.cookies(), []);
+  const status = await page.evaluate(async () => (await fetch("/console/api/session")).status);
+  assert.equal(status, 401);
+  pageErrors.length = 0;
 });

@@ -32,12 +32,18 @@ function registration(r) {
     el("div", { class: "facts" },
       fact("Delivered up to", count(r.delivered_head_seq)),
       fact("Failed attempts", count(r.failed_attempts), failing ? "bad" : ""),
-      fact("Next attempt", r.next_attempt_at_utc ? time(r.next_attempt_at_utc) : "—"),
+      fact("Next attempt", nextAttempt(r)),
       fact("Verified", r.verified_at_utc ? ago(r.verified_at_utc) : "not yet"),
       fact("Rate limit", `${count(r.max_rate_per_minute)}/min`)),
     r.last_error ? el("div", { class: "problem" }, el("code", {}, "last error"), " ", r.last_error) : null,
     el("h3", {}, "Recent deliveries"),
     deliveries(r.recent_deliveries));
+}
+
+/** Only an active registration is delivered to; a time already past means "when there is news". */
+function nextAttempt(r) {
+  if (r.status !== "active" || !r.next_attempt_at_utc) return "—";
+  return Date.parse(r.next_attempt_at_utc) <= Date.now() ? "on the next change" : time(r.next_attempt_at_utc);
 }
 
 function fact(label, value, kind = "") {

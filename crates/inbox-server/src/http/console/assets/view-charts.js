@@ -13,6 +13,8 @@ export function mount(container) {
   let minutes = null;
   let failure = null;
   const render = () => {
+    // The panels' inner width: charts are drawn at it (and again when the window resizes).
+    const width = Math.max(360, container.clientWidth - 34);
     const labels = (minutes ?? []).map((m) => m.minute_start_utc);
     const sum = (key) => (minutes ?? []).reduce((s, m) => s + (m[key] ?? 0), 0);
     replace(container,
@@ -22,6 +24,7 @@ export function mount(container) {
         el("div", { class: "panel" }, barChart({
           title: "Events per minute",
           labels,
+          width,
           series: [
             { name: "published", className: "series-published", values: minutes.map((m) => m.published ?? 0) },
             { name: "acknowledged", className: "series-acked", values: minutes.map((m) => m.acked ?? 0) },
@@ -30,6 +33,7 @@ export function mount(container) {
         el("div", { class: "panel" }, areaChart({
           title: "Depth (events not yet acknowledged)",
           labels,
+          width,
           series: [{ name: "depth", className: "series-depth", values: minutes.map((m) => m.depth ?? 0) }],
         }))) : null);
   };
@@ -44,6 +48,12 @@ export function mount(container) {
     }
     render();
   }
+  let resizing = null;
+  const resized = () => {
+    clearTimeout(resizing);
+    resizing = setTimeout(render, 100);
+  };
+  window.addEventListener("resize", resized);
   render();
-  return { refresh };
+  return { refresh, dispose: () => window.removeEventListener("resize", resized) };
 }

@@ -20,9 +20,10 @@ const HISTORY_ACTIONS = {
   expired: "expired",
 };
 
+/** The envelope's fields that have a value (an event has many optional ones). */
 function envelope(e, archived) {
   const correlation = Object.entries(e.correlation ?? {}).filter(([, v]) => v !== null && v !== undefined);
-  return details([
+  const rows = [
     ["Event id", el("span", { class: "mono" }, e.event_id)],
     ["Agent", agentLink(e.recipient_id)],
     ["Sequence", String(e.inbox_seq)],
@@ -30,8 +31,8 @@ function envelope(e, archived) {
     ["Priority", e.priority],
     ["State", el("span", {}, stateBadge(e.ack_state), archived ? el("span", { class: "badge muted" }, "archived") : null)],
     ["Delivery attempts", String(e.delivery_attempts)],
-    ["Reason", e.reason ?? (e.dead_letter_state && e.dead_letter_state !== "none" ? e.dead_letter_state : null)],
-    ["Dead-letter state", e.dead_letter_state],
+    ["Reason", e.reason],
+    ["Dead-letter state", e.dead_letter_state?.replaceAll("_", " ")],
     ["Session", e.session_id ? el("span", { class: "mono" }, e.session_id) : null],
     ["Created", time(e.created_at_utc)],
     ["Available at", time(e.availability_at_utc)],
@@ -42,7 +43,8 @@ function envelope(e, archived) {
     ["Deduplication key", e.deduplication_key ? el("span", { class: "mono" }, e.deduplication_key) : null],
     ["Correlation", correlation.length ? el("span", { class: "mono" }, correlation.map(([k, v]) => `${k}=${v}`).join("  ")) : null],
     ["Payload ref", e.payload_ref ? el("span", { class: "mono" }, `${e.payload_ref.kind}:${e.payload_ref.id}`) : null],
-  ]);
+  ];
+  return details(rows.filter(([, value]) => value !== null && value !== undefined && value !== "none"));
 }
 
 function payload(e) {
@@ -62,7 +64,7 @@ function history(entries) {
       el("td", { class: "num" }, h.attempt ?? "—"),
       el("td", { class: "mono" }, h.session_id ?? "—"),
       el("td", {}, h.actor ?? "—"),
-      el("td", { class: "reason" }, [h.reason, h.class ? el("span", { class: "badge muted" }, h.class) : null].filter(Boolean))));
+      el("td", { class: "reason" }, [h.class ? el("span", { class: "badge muted" }, h.class) : null, h.reason].filter(Boolean))));
   return el("table", { class: "grid history" },
     el("thead", {}, el("tr", {}, ["When", "What", "State after", "Attempt", "Session", "By", "Reason"].map((t) => el("th", { scope: "col" }, t)))),
     el("tbody", {}, rows));
@@ -79,7 +81,7 @@ export function mount(container, { params: [agent, eventId] }) {
           .map((action) => button(LABELS[action], () => act(action), { kind: action === "purge" ? "danger" : "", action }))
       : [];
     replace(container,
-      pageHeader(`Event ${eventId}`, { subtitle: `In the inbox of ${agent}`, actions }),
+      pageHeader(`Event ${eventId}`, { subtitle: el("span", {}, "In the inbox of ", agentLink(agent)), actions }),
       failure ? errorBox(failure) : null,
       e ? el("div", { class: "columns" },
         el("section", { class: "panel" }, el("h2", {}, "Envelope"), envelope(e, answer.archived)),

@@ -1,5 +1,5 @@
-// Agents' request-signing keys across the tenant: key id, agent, algorithm, created and
-// retired. Key material is never shown (the admin API does not return it).
+// Agents' request-signing keys across the tenant (key id, agent, algorithm, created, retired)
+// and the tenant's signature policy. Key material is never shown: the admin API omits it.
 
 import { api } from "./api.js";
 import { el, replace } from "./dom.js";
@@ -25,17 +25,22 @@ const COLUMNS = [
 export function mount(container) {
   const sort = { key: "agent_id", descending: false };
   let keys = [];
+  let policy = null;
   let failure = null;
   const render = () => {
+    const rules = policy
+      ? `; the tenant ${policy.signatures_required ? "requires" : "does not require"} signed claims and acknowledgements${policy.single_active_session ? ", one active session per agent" : ""}`
+      : "";
     replace(container,
-      pageHeader("Agent keys", { subtitle: `${count(keys.length)} request-signing keys (RFC 9421)` }),
+      pageHeader("Agent keys", { subtitle: `${count(keys.length)} request-signing keys (RFC 9421)${rules}` }),
       failure ? errorBox(failure) : null,
       el("div", { class: "panel" }, dataTable({ columns: COLUMNS, rows: keys, sort, onChange: render, empty: "No agent has registered a signing key." })));
   };
   async function refresh() {
     try {
-      const answer = await api("agent-keys");
+      const [answer, tenantPolicy] = await Promise.all([api("agent-keys"), api("tenant-policy")]);
       keys = answer.keys ?? [];
+      policy = tenantPolicy;
       failure = null;
     } catch (error) {
       if (error.status === 401) throw error;
