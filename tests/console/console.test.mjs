@@ -91,7 +91,7 @@ test("an agent token cannot sign in; an admin token can", async () => {
   assert.match(await page.locator("#identity").textContent(), /ops_ana · tenant demo/);
 });
 
-test("a publish over HTTP shows in the overview within 1 s, without a reload", async () => {
+test("a publish over HTTP shows in the overview within 1 s, without a reload", async (t) => {
   await page.evaluate(() => {
     window.notReloaded = true;
   });
@@ -101,6 +101,7 @@ test("a publish over HTTP shows in the overview within 1 s, without a reload", a
   const row = page.locator("#overview-table tbody tr", { hasText: "agent_alpha" });
   await row.waitFor({ timeout: 1000 });
   const seen = Date.now() - published;
+  t.diagnostic(`a new agent's row shown ${seen} ms after the publish answered`);
   assert.ok(seen <= 1000, `shown ${seen} ms after the publish answered`);
   assert.equal(await row.locator("td").nth(1).textContent(), "1", "depth 1");
 
@@ -111,7 +112,9 @@ test("a publish over HTTP shows in the overview within 1 s, without a reload", a
     const row = [...document.querySelectorAll("#overview-table tbody tr")].find((r) => r.textContent.includes("agent_alpha"));
     return row?.querySelectorAll("td")[1].textContent === "2";
   }, null, { timeout: 1000 });
-  assert.ok(Date.now() - second <= 1000);
+  const updated = Date.now() - second;
+  t.diagnostic(`its depth updated ${updated} ms after the second publish answered`);
+  assert.ok(updated <= 1000, `updated ${updated} ms after the publish answered`);
   assert.equal(await page.evaluate(() => window.notReloaded), true, "the page was not reloaded");
 });
 

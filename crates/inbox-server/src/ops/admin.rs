@@ -172,6 +172,7 @@ pub async fn purge(
     require_admin(caller)?;
     let (inbox, ids) = parse_batch(caller, &request.recipient_id, &request.event_ids)?;
     let outcomes = state.store.inbox().purge(&inbox, &ids).await?;
+    state.hints.touched(&caller.tenant_id);
     Ok(results(&outcomes, &ids))
 }
 
@@ -188,6 +189,7 @@ pub async fn quarantine(
     let quarantine = Quarantine { reason, class, actor: operator(caller)? };
     let before = state.store.now();
     let outcomes = state.store.inbox().quarantine(&inbox, &ids, &quarantine).await?;
+    state.hints.touched(&caller.tenant_id);
     let labels = ["operator".to_owned(), class.unwrap_or_default().as_str().to_owned()];
     state.metrics.quarantined_total().add(labels, changed_since(&outcomes, before));
     Ok(results(&outcomes, &ids))

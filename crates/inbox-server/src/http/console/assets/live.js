@@ -2,16 +2,25 @@
 // change in the tenant's inboxes, and the page refetches what it shows, at most once per
 // DEBOUNCE_MS. A slow refresh every FALLBACK_MS catches what no hint reports (claims and
 // acknowledgements handled by another node, leases the scavenger expires).
+//
+// The browser reconnects a dropped stream by itself; a refused one (the sign-in ended, or too
+// many streams open: 429) is reopened here, later and later, while the sign-in holds.
 
 const DEBOUNCE_MS = 150;
 const FALLBACK_MS = 15_000;
+const REOPEN_MS_MIN = 2_000;
+const REOPEN_MS_MAX = 60_000;
 
 /**
  * Starts listening; `refresh()` is called after changes, `status(state)` with "live",
- * "reconnecting" or "off". Returns a function that stops everything.
+ * "reconnecting" or "off", and `stillSignedIn()` (resolving a boolean) before a refused
+ * stream is reopened. Returns a function that stops everything.
  */
-export function startLive({ refresh, status, onClosed }) {
+export function startLive({ refresh, status, stillSignedIn }) {
   let timer = null;
+  let reopenTimer = null;
+  let reopenMs = REOPEN_MS_MIN;
+  let source = null;
   let stopped = false;
   const soon = () => {
     if (timer !== null || stopped) return;
@@ -20,21 +29,26 @@ export function startLive({ refresh, status, onClosed }) {
       if (!document.hidden) refresh();
     }, DEBOUNCE_MS);
   };
-  const source = new EventSource("/console/api/live");
-  source.addEventListener("ready", () => {
-    status("live");
-    soon();
-  });
-  source.addEventListener("changed", soon);
-  source.addEventListener("error", () => {
-    if (source.readyState === EventSource.CLOSED) {
-      // The browser gave up (an answer that is not a stream: the sign-in expired).
+  const open = () => {
+    source = new EventSource("/console/api/live");
+    source.addEventListener("ready", () => {
+      reopenMs = REOPEN_MS_MIN;
+      status("live");
+      soon();
+    });
+    source.addEventListener("changed", soon);
+    source.addEventListener("error", async () => {
+      if (source.readyState !== EventSource.CLOSED) {
+        status("reconnecting");
+        return;
+      }
       status("off");
-      onClosed();
-    } else {
-      status("reconnecting");
-    }
-  });
+      if (stopped || !(await stillSignedIn()) || stopped) return;
+      reopenTimer = setTimeout(open, reopenMs);
+      reopenMs = Math.min(reopenMs * 2, REOPEN_MS_MAX);
+    });
+  };
+  open();
   const fallback = setInterval(soon, FALLBACK_MS);
   const visible = () => {
     if (!document.hidden) soon();
@@ -42,9 +56,10 @@ export function startLive({ refresh, status, onClosed }) {
   document.addEventListener("visibilitychange", visible);
   return () => {
     stopped = true;
-    source.close();
+    source?.close();
     clearInterval(fallback);
     clearTimeout(timer);
+    clearTimeout(reopenTimer);
     document.removeEventListener("visibilitychange", visible);
     status("off");
   };

@@ -123,9 +123,21 @@ function showConsole(session) {
   stopLive = startLive({
     refresh: () => current?.refresh(),
     status: setLiveStatus,
-    onClosed: () => void start(),
+    stillSignedIn,
   });
   route();
+}
+
+/** Whether the sign-in still holds (the sign-in form is shown when it does not). A failure to
+ * ask counts as signed in: the stream is tried again later. */
+async function stillSignedIn() {
+  try {
+    if (await loadSession()) return true;
+  } catch {
+    return true;
+  }
+  showSignIn("Your sign-in has ended; sign in again.");
+  return false;
 }
 
 async function start(message) {
