@@ -1,8 +1,8 @@
 //! The web console's HTTP side (`/console`): sign-in with an admin token only, the session
-//! cookie's attributes and lifetime, the CSRF token on every change, the same-origin rule, the
-//! Content-Security-Policy on every answer, the admin API reached through `/console/api/*`
-//! within the tenant, and the live stream. The page itself is tested in Chromium
-//! (`tests/console`, `scripts/test-console.sh`).
+//! cookie's attributes and lifetime (`Secure` under HTTPS), the CSRF token on every change, the
+//! same-origin rule, the Content-Security-Policy on every answer, the admin API reached through
+//! `/console/api/*` within the tenant, and the live stream. The page itself is tested in
+//! Chromium (`tests/console`, `scripts/test-console.sh`).
 
 use std::time::Duration;
 
@@ -34,8 +34,16 @@ struct Signed {
 
 impl Browser {
     fn new(server: &TestServer) -> Browser {
-        let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-        Browser { base: server.base.clone(), client }
+        Self::trusting(server, None)
+    }
+
+    /// A browser that trusts `root_pem` (a test server's certificate) for HTTPS.
+    fn trusting(server: &TestServer, root_pem: Option<&str>) -> Browser {
+        let mut builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+        if let Some(pem) = root_pem {
+            builder = builder.add_root_certificate(reqwest::Certificate::from_pem(pem.as_bytes()).unwrap());
+        }
+        Browser { base: server.base.clone(), client: builder.build().unwrap() }
     }
 
     async fn sign_in_raw(&self, token: &str, origin: Option<&str>) -> reqwest::Response {
@@ -439,4 +447,35 @@ async fn the_live_stream_says_changed_after_a_publish() {
     assert_eq!(status, StatusCode::OK);
     read_until("event: changed", &mut seen).await;
     server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn under_https_the_cookie_is_secure() {
+    let dir = std::env::temp_dir().join(format!("agent-inbox-console-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, made.cert.pem()).unwrap();
+    std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+    let server = TestServer::start_with(inbox_conformance::Backend::Sqlite, |config| {
+        config.tls.cert = Some(cert.clone());
+        config.tls.key = Some(key.clone());
+    })
+    .await;
+    assert!(server.base.starts_with("https://"));
+    let browser = Browser::trusting(&server, Some(&made.cert.pem()));
+    let token = admin(&server, "t1", None).await;
+    let refused =
+        read(browser.sign_in_raw(&token, Some(&server.base.replace("https:", "http:"))).await).await;
+    assert_problem(&refused, StatusCode::FORBIDDEN, "origin_mismatch");
+    let response = browser.sign_in_raw(&token, Some(&server.base)).await;
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    let set = set_cookie(response.headers()).unwrap();
+    assert!(set.split("; ").any(|a| a == "Secure"), "{set}");
+    let signed = browser.sign_in(&token).await;
+    let (status, _) =
+        browser.call(Method::GET, "/console/api/inboxes", Some(&signed.cookie), None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
