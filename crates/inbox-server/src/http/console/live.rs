@@ -26,8 +26,8 @@ use crate::error::ApiError;
 use crate::limits::WaiterGuard;
 
 /// The least time between two `changed` events: the page refetches on each, so a busy tenant
-/// costs it two reads a second at most, not one per commit.
-pub const CHANGED_GAP: Duration = Duration::from_millis(500);
+/// costs it about three reads a second at most, not one per commit.
+pub const CHANGED_GAP: Duration = Duration::from_millis(300);
 /// How often an idle stream sends a comment.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 

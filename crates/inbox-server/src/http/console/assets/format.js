@@ -6,6 +6,11 @@ export function count(value) {
   return value === undefined || value === null ? "—" : numberFormat.format(value);
 }
 
+/** "1 event", "3 events": `n` counted, with the word that fits. */
+export function plural(n, one, many = `${one}s`) {
+  return `${count(n)} ${n === 1 ? one : many}`;
+}
+
 /** 42 s, 3 m 5 s, 2 h 10 m, 4 d 3 h. */
 export function duration(seconds) {
   if (seconds === undefined || seconds === null) return "—";

@@ -6,7 +6,7 @@
 // The browser reconnects a dropped stream by itself; a refused one (the sign-in ended, or too
 // many streams open: 429) is reopened here, later and later, while the sign-in holds.
 
-const DEBOUNCE_MS = 150;
+const DEBOUNCE_MS = 100;
 const FALLBACK_MS = 15_000;
 const REOPEN_MS_MIN = 2_000;
 const REOPEN_MS_MAX = 60_000;

@@ -3,7 +3,7 @@
 
 import { api } from "./api.js";
 import { el, replace } from "./dom.js";
-import { ago, count, time } from "./format.js";
+import { ago, count, plural, time } from "./format.js";
 import { agentLink, errorBox, pageHeader } from "./widgets.js";
 
 function deliveries(list) {
@@ -55,7 +55,7 @@ export function mount(container) {
   let failure = null;
   const render = () => {
     replace(container,
-      pageHeader("Callbacks", { subtitle: `${count(registrations.length)} registrations of signed webhooks` }),
+      pageHeader("Callbacks", { subtitle: `${plural(registrations.length, "registration")} of signed webhooks` }),
       failure ? errorBox(failure) : null,
       registrations.length ? registrations.map(registration) : el("div", { class: "panel" }, el("p", { class: "muted" }, "No agent has registered a callback URL.")));
   };

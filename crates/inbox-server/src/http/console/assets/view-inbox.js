@@ -5,7 +5,7 @@
 import { api } from "./api.js";
 import { el, replace } from "./dom.js";
 import { APPLIES, LABELS, runAction } from "./actions.js";
-import { count, time } from "./format.js";
+import { plural, time } from "./format.js";
 import { dataTable } from "./table.js";
 import { button, errorBox, eventLink, filterBar, pageHeader, stateBadge } from "./widgets.js";
 
@@ -70,7 +70,7 @@ export function mount(container, { params: [agent], query, setQuery }) {
           });
         })));
     replace(container,
-      pageHeader(`Inbox of ${agent}`, { subtitle: `${count(events.length)} ${state ? `${state.replace("_", " ")} ` : ""}events loaded` }),
+      pageHeader(`Inbox of ${agent}`, { subtitle: `${plural(events.length, state ? `${state.replace("_", " ")} event` : "event")} loaded` }),
       toolbar,
       failure ? errorBox(failure) : null,
       el("div", { class: "panel" },

@@ -3,7 +3,7 @@
 
 import { api } from "./api.js";
 import { el, replace } from "./dom.js";
-import { count, time } from "./format.js";
+import { plural, time } from "./format.js";
 import { dataTable } from "./table.js";
 import { agentLink, errorBox, pageHeader } from "./widgets.js";
 
@@ -32,7 +32,7 @@ export function mount(container) {
       ? `; the tenant ${policy.signatures_required ? "requires" : "does not require"} signed claims and acknowledgements${policy.single_active_session ? ", one active session per agent" : ""}`
       : "";
     replace(container,
-      pageHeader("Agent keys", { subtitle: `${count(keys.length)} request-signing keys (RFC 9421)${rules}` }),
+      pageHeader("Agent keys", { subtitle: `${plural(keys.length, "request-signing key")} (RFC 9421)${rules}` }),
       failure ? errorBox(failure) : null,
       el("div", { class: "panel" }, dataTable({ columns: COLUMNS, rows: keys, sort, onChange: render, empty: "No agent has registered a signing key." })));
   };

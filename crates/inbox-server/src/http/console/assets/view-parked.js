@@ -4,7 +4,7 @@
 import { api } from "./api.js";
 import { el, replace } from "./dom.js";
 import { APPLIES, LABELS, runAction } from "./actions.js";
-import { count, time } from "./format.js";
+import { plural, time } from "./format.js";
 import { dataTable } from "./table.js";
 import { agentLink, button, errorBox, eventLink, filterBar, pageHeader, stateBadge } from "./widgets.js";
 
@@ -52,7 +52,7 @@ export function mount(container, { query, setQuery }) {
     const chosen = selected();
     replace(container,
       pageHeader("Parked events", {
-        subtitle: `${count(events.length)} ${events.length === LIMIT ? "(the oldest; act on them to see more) " : ""}dead-lettered or quarantined events${agent ? ` of ${agent}` : " across the tenant"}`,
+        subtitle: `${plural(events.length, "dead-lettered or quarantined event")}${events.length === LIMIT ? " (the oldest; act on them to see more)" : ""}${agent ? ` of ${agent}` : " across the tenant"}`,
       }),
       el("div", { class: "toolbar" },
         filterBar("State", STATES, state, (value) => {

@@ -3,7 +3,7 @@
 
 import { api } from "./api.js";
 import { el, replace } from "./dom.js";
-import { ago, count, secondsSince, time } from "./format.js";
+import { ago, count, plural, secondsSince, time } from "./format.js";
 import { dataTable } from "./table.js";
 import { agentLink, button, errorBox, pageHeader } from "./widgets.js";
 
@@ -53,7 +53,7 @@ export function mount(container, { query, setQuery }) {
   const render = () => {
     const online = sessions.filter((s) => s.status === "active").length;
     replace(container,
-      pageHeader("Sessions", { subtitle: `${count(sessions.length)} sessions${agent ? ` of ${agent}` : ""}, ${count(online)} active` }),
+      pageHeader("Sessions", { subtitle: `${plural(sessions.length, "session")}${agent ? ` of ${agent}` : ""}, ${count(online)} active` }),
       agent ? el("div", { class: "toolbar" }, button(`Agent ${agent} ✕`, () => {
         agent = "";
         setQuery({});
