@@ -4,8 +4,10 @@
  * most once a second after), and calls the handler once per event while heartbeating the
  * event's lease; then it acknowledges (the handler returned), releases for a retry
  * ({@link RetryLater}, or any other error) or acknowledges as `failed` ({@link Fatal}, which
- * dead-letters the event). The handler contract's types are in `contract.ts`; the batching of
- * acknowledgements in `acks.ts`.
+ * dead-letters the event). This module decides when to claim and how much; finishing one
+ * event is `delivery.ts`'s, reading the inbox after the cursor `scanner.ts`'s, hearing of work
+ * (the transport, or the leader tab) `hints.ts`'s, the handler contract's types `contract.ts`'s,
+ * the batching of acknowledgements `acks.ts`'s.
  *
  * A handler's result is recorded in the durable local state *before* the acknowledgement is
  * sent, so an event delivered again after a crash, a reload or a lost acknowledgement is
@@ -14,45 +16,34 @@
  * (see `tabs.ts`), and claims decide which tab runs which event.
  */
 
-import { AckBatcher, retrying } from "./acks.js";
+import { AckBatcher } from "./acks.js";
 import type { RetryPolicy } from "./acks.js";
 import type { InboxApi } from "./api.js";
 import { sleep } from "./api.js";
-import type { AgentOptions, InboxEvent, Outcome, Progress, RunSummary } from "./contract.js";
-import { ConfigError, Fatal, InboxError, ProblemError, ResyncError, RetryLater, SessionSupersededError } from "./errors.js";
+import type { AgentOptions, Outcome, Progress, RunSummary } from "./contract.js";
+import { Delivery } from "./delivery.js";
+import type { Running } from "./delivery.js";
+import { ConfigError, InboxError, ProblemError, SessionSupersededError } from "./errors.js";
 import type { LifecycleChange, Platform } from "./platform.js";
-import { Scan } from "./scan.js";
-import {
-  DEFAULT_POLL_SCHEDULE,
-  heartbeatDelay,
-  heartbeatRetryDelay,
-  jitter,
-  jittered,
-  nextCycleAfter,
-  nextNominal,
-  wallClockDrift,
-} from "./schedule.js";
+import { Scanner } from "./scanner.js";
+import type { ScanResult } from "./scanner.js";
+import { DEFAULT_POLL_SCHEDULE, jitter, jittered, nextCycleAfter, nextNominal, wallClockDrift } from "./schedule.js";
 import type { PollSchedule } from "./schedule.js";
-import type { LocalState, ProcessedResult } from "./state.js";
-import { DEFAULT_TAB_TIMING, TabGroup } from "./tabs.js";
-import { DEFAULT_TRANSPORT_CONFIG, HintTransport } from "./transport.js";
+import type { LocalState } from "./state.js";
+import { HintSources } from "./hints.js";
+import type { TabGroup } from "./tabs.js";
+import type { HintTransport } from "./transport.js";
 import { Wakeup, timer } from "./wakeup.js";
-import type { AckEntry, Claim, ResyncResponse, SubscribeResponse } from "./wire.js";
+import type { AckEntry, Claim, SubscribeResponse } from "./wire.js";
 
 export type { AgentOptions, Handler, HandlerContext, InboxEvent, Outcome, Progress, ResyncHandler, RunSummary } from "./contract.js";
+export { resyncSnapshot } from "./scanner.js";
 
-/** Delay before an event whose handler threw an unexpected error is tried again. */
-const UNEXPECTED_ERROR_RETRY_SECONDS = 30;
 /** An expired lease comes back on the service's next scavenger pass: allow for it. */
 const SCAVENGER_SLACK_MS = 250;
 const CLOCK_CHECK_MS = 5_000;
 /** While hints or finished handlers drive cycles, the inbox is scanned at most this often. */
 const SCAN_INTERVAL_BUSY_MS = 1_000;
-/**
- * After a hint the leader claims itself; the other tabs check this many of the leader's
- * heartbeats later that it did (its heartbeat says how far it has claimed), and claim if not.
- */
-const LEADER_CHECK_HEARTBEATS = 2;
 /**
  * After a closing tab's releases (sent as it unloads, unanswered), the other tabs scan this
  * long after, in case the releases had not landed at the first scan; then the lease's end.
@@ -65,14 +56,6 @@ let defaultPlatform: (() => Platform) | null = null;
 /** Set by the package's entry points: the browser's platform, or Node's. */
 export function setDefaultPlatform(factory: () => Platform): void {
   defaultPlatform = factory;
-}
-
-interface Running {
-  claim: Claim;
-  controller: AbortController;
-  done: Promise<void>;
-  /** Recorded and being acknowledged; until then the lease is given back if the tab goes away. */
-  result: ProcessedResult | null;
 }
 
 /** An agent: one identity, one durable state, one handler. */
@@ -92,9 +75,7 @@ export class Agent {
   #session: SubscribeResponse | null = null;
   #leaseSeconds = 120;
   #knownHead = 0;
-  #transport: HintTransport | null = null;
-  #tabs: TabGroup | null = null;
-  #leaderConnected = false;
+  #hints: HintSources | null = null;
   #forced = true;
   #nextCycleAt = 0;
   #pollNominalMs: number | null = null;
@@ -105,13 +86,14 @@ export class Agent {
   #superseded = false;
   readonly #acks: AckBatcher;
   readonly #retryPolicy: RetryPolicy;
-  #leaderCheck: ReturnType<typeof setTimeout> | undefined;
   readonly #followUps = new Set<ReturnType<typeof setTimeout>>();
   /** The head known when the last claim was sent: every event up to it was there to take. */
   #claimSentHead = 0;
   /** A hint past `#claimSentHead` came (or one without a head): claim again, even mid-cycle. */
   #uncoveredHint = false;
   #unloading = false;
+  #delivery: Delivery | null = null;
+  #scanner: Scanner | null = null;
 
   constructor(options: AgentOptions) {
     const platform = options.platform ?? defaultPlatform?.();
@@ -168,6 +150,8 @@ export class Agent {
       this.#state = this.#options.state ?? (await this.#platform.openState(this.#options.stateName ?? this.#inbox));
       this.#leaseSeconds = this.#options.leaseSeconds ?? Math.max(1, session.lease_default_seconds);
       this.#knownHead = session.current_head_seq;
+      this.#delivery = this.#newDelivery(this.#state);
+      this.#scanner = this.#newScanner(this.#state);
       this.#observe({
         type: "subscribed",
         sessionId: session.session_id,
@@ -175,18 +159,16 @@ export class Agent {
         cursor: await this.#state.cursor(this.#inbox),
         headSeq: session.current_head_seq,
       });
-      this.#startHints(session);
+      this.#hints = this.#newHintSources(session);
+      this.#hints.start();
       stopWatching.push(this.#platform.watch((change) => this.#lifecycle(change)));
       stopWatching.push(this.#watchClock());
       await this.#loop();
       return this.#summary;
     } finally {
       for (const stop of stopWatching) stop();
-      clearTimeout(this.#leaderCheck);
       for (const handle of this.#followUps) clearTimeout(handle);
-      this.#tabs?.stop();
-      this.#transport?.stop();
-      this.#transport = null;
+      this.#hints?.stop();
       if (this.#options.state === undefined) await this.#state?.close();
     }
   }
@@ -215,100 +197,13 @@ export class Agent {
     }
   }
 
-  /** Starts the transport here, or joins the tabs of this agent that share one. */
-  #startHints(session: SubscribeResponse): void {
-    const tabs = this.#platform.tabs;
-    if (tabs === null || this.#options.shareStreamAcrossTabs === false) {
-      this.#lead(session);
-      return;
-    }
-    this.#tabs = new TabGroup(
-      tabs,
-      this.#inbox,
-      {
-        lead: () => {
-          this.#observe({ type: "role", leader: true });
-          this.#lead(session);
-        },
-        follow: () => {
-          this.#observe({ type: "role", leader: false });
-          this.#transport?.stop();
-          this.#transport = null;
-          this.#leaderConnected = false;
-        },
-        hint: (headSeq, leaderFree) => {
-          this.#knownHead = Math.max(this.#knownHead, headSeq);
-          this.#observe({ type: "hint", headSeq, from: "tab" });
-          // The leader takes what it has room for; the others claim when it has none left, and
-          // a moment later if its heartbeat does not show it claimed (gone, stuck, failing).
-          if (leaderFree === 0) {
-            this.#hinted(headSeq, "tab", false);
-          } else if (this.#leaderCheck === undefined) {
-            const timing = this.#options.tabTiming ?? DEFAULT_TAB_TIMING;
-            this.#leaderCheck = setTimeout(() => {
-              this.#leaderCheck = undefined;
-              if (this.#tabs !== null && !this.#tabs.isLeader && this.#tabs.leaderClaimedThrough >= headSeq) return;
-              this.#hinted(headSeq, "tab", false);
-            }, LEADER_CHECK_HEARTBEATS * timing.aliveIntervalMs);
-          }
-        },
-        leaderConnected: (connected) => {
-          this.#leaderConnected = connected;
-          this.#forced = true;
-          this.#nextCycleAt = Date.now();
-          this.#wake.notify();
-        },
-        released: (_eventIds, landed) => this.#releasedElsewhere(landed),
-      },
-      this.#options.tabTiming ?? DEFAULT_TAB_TIMING,
-    );
-    this.#tabs.start();
-  }
-
-  #lead(session: SubscribeResponse): void {
-    this.#transport?.stop();
-    const agent = this;
-    this.#transport = new HintTransport(
-      {
-        api: this.#api,
-        platform: this.#platform,
-        sessionId: session.session_id,
-        sseUrl: session.sse_url ?? null,
-        heartbeatIntervalMs: Math.max(1, session.heartbeat_interval_seconds) * 1000,
-        knownHead: () => agent.#knownHead,
-        noteHead: (headSeq) => {
-          agent.#knownHead = Math.max(agent.#knownHead, headSeq);
-        },
-        hint: (headSeq) => {
-          agent.#tabs?.broadcastHint(headSeq ?? agent.#knownHead, agent.#concurrency - agent.#running.size);
-          agent.#hinted(headSeq, "stream");
-        },
-        status: (status) => {
-          agent.#tabs?.setConnected(status.connected);
-          agent.#observe({ type: "transport", status });
-          // Connected or not, the timer's basis changed: scan now and reschedule.
-          agent.#forced = true;
-          agent.#nextCycleAt = Date.now();
-          agent.#wake.notify();
-        },
-        superseded: () => {
-          agent.#superseded = true;
-          agent.#wake.notify();
-        },
-        serviceDown: () => agent.#serviceDown,
-      },
-      { ...DEFAULT_TRANSPORT_CONFIG, ...this.#options.transport },
-    );
-    this.#transport.start();
-  }
-
   /**
    * New work may exist. A hint from a stream or another tab leads straight to a claim (one
    * request, which answers "nothing" as cheaply as a poll would); the scan after the cursor
    * runs at most once a second while hints flow. A lifecycle change (online, visible, resumed)
    * scans at once: hints may have been missed.
    */
-  #hinted(headSeq: number | null, from: "stream" | "tab" | "lifecycle", observe = true): void {
+  #hinted(headSeq: number | null, from: "stream" | "tab" | "lifecycle", observe: boolean): void {
     if (observe) this.#observe({ type: "hint", headSeq, from });
     if (from === "lifecycle") this.#forced = true;
     if (headSeq === null || headSeq > this.#claimSentHead) this.#uncoveredHint = true;
@@ -366,8 +261,7 @@ export class Agent {
     if (acks.length > 0) this.#api.acknowledge({ session_id: this.sessionId, acks }, { keepalive: true }).catch(() => undefined);
     if (released.length > 0) this.#tabs?.broadcastReleased(released, false);
     this.stop();
-    this.#transport?.stop();
-    this.#tabs?.stop();
+    this.#hints?.stop();
   }
 
   #lifecycle(change: LifecycleChange): void {
@@ -375,10 +269,10 @@ export class Agent {
       case "online":
         // The network came back: catch up now, and try the best transport again.
         this.#transport?.reconnect(true);
-        this.#hinted(null, "lifecycle");
+        this.#hinted(null, "lifecycle", true);
         break;
       case "visible":
-        this.#hinted(null, "lifecycle");
+        this.#hinted(null, "lifecycle", true);
         break;
       case "frozen":
         this.#tabs?.suspend();
@@ -386,7 +280,7 @@ export class Agent {
       case "resumed":
         this.#tabs?.resume();
         this.#transport?.reconnect(true);
-        this.#hinted(null, "lifecycle");
+        this.#hinted(null, "lifecycle", true);
         break;
       case "unloading":
         this.#unload();
@@ -407,15 +301,50 @@ export class Agent {
       if (drift !== null) {
         this.#observe({ type: "clock_jumped", driftMs: drift });
         this.#transport?.reconnect(true);
-        this.#hinted(null, "lifecycle");
+        this.#hinted(null, "lifecycle", true);
       }
     }, CLOCK_CHECK_MS);
     return () => clearInterval(handle);
   }
 
   get #connected(): boolean {
-    if (this.#transport !== null) return this.#transport.status.connected;
-    return this.#leaderConnected;
+    return this.#hints?.connected ?? false;
+  }
+
+  get #transport(): HintTransport | null {
+    return this.#hints?.transport ?? null;
+  }
+
+  get #tabs(): TabGroup | null {
+    return this.#hints?.tabs ?? null;
+  }
+
+  #newHintSources(session: SubscribeResponse): HintSources {
+    return new HintSources({
+      api: this.#api,
+      platform: this.#platform,
+      options: this.#options,
+      session,
+      inbox: this.#inbox,
+      knownHead: () => this.#knownHead,
+      noteHead: (headSeq) => {
+        this.#knownHead = Math.max(this.#knownHead, headSeq);
+      },
+      freeSlots: () => this.#concurrency - this.#running.size,
+      hinted: (headSeq, from, observe) => this.#hinted(headSeq, from, observe),
+      rescan: () => {
+        this.#forced = true;
+        this.#nextCycleAt = Date.now();
+        this.#wake.notify();
+      },
+      releasedElsewhere: (landed) => this.#releasedElsewhere(landed),
+      superseded: () => {
+        this.#superseded = true;
+        this.#wake.notify();
+      },
+      serviceDown: () => this.#serviceDown,
+      observe: (progress) => this.#observe(progress),
+    });
   }
 
   async #loop(): Promise<void> {
@@ -530,58 +459,43 @@ export class Agent {
     return claims.length;
   }
 
-  /** Reads the inbox after the cursor, page by page; persists the cursor it may move to. */
-  async #scan(): Promise<{ scan: Scan; truncated: boolean }> {
-    const state = this.#requireState();
-    let cursor = await state.cursor(this.#inbox);
-    const held = new Set(this.#running.keys());
-    let scan = new Scan(cursor);
-    let pages = 0;
-    const pageSize = Math.min(Math.max(this.#options.pageSize ?? 100, 1), 500);
-    const pagesMax = Math.max(this.#options.scanPagesMax ?? 10, 1);
-    let truncated = false;
-    for (;;) {
-      let page;
-      try {
-        page = await this.#api.poll({ after_seq: Math.max(scan.seenThrough, cursor), limit: pageSize });
-      } catch (error) {
-        if (error instanceof ProblemError && error.code === "cursor_reset_required") {
-          cursor = await this.#resync();
-          scan = new Scan(cursor);
-          continue;
-        }
-        throw error;
-      }
-      scan.addPage(page.events, page.next_cursor, page.head_seq, Date.now(), held);
-      pages += 1;
-      if (!page.more_available) break;
-      if (pages >= pagesMax) {
-        truncated = true;
-        break;
-      }
-    }
+  /** Reads the inbox after the cursor (see `scanner.ts`), and learns the head from it. */
+  async #scan(): Promise<ScanResult> {
+    if (this.#scanner === null) throw new ConfigError("the agent is not running");
+    const result = await this.#scanner.scan(new Set(this.#running.keys()));
     this.#lastScanAt = Date.now();
-    if (scan.cursor > cursor) await state.advanceCursor(this.#inbox, scan.cursor);
-    this.#knownHead = Math.max(this.#knownHead, scan.headSeq);
-    this.#observe({ type: "scanned", cursor: scan.cursor, headSeq: scan.headSeq });
-    return { scan, truncated };
+    this.#knownHead = Math.max(this.#knownHead, result.scan.headSeq);
+    return result;
   }
 
-  /** After `cursor_reset_required`: every page of the snapshot to the callback, then continue after it. */
-  async #resync(): Promise<number> {
-    const pageSize = Math.min(Math.max(this.#options.pageSize ?? 100, 1), 500);
-    const snapshot = await resyncSnapshot(this.#api, pageSize);
-    this.#observe({ type: "resynced", snapshot });
-    try {
-      await this.#options.resync?.(snapshot);
-    } catch (error) {
-      if (error instanceof RetryLater) throw new InboxError("resync_deferred", `the resync callback asked to retry: ${error.message}`, true);
-      throw new ResyncError(error instanceof Error ? error.message : String(error), { cause: error });
-    }
-    await this.#requireState().resetCursor(this.#inbox, snapshot.resume_after_seq);
-    this.#summary.resyncs += 1;
-    this.#claimBacklog = true;
-    return snapshot.resume_after_seq;
+  #newScanner(state: LocalState): Scanner {
+    return new Scanner({
+      api: this.#api,
+      state,
+      inbox: this.#inbox,
+      pageSize: this.#options.pageSize,
+      scanPagesMax: this.#options.scanPagesMax,
+      resync: this.#options.resync,
+      observe: (progress) => this.#observe(progress),
+      resynced: () => {
+        this.#summary.resyncs += 1;
+        this.#claimBacklog = true;
+      },
+    });
+  }
+
+  #newDelivery(state: LocalState): Delivery {
+    return new Delivery({
+      api: this.#api,
+      state,
+      inbox: this.#inbox,
+      handler: this.#options.handler,
+      leaseSeconds: this.#leaseSeconds,
+      acks: this.#acks,
+      retryPolicy: this.#retryPolicy,
+      sessionId: () => this.sessionId,
+      observe: (progress) => this.#observe(progress),
+    });
   }
 
   #start(claim: Claim): void {
@@ -590,7 +504,9 @@ export class Agent {
     // In the map before the work starts: a page unloading meanwhile gives the lease back.
     this.#running.set(claim.event_id, running);
     this.#observe({ type: "started", event: claim.event });
-    running.done = this.#work(running).then((outcome) => {
+    const delivery = this.#delivery;
+    if (delivery === null) throw new ConfigError("the agent is not running");
+    running.done = delivery.finish(running).then((outcome) => {
       this.#running.delete(claim.event_id);
       this.#count(outcome);
       this.#observe({ type: "finished", event: claim.event, outcome, elapsedMs: Date.now() - started });
@@ -607,118 +523,6 @@ export class Agent {
   #count(outcome: Outcome): void {
     const key = outcome.kind;
     this.#summary[key === "acked" ? "acked" : key] += 1;
-  }
-
-  /** One event: deduplicate, or run the handler under heartbeats; then acknowledge or release. */
-  async #work(running: Running): Promise<Outcome> {
-    const { claim, controller } = running;
-    const signal = controller.signal;
-    const state = this.#requireState();
-    let prior: ProcessedResult | null = null;
-    try {
-      // A first delivery cannot have been processed: a result is only recorded under a lease,
-      // and every lease counts a delivery.
-      if (claim.event.delivery_attempts > 1) prior = await state.processed(this.#inbox, claim.event_id);
-    } catch {
-      // Without the record we cannot tell whether this ran before; give it back.
-      return this.#releaseOutcome(claim, 5, "local_state_unavailable");
-    }
-    if (prior !== null) {
-      running.result = prior;
-      try {
-        await this.#acknowledge(claim, prior);
-        return { kind: "deduplicated", result: prior };
-      } catch (error) {
-        return { kind: "unconfirmed", error: String(error) };
-      }
-    }
-    const event: InboxEvent = {
-      eventId: claim.event_id,
-      eventType: claim.event.event_type,
-      inboxSeq: claim.event.inbox_seq,
-      payload: claim.event.payload ?? null,
-      leaseUntilUtc: claim.visibility_lease_until_utc,
-      envelope: claim.event,
-    };
-    let result: ProcessedResult;
-    let reason = "";
-    try {
-      await this.#withHeartbeats(claim, async () => this.#options.handler(event, { signal }));
-      result = "completed";
-    } catch (error) {
-      if (error instanceof Fatal) {
-        result = "failed";
-        reason = error.message;
-      } else {
-        // RetryLater says when; a refusal the handler met passes on its Retry-After.
-        const after =
-          error instanceof RetryLater
-            ? error.retryAfterSeconds
-            : error instanceof ProblemError && error.retryAfter !== undefined
-              ? Math.min(error.retryAfter, 604_800)
-              : UNEXPECTED_ERROR_RETRY_SECONDS;
-        return this.#releaseOutcome(claim, after, error instanceof Error ? error.message : String(error));
-      }
-    }
-    try {
-      await state.recordProcessed(this.#inbox, claim.event_id, claim.event.inbox_seq, result);
-    } catch {
-      // The ack still goes out; a redelivery (rare) would then run again.
-    }
-    running.result = result;
-    try {
-      await this.#acknowledge(claim, result);
-    } catch (error) {
-      return { kind: "unconfirmed", error: String(error) };
-    }
-    return result === "completed" ? { kind: "acked" } : { kind: "failed", reason };
-  }
-
-  async #releaseOutcome(claim: Claim, retryAfterSeconds: number, reason: string): Promise<Outcome> {
-    try {
-      await retrying(this.#retryPolicy, () =>
-        this.#api.release({ event_id: claim.event_id, lease_token: claim.lease_token, reason: reason.slice(0, 200), retry_after_seconds: retryAfterSeconds }),
-      );
-      return { kind: "released", retryAfterSeconds, reason };
-    } catch (error) {
-      return { kind: "unconfirmed", error: String(error) };
-    }
-  }
-
-  /** Runs `work` while extending the lease at half its length. A lost lease is not won back. */
-  async #withHeartbeats<T>(claim: Claim, work: () => Promise<T>): Promise<T> {
-    const leaseMs = this.#leaseSeconds * 1000;
-    let handle: ReturnType<typeof setTimeout> | undefined;
-    let finished = false;
-    const beat = async (): Promise<void> => {
-      let nextMs = heartbeatDelay(leaseMs);
-      try {
-        const answer = await this.#api.heartbeat({
-          session_id: this.sessionId,
-          leases: [{ event_id: claim.event_id, lease_token: claim.lease_token, extend_by_seconds: this.#leaseSeconds }],
-        });
-        if (answer.leases[0]?.error) {
-          this.#observe({ type: "lease_lost", eventId: claim.event_id });
-          return;
-        }
-      } catch (error) {
-        if (!(error instanceof InboxError) || !error.retryable) return;
-        nextMs = heartbeatRetryDelay(leaseMs);
-      }
-      if (!finished) handle = setTimeout(() => void beat(), nextMs);
-    };
-    handle = setTimeout(() => void beat(), heartbeatDelay(leaseMs));
-    try {
-      return await work();
-    } finally {
-      finished = true;
-      clearTimeout(handle);
-    }
-  }
-
-  /** Acknowledges one event (batched with others on their way; repeated on network failure). */
-  #acknowledge(claim: Claim, result: ProcessedResult): Promise<void> {
-    return this.#acks.acknowledge({ event_id: claim.event_id, lease_token: claim.lease_token, result });
   }
 
   /** Lets running handlers finish within the grace period, then releases what still runs. */
@@ -744,34 +548,11 @@ export class Agent {
     if (released.length > 0) this.#tabs?.broadcastReleased(released, true);
   }
 
-  #requireState(): LocalState {
-    if (this.#state === null) throw new ConfigError("the agent is not running");
-    return this.#state;
-  }
-
   #observe(progress: Progress): void {
     try {
       this.#options.observer?.(progress);
     } catch {
       // An observer's failure is not the agent's.
     }
-  }
-}
-
-/**
- * The whole resync snapshot: every page of open events up to the first page's resume point.
- * Events past it were published during the resync; the scans that follow find them as usual.
- */
-export async function resyncSnapshot(api: InboxApi, pageSize: number): Promise<ResyncResponse> {
-  const first = await api.resyncPage(0, pageSize);
-  const snapshot: ResyncResponse = { ...first, open_events: [] };
-  let page = first;
-  for (;;) {
-    const pastResume = page.open_events.some((e) => e.inbox_seq > snapshot.resume_after_seq);
-    snapshot.open_events.push(...page.open_events.filter((e) => e.inbox_seq <= snapshot.resume_after_seq));
-    snapshot.more_available = page.more_available && page.open_events.length > 0 && !pastResume;
-    const last = snapshot.open_events[snapshot.open_events.length - 1];
-    if (!snapshot.more_available || last === undefined) return snapshot;
-    page = await api.resyncPage(last.inbox_seq, pageSize);
   }
 }

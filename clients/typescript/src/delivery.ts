@@ -1,0 +1,165 @@
+/**
+ * One claimed event, from its lease to its outcome: deduplicate it against the durable record,
+ * or run the handler while heartbeating the lease; record the result *before* acknowledging it
+ * (so a redelivery after a crash, a reload or a lost acknowledgement is acknowledged from the
+ * record instead of run twice); then acknowledge, release for a retry, or dead-letter. The
+ * runner (`agent.ts`) decides when events are claimed; this module only finishes them.
+ */
+
+import { retrying } from "./acks.js";
+import type { AckBatcher, RetryPolicy } from "./acks.js";
+import type { InboxApi } from "./api.js";
+import type { Handler, InboxEvent, Outcome, Progress } from "./contract.js";
+import { Fatal, InboxError, ProblemError, RetryLater } from "./errors.js";
+import { heartbeatDelay, heartbeatRetryDelay } from "./schedule.js";
+import type { LocalState, ProcessedResult } from "./state.js";
+import type { Claim } from "./wire.js";
+
+/** Delay before an event whose handler threw an unexpected error is tried again. */
+const UNEXPECTED_ERROR_RETRY_SECONDS = 30;
+
+/** An event this tab holds a lease on, from its claim until its outcome. */
+export interface Running {
+  claim: Claim;
+  controller: AbortController;
+  done: Promise<void>;
+  /** Recorded and being acknowledged; until then the lease is given back if the tab goes away. */
+  result: ProcessedResult | null;
+}
+
+/** What finishing events needs from the runner. */
+export interface DeliveryContext {
+  readonly api: InboxApi;
+  readonly state: LocalState;
+  /** The state's key for this agent: `tenant/agent`. */
+  readonly inbox: string;
+  readonly handler: Handler;
+  readonly leaseSeconds: number;
+  readonly acks: AckBatcher;
+  readonly retryPolicy: RetryPolicy;
+  sessionId(): string | null;
+  observe(progress: Progress): void;
+}
+
+/** Finishes claimed events for one running agent. */
+export class Delivery {
+  readonly #context: DeliveryContext;
+
+  constructor(context: DeliveryContext) {
+    this.#context = context;
+  }
+
+  /** One event: deduplicate, or run the handler under heartbeats; then acknowledge or release. */
+  async finish(running: Running): Promise<Outcome> {
+    const { claim, controller } = running;
+    const signal = controller.signal;
+    const { state, inbox } = this.#context;
+    let prior: ProcessedResult | null = null;
+    try {
+      // A first delivery cannot have been processed: a result is only recorded under a lease,
+      // and every lease counts a delivery.
+      if (claim.event.delivery_attempts > 1) prior = await state.processed(inbox, claim.event_id);
+    } catch {
+      // Without the record we cannot tell whether this ran before; give it back.
+      return this.#release(claim, 5, "local_state_unavailable");
+    }
+    if (prior !== null) {
+      running.result = prior;
+      try {
+        await this.#acknowledge(claim, prior);
+        return { kind: "deduplicated", result: prior };
+      } catch (error) {
+        return { kind: "unconfirmed", error: String(error) };
+      }
+    }
+    const event: InboxEvent = {
+      eventId: claim.event_id,
+      eventType: claim.event.event_type,
+      inboxSeq: claim.event.inbox_seq,
+      payload: claim.event.payload ?? null,
+      leaseUntilUtc: claim.visibility_lease_until_utc,
+      envelope: claim.event,
+    };
+    let result: ProcessedResult;
+    let reason = "";
+    try {
+      await this.#withHeartbeats(claim, async () => this.#context.handler(event, { signal }));
+      result = "completed";
+    } catch (error) {
+      if (error instanceof Fatal) {
+        result = "failed";
+        reason = error.message;
+      } else {
+        // RetryLater says when; a refusal the handler met passes on its Retry-After.
+        const after =
+          error instanceof RetryLater
+            ? error.retryAfterSeconds
+            : error instanceof ProblemError && error.retryAfter !== undefined
+              ? Math.min(error.retryAfter, 604_800)
+              : UNEXPECTED_ERROR_RETRY_SECONDS;
+        return this.#release(claim, after, error instanceof Error ? error.message : String(error));
+      }
+    }
+    try {
+      await state.recordProcessed(inbox, claim.event_id, claim.event.inbox_seq, result);
+    } catch {
+      // The ack still goes out; a redelivery (rare) would then run again.
+    }
+    running.result = result;
+    try {
+      await this.#acknowledge(claim, result);
+    } catch (error) {
+      return { kind: "unconfirmed", error: String(error) };
+    }
+    return result === "completed" ? { kind: "acked" } : { kind: "failed", reason };
+  }
+
+  async #release(claim: Claim, retryAfterSeconds: number, reason: string): Promise<Outcome> {
+    const { api, retryPolicy } = this.#context;
+    try {
+      await retrying(retryPolicy, () =>
+        api.release({ event_id: claim.event_id, lease_token: claim.lease_token, reason: reason.slice(0, 200), retry_after_seconds: retryAfterSeconds }),
+      );
+      return { kind: "released", retryAfterSeconds, reason };
+    } catch (error) {
+      return { kind: "unconfirmed", error: String(error) };
+    }
+  }
+
+  /** Runs `work` while extending the lease at half its length. A lost lease is not won back. */
+  async #withHeartbeats<T>(claim: Claim, work: () => Promise<T>): Promise<T> {
+    const { api, leaseSeconds } = this.#context;
+    const leaseMs = leaseSeconds * 1000;
+    let handle: ReturnType<typeof setTimeout> | undefined;
+    let finished = false;
+    const beat = async (): Promise<void> => {
+      let nextMs = heartbeatDelay(leaseMs);
+      try {
+        const answer = await api.heartbeat({
+          session_id: this.#context.sessionId(),
+          leases: [{ event_id: claim.event_id, lease_token: claim.lease_token, extend_by_seconds: leaseSeconds }],
+        });
+        if (answer.leases[0]?.error) {
+          this.#context.observe({ type: "lease_lost", eventId: claim.event_id });
+          return;
+        }
+      } catch (error) {
+        if (!(error instanceof InboxError) || !error.retryable) return;
+        nextMs = heartbeatRetryDelay(leaseMs);
+      }
+      if (!finished) handle = setTimeout(() => void beat(), nextMs);
+    };
+    handle = setTimeout(() => void beat(), heartbeatDelay(leaseMs));
+    try {
+      return await work();
+    } finally {
+      finished = true;
+      clearTimeout(handle);
+    }
+  }
+
+  /** Acknowledges one event (batched with others on their way; repeated on network failure). */
+  #acknowledge(claim: Claim, result: ProcessedResult): Promise<void> {
+    return this.#context.acks.acknowledge({ event_id: claim.event_id, lease_token: claim.lease_token, result });
+  }
+}
