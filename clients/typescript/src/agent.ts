@@ -20,10 +20,11 @@ import { AckBatcher } from "./acks.js";
 import type { RetryPolicy } from "./acks.js";
 import type { InboxApi } from "./api.js";
 import { sleep } from "./api.js";
+import { Claimer } from "./claimer.js";
 import type { AgentOptions, Outcome, Progress, RunSummary } from "./contract.js";
 import { Delivery } from "./delivery.js";
 import type { Running } from "./delivery.js";
-import { ConfigError, InboxError, ProblemError, SessionSupersededError } from "./errors.js";
+import { ConfigError, InboxError, SessionSupersededError } from "./errors.js";
 import type { LifecycleChange, Platform } from "./platform.js";
 import { Scanner } from "./scanner.js";
 import type { ScanResult } from "./scanner.js";
@@ -87,10 +88,11 @@ export class Agent {
   readonly #acks: AckBatcher;
   readonly #retryPolicy: RetryPolicy;
   readonly #followUps = new Set<ReturnType<typeof setTimeout>>();
-  /** The head known when the last claim was sent: every event up to it was there to take. */
-  #claimSentHead = 0;
-  /** A hint past `#claimSentHead` came (or one without a head): claim again, even mid-cycle. */
-  #uncoveredHint = false;
+  readonly #claimer: Claimer;
+  /** Events whose handler slot is taken: claimed, result not recorded yet. */
+  readonly #slotHeld = new Set<string>();
+  /** Hints flow: the next cycle (at most once a second) scans, for what they did not cover. */
+  #hintScan = false;
   #unloading = false;
   #delivery: Delivery | null = null;
   #scanner: Scanner | null = null;
@@ -111,6 +113,7 @@ export class Agent {
     this.#poll = options.poll ?? DEFAULT_POLL_SCHEDULE;
     this.#retryPolicy = { attemptsMax: options.ackAttemptsMax ?? 30, backoff: options.ackRetry ?? { baseMs: 200, maxMs: 30_000 } };
     this.#acks = new AckBatcher(options.api, () => this.sessionId, this.#retryPolicy);
+    this.#claimer = this.#newClaimer();
   }
 
   /** The session from subscribe, once the agent runs. */
@@ -129,6 +132,7 @@ export class Agent {
 
   /** Asks the agent to stop: running handlers finish within the grace period, then `run` resolves. */
   stop(): void {
+    this.#claimer.stop();
     this.#stopController.abort();
     this.#wake.notify();
   }
@@ -198,16 +202,26 @@ export class Agent {
   }
 
   /**
-   * New work may exist. A hint from a stream or another tab leads straight to a claim (one
-   * request, which answers "nothing" as cheaply as a poll would); the scan after the cursor
-   * runs at most once a second while hints flow. A lifecycle change (online, visible, resumed)
-   * scans at once: hints may have been missed.
+   * A lifecycle change (online, visible, resumed, a clock jump): hints may have been missed,
+   * so scan and claim at once. (Hints from a stream or another tab claim directly: `claimer.ts`.)
    */
-  #hinted(headSeq: number | null, from: "stream" | "tab" | "lifecycle", observe: boolean): void {
-    if (observe) this.#observe({ type: "hint", headSeq, from });
-    if (from === "lifecycle") this.#forced = true;
-    if (headSeq === null || headSeq > this.#claimSentHead) this.#uncoveredHint = true;
+  #catchUp(): void {
+    this.#observe({ type: "hint", headSeq: null, from: "lifecycle" });
+    this.#rescan();
+  }
+
+  #rescan(): void {
+    this.#forced = true;
     this.#nextCycleAt = Date.now();
+    this.#wake.notify();
+  }
+
+  /** While hints flow, a scan at most once a second finds what they did not cover. */
+  #scanSoon(): void {
+    const dueAt = (this.#lastScanAt ?? 0) + SCAN_INTERVAL_BUSY_MS;
+    if (dueAt >= this.#nextCycleAt) return;
+    this.#nextCycleAt = dueAt;
+    this.#hintScan = true;
     this.#wake.notify();
   }
 
@@ -243,6 +257,7 @@ export class Agent {
   #unload(): void {
     if (this.#unloading || !this.#started) return;
     this.#unloading = true;
+    this.#claimer.stop();
     const released: string[] = [];
     const acks: AckEntry[] = [];
     for (const running of this.#running.values()) {
@@ -269,10 +284,10 @@ export class Agent {
       case "online":
         // The network came back: catch up now, and try the best transport again.
         this.#transport?.reconnect(true);
-        this.#hinted(null, "lifecycle", true);
+        this.#catchUp();
         break;
       case "visible":
-        this.#hinted(null, "lifecycle", true);
+        this.#catchUp();
         break;
       case "frozen":
         this.#tabs?.suspend();
@@ -280,7 +295,7 @@ export class Agent {
       case "resumed":
         this.#tabs?.resume();
         this.#transport?.reconnect(true);
-        this.#hinted(null, "lifecycle", true);
+        this.#catchUp();
         break;
       case "unloading":
         this.#unload();
@@ -301,7 +316,7 @@ export class Agent {
       if (drift !== null) {
         this.#observe({ type: "clock_jumped", driftMs: drift });
         this.#transport?.reconnect(true);
-        this.#hinted(null, "lifecycle", true);
+        this.#catchUp();
       }
     }, CLOCK_CHECK_MS);
     return () => clearInterval(handle);
@@ -330,13 +345,13 @@ export class Agent {
       noteHead: (headSeq) => {
         this.#knownHead = Math.max(this.#knownHead, headSeq);
       },
-      freeSlots: () => this.#concurrency - this.#running.size,
-      hinted: (headSeq, from, observe) => this.#hinted(headSeq, from, observe),
-      rescan: () => {
-        this.#forced = true;
-        this.#nextCycleAt = Date.now();
-        this.#wake.notify();
-      },
+      leading: (leader) => this.#claimer.leading(leader),
+      streamHint: (headSeq) => this.#claimer.streamHint(headSeq),
+      tabHint: (share, dispatchId, assigned) => this.#claimer.tabHint(share, dispatchId, assigned),
+      followerSlots: (tabId, free, answered, declined) => this.#claimer.followerSlots(tabId, free, answered, declined),
+      followerLeft: (tabId) => this.#claimer.followerLeft(tabId),
+      newLeader: () => this.#claimer.newLeader(),
+      rescan: () => this.#rescan(),
       releasedElsewhere: (landed) => this.#releasedElsewhere(landed),
       superseded: () => {
         this.#superseded = true;
@@ -356,15 +371,18 @@ export class Agent {
         await this.#drain();
         throw new SessionSupersededError(this.sessionId ?? "");
       }
-      const free = this.#concurrency - this.#running.size;
+      const free = this.#claimer.budget.free;
       if (free > 0 && Date.now() >= this.#nextCycleAt) {
-        const forced = this.#forced;
+        const forced = this.#forced || this.#hintScan;
         this.#forced = false;
+        this.#hintScan = false;
         try {
-          const cycle = await this.#cycle(free, forced);
-          const next = this.#afterCycle(cycle);
-          // A hint during the cycle about work its claim may not have seen: claim again now.
-          this.#nextCycleAt = this.#uncoveredHint ? Date.now() : next;
+          const cycle = await this.#cycle(forced);
+          let next = this.#afterCycle(cycle);
+          // Asked for meanwhile: a scan and claim now, or the scan while hints flow.
+          if (this.#forced) next = Date.now();
+          if (this.#hintScan) next = Math.min(next, (this.#lastScanAt ?? 0) + SCAN_INTERVAL_BUSY_MS);
+          this.#nextCycleAt = next;
         } catch (error) {
           if (error instanceof SessionSupersededError || !(error instanceof InboxError) || !error.retryable) {
             await this.#drain();
@@ -373,7 +391,7 @@ export class Agent {
           // Unreachable: the transports stand by, and only this loop knocks, on the idle schedule.
           this.#serviceDown = true;
           // A leader that cannot claim leaves the work to the other tabs.
-          if (this.#tabs?.isLeader) this.#tabs.broadcastHint(this.#knownHead, 0);
+          this.#claimer.openToAll();
           this.#pollNominalMs = nextNominal(this.#poll, this.#pollNominalMs, false);
           const delay = jittered(this.#poll, this.#pollNominalMs, jitter());
           this.#observe({ type: "disconnected", error, retryInMs: delay });
@@ -411,52 +429,24 @@ export class Agent {
   }
 
   /**
-   * One cycle: claims up to `free` events. A forced cycle (a lifecycle change, the schedule's
-   * own timer) scans after the cursor first, since hints may have been missed and the scan says
-   * whether anything is claimable. A hint claims at once; the periodic scan (the cursor, what
-   * becomes claimable when) follows the claim, at most once a second, off the hint's path.
+   * One cycle of the loop. A forced cycle (start, a lifecycle change, the schedule's own timer,
+   * the once-a-second scan while hints flow) scans after the cursor first, since hints may
+   * have been missed and the scan says whether anything is claimable; then it claims what the
+   * free slots take. Another cycle (a claim that came back full, work done while polling)
+   * claims without scanning.
    */
-  async #cycle(free: number, forced: boolean): Promise<{ claimed: number; more: boolean; nextChangeMs: number | null }> {
-    const scanDue = this.#lastScanAt === null || Date.now() - this.#lastScanAt >= SCAN_INTERVAL_BUSY_MS;
+  async #cycle(forced: boolean): Promise<{ claimed: number; more: boolean; nextChangeMs: number | null }> {
     const before = forced ? await this.#scan() : null;
     // A cycle that did not scan keeps the last scan's knowledge of what becomes claimable when.
     if (before !== null) this.#nextChangeMs = before.scan.nextChangeMs;
     const worthClaiming = this.#claimBacklog || before === null || before.scan.claimable > 0 || before.truncated;
-    const claimed = worthClaiming ? await this.#claim(free) : 0;
-    let more = claimed === Math.min(free, 500) && claimed > 0;
-    if (!forced && scanDue) {
-      const after = await this.#scan();
-      this.#nextChangeMs = after.scan.nextChangeMs;
-      if ((after.scan.claimable > 0 || after.truncated) && this.#running.size < this.#concurrency) more = true;
-    }
+    const limit = Math.min(this.#claimer.budget.free, 500);
+    const claimed = worthClaiming && limit > 0 ? (await this.#claimer.claim(limit)).length : 0;
+    if (claimed < limit) this.#claimBacklog = false;
+    const more = claimed === limit && claimed > 0;
+    // A leader whose claim came back full leaves the rest to the other tabs too.
+    if (more) this.#claimer.openToAll();
     return { claimed, more, nextChangeMs: this.#nextChangeMs };
-  }
-
-  /** Claims up to `free` events (never more than this tab runs at once) and starts each. */
-  async #claim(free: number): Promise<number> {
-    const limit = Math.min(free, 500);
-    const sentAt = Date.now();
-    this.#claimSentHead = this.#knownHead;
-    this.#uncoveredHint = false;
-    if (this.#tabs?.isLeader) this.#tabs.noteClaimed(this.#knownHead);
-    let claims: Claim[];
-    try {
-      const answer = await this.#api.claim({
-        session_id: this.sessionId,
-        limit,
-        ...(this.#options.leaseSeconds === undefined ? {} : { lease_seconds: this.#options.leaseSeconds }),
-      });
-      claims = answer.claims;
-    } catch (error) {
-      if (error instanceof ProblemError && error.code === "session_superseded") throw new SessionSupersededError(this.sessionId ?? "");
-      throw error;
-    }
-    this.#observe({ type: "claimed", limit, eventIds: claims.map((c) => c.event_id), elapsedMs: Date.now() - sentAt });
-    if (claims.length < limit) this.#claimBacklog = false;
-    // A leader whose claim came back full leaves the rest to the other tabs.
-    if (claims.length === limit && this.#tabs?.isLeader) this.#tabs.broadcastHint(this.#knownHead, 0);
-    for (const claim of claims) this.#start(claim);
-    return claims.length;
   }
 
   /** Reads the inbox after the cursor (see `scanner.ts`), and learns the head from it. */
@@ -495,6 +485,7 @@ export class Agent {
       retryPolicy: this.#retryPolicy,
       sessionId: () => this.sessionId,
       observe: (progress) => this.#observe(progress),
+      recorded: (eventId) => this.#freeSlot(eventId),
     });
   }
 
@@ -503,11 +494,13 @@ export class Agent {
     const running: Running = { claim, controller: new AbortController(), done: Promise.resolve(), result: null };
     // In the map before the work starts: a page unloading meanwhile gives the lease back.
     this.#running.set(claim.event_id, running);
+    this.#slotHeld.add(claim.event_id);
     this.#observe({ type: "started", event: claim.event });
     const delivery = this.#delivery;
     if (delivery === null) throw new ConfigError("the agent is not running");
     running.done = delivery.finish(running).then((outcome) => {
       this.#running.delete(claim.event_id);
+      this.#freeSlot(claim.event_id);
       this.#count(outcome);
       this.#observe({ type: "finished", event: claim.event, outcome, elapsedMs: Date.now() - started });
       // Still open (released for a retry, or its lease left to expire): scan now, so the wait
@@ -518,6 +511,45 @@ export class Agent {
       if (open || !this.#connected) this.#nextCycleAt = Math.min(this.#nextCycleAt, Date.now());
       this.#wake.notify();
     });
+  }
+
+  /** The event's handler slot frees once its result is recorded (its ack may be on its way). */
+  #freeSlot(eventId: string): void {
+    if (this.#slotHeld.delete(eventId)) this.#claimer.slotFreed();
+  }
+
+  #newClaimer(): Claimer {
+    return new Claimer(
+      {
+        api: this.#api,
+        leaseSeconds: this.#options.leaseSeconds,
+        sessionId: () => this.sessionId,
+        knownHead: () => this.#knownHead,
+        noteHead: (headSeq) => {
+          this.#knownHead = Math.max(this.#knownHead, headSeq);
+        },
+        tabs: () => this.#tabs,
+        serviceDown: () => this.#serviceDown,
+        claimFailed: (error) => {
+          if (error instanceof SessionSupersededError) {
+            this.#superseded = true;
+            this.#wake.notify();
+          } else if (!(error instanceof InboxError) || !error.retryable) {
+            // The loop meets it too, and stops with it.
+            this.#rescan();
+          } else if (!this.#serviceDown) {
+            // The loop's next cycle finds out whether the service is back, then backs off.
+            this.#serviceDown = true;
+            this.#rescan();
+          }
+        },
+        start: (claim) => this.#start(claim),
+        scanSoon: () => this.#scanSoon(),
+        rescan: () => this.#rescan(),
+        observe: (progress) => this.#observe(progress),
+      },
+      this.#concurrency,
+    );
   }
 
   #count(outcome: Outcome): void {

@@ -39,6 +39,8 @@ export interface DeliveryContext {
   readonly retryPolicy: RetryPolicy;
   sessionId(): string | null;
   observe(progress: Progress): void;
+  /** The event's result is recorded: its handler slot is free while the ack is on its way. */
+  recorded(eventId: string): void;
 }
 
 /** Finishes claimed events for one running agent. */
@@ -65,6 +67,7 @@ export class Delivery {
     }
     if (prior !== null) {
       running.result = prior;
+      this.#context.recorded(claim.event_id);
       try {
         await this.#acknowledge(claim, prior);
         return { kind: "deduplicated", result: prior };
@@ -106,6 +109,7 @@ export class Delivery {
       // The ack still goes out; a redelivery (rare) would then run again.
     }
     running.result = result;
+    this.#context.recorded(claim.event_id);
     try {
       await this.#acknowledge(claim, result);
     } catch (error) {

@@ -2,7 +2,8 @@
  * Where the runner hears of new work: its own transport (SSE, long poll; see `transport.ts`)
  * when it leads, or the leader tab's relayed hints when another tab of the agent holds the one
  * shared stream (see `tabs.ts`). It follows the tab group's elections, starting and stopping
- * the transport, and tells the runner what to do with each hint; the runner decides the claims.
+ * the transport, and passes each hint and each tab's report to the runner, which decides the
+ * claims (see `claims.ts`).
  */
 
 import type { InboxApi } from "./api.js";
@@ -11,12 +12,6 @@ import type { Platform } from "./platform.js";
 import { DEFAULT_TAB_TIMING, TabGroup } from "./tabs.js";
 import { DEFAULT_TRANSPORT_CONFIG, HintTransport } from "./transport.js";
 import type { SubscribeResponse } from "./wire.js";
-
-/**
- * After a hint the leader claims itself; the other tabs check this many of the leader's
- * heartbeats later that it did (its heartbeat says how far it has claimed), and claim if not.
- */
-const LEADER_CHECK_HEARTBEATS = 2;
 
 /** What the hint sources need from the runner. */
 export interface HintHost {
@@ -28,10 +23,18 @@ export interface HintHost {
   readonly inbox: string;
   knownHead(): number;
   noteHead(headSeq: number): void;
-  /** Handler slots this tab has free now. */
-  freeSlots(): number;
-  /** New work may exist: claim. `observe`: report the hint (a tab hint is reported on arrival). */
-  hinted(headSeq: number | null, from: "stream" | "tab", observe: boolean): void;
+  /** This tab now leads (and hears the stream), or follows. */
+  leading(leader: boolean): void;
+  /** The stream says new work may exist up to `headSeq` (null: hints may have been missed). */
+  streamHint(headSeq: number | null): void;
+  /** As follower: the leader heard of work; claim `share` events now (see `TabGroupEvents.hint`). */
+  tabHint(share: number, dispatchId: number, assigned: boolean): void;
+  /** As leader: another tab's free slots (see `Dispatcher.report`). */
+  followerSlots(tabId: string, free: number, answered: number, declined: number): void;
+  /** As leader: another tab stopped. */
+  followerLeft(tabId: string): void;
+  /** As follower: a new leader speaks; tell it this tab's slots. */
+  newLeader(): void;
   /** The schedule's basis changed (connected or not): scan now and reschedule. */
   rescan(): void;
   /** Another tab gave these leases back; `landed`: the service has them already. */
@@ -46,7 +49,6 @@ export class HintSources {
   #transport: HintTransport | null = null;
   #tabs: TabGroup | null = null;
   #leaderConnected = false;
-  #leaderCheck: ReturnType<typeof setTimeout> | undefined;
 
   constructor(host: HintHost) {
     this.#host = host;
@@ -73,6 +75,7 @@ export class HintSources {
     const host = this.#host;
     const tabs = host.platform.tabs;
     if (tabs === null || host.options.shareStreamAcrossTabs === false) {
+      host.leading(true);
       this.#lead();
       return;
     }
@@ -82,6 +85,7 @@ export class HintSources {
       {
         lead: () => {
           host.observe({ type: "role", leader: true });
+          host.leading(true);
           this.#lead();
         },
         follow: () => {
@@ -89,23 +93,16 @@ export class HintSources {
           this.#transport?.stop();
           this.#transport = null;
           this.#leaderConnected = false;
+          host.leading(false);
         },
-        hint: (headSeq, leaderFree) => {
+        hint: (headSeq, share, dispatchId, assigned) => {
           host.noteHead(headSeq);
           host.observe({ type: "hint", headSeq, from: "tab" });
-          // The leader takes what it has room for; the others claim when it has none left, and
-          // a moment later if its heartbeat does not show it claimed (gone, stuck, failing).
-          if (leaderFree === 0) {
-            host.hinted(headSeq, "tab", false);
-          } else if (this.#leaderCheck === undefined) {
-            const timing = host.options.tabTiming ?? DEFAULT_TAB_TIMING;
-            this.#leaderCheck = setTimeout(() => {
-              this.#leaderCheck = undefined;
-              if (this.#tabs !== null && !this.#tabs.isLeader && this.#tabs.leaderClaimedThrough >= headSeq) return;
-              host.hinted(headSeq, "tab", false);
-            }, LEADER_CHECK_HEARTBEATS * timing.aliveIntervalMs);
-          }
+          host.tabHint(share, dispatchId, assigned);
         },
+        slots: (tabId, free, answered, declined) => host.followerSlots(tabId, free, answered, declined),
+        left: (tabId) => host.followerLeft(tabId),
+        leaderChanged: () => host.newLeader(),
         leaderConnected: (connected) => {
           this.#leaderConnected = connected;
           host.rescan();
@@ -118,7 +115,6 @@ export class HintSources {
   }
 
   stop(): void {
-    clearTimeout(this.#leaderCheck);
     this.#tabs?.stop();
     this.#transport?.stop();
     this.#transport = null;
@@ -138,8 +134,8 @@ export class HintSources {
         knownHead: () => host.knownHead(),
         noteHead: (headSeq) => host.noteHead(headSeq),
         hint: (headSeq) => {
-          this.#tabs?.broadcastHint(headSeq ?? host.knownHead(), host.freeSlots());
-          host.hinted(headSeq, "stream", true);
+          host.observe({ type: "hint", headSeq, from: "stream" });
+          host.streamHint(headSeq);
         },
         status: (status) => {
           this.#tabs?.setConnected(status.connected);

@@ -76,12 +76,24 @@ export interface TabChannel {
 export type TabMessage =
   /**
    * `hidden`: the leader's timers are throttled (a background tab), so it speaks less often.
-   * `claimedThrough`: the head it knew when it last sent a claim (it took what was there).
+   * `dispatchedThrough`: the head up to which it has handed out the events (see `claims.ts`).
    */
-  | { type: "alive"; tabId: string; connected: boolean; headSeq: number; hidden: boolean; claimedThrough: number }
-  /** `leaderFree`: handler slots the leader will claim for itself; the other tabs claim when 0. */
-  | { type: "hint"; tabId: string; headSeq: number; leaderFree: number }
+  | { type: "alive"; tabId: string; connected: boolean; headSeq: number; hidden: boolean; dispatchedThrough: number }
+  /**
+   * New work up to `headSeq`. The leader claimed its share already; `assigned` says how many
+   * events each other tab claims now (numbered `dispatchId`, which the tab's report names).
+   * `open`: the leader knows of no other tab's slots yet, so each claims up to `unassigned`
+   * events (what nobody was given) as far as its slots allow.
+   */
+  | { type: "hint"; tabId: string; headSeq: number; dispatchId: number; assigned: Record<string, number>; unassigned: number; open: boolean }
+  /**
+   * A follower's free handler slots, after every assignment up to `answered`; `declined`:
+   * events of those it had no room for after all (the leader hands them out again).
+   */
+  | { type: "slots"; tabId: string; free: number; answered: number; declined: number }
   | { type: "resigned"; tabId: string }
+  /** The tab stops (closing, or its agent stopped): it claims nothing more. */
+  | { type: "left"; tabId: string }
   /**
    * A tab gave these events' leases back (closing, or its agent stopped). `landed`: the
    * releases were answered; otherwise they are still on their way (sent as the page unloads).

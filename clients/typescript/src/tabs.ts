@@ -2,8 +2,10 @@
  * One hint stream per agent per browser, shared by every tab. Tabs elect a leader with an
  * exclusive Web Lock named after the agent; the leader runs the transport (EventSource, long
  * poll) and passes hints to the other tabs over a BroadcastChannel, with a heartbeat that says
- * whether hints flow. Every tab runs its own runner, and claims decide which tab handles which
- * event, so nothing runs twice.
+ * whether hints flow. Every tab runs its own runner. The leader also hands out the work a hint
+ * announces: it claims what its own slots take and tells each other tab how many events to
+ * claim, by the free slots the tabs report (see `claims.ts`); the service's leases decide which
+ * tab gets which event, so nothing runs twice.
  *
  * Takeover: a closed leader's lock is released by the browser and the next tab in the lock's
  * queue gets it at once; a leader that freezes (Page Lifecycle) or goes into the back/forward
@@ -31,8 +33,18 @@ export interface TabGroupEvents {
   lead(): void;
   /** This tab stopped leading (resigned, or its lock was stolen): stop the transport. */
   follow(): void;
-  /** The leader heard of new work, and will claim up to `leaderFree` events of it itself. */
-  hint(headSeq: number, leaderFree: number): void;
+  /**
+   * The leader heard of new work up to `headSeq` and claimed its share; `share`: how many
+   * events this tab claims now (its answer names `dispatchId`); `assigned`: the leader counted
+   * on this tab for them (else an open hint: as many as it has room for, if any).
+   */
+  hint(headSeq: number, share: number, dispatchId: number, assigned: boolean): void;
+  /** As leader: another tab's free slots after the assignments up to `answered`. */
+  slots(tabId: string, free: number, answered: number, declined: number): void;
+  /** As leader: another tab stopped; it claims nothing more. */
+  left(tabId: string): void;
+  /** As follower: a leader not heard from before speaks; tell it this tab's slots. */
+  leaderChanged(): void;
   /** Whether the leader's hints flow (false too when no leader is heard from). */
   leaderConnected(connected: boolean): void;
   /** Another tab gave these events back; `landed`: the service has them already. */
@@ -55,9 +67,9 @@ export class TabGroup {
   #leaderConnected = false;
   #connected = false;
   #headSeq = 0;
-  /** As leader: the head known when this tab last sent a claim. As follower: the leader's. */
-  #claimedThrough = 0;
-  #leaderClaimedThrough = 0;
+  /** As leader: the head up to which it has handed out the events. */
+  #dispatchedThrough = 0;
+  #leaderId: string | null = null;
   #ticker: ReturnType<typeof setInterval> | undefined;
   #stealing = false;
 
@@ -82,6 +94,7 @@ export class TabGroup {
   }
 
   stop(): void {
+    if (!this.#stopped) this.#channel?.post({ type: "left", tabId: this.tabId });
     this.#stopped = true;
     clearInterval(this.#ticker);
     this.#resign();
@@ -106,22 +119,20 @@ export class TabGroup {
   }
 
   /**
-   * The leader heard of work: tell the other tabs, and how many events it claims itself
-   * (`leaderFree`), so they claim only what it cannot take (one claim per event, not one per tab).
+   * As leader: tell the other tabs of work up to `headSeq`, and how many events each claims
+   * (one claim per event, not one per tab). See {@link TabMessage}.
    */
-  broadcastHint(headSeq: number, leaderFree: number): void {
+  broadcastHint(headSeq: number, dispatch: { dispatchId: number; assigned: Record<string, number>; unassigned: number; open: boolean; dispatchedThrough: number }): void {
     this.#headSeq = Math.max(this.#headSeq, headSeq);
-    this.#channel?.post({ type: "hint", tabId: this.tabId, headSeq: this.#headSeq, leaderFree });
+    this.#dispatchedThrough = Math.max(this.#dispatchedThrough, dispatch.dispatchedThrough);
+    const { dispatchId, assigned, unassigned, open } = dispatch;
+    this.#channel?.post({ type: "hint", tabId: this.tabId, headSeq: this.#headSeq, dispatchId, assigned, unassigned, open });
   }
 
-  /** The leader sent a claim knowing the head was `headSeq`: its heartbeat tells the others. */
-  noteClaimed(headSeq: number): void {
-    this.#claimedThrough = Math.max(this.#claimedThrough, headSeq);
-  }
-
-  /** How far the leader has claimed, as its last heartbeat said. */
-  get leaderClaimedThrough(): number {
-    return this.#leaderClaimedThrough;
+  /** As follower: this tab's free slots, after the leader's assignments up to `answered`. */
+  reportSlots(free: number, answered: number, declined: number): void {
+    if (this.isLeader || this.#stopped) return;
+    this.#channel?.post({ type: "slots", tabId: this.tabId, free, answered, declined });
   }
 
   /** This tab gave leases back: the other tabs may claim those events now (or once `landed`). */
@@ -148,11 +159,13 @@ export class TabGroup {
           return;
         }
         this.#held = held;
+        this.#leaderId = null;
         this.#sayAlive();
         this.#events.lead();
         void held.lost.then(() => {
           if (this.#held !== held) return;
           this.#held = null;
+          this.#leaderId = null;
           this.#lastAliveAt = Date.now();
           this.#events.follow();
           this.#compete(false);
@@ -196,9 +209,16 @@ export class TabGroup {
     }
   }
 
+  /** A leader speaks: if it is new to this tab, this tab tells it its slots. */
+  #heardLeader(tabId: string): void {
+    if (this.isLeader || this.#leaderId === tabId) return;
+    this.#leaderId = tabId;
+    this.#events.leaderChanged();
+  }
+
   #sayAlive(): void {
     const hidden = typeof document !== "undefined" && document.visibilityState === "hidden";
-    this.#channel?.post({ type: "alive", tabId: this.tabId, connected: this.#connected, headSeq: this.#headSeq, hidden, claimedThrough: this.#claimedThrough });
+    this.#channel?.post({ type: "alive", tabId: this.tabId, connected: this.#connected, headSeq: this.#headSeq, hidden, dispatchedThrough: this.#dispatchedThrough });
   }
 
   #receive(message: TabMessage): void {
@@ -207,17 +227,27 @@ export class TabGroup {
       case "alive":
         this.#lastAliveAt = Date.now();
         this.#leaderHidden = message.hidden;
-        this.#leaderClaimedThrough = message.claimedThrough;
         this.#headSeq = Math.max(this.#headSeq, message.headSeq);
+        this.#heardLeader(message.tabId);
         if (message.connected !== this.#leaderConnected) {
           this.#leaderConnected = message.connected;
           this.#events.leaderConnected(message.connected);
         }
         break;
-      case "hint":
+      case "hint": {
         this.#lastAliveAt = Date.now();
         this.#headSeq = Math.max(this.#headSeq, message.headSeq);
-        this.#events.hint(message.headSeq, message.leaderFree);
+        this.#heardLeader(message.tabId);
+        const mine = message.assigned[this.tabId];
+        const share = mine ?? (message.open ? message.unassigned : 0);
+        this.#events.hint(message.headSeq, share, message.dispatchId, mine !== undefined);
+        break;
+      }
+      case "slots":
+        if (this.isLeader) this.#events.slots(message.tabId, message.free, message.answered, message.declined);
+        break;
+      case "left":
+        if (this.isLeader) this.#events.left(message.tabId);
         break;
       case "released":
         this.#events.released(message.eventIds, message.landed);
@@ -225,6 +255,7 @@ export class TabGroup {
       case "resigned":
         // The lock queue hands leadership on; until the new leader speaks, nothing flows.
         this.#lastAliveAt = Date.now();
+        this.#leaderId = null;
         if (this.#leaderConnected) {
           this.#leaderConnected = false;
           this.#events.leaderConnected(false);
