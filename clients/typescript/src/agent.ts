@@ -3,8 +3,8 @@
  * change it claims what it can run (scanning the inbox after its durable cursor first, or at
  * most once a second after), and calls the handler once per event while heartbeating the
  * event's lease; then it acknowledges (the handler returned), releases for a retry
- * ({@link RetryLater}, or any other error) or acknowledges as `failed` ({@link Fatal}, which
- * dead-letters the event). This module decides when to claim and how much; finishing one
+ * ({@link RetryLater}, or any other error), acknowledges as `failed` ({@link Fatal}, which
+ * dead-letters the event) or as `quarantined` ({@link QuarantineError}: set aside for a person). This module decides when to claim and how much; finishing one
  * event is `delivery.ts`'s, reading the inbox after the cursor `scanner.ts`'s, hearing of work
  * (the transport, or the leader tab) `hints.ts`'s, the handler contract's types `contract.ts`'s,
  * the batching of acknowledgements `acks.ts`'s.
@@ -22,7 +22,7 @@ import type { InboxApi } from "./api.js";
 import { sleep } from "./api.js";
 import { Claimer } from "./claimer.js";
 import type { AgentOptions, Outcome, Progress, RunSummary } from "./contract.js";
-import { Delivery } from "./delivery.js";
+import { Delivery, ackEntry } from "./delivery.js";
 import type { Running } from "./delivery.js";
 import { ConfigError, InboxError, SessionSupersededError } from "./errors.js";
 import type { LifecycleChange, Platform } from "./platform.js";
@@ -69,7 +69,7 @@ export class Agent {
   readonly #wake = new Wakeup();
   readonly #stopController = new AbortController();
   readonly #running = new Map<string, Running>();
-  readonly #summary: RunSummary = { acked: 0, failed: 0, released: 0, deduplicated: 0, unconfirmed: 0, resyncs: 0 };
+  readonly #summary: RunSummary = { acked: 0, failed: 0, quarantined: 0, released: 0, deduplicated: 0, unconfirmed: 0, resyncs: 0 };
   #started = false;
   #state: LocalState | null = null;
   #inbox = "";
@@ -263,7 +263,7 @@ export class Agent {
     for (const running of this.#running.values()) {
       const { event_id, lease_token } = running.claim;
       if (running.result !== null) {
-        acks.push({ event_id, lease_token, result: running.result });
+        acks.push(ackEntry(running.claim, running.result, running.detail));
       } else {
         released.push(event_id);
         this.#api

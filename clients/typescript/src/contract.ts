@@ -12,7 +12,7 @@ import type { Backoff, PollSchedule } from "./schedule.js";
 import type { LocalState, ProcessedResult } from "./state.js";
 import type { TabGroupTiming } from "./tabs.js";
 import type { TransportConfig, TransportStatus } from "./transport.js";
-import type { EventEnvelope, JsonObject, ResyncResponse } from "./wire.js";
+import type { EventEnvelope, JsonObject, QuarantineClass, ResyncResponse } from "./wire.js";
 
 /** One claimed event, as the handler gets it. */
 export interface InboxEvent {
@@ -33,8 +33,9 @@ export interface HandlerContext {
 
 /**
  * Runs one event. Return to acknowledge; throw {@link RetryLater} to release it for a retry,
- * {@link Fatal} to dead-letter it; any other error releases it for a retry after 30 s (the
- * event's `max_attempts` bounds the retries). Side effects should be idempotent where they can
+ * {@link Fatal} to dead-letter it, {@link QuarantineError} to set it aside for a person (never
+ * retried, never a dead letter: say why); any other error releases it for a retry after 30 s
+ * (the event's `max_attempts` bounds the retries). Side effects should be idempotent where they can
  * be: a lease can be lost (a partition longer than the lease), and then another tab or process
  * may run the event too.
  */
@@ -52,6 +53,7 @@ export type ResyncHandler = (snapshot: ResyncResponse) => Promise<void> | void;
 export type Outcome =
   | { kind: "acked" }
   | { kind: "failed"; reason: string }
+  | { kind: "quarantined"; reason: string; class: QuarantineClass }
   | { kind: "released"; retryAfterSeconds: number; reason: string }
   | { kind: "deduplicated"; result: ProcessedResult }
   | { kind: "unconfirmed"; error: string };
@@ -106,6 +108,7 @@ export interface AgentOptions {
 export interface RunSummary {
   acked: number;
   failed: number;
+  quarantined: number;
   released: number;
   deduplicated: number;
   unconfirmed: number;

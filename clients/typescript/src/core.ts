@@ -12,11 +12,14 @@ export {
   NetworkError,
   ProblemError,
   ProtocolError,
+  QUARANTINE_CLASSES,
+  QuarantineError,
   ResyncError,
   RetryLater,
   SessionSupersededError,
 } from "./errors.js";
 export type { ProblemDocument } from "./errors.js";
+export { quarantineReason } from "./errors.js";
 export type { HeldLock, HintStream, LifecycleChange, Platform, StreamHandlers, StreamTarget, TabChannel, TabMessage, TabPrimitives } from "./platform.js";
 export * as schedule from "./schedule.js";
 export { Scan } from "./scan.js";
@@ -25,7 +28,7 @@ export type { Component, SignatureParameter, SignatureParams, SignedMessage, Sig
 export { SseParser } from "./sse.js";
 export type { SseEvent } from "./sse.js";
 export { MemoryState, PROCESSED_CAPACITY_DEFAULT } from "./state.js";
-export type { LocalState, ProcessedResult, StateSnapshot } from "./state.js";
+export type { LocalState, ProcessedResult, QuarantineDetail, StateSnapshot } from "./state.js";
 export { TabGroup, DEFAULT_TAB_TIMING } from "./tabs.js";
 export type { TabGroupTiming } from "./tabs.js";
 export { HintTransport, DEFAULT_TRANSPORT_CONFIG } from "./transport.js";

@@ -2,7 +2,8 @@
  * One claimed event, from its lease to its outcome: deduplicate it against the durable record,
  * or run the handler while heartbeating the lease; record the result *before* acknowledging it
  * (so a redelivery after a crash, a reload or a lost acknowledgement is acknowledged from the
- * record instead of run twice); then acknowledge, release for a retry, or dead-letter. The
+ * record instead of run twice); then acknowledge, release for a retry, dead-letter, or
+ * quarantine (set aside for a person, with the handler's reason). The
  * runner (`agent.ts`) decides when events are claimed; this module only finishes them.
  */
 
@@ -10,13 +11,15 @@ import { retrying } from "./acks.js";
 import type { AckBatcher, RetryPolicy } from "./acks.js";
 import type { InboxApi } from "./api.js";
 import type { Handler, InboxEvent, Outcome, Progress } from "./contract.js";
-import { Fatal, InboxError, ProblemError, RetryLater } from "./errors.js";
+import { Fatal, InboxError, ProblemError, QuarantineError, RetryLater } from "./errors.js";
 import { heartbeatDelay, heartbeatRetryDelay } from "./schedule.js";
-import type { LocalState, ProcessedResult } from "./state.js";
-import type { Claim } from "./wire.js";
+import type { LocalState, ProcessedResult, QuarantineDetail } from "./state.js";
+import type { AckEntry, Claim } from "./wire.js";
 
 /** Delay before an event whose handler threw an unexpected error is tried again. */
 const UNEXPECTED_ERROR_RETRY_SECONDS = 30;
+/** A redelivered quarantine whose reason the local store did not keep. */
+const QUARANTINED_BEFORE: QuarantineDetail = Object.freeze({ reason: "quarantined by this agent before the event was delivered again", class: "other" });
 
 /** An event this tab holds a lease on, from its claim until its outcome. */
 export interface Running {
@@ -25,6 +28,19 @@ export interface Running {
   done: Promise<void>;
   /** Recorded and being acknowledged; until then the lease is given back if the tab goes away. */
   result: ProcessedResult | null;
+  /** With a `quarantined` result: the reason and class its acknowledgement carries. */
+  detail?: QuarantineDetail | undefined;
+}
+
+/** The acknowledgement of a recorded result (a quarantine carries its reason and class). */
+export function ackEntry(claim: Claim, result: ProcessedResult, detail: QuarantineDetail | undefined): AckEntry {
+  const entry: AckEntry = { event_id: claim.event_id, lease_token: claim.lease_token, result };
+  if (result === "quarantined") {
+    const { reason, class: quarantineClass } = detail ?? QUARANTINED_BEFORE;
+    entry.reason = reason;
+    entry.class = quarantineClass;
+  }
+  return entry;
 }
 
 /** What finishing events needs from the runner. */
@@ -68,8 +84,11 @@ export class Delivery {
     if (prior !== null) {
       running.result = prior;
       this.#context.recorded(claim.event_id);
+      let detail: QuarantineDetail | undefined;
+      if (prior === "quarantined") detail = (await state.quarantineDetail?.(inbox, claim.event_id).catch(() => null)) ?? QUARANTINED_BEFORE;
+      running.detail = detail;
       try {
-        await this.#acknowledge(claim, prior);
+        await this.#acknowledge(claim, prior, detail);
         return { kind: "deduplicated", result: prior };
       } catch (error) {
         return { kind: "unconfirmed", error: String(error) };
@@ -85,6 +104,7 @@ export class Delivery {
     };
     let result: ProcessedResult;
     let reason = "";
+    let detail: QuarantineDetail | undefined;
     try {
       await this.#withHeartbeats(claim, async () => this.#context.handler(event, { signal }));
       result = "completed";
@@ -92,6 +112,9 @@ export class Delivery {
       if (error instanceof Fatal) {
         result = "failed";
         reason = error.message;
+      } else if (error instanceof QuarantineError) {
+        result = "quarantined";
+        detail = { reason: error.reason, class: error.quarantineClass };
       } else {
         // RetryLater says when; a refusal the handler met passes on its Retry-After.
         const after =
@@ -104,17 +127,19 @@ export class Delivery {
       }
     }
     try {
-      await state.recordProcessed(inbox, claim.event_id, claim.event.inbox_seq, result);
+      await state.recordProcessed(inbox, claim.event_id, claim.event.inbox_seq, result, detail);
     } catch {
       // The ack still goes out; a redelivery (rare) would then run again.
     }
     running.result = result;
+    running.detail = detail;
     this.#context.recorded(claim.event_id);
     try {
-      await this.#acknowledge(claim, result);
+      await this.#acknowledge(claim, result, detail);
     } catch (error) {
       return { kind: "unconfirmed", error: String(error) };
     }
+    if (detail !== undefined) return { kind: "quarantined", reason: detail.reason, class: detail.class };
     return result === "completed" ? { kind: "acked" } : { kind: "failed", reason };
   }
 
@@ -163,7 +188,7 @@ export class Delivery {
   }
 
   /** Acknowledges one event (batched with others on their way; repeated on network failure). */
-  #acknowledge(claim: Claim, result: ProcessedResult): Promise<void> {
-    return this.#context.acks.acknowledge({ event_id: claim.event_id, lease_token: claim.lease_token, result });
+  #acknowledge(claim: Claim, result: ProcessedResult, detail: QuarantineDetail | undefined): Promise<void> {
+    return this.#context.acks.acknowledge(ackEntry(claim, result, detail));
   }
 }

@@ -4,6 +4,8 @@
  * says whether the same request may succeed later (network trouble, 5xx, 429, 408).
  */
 
+import type { QuarantineClass } from "./wire.js";
+
 /** The fields of an RFC 9457 problem document as the service sends them. */
 export interface ProblemDocument {
   type: string;
@@ -128,6 +130,38 @@ export class Fatal extends Error {
     super(reason);
     this.name = "Fatal";
   }
+}
+
+export const QUARANTINE_CLASSES: readonly QuarantineClass[] = Object.freeze(["prompt_injection", "malformed_payload", "bad_signature", "policy", "other"]);
+
+/** The service keeps at most this many bytes of a quarantine reason. */
+export const QUARANTINE_REASON_BYTES_MAX = 200;
+
+/**
+ * Thrown by a handler: set this event aside for a person — never retried, never a dead letter.
+ * For example a payload an LLM agent suspects of a prompt injection. It is acknowledged as
+ * `quarantined` with `reason` (kept by the service, at most 200 bytes: control characters
+ * become spaces and a longer one is cut) and `quarantineClass` (default `other`).
+ */
+export class QuarantineError extends Error {
+  readonly reason: string;
+  readonly quarantineClass: QuarantineClass;
+
+  constructor(reason: string, quarantineClass: QuarantineClass = "other") {
+    const kept = quarantineReason(reason);
+    super(kept);
+    this.name = "QuarantineError";
+    this.reason = kept;
+    this.quarantineClass = QUARANTINE_CLASSES.includes(quarantineClass) ? quarantineClass : "other";
+  }
+}
+
+/** A reason the service accepts: no control characters, 1 to 200 bytes of UTF-8, cut at a character. */
+export function quarantineReason(reason: string): string {
+  let text = String(reason).replace(/[\u0000-\u001f\u007f-\u009f]/g, " ").trim();
+  const encoder = new TextEncoder();
+  while (encoder.encode(text).length > QUARANTINE_REASON_BYTES_MAX) text = [...text].slice(0, -1).join("");
+  return text.length > 0 ? text : "quarantined by the handler";
 }
 
 /** Whether a 401 is about the access token (which a new one may fix), not about a signature. */

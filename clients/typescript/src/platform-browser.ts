@@ -9,7 +9,7 @@
 import { LocalStateError, NetworkError } from "./errors.js";
 import type { HeldLock, HintStream, LifecycleChange, Platform, StreamHandlers, StreamTarget, TabChannel, TabMessage, TabPrimitives } from "./platform.js";
 import { PROCESSED_CAPACITY_DEFAULT } from "./state.js";
-import type { LocalState, ProcessedResult } from "./state.js";
+import type { LocalState, ProcessedResult, QuarantineDetail } from "./state.js";
 
 const CURSORS = "cursors";
 const PROCESSED = "processed";
@@ -22,6 +22,8 @@ interface ProcessedRow {
   inbox_seq: number;
   result: ProcessedResult;
   processed_at_ms: number;
+  /** With a `quarantined` result. */
+  quarantine?: QuarantineDetail;
 }
 
 /**
@@ -83,9 +85,16 @@ export class IndexedDbState implements LocalState {
     return row?.result ?? null;
   }
 
-  async recordProcessed(inbox: string, eventId: string, inboxSeq: number, result: ProcessedResult): Promise<void> {
+  async quarantineDetail(inbox: string, eventId: string): Promise<QuarantineDetail | null> {
+    const tx = this.#db.transaction(PROCESSED, "readonly");
+    const row = (await settle(tx.objectStore(PROCESSED).get([inbox, eventId]), "read the processed record")) as ProcessedRow | undefined;
+    return row?.quarantine ?? null;
+  }
+
+  async recordProcessed(inbox: string, eventId: string, inboxSeq: number, result: ProcessedResult, detail?: QuarantineDetail): Promise<void> {
     const tx = this.#db.transaction(PROCESSED, "readwrite", { durability: "relaxed" });
     const row: ProcessedRow = { inbox, event_id: eventId, inbox_seq: inboxSeq, result, processed_at_ms: Date.now() };
+    if (detail !== undefined) row.quarantine = { reason: detail.reason, class: detail.class };
     tx.objectStore(PROCESSED).put(row);
     await done(tx, "record a processed event");
     this.#inserts += 1;

@@ -8,7 +8,15 @@
  * tab of the origin), `JsonFileState` in Node.
  */
 
-export type ProcessedResult = "completed" | "failed";
+import type { QuarantineClass } from "./wire.js";
+
+export type ProcessedResult = "completed" | "failed" | "quarantined";
+
+/** Why the handler quarantined an event, kept with its record so a redelivery says the same. */
+export interface QuarantineDetail {
+  reason: string;
+  class: QuarantineClass;
+}
 
 export interface LocalState {
   /** The cursor to poll after (0 when none was stored). */
@@ -19,8 +27,16 @@ export interface LocalState {
   resetCursor(inbox: string, afterSeq: number): Promise<void>;
   /** How `eventId` ended here before, if it did. */
   processed(inbox: string, eventId: string): Promise<ProcessedResult | null>;
-  /** Records a handler's result; durable when the promise resolves (before the ack is sent). */
-  recordProcessed(inbox: string, eventId: string, inboxSeq: number, result: ProcessedResult): Promise<void>;
+  /**
+   * Records a handler's result; durable when the promise resolves (before the ack is sent).
+   * `detail`: with `quarantined`, the reason and class.
+   */
+  recordProcessed(inbox: string, eventId: string, inboxSeq: number, result: ProcessedResult, detail?: QuarantineDetail): Promise<void>;
+  /**
+   * The reason and class recorded with a `quarantined` result. Optional: a store without it
+   * acknowledges a redelivered quarantine with a reason that says it was recorded earlier.
+   */
+  quarantineDetail?(inbox: string, eventId: string): Promise<QuarantineDetail | null>;
   close(): Promise<void>;
 }
 
@@ -31,8 +47,8 @@ export const PROCESSED_CAPACITY_DEFAULT = 10_000;
 export interface StateSnapshot {
   version: 1;
   cursors: Record<string, number>;
-  /** Per inbox: event id -> [inbox_seq, result, processed_at_ms], oldest first. */
-  processed: Record<string, Record<string, [number, ProcessedResult, number]>>;
+  /** Per inbox: event id -> [inbox_seq, result, processed_at_ms, quarantine detail?], oldest first. */
+  processed: Record<string, Record<string, [number, ProcessedResult, number] | [number, ProcessedResult, number, QuarantineDetail]>>;
 }
 
 /**
@@ -69,10 +85,14 @@ export class MemoryState implements LocalState {
     return this.snapshot.processed[inbox]?.[eventId]?.[1] ?? null;
   }
 
-  async recordProcessed(inbox: string, eventId: string, inboxSeq: number, result: ProcessedResult): Promise<void> {
+  async quarantineDetail(inbox: string, eventId: string): Promise<QuarantineDetail | null> {
+    return this.snapshot.processed[inbox]?.[eventId]?.[3] ?? null;
+  }
+
+  async recordProcessed(inbox: string, eventId: string, inboxSeq: number, result: ProcessedResult, detail?: QuarantineDetail): Promise<void> {
     const records = (this.snapshot.processed[inbox] ??= {});
     delete records[eventId];
-    records[eventId] = [inboxSeq, result, Date.now()];
+    records[eventId] = detail === undefined ? [inboxSeq, result, Date.now()] : [inboxSeq, result, Date.now(), { reason: detail.reason, class: detail.class }];
     const ids = Object.keys(records);
     for (let excess = ids.length - this.#capacity, i = 0; i < excess; i++) {
       delete records[ids[i]!];

@@ -133,12 +133,20 @@ export interface ClaimResponse {
   rejected?: { event_id: string; error: ItemError }[];
 }
 
-export type AckResult = "completed" | "failed";
+/** Why an event was set aside: the metric label operators see (seed 001's anomalies). */
+export type QuarantineClass = "prompt_injection" | "malformed_payload" | "bad_signature" | "policy" | "other";
+
+/** `failed` dead-letters the event; `quarantined` sets it aside for a person, with a reason. */
+export type AckResult = "completed" | "failed" | "quarantined";
 
 export interface AckEntry {
   event_id: string;
   lease_token: string;
   result?: AckResult;
+  /** Required with `quarantined`: why (1 to 200 bytes, no control characters). */
+  reason?: string;
+  /** With `quarantined`: one of {@link QuarantineClass}; default `other`. */
+  class?: QuarantineClass;
 }
 
 export interface AcknowledgeRequest {
