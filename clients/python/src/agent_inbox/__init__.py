@@ -1,7 +1,8 @@
 """agent-inbox for Python: typed calls to the agent-facing API (``Client``, ``AsyncClient``)
 and an ``Agent`` runner that hears about work over SSE, long polls or adaptive polling, keeps
 its cursor and processed events in a local SQLite file, heartbeats leases while handlers run,
-and acknowledges, releases (``Retry``) or dead-letters (``Fatal``) each event."""
+and acknowledges, releases (``Retry``), dead-letters (``Fatal``) or quarantines
+(``QuarantineError``) each event."""
 
 from ._agent import (
     Agent,
@@ -15,6 +16,7 @@ from ._agent import (
     Retry,
     RunSummary,
 )
+from ._contract import QUARANTINE_CLASSES, QuarantineError, quarantine_reason
 from ._async_client import AsyncClient
 from ._client import Client
 from ._core import RetryPolicy
@@ -86,9 +88,9 @@ __all__ = [
     "Handler", "HeadResponse", "HeartbeatEntry", "HeartbeatOutcome", "HeartbeatRequest",
     "HeartbeatResponse", "InboxError", "ItemError", "LocalState", "LocalStateError",
     "MemoryTokenStore", "Outcome", "PayloadRef", "PollRequest", "PollResponse", "PollSchedule",
-    "ProblemError", "Progress", "ProtocolError", "PublishRequest", "PublishResponse",
+    "ProblemError", "Progress", "ProtocolError", "QUARANTINE_CLASSES", "QuarantineError", "PublishRequest", "PublishResponse",
     "RecipientView", "RejectedEvent", "ReleaseRequest", "ReleaseResponse", "ResyncCallback",
-    "ResyncFailed", "ResyncResponse", "Retry", "RetryPolicy", "RunSummary", "SessionHeartbeatRequest",
+    "quarantine_reason", "ResyncFailed", "ResyncResponse", "Retry", "RetryPolicy", "RunSummary", "SessionHeartbeatRequest",
     "SessionHeartbeatResponse", "SessionSuperseded", "SigningKey", "SseEvent", "StreamTicketRequest",
     "StreamTicketResponse", "SubscribeRequest", "SubscribeResponse", "TenantPolicyRequest",
     "TenantPolicyResponse", "TokenResponse", "TokenStore", "TransportConfig", "TransportPolicy",

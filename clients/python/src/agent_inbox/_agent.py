@@ -1,4 +1,6 @@
-"""The agent runner and the handler contract, with the Rust SDK's guarantees.
+"""The agent runner, with the Rust SDK's guarantees. This module decides when to scan and
+claim; the handler contract and settings are ``_contract.py``'s, finishing one claimed event
+``_delivery.py``'s, batching acknowledgements ``_acks.py``'s.
 
 On every hint, timer or reconnection it scans the inbox after its persisted cursor, claims
 what it can run, and runs the handler once per event while heartbeating the event's lease.
@@ -15,176 +17,55 @@ idempotent for the same lease token.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from . import _resync
+from ._acks import AckSender
 from ._async_client import AsyncClient
-from ._cursor import Scan
-from ._errors import (
-    InboxError,
-    ProblemError,
-    ProtocolError,
-    ResyncFailed,
-    SessionSuperseded,
+from ._contract import (
+    AgentConfig,
+    Event,
+    Fatal,
+    Handler,
+    Outcome,
+    Progress,
+    QuarantineError,
+    ResyncCallback,
+    Retry,
+    RunSummary,
+    _invoke,
+    _is_async,
+    _now_ms,
 )
+from ._cursor import Scan
+from ._delivery import Delivery
+from ._errors import InboxError, ProblemError, ResyncFailed, SessionSuperseded
 from ._local_state import LocalState
 from ._models import (
-    AckEntry,
-    AckOutcome,
-    AcknowledgeRequest,
     Claim,
     ClaimRequest,
-    EventEnvelope,
-    HeartbeatEntry,
-    HeartbeatRequest,
     PollRequest,
     ReleaseRequest,
-    ResyncResponse,
     SubscribeRequest,
     SubscribeResponse,
 )
-from ._schedule import Backoff, PollSchedule, heartbeat_delay, heartbeat_retry_delay, jitter, next_cycle_after
-from ._transport import Signals, Transport, TransportConfig, TransportStatus
+from ._schedule import jitter, next_cycle_after
+from ._transport import Signals, Transport, TransportStatus
+
+__all__ = [
+    "Agent", "AgentConfig", "Event", "Fatal", "Handler", "Outcome", "Progress", "QuarantineError",
+    "ResyncCallback", "Retry", "RunSummary",
+]
 
 log = logging.getLogger("agent_inbox")
 
-#: Acknowledgements sent in one request at most.
-_ACK_BATCH_MAX = 100
 #: In a backlog, how long a freed slot waits for others before claiming.
 _REFILL_WAIT_SECONDS = 0.005
 #: A scan younger than this is not repeated for a cycle that does not need one.
 _SCAN_REUSE_SECONDS = 0.2
-
-
-class Retry(Exception):
-    """Raised by a handler: try this event again later. It is released, claimable again
-    after ``after`` seconds."""
-
-    def __init__(self, after: float = 0.0, reason: str = "retry") -> None:
-        super().__init__(f"retry after {after} s: {reason}")
-        self.after = after
-        self.reason = reason
-
-
-class Fatal(Exception):
-    """Raised by a handler: this event is never going to work. It is acknowledged as
-    ``failed`` and dead-lettered for an operator."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass
-class Event:
-    """One claimed event, as the handler gets it."""
-
-    envelope: EventEnvelope
-    #: When the lease ends unless heartbeats extend it (the runner does that).
-    lease_until_utc: str
-
-    @property
-    def event_id(self) -> str:
-        return self.envelope.event_id
-
-    @property
-    def event_type(self) -> str:
-        return self.envelope.event_type
-
-    @property
-    def inbox_seq(self) -> int:
-        return self.envelope.inbox_seq
-
-    @property
-    def payload(self) -> Any:
-        return self.envelope.payload
-
-
-@dataclass
-class Outcome:
-    """How an event ended for this agent: ``acked``, ``failed`` (dead-lettered),
-    ``released``, ``deduplicated`` (processed before, acknowledged without running) or
-    ``unconfirmed`` (its acknowledgement or release did not go through)."""
-
-    kind: str
-    reason: str = ""
-    after: float = 0.0
-
-
-@dataclass
-class Progress:
-    """What the runner reports as it goes: ``subscribed``, ``transport``, ``disconnected``,
-    ``scanned``, ``started``, ``finished``, ``lease_lost``, ``resynced``, ``clock_jumped``."""
-
-    kind: str
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class RunSummary:
-    acked: int = 0
-    failed: int = 0
-    released: int = 0
-    deduplicated: int = 0
-    unconfirmed: int = 0
-    resyncs: int = 0
-
-
-@dataclass
-class AgentConfig:
-    """Defaults follow the design: SSE, then long poll, then polling from 1 s growing to
-    5 min; one event at a time; the service's default lease."""
-
-    device_id: str | None = None
-    #: Handlers running at once. An event whose outcome is recorded frees its slot while its
-    #: acknowledgement is on the way, so the next claim overlaps it.
-    concurrency: int = 1
-    #: Lease asked for per claim; ``None`` is the service's default.
-    lease_seconds: int | None = None
-    transport: TransportConfig = field(default_factory=TransportConfig)
-    #: Polling while nothing is connected, and retrying while the service is unreachable.
-    poll: PollSchedule = field(default_factory=PollSchedule)
-    ack_retry: Backoff = field(default_factory=lambda: Backoff(base=0.2, max=30.0))
-    ack_attempts_max: int = 30
-    page_size: int = 100
-    scan_pages_max: int = 10
-    clock_check: float = 1.0
-    clock_tolerance: float = 5.0
-    #: On shutdown, how long running handlers get to finish before their events are released.
-    shutdown_grace: float = 30.0
-    #: Retry delay for a handler exception that is neither ``Retry`` nor ``Fatal``.
-    unexpected_error_retry_seconds: float = 30.0
-    observer: Callable[[Progress], None] | None = None
-
-
-Handler = Callable[[Event], Union[Awaitable[None], None]]
-ResyncCallback = Callable[[ResyncResponse], Union[Awaitable[None], None]]
-
-
-def _is_async(function: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
-        getattr(function, "__call__", None)
-    )
-
-
-async def _invoke(function: Callable[[Any], Any], is_async: bool, argument: Any) -> None:
-    """Awaits an async callback; runs a plain one in a worker thread."""
-    if is_async:
-        await function(argument)
-    else:
-        result = await asyncio.to_thread(function, argument)
-        if inspect.isawaitable(result):
-            await result
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Agent:
@@ -239,7 +120,6 @@ class _Runner:
         self.state = agent.state
         self.config = agent.config
         self.handler = handler
-        self.handler_async = _is_async(handler)
         self.resync_callback = resync
         self.stop = stop
         self.summary = RunSummary()
@@ -265,13 +145,13 @@ class _Runner:
         #: look: claim without waiting for a scan to show something, until a claim is short.
         self.claim_backlog = False
         self.signals: Signals | None = None
-        self.ack_queue: list[tuple[AckEntry, asyncio.Future[AckOutcome]]] = []
+        self.acks = AckSender(self.client, self.config, lambda: self.session_id)
+        self.delivery: Delivery | None = None
         #: From the last scan: when something not claimable yet may become so.
         self.next_change_ms: int | None = None
         #: A cycle claimed without scanning: the next one is due when the last scan is stale.
         self.rescan_due = False
         self.last_claim_full = False
-        self.ack_flusher: asyncio.Task[None] | None = None
 
     def observe(self, what: str, **details: Any) -> None:
         if self.config.observer is not None:
@@ -348,6 +228,10 @@ class _Runner:
         self.inbox = f"{recipient.tenant_id}/{recipient.recipient_id}"
         self.session_id = subscribed.session_id
         self.lease = float(self.config.lease_seconds or max(subscribed.lease_default_seconds, 1))
+        self.delivery = Delivery(
+            self.client, self.state, self.config, self.handler, self.acks, self.inbox, self.lease,
+            lambda: self.session_id, self.observe, self._slot_free,
+        )
         self.observe(
             "subscribed",
             session_id=subscribed.session_id,
@@ -595,7 +479,8 @@ class _Runner:
         started = time.monotonic()
         self.observe("started", event=claim.event)
         try:
-            outcome = await self._outcome(claim)
+            assert self.delivery is not None
+            outcome = await self.delivery.finish(claim)
         except asyncio.CancelledError:
             self._count(Outcome("unconfirmed", "stopped"))
             raise
@@ -603,141 +488,6 @@ class _Runner:
         self.observe(
             "finished", event=claim.event, outcome=outcome, elapsed=time.monotonic() - started
         )
-
-    async def _outcome(self, claim: Claim) -> Outcome:
-        """Deduplicate, or run the handler under heartbeats; then acknowledge or release."""
-        try:
-            previous = self.state.processed(self.inbox, claim.event_id)
-        except InboxError as err:
-            # Without the record we cannot tell whether this ran before; give it back.
-            log.error("local state unreadable; releasing the event: %s", err)
-            return await self._released(claim, 5.0, "local_state_unavailable")
-        if previous is not None:
-            try:
-                await self._acknowledge(claim, previous)
-            except InboxError as err:
-                return Outcome("unconfirmed", str(err))
-            return Outcome("deduplicated", previous)
-        event = Event(claim.event, claim.visibility_lease_until_utc)
-        try:
-            await self._with_heartbeats(claim, _invoke(self.handler, self.handler_async, event))
-            result, reason = "completed", ""
-        except Retry as err:
-            return await self._released(claim, err.after, err.reason)
-        except Fatal as err:
-            result, reason = "failed", err.reason
-        except asyncio.CancelledError:
-            raise
-        except Exception as err:
-            log.warning("handler raised %r for %s; releasing it for a retry", err, claim.event_id)
-            return await self._released(
-                claim, self.config.unexpected_error_retry_seconds, f"{type(err).__name__}: {err}"
-            )
-        try:
-            await asyncio.to_thread(
-                self.state.record_processed, self.inbox, claim.event_id, claim.event.inbox_seq, result
-            )
-        except InboxError as err:
-            log.warning("could not record %s as processed: %s", claim.event_id, err)
-        self._slot_free(claim.event_id)
-        try:
-            await self._acknowledge(claim, result)
-        except InboxError as err:
-            return Outcome("unconfirmed", str(err))
-        return Outcome("acked") if result == "completed" else Outcome("failed", reason)
-
-    async def _released(self, claim: Claim, after: float, reason: str) -> Outcome:
-        request = ReleaseRequest(
-            event_id=claim.event_id,
-            lease_token=claim.lease_token,
-            retry_after_seconds=int(min(max(after, 0), 604_800)),
-            reason=reason[:200],
-        )
-        try:
-            await self._retrying(lambda: self.client.release(request))
-        except InboxError as err:
-            return Outcome("unconfirmed", str(err))
-        return Outcome("released", reason, after)
-
-    async def _with_heartbeats(self, claim: Claim, work: Awaitable[None]) -> None:
-        """Runs ``work`` while extending the lease at half its length. A lost lease cannot be
-        won back: the handler is left to finish, its result recorded for deduplication."""
-        task = asyncio.ensure_future(work)
-        delay: float | None = heartbeat_delay(self.lease)
-        try:
-            while True:
-                done, _ = await asyncio.wait({task}, timeout=delay)
-                if task in done:
-                    return task.result()
-                request = HeartbeatRequest(
-                    leases=[
-                        HeartbeatEntry(claim.event_id, claim.lease_token, max(int(self.lease), 1))
-                    ],
-                    session_id=self.session_id,
-                )
-                try:
-                    answer = await self.client.heartbeat(request)
-                except InboxError as err:
-                    if err.transient:
-                        delay = heartbeat_retry_delay(self.lease)
-                    else:
-                        log.warning("heartbeat refused for %s: %s", claim.event_id, err)
-                        delay = None
-                    continue
-                error = answer.leases[0].error if answer.leases else None
-                if error is None:
-                    delay = heartbeat_delay(self.lease)
-                else:
-                    log.warning("lease of %s lost while the handler runs: %s", claim.event_id, error.code)
-                    self.observe("lease_lost", event_id=claim.event_id)
-                    delay = None
-        finally:
-            if not task.done():
-                task.cancel()
-
-    async def _acknowledge(self, claim: Claim, result: str) -> None:
-        """Acknowledges one event. Acknowledgements of events that finish while another is on
-        its way share the next request (the endpoint takes a batch; each ack keeps its own
-        outcome), so a busy agent sends far fewer requests without waiting any longer."""
-        done: asyncio.Future[AckOutcome] = asyncio.get_running_loop().create_future()
-        self.ack_queue.append((AckEntry(claim.event_id, claim.lease_token, result), done))
-        if self.ack_flusher is None or self.ack_flusher.done():
-            self.ack_flusher = asyncio.ensure_future(self._flush_acks())
-        outcome = await asyncio.shield(done)
-        if outcome.error is not None:
-            raise ProblemError(409, outcome.error.code, outcome.error.detail)
-
-    async def _flush_acks(self) -> None:
-        while self.ack_queue:
-            batch, self.ack_queue = self.ack_queue[:_ACK_BATCH_MAX], self.ack_queue[_ACK_BATCH_MAX:]
-            request = AcknowledgeRequest([entry for entry, _ in batch], session_id=self.session_id)
-            try:
-                answer = await self._retrying(lambda: self.client.acknowledge(request))
-            except InboxError as err:
-                for _, done in batch:
-                    if not done.done():
-                        done.set_exception(err)
-                continue
-            outcomes = {outcome.event_id: outcome for outcome in answer.results}
-            for entry, done in batch:
-                if done.done():
-                    continue
-                outcome = outcomes.get(entry.event_id)
-                if outcome is None:
-                    done.set_exception(ProtocolError("the acknowledgement answer left an event out"))
-                else:
-                    done.set_result(outcome)
-
-    async def _retrying(self, request: Callable[[], Awaitable[Any]]) -> Any:
-        attempt = 0
-        while True:
-            try:
-                return await request()
-            except InboxError as err:
-                attempt += 1
-                if not err.transient or attempt >= self.config.ack_attempts_max:
-                    raise
-                await asyncio.sleep(self.config.ack_retry.delay(attempt, jitter()))
 
     async def _drain(self) -> None:
         """Lets running handlers finish within the grace period, then stops them and releases

@@ -1,7 +1,9 @@
 """The agent's own durable memory in a local SQLite file: the cursor it polls after, and a
 bounded record of events it already processed (with the result), so an event delivered again
 after a crash or a lost acknowledgement is acknowledged without running the handler twice.
-The same schema as the Rust SDK's, so both can share a file. Rows are keyed by inbox."""
+The same schema as the Rust SDK's, so both can share a file, plus a table of its own for the
+reasons of quarantined events (so a redelivery is acknowledged with the same one). Rows are
+keyed by inbox."""
 
 from __future__ import annotations
 
@@ -29,6 +31,12 @@ _SCHEMA = (
         processed_at_ms INTEGER NOT NULL,
         PRIMARY KEY (inbox, event_id))""",
     "CREATE INDEX IF NOT EXISTS processed_event_age ON processed_event (inbox, processed_at_ms)",
+    """CREATE TABLE IF NOT EXISTS processed_quarantine (
+        inbox TEXT NOT NULL,
+        event_id TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        class TEXT NOT NULL,
+        PRIMARY KEY (inbox, event_id))""",
 )
 
 
@@ -103,17 +111,42 @@ class LocalState:
         )
 
     def processed(self, inbox: str, event_id: str) -> str | None:
-        """``completed`` or ``failed`` when this agent processed ``event_id`` before."""
+        """``completed``, ``failed`` or ``quarantined`` when this agent processed ``event_id``
+        before."""
         rows = self._read(
             "SELECT result FROM processed_event WHERE inbox = ? AND event_id = ?", (inbox, event_id)
         )
         if not rows:
             return None
-        return "failed" if rows[0][0] == "failed" else "completed"
+        result = str(rows[0][0])
+        return result if result in ("failed", "quarantined") else "completed"
 
-    def record_processed(self, inbox: str, event_id: str, inbox_seq: int, result: str) -> None:
+    def quarantine_detail(self, inbox: str, event_id: str) -> tuple[str, str] | None:
+        """The reason and class recorded with a ``quarantined`` result."""
+        rows = self._read(
+            "SELECT reason, class FROM processed_quarantine WHERE inbox = ? AND event_id = ?",
+            (inbox, event_id),
+        )
+        return (str(rows[0][0]), str(rows[0][1])) if rows else None
+
+    def record_processed(
+        self,
+        inbox: str,
+        event_id: str,
+        inbox_seq: int,
+        result: str,
+        quarantine: tuple[str, str] | None = None,
+    ) -> None:
         """Records the handler's result before it is acknowledged: a crash between the two then
-        costs an acknowledgement, not a second run."""
+        costs an acknowledgement, not a second run. ``quarantine``: with ``quarantined``, the
+        reason and class."""
+        if quarantine is not None:
+            self._run(
+                """INSERT INTO processed_quarantine (inbox, event_id, reason, class) VALUES (?, ?, ?, ?)
+                   ON CONFLICT (inbox, event_id) DO UPDATE SET reason = excluded.reason,
+                       class = excluded.class""",
+                (inbox, event_id, quarantine[0], quarantine[1]),
+            )
         self._run(
             """INSERT INTO processed_event (inbox, event_id, inbox_seq, result, processed_at_ms)
                VALUES (?, ?, ?, ?, ?)
@@ -131,6 +164,11 @@ class LocalState:
                    SELECT rowid FROM processed_event WHERE inbox = ?
                    ORDER BY processed_at_ms DESC, rowid DESC LIMIT -1 OFFSET ?)""",
             (inbox, inbox, self.capacity),
+        )
+        self._run(
+            """DELETE FROM processed_quarantine WHERE inbox = ? AND event_id NOT IN (
+                   SELECT event_id FROM processed_event WHERE inbox = ?)""",
+            (inbox, inbox),
         )
 
     def processed_count(self, inbox: str) -> int:

@@ -169,8 +169,13 @@ class ClaimResponse:
 class AckEntry:
     event_id: str
     lease_token: str
-    #: ``completed`` (default) or ``failed`` (parks the event as a dead letter).
+    #: ``completed`` (default), ``failed`` (parks the event as a dead letter) or
+    #: ``quarantined`` (sets it aside for a person; ``reason`` required).
     result: str | None = None
+    #: With ``quarantined``: why, 1 to 200 bytes without control characters.
+    reason: str | None = None
+    #: With ``quarantined``: one of ``QUARANTINE_CLASSES`` (default ``other``); ``class`` on the wire.
+    class_: str | None = field(default=None, metadata={"name": "class"})
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 One generic codec driven by the dataclasses' type hints, so each wire type is declared once.
 Unknown fields in answers are ignored (the service may add some); fields left ``None`` in a
-request are left out (the service treats absent and null alike, and denies unknown ones).
+request are left out (the service treats absent and null alike, and denies unknown ones). A
+field whose wire name is a Python keyword says it in its metadata (``{"name": "class"}``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def to_plain(value: Any) -> Any:
             item = getattr(value, field.name)
             if item is None or field.metadata.get("wire") is False:
                 continue
-            out[field.name] = to_plain(item)
+            out[field.metadata.get("name", field.name)] = to_plain(item)
         return out
     if isinstance(value, (list, tuple)):
         return [to_plain(v) for v in value]
@@ -109,7 +110,7 @@ def _checked(data: Any, tp: type) -> Any:
 def _build_dataclass(cls: type) -> Decoder:
     hints = typing.get_type_hints(cls)
     # Per field: (name, required, plain type to check inline or None, nullable, decoder).
-    fields: list[tuple[str, bool, type | None, bool, Decoder]] = []
+    fields: list[tuple[str, str, bool, type | None, bool, Decoder]] = []
     for f in dataclasses.fields(cls):
         if f.metadata.get("wire") is False:
             continue
@@ -122,18 +123,18 @@ def _build_dataclass(cls: type) -> Decoder:
                 tp, nullable = args[0], True
         plain = tp if tp in (int, str, bool) else None
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        fields.append((f.name, required, plain, nullable, _decoder(tp)))
+        fields.append((f.name, f.metadata.get("name", f.name), required, plain, nullable, _decoder(tp)))
 
     def decode_dataclass(data: Any) -> Any:
         if not isinstance(data, dict):
             raise TypeError(f"expected an object for {cls.__name__}, got {type(data).__name__}")
         kwargs = {}
-        for name, required, plain, nullable, decode_field in fields:
-            if name not in data:
+        for name, wire_name, required, plain, nullable, decode_field in fields:
+            if wire_name not in data:
                 if required:
-                    raise KeyError(f"{cls.__name__}.{name} is missing")
+                    raise KeyError(f"{cls.__name__}.{wire_name} is missing")
                 continue
-            value = data[name]
+            value = data[wire_name]
             if plain is not None:
                 if type(value) is not plain and not (nullable and value is None):
                     raise TypeError(f"{cls.__name__}.{name}: expected {plain.__name__}, got {type(value).__name__}")

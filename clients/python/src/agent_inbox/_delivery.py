@@ -1,0 +1,167 @@
+"""One claimed event, from its lease to its outcome: deduplicate it against the local record,
+or run the handler while heartbeating the lease; record the result *before* acknowledging it
+(so a redelivery after a crash or a lost acknowledgement is acknowledged from the record
+instead of run twice); then acknowledge, release for a retry, dead-letter, or quarantine (set
+aside for a person, with the handler's reason). The runner
+(``_agent.py``) decides when events are claimed; this module only finishes them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from ._acks import AckSender
+from ._async_client import AsyncClient
+from ._contract import AgentConfig, Event, Fatal, Handler, Outcome, QuarantineError, Retry, _invoke, _is_async
+from ._errors import InboxError
+from ._local_state import LocalState
+from ._models import AckEntry, Claim, HeartbeatEntry, HeartbeatRequest, ReleaseRequest
+from ._schedule import heartbeat_delay, heartbeat_retry_delay
+
+log = logging.getLogger("agent_inbox")
+
+#: A redelivered quarantine whose reason the local state did not keep.
+_QUARANTINED_BEFORE = ("quarantined by this agent before the event was delivered again", "other")
+
+
+def ack_entry(claim: Claim, result: str, quarantine: tuple[str, str] | None) -> AckEntry:
+    """The acknowledgement of a recorded result (a quarantine carries its reason and class)."""
+    if result != "quarantined":
+        return AckEntry(claim.event_id, claim.lease_token, result)
+    reason, quarantine_class = quarantine or _QUARANTINED_BEFORE
+    return AckEntry(claim.event_id, claim.lease_token, result, reason=reason, class_=quarantine_class)
+
+
+class Delivery:
+    """Finishes claimed events for one running agent (one inbox, one session)."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        state: LocalState,
+        config: AgentConfig,
+        handler: Handler,
+        acks: AckSender,
+        inbox: str,
+        lease: float,
+        session_id: Callable[[], str | None],
+        observe: Callable[..., None],
+        slot_free: Callable[[str], None],
+    ) -> None:
+        self.client = client
+        self.state = state
+        self.config = config
+        self.handler = handler
+        self.handler_async = _is_async(handler)
+        self.acks = acks
+        self.inbox = inbox
+        self.lease = lease
+        self.session_id = session_id
+        self.observe = observe
+        #: Called once the outcome is recorded: the slot frees while the ack is on its way.
+        self.slot_free = slot_free
+
+    async def finish(self, claim: Claim) -> Outcome:
+        """Deduplicate, or run the handler under heartbeats; then acknowledge or release."""
+        try:
+            previous = self.state.processed(self.inbox, claim.event_id)
+        except InboxError as err:
+            # Without the record we cannot tell whether this ran before; give it back.
+            log.error("local state unreadable; releasing the event: %s", err)
+            return await self._released(claim, 5.0, "local_state_unavailable")
+        if previous is not None:
+            detail = None
+            if previous == "quarantined":
+                try:
+                    detail = self.state.quarantine_detail(self.inbox, claim.event_id)
+                except InboxError:
+                    detail = None
+            try:
+                await self.acks.acknowledge(ack_entry(claim, previous, detail))
+            except InboxError as err:
+                return Outcome("unconfirmed", str(err))
+            return Outcome("deduplicated", previous)
+        event = Event(claim.event, claim.visibility_lease_until_utc)
+        try:
+            await self._with_heartbeats(claim, _invoke(self.handler, self.handler_async, event))
+            result, reason = "completed", ""
+            quarantine: tuple[str, str] | None = None
+        except Retry as err:
+            return await self._released(claim, err.after, err.reason)
+        except Fatal as err:
+            result, reason, quarantine = "failed", err.reason, None
+        except QuarantineError as err:
+            result, reason = "quarantined", err.reason
+            quarantine = (err.reason, err.quarantine_class)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            log.warning("handler raised %r for %s; releasing it for a retry", err, claim.event_id)
+            return await self._released(
+                claim, self.config.unexpected_error_retry_seconds, f"{type(err).__name__}: {err}"
+            )
+        try:
+            await asyncio.to_thread(
+                self.state.record_processed,
+                self.inbox, claim.event_id, claim.event.inbox_seq, result, quarantine,
+            )
+        except InboxError as err:
+            log.warning("could not record %s as processed: %s", claim.event_id, err)
+        self.slot_free(claim.event_id)
+        try:
+            await self.acks.acknowledge(ack_entry(claim, result, quarantine))
+        except InboxError as err:
+            return Outcome("unconfirmed", str(err))
+        if quarantine is not None:
+            return Outcome("quarantined", quarantine[0], quarantine_class=quarantine[1])
+        return Outcome("acked") if result == "completed" else Outcome("failed", reason)
+
+    async def _released(self, claim: Claim, after: float, reason: str) -> Outcome:
+        request = ReleaseRequest(
+            event_id=claim.event_id,
+            lease_token=claim.lease_token,
+            retry_after_seconds=int(min(max(after, 0), 604_800)),
+            reason=reason[:200],
+        )
+        try:
+            await self.acks.retrying(lambda: self.client.release(request))
+        except InboxError as err:
+            return Outcome("unconfirmed", str(err))
+        return Outcome("released", reason, after)
+
+    async def _with_heartbeats(self, claim: Claim, work: Awaitable[None]) -> None:
+        """Runs ``work`` while extending the lease at half its length. A lost lease cannot be
+        won back: the handler is left to finish, its result recorded for deduplication."""
+        task = asyncio.ensure_future(work)
+        delay: float | None = heartbeat_delay(self.lease)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=delay)
+                if task in done:
+                    return task.result()
+                request = HeartbeatRequest(
+                    leases=[
+                        HeartbeatEntry(claim.event_id, claim.lease_token, max(int(self.lease), 1))
+                    ],
+                    session_id=self.session_id(),
+                )
+                try:
+                    answer = await self.client.heartbeat(request)
+                except InboxError as err:
+                    if err.transient:
+                        delay = heartbeat_retry_delay(self.lease)
+                    else:
+                        log.warning("heartbeat refused for %s: %s", claim.event_id, err)
+                        delay = None
+                    continue
+                error = answer.leases[0].error if answer.leases else None
+                if error is None:
+                    delay = heartbeat_delay(self.lease)
+                else:
+                    log.warning("lease of %s lost while the handler runs: %s", claim.event_id, error.code)
+                    self.observe("lease_lost", event_id=claim.event_id)
+                    delay = None
+        finally:
+            if not task.done():
+                task.cancel()
