@@ -93,6 +93,8 @@ export class Agent {
   readonly #slotHeld = new Set<string>();
   /** Hints flow: the next cycle (at most once a second) scans, for what they did not cover. */
   #hintScan = false;
+  /** The events the last scan found claimable. */
+  #lastClaimable = new Set<string>();
   #unloading = false;
   #delivery: Delivery | null = null;
   #scanner: Scanner | null = null;
@@ -373,11 +375,12 @@ export class Agent {
       }
       const free = this.#claimer.budget.free;
       if (free > 0 && Date.now() >= this.#nextCycleAt) {
-        const forced = this.#forced || this.#hintScan;
+        const forced = this.#forced;
+        const hintScan = this.#hintScan && !forced;
         this.#forced = false;
         this.#hintScan = false;
         try {
-          const cycle = await this.#cycle(forced);
+          const cycle = await this.#cycle(forced, hintScan);
           let next = this.#afterCycle(cycle);
           // Asked for meanwhile: a scan and claim now, or the scan while hints flow.
           if (this.#forced) next = Date.now();
@@ -429,21 +432,32 @@ export class Agent {
   }
 
   /**
-   * One cycle of the loop. A forced cycle (start, a lifecycle change, the schedule's own timer,
-   * the once-a-second scan while hints flow) scans after the cursor first, since hints may
-   * have been missed and the scan says whether anything is claimable; then it claims what the
-   * free slots take. Another cycle (a claim that came back full, work done while polling)
-   * claims without scanning.
+   * One cycle of the loop. A forced cycle (start, a lifecycle change, the schedule's own timer)
+   * scans after the cursor first, since hints may have been missed and the scan says whether
+   * anything is claimable; then it claims what the free slots take. The scan while hints flow
+   * (`hintScan`, at most once a second) claims only what the hints missed: events claimable at
+   * the scan before too (the others are the hints' claims still on their way). Another cycle (a
+   * claim that came back full, work done while polling) claims without scanning.
    */
-  async #cycle(forced: boolean): Promise<{ claimed: number; more: boolean; nextChangeMs: number | null }> {
-    const before = forced ? await this.#scan() : null;
+  async #cycle(forced: boolean, hintScan: boolean): Promise<{ claimed: number; more: boolean; nextChangeMs: number | null }> {
+    const before = forced || hintScan ? await this.#scan() : null;
     // A cycle that did not scan keeps the last scan's knowledge of what becomes claimable when.
     if (before !== null) this.#nextChangeMs = before.scan.nextChangeMs;
-    const worthClaiming = this.#claimBacklog || before === null || before.scan.claimable > 0 || before.truncated;
-    const limit = Math.min(this.#claimer.budget.free, 500);
+    let worthClaiming = this.#claimBacklog || before === null || before.scan.claimable > 0 || before.truncated;
+    let limit = Math.min(this.#claimer.budget.free, 500);
+    let missed = 0;
+    if (before !== null) {
+      const seenBefore = this.#lastClaimable;
+      missed = before.scan.claimableIds.filter((id) => seenBefore.has(id)).length;
+      this.#lastClaimable = new Set(before.scan.claimableIds);
+      if (hintScan && !this.#claimBacklog) {
+        worthClaiming = missed > 0;
+        limit = Math.min(limit, missed);
+      }
+    }
     const claimed = worthClaiming && limit > 0 ? (await this.#claimer.claim(limit)).length : 0;
     if (claimed < limit) this.#claimBacklog = false;
-    const more = claimed === limit && claimed > 0;
+    const more = claimed === limit && claimed > 0 && (!hintScan || missed > limit);
     // A leader whose claim came back full leaves the rest to the other tabs too.
     if (more) this.#claimer.openToAll();
     return { claimed, more, nextChangeMs: this.#nextChangeMs };

@@ -123,8 +123,8 @@ export class Claimer {
 
   /** As follower: the leader's hint; claim this tab's share of it now. */
   tabHint(share: number, dispatchId: number, assigned: boolean): void {
+    // The leader's scans find what its hints missed; a follower only claims its share.
     this.#answered = Math.max(this.#answered, dispatchId);
-    this.#host.scanSoon();
     if (share < 1) return;
     const take = Math.min(share, this.budget.free, CLAIM_LIMIT_MAX);
     // Only what the leader counted on this tab for goes back to it; an open hint's rest is nobody's.

@@ -16,6 +16,8 @@ export class Scan {
   blocked = false;
   /** Events a claim could take now. */
   claimable = 0;
+  /** Their ids (a scan that finds one claimable again knows the hints did not cover it). */
+  readonly claimableIds: string[] = [];
   /** The earliest time (epoch ms) an open event that is not claimable yet may become so. */
   nextChangeMs: number | null = null;
   headSeq = 0;
@@ -39,6 +41,7 @@ export class Scan {
       }
       if (state.kind === "claimable") {
         this.claimable += 1;
+        this.claimableIds.push(event.event_id);
       } else if (state.kind === "later" && !held.has(event.event_id)) {
         this.nextChangeMs = this.nextChangeMs === null ? state.atMs : Math.min(this.nextChangeMs, state.atMs);
       }
