@@ -349,7 +349,7 @@ export class Agent {
       },
       leading: (leader) => this.#claimer.leading(leader),
       streamHint: (headSeq) => this.#claimer.streamHint(headSeq),
-      tabHint: (share, dispatchId, assigned) => this.#claimer.tabHint(share, dispatchId, assigned),
+      tabHint: (share, dispatchId, assigned, open) => this.#claimer.tabHint(share, dispatchId, assigned, open),
       followerSlots: (tabId, free, answered, declined) => this.#claimer.followerSlots(tabId, free, answered, declined),
       followerLeft: (tabId) => this.#claimer.followerLeft(tabId),
       newLeader: () => this.#claimer.newLeader(),

@@ -121,23 +121,35 @@ export class Claimer {
     this.#host.scanSoon();
   }
 
-  /** As follower: the leader's hint; claim this tab's share of it now. */
-  tabHint(share: number, dispatchId: number, assigned: boolean): void {
+  /**
+   * As follower: the leader's hint; claim this tab's share of it now. The report goes back at
+   * once (the claim's reservation counted), so the leader knows the assignment arrived however
+   * long the claim takes; another follows if the claim comes back short or fails.
+   */
+  tabHint(share: number, dispatchId: number, assigned: boolean, open: boolean): void {
     // The leader's scans find what its hints missed; a follower only claims its share.
     this.#answered = Math.max(this.#answered, dispatchId);
-    if (share < 1) return;
+    if (share < 1 || this.#stopped) {
+      // An open hint: the leader knows no slots of this tab (new, or it presumed this tab gone).
+      if (assigned || open) this.#report(assigned ? share : 0);
+      return;
+    }
     const take = Math.min(share, this.budget.free, CLAIM_LIMIT_MAX);
     // Only what the leader counted on this tab for goes back to it; an open hint's rest is nobody's.
     const declined = assigned ? share - take : 0;
-    if (take < 1 || this.#stopped) {
+    if (take < 1) {
       this.#report(declined);
       return;
     }
-    this.claim(take).then(
-      () => this.#report(declined),
+    const claiming = this.claim(take);
+    this.#report(declined);
+    claiming.then(
+      (claims) => {
+        if (claims.length < take) this.#report(0);
+      },
       (error: unknown) => {
         // The leader hands these out again; the loop deals with the failure.
-        this.#report(assigned ? take + declined : 0);
+        this.#report(assigned ? take : 0);
         this.#host.claimFailed(error);
       },
     );

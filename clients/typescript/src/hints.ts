@@ -28,7 +28,7 @@ export interface HintHost {
   /** The stream says new work may exist up to `headSeq` (null: hints may have been missed). */
   streamHint(headSeq: number | null): void;
   /** As follower: the leader heard of work; claim `share` events now (see `TabGroupEvents.hint`). */
-  tabHint(share: number, dispatchId: number, assigned: boolean): void;
+  tabHint(share: number, dispatchId: number, assigned: boolean, open: boolean): void;
   /** As leader: another tab's free slots (see `Dispatcher.report`). */
   followerSlots(tabId: string, free: number, answered: number, declined: number): void;
   /** As leader: another tab stopped. */
@@ -95,10 +95,10 @@ export class HintSources {
           this.#leaderConnected = false;
           host.leading(false);
         },
-        hint: (headSeq, share, dispatchId, assigned) => {
+        hint: (headSeq, share, dispatchId, assigned, open) => {
           host.noteHead(headSeq);
           host.observe({ type: "hint", headSeq, from: "tab" });
-          host.tabHint(share, dispatchId, assigned);
+          host.tabHint(share, dispatchId, assigned, open);
         },
         slots: (tabId, free, answered, declined) => host.followerSlots(tabId, free, answered, declined),
         left: (tabId) => host.followerLeft(tabId),

@@ -36,9 +36,9 @@ export interface TabGroupEvents {
   /**
    * The leader heard of new work up to `headSeq` and claimed its share; `share`: how many
    * events this tab claims now (its answer names `dispatchId`); `assigned`: the leader counted
-   * on this tab for them (else an open hint: as many as it has room for, if any).
+   * on this tab for them (else, in an `open` hint, as many as it has room for, if any).
    */
-  hint(headSeq: number, share: number, dispatchId: number, assigned: boolean): void;
+  hint(headSeq: number, share: number, dispatchId: number, assigned: boolean, open: boolean): void;
   /** As leader: another tab's free slots after the assignments up to `answered`. */
   slots(tabId: string, free: number, answered: number, declined: number): void;
   /** As leader: another tab stopped; it claims nothing more. */
@@ -240,7 +240,7 @@ export class TabGroup {
         this.#heardLeader(message.tabId);
         const mine = message.assigned[this.tabId];
         const share = mine ?? (message.open ? message.unassigned : 0);
-        this.#events.hint(message.headSeq, share, message.dispatchId, mine !== undefined);
+        this.#events.hint(message.headSeq, share, message.dispatchId, mine !== undefined, message.open);
         break;
       }
       case "slots":
