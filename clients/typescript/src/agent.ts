@@ -45,11 +45,6 @@ const SCAVENGER_SLACK_MS = 250;
 const CLOCK_CHECK_MS = 5_000;
 /** While hints or finished handlers drive cycles, the inbox is scanned at most this often. */
 const SCAN_INTERVAL_BUSY_MS = 1_000;
-/**
- * After a closing tab's releases (sent as it unloads, unanswered), the other tabs scan this
- * long after, in case the releases had not landed at the first scan; then the lease's end.
- */
-const RELEASE_FOLLOW_UP_MS = [100, 1_000, 3_000];
 const CLOCK_TOLERANCE_MS = 5_000;
 
 let defaultPlatform: (() => Platform) | null = null;
@@ -87,7 +82,6 @@ export class Agent {
   #superseded = false;
   readonly #acks: AckBatcher;
   readonly #retryPolicy: RetryPolicy;
-  readonly #followUps = new Set<ReturnType<typeof setTimeout>>();
   readonly #claimer: Claimer;
   /** Events whose handler slot is taken: claimed, result not recorded yet. */
   readonly #slotHeld = new Set<string>();
@@ -173,7 +167,6 @@ export class Agent {
       return this.#summary;
     } finally {
       for (const stop of stopWatching) stop();
-      for (const handle of this.#followUps) clearTimeout(handle);
       this.#hints?.stop();
       if (this.#options.state === undefined) await this.#state?.close();
     }
@@ -227,27 +220,10 @@ export class Agent {
     this.#wake.notify();
   }
 
-  /**
-   * Another tab gave events back. Answered releases: scan and claim now. Releases sent by a
-   * closing page may still be on their way: scan now and a few times more shortly after (a
-   * scan that finds them still leased would otherwise wait for the lease's end).
-   */
-  #releasedElsewhere(landed: boolean): void {
-    const scanNow = (): void => {
-      this.#forced = true;
-      this.#claimBacklog = true;
-      this.#nextCycleAt = Date.now();
-      this.#wake.notify();
-    };
-    scanNow();
-    if (landed) return;
-    for (const afterMs of RELEASE_FOLLOW_UP_MS) {
-      const handle = setTimeout(() => {
-        this.#followUps.delete(handle);
-        scanNow();
-      }, afterMs);
-      this.#followUps.add(handle);
-    }
+  /** Another tab gave events back: scan and claim them now (see `HintHost.releasedElsewhere`). */
+  #releasedElsewhere(): void {
+    this.#claimBacklog = true;
+    this.#rescan();
   }
 
   /**
@@ -354,7 +330,7 @@ export class Agent {
       followerLeft: (tabId) => this.#claimer.followerLeft(tabId),
       newLeader: () => this.#claimer.newLeader(),
       rescan: () => this.#rescan(),
-      releasedElsewhere: (landed) => this.#releasedElsewhere(landed),
+      releasedElsewhere: () => this.#releasedElsewhere(),
       superseded: () => {
         this.#superseded = true;
         this.#wake.notify();

@@ -37,15 +37,26 @@ export interface HintHost {
   newLeader(): void;
   /** The schedule's basis changed (connected or not): scan now and reschedule. */
   rescan(): void;
-  /** Another tab gave these leases back; `landed`: the service has them already. */
-  releasedElsewhere(landed: boolean): void;
+  /**
+   * Another tab gave leases back: scan and claim now. Releases sent by a closing page may
+   * still be on their way, so this comes again a few times shortly after (a scan that finds
+   * them still leased would otherwise wait for the lease's end).
+   */
+  releasedElsewhere(): void;
   superseded(): void;
   serviceDown(): boolean;
   observe(progress: Progress): void;
 }
 
+/**
+ * After a closing tab's releases (sent as it unloads, unanswered), the other tabs scan this
+ * long after, in case the releases had not landed at the first scan; then the lease's end.
+ */
+const RELEASE_FOLLOW_UP_MS = [100, 1_000, 3_000];
+
 export class HintSources {
   readonly #host: HintHost;
+  readonly #followUps = new Set<ReturnType<typeof setTimeout>>();
   #transport: HintTransport | null = null;
   #tabs: TabGroup | null = null;
   #leaderConnected = false;
@@ -107,7 +118,7 @@ export class HintSources {
           this.#leaderConnected = connected;
           host.rescan();
         },
-        released: (_eventIds, landed) => host.releasedElsewhere(landed),
+        released: (_eventIds, landed) => this.#released(landed),
       },
       host.options.tabTiming ?? DEFAULT_TAB_TIMING,
     );
@@ -115,9 +126,22 @@ export class HintSources {
   }
 
   stop(): void {
+    for (const handle of this.#followUps) clearTimeout(handle);
     this.#tabs?.stop();
     this.#transport?.stop();
     this.#transport = null;
+  }
+
+  #released(landed: boolean): void {
+    this.#host.releasedElsewhere();
+    if (landed) return;
+    for (const afterMs of RELEASE_FOLLOW_UP_MS) {
+      const handle = setTimeout(() => {
+        this.#followUps.delete(handle);
+        this.#host.releasedElsewhere();
+      }, afterMs);
+      this.#followUps.add(handle);
+    }
   }
 
   #lead(): void {
