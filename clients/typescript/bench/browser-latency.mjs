@@ -4,7 +4,11 @@
 // (DevTools' TaskDuration), opened as a background tab.
 //
 //   node bench/browser-latency.mjs [--events 1000] [--rate 200] [--tabs 4] [--idle-seconds 60]
-//                                  [--mysql mysql://root@127.0.0.1:3306]
+//                                  [--mysql mysql://root@127.0.0.1:3306] [--https]
+//
+// `--https`: the service and the page over TLS with a certificate made here, so the tabs'
+// requests share one HTTP/2 connection; over plain HTTP/1.1 the browser allows six connections
+// to the service for all tabs together (the stream holds one), and requests queue for them.
 //
 // Headless Chromium (and Playwright's defaults) keep every tab visible and unthrottled, so the
 // idle figure is an upper bound for a hidden tab of a desktop browser, which throttles timers.
@@ -13,7 +17,9 @@
 // is sent (in whichever tab) -> its answer -> the handler starts; and the hint's trip over the
 // BroadcastChannel to the other tabs, the claims per tab, and how many came back empty.
 import { execFile } from "node:child_process";
-import { readFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { parseArgs, promisify } from "node:util";
 
 import { agentContext, launch, reportsOf, servePages } from "../test/support/browser.mjs";
@@ -28,6 +34,7 @@ const { values } = parseArgs({
     "idle-seconds": { type: "string", default: "60" },
     /** A MySQL/MariaDB server URL without a database (one is created and dropped); default SQLite. */
     mysql: { type: "string" },
+    https: { type: "boolean", default: false },
   },
 });
 const events = Number(values.events);
@@ -35,7 +42,17 @@ const rate = Number(values.rate);
 const tabCount = Number(values.tabs);
 const idleSeconds = Number(values["idle-seconds"]);
 
-const pages = await servePages();
+let tls = null;
+if (values.https) {
+  const dir = await mkdtemp(join(tmpdir(), "inbox-bench-tls-"));
+  const [cert, key] = [join(dir, "cert.pem"), join(dir, "key.pem")];
+  await run("openssl", [
+    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+    "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+  ]);
+  tls = { dir, cert, key, pem: { cert: await readFile(cert), key: await readFile(key) } };
+}
+const pages = await servePages(tls?.pem);
 let databaseUrl;
 let dropDatabase = async () => {};
 if (values.mysql) {
@@ -46,8 +63,12 @@ if (values.mysql) {
   dropDatabase = () => mysql(`DROP DATABASE IF EXISTS ${name}`);
   databaseUrl = `${values.mysql.replace(/\/+$/, "")}/${name}`;
 }
-const server = await startServer({ args: ["--cors-origins", pages.origin], databaseUrl });
-const browser = await launch();
+const server = await startServer({
+  args: ["--cors-origins", pages.origin, ...(tls ? ["--tls-cert", tls.cert, "--tls-key", tls.key] : [])],
+  databaseUrl,
+  ...(tls ? { scheme: "https", ca: tls.pem.cert } : {}),
+});
+const browser = await launch(tls ? ["--ignore-certificate-errors"] : []);
 try {
   const publisher = await server.token("bench_app", { kind: "publisher" });
   const token = await server.token("bench_agent");
@@ -96,7 +117,7 @@ try {
   for (const p of published) byTab.set(startOf.get(p.eventId).tab, (byTab.get(startOf.get(p.eventId).tab) ?? 0) + 1);
   const visibility = await Promise.all(tabs.map((t) => t.evaluate(() => document.visibilityState)));
 
-  console.log(`\n${events} events at ${rate}/s to one agent, ${tabCount} tabs (headless Chromium, one shared SSE stream, ${values.mysql ? "MariaDB" : "SQLite"})`);
+  console.log(`\n${events} events at ${rate}/s to one agent, ${tabCount} tabs (headless Chromium, one shared SSE stream, ${values.mysql ? "MariaDB" : "SQLite"}, ${tls ? "HTTPS, HTTP/2" : "HTTP/1.1"})`);
   console.log("| publish -> handler start | ms |");
   console.log("|---|---|");
   for (const [name, q] of [["p50", 0.5], ["p90", 0.9], ["p99", 0.99]]) console.log(`| ${name} | ${pct(q).toFixed(1)} |`);
@@ -135,6 +156,7 @@ try {
   await server.stop();
   await pages.close();
   await dropDatabase();
+  if (tls) await rm(tls.dir, { recursive: true, force: true });
 }
 
 /** Per-event stage times (ms) and claim counts from the tabs' trace reports. */
