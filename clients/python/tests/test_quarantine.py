@@ -4,11 +4,13 @@ agent against the real server setting an event aside while the others are acknow
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 from agent_inbox import QUARANTINE_CLASSES, AcknowledgeRequest, Event, LocalState, QuarantineError, RunSummary, quarantine_reason
-from agent_inbox._delivery import ack_entry
+from agent_inbox._contract import AgentConfig
+from agent_inbox._delivery import Delivery, ack_entry
 from agent_inbox._models import Claim
 from agent_inbox._wire import decode, to_json_bytes
 from conftest import Server, unique, wait_until
@@ -89,3 +91,43 @@ def test_a_handler_quarantines_an_event_and_the_service_sets_it_aside(server: Se
     assert server.all_in_state(token, [suspect], "quarantined")
     assert server.all_in_state(token, [ok], "acked")
     assert runs[suspect] == 1, "never retried"
+
+
+class _Acks:
+    """Keeps the acknowledgements a Delivery sends."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    async def acknowledge(self, entry) -> None:  # type: ignore[no-untyped-def]
+        self.sent.append(entry.result)
+
+
+def _redelivered(state: LocalState) -> tuple[list[int], _Acks, Delivery]:
+    runs: list[int] = []
+    acks = _Acks()
+    delivery = Delivery(
+        None, state, AgentConfig(), lambda event: runs.append(1), acks,  # type: ignore[arg-type]
+        "t/a", 30.0, lambda: None, lambda *_: None, lambda _: None,
+    )
+    return runs, acks, delivery
+
+
+def _second_attempt() -> Claim:
+    claim = _claim()
+    claim.event.delivery_attempts = 2
+    return claim
+
+
+def test_only_a_completed_event_is_answered_from_the_record(tmp_path: Path) -> None:
+    """A failed or quarantined event comes back when an operator requeued or released it (or its
+    acknowledgement was lost): it runs again instead of being failed or quarantined unseen."""
+    for earlier, expected_runs, expected_ack in [("completed", 0, "completed"), ("failed", 1, "completed"),
+                                                 ("quarantined", 1, "completed")]:
+        state = LocalState(tmp_path / f"{earlier}.db", capacity=4)
+        detail = ("odd", "other") if earlier == "quarantined" else None
+        state.record_processed("t/a", "evt_1", 1, earlier, detail)
+        runs, acks, delivery = _redelivered(state)
+        asyncio.run(delivery.finish(_second_attempt()))
+        assert (len(runs), acks.sent) == (expected_runs, [expected_ack]), earlier
+        state.close()

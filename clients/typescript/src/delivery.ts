@@ -77,6 +77,10 @@ export class Delivery {
       // A first delivery cannot have been processed: a result is only recorded under a lease,
       // and every lease counts a delivery.
       if (claim.event.delivery_attempts > 1) prior = await state.processed(inbox, claim.event_id);
+      // Only a completed event is answered from the record. One that failed or was quarantined
+      // here comes back only when its acknowledgement was lost or an operator requeued or
+      // released it, and an operator is asking for exactly that: to run it again.
+      if (prior !== "completed") prior = null;
     } catch {
       // Without the record we cannot tell whether this ran before; give it back.
       return this.#release(claim, 5, "local_state_unavailable");
@@ -84,11 +88,8 @@ export class Delivery {
     if (prior !== null) {
       running.result = prior;
       this.#context.recorded(claim.event_id);
-      let detail: QuarantineDetail | undefined;
-      if (prior === "quarantined") detail = (await state.quarantineDetail?.(inbox, claim.event_id).catch(() => null)) ?? QUARANTINED_BEFORE;
-      running.detail = detail;
       try {
-        await this.#acknowledge(claim, prior, detail);
+        await this.#acknowledge(claim, prior, undefined);
         return { kind: "deduplicated", result: prior };
       } catch (error) {
         return { kind: "unconfirmed", error: String(error) };

@@ -66,19 +66,18 @@ class Delivery:
         """Deduplicate, or run the handler under heartbeats; then acknowledge or release."""
         try:
             previous = self.state.processed(self.inbox, claim.event_id)
+            # Only a completed event is answered from the record. One that failed or was
+            # quarantined here comes back only when its acknowledgement was lost or an operator
+            # requeued or released it, and an operator is asking for exactly that: to run it again.
+            if previous != "completed":
+                previous = None
         except InboxError as err:
             # Without the record we cannot tell whether this ran before; give it back.
             log.error("local state unreadable; releasing the event: %s", err)
             return await self._released(claim, 5.0, "local_state_unavailable")
         if previous is not None:
-            detail = None
-            if previous == "quarantined":
-                try:
-                    detail = self.state.quarantine_detail(self.inbox, claim.event_id)
-                except InboxError:
-                    detail = None
             try:
-                await self.acks.acknowledge(ack_entry(claim, previous, detail))
+                await self.acks.acknowledge(ack_entry(claim, previous, None))
             except InboxError as err:
                 return Outcome("unconfirmed", str(err))
             return Outcome("deduplicated", previous)
