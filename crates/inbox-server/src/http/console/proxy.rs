@@ -55,12 +55,7 @@ pub async fn forward(
 /// The admin routes alone, answering unknown paths and methods with problem documents: only
 /// `/v1/admin/...` is reachable this way, whatever `rest` holds (`..` included).
 fn admin_router(state: AppState) -> Router {
-    use crate::http::routes::{admin, admin_events, admin_views, tenant_policy};
-    // Every router that serves `/v1/admin/...` (lib.rs merges the same ones).
-    admin::router()
-        .merge(admin_events::router())
-        .merge(admin_views::router())
-        .merge(tenant_policy::router())
+    crate::http::routes::admin_routers()
         .fallback(crate::http::middleware::not_found)
         .method_not_allowed_fallback(crate::http::middleware::method_not_allowed)
         .with_state(state)
