@@ -129,7 +129,10 @@ fn results<T>(outcomes: &[ItemOutcome<T>], ids: &[EventId]) -> ItemResults {
     }
 }
 
-/// Wakes this node's waiters on `inbox` when events went back to it, so agents claim them now.
+/// Reports events that went back to `inbox` to this node's hints: the console's tenant watch
+/// sees the change at once. A stream is only woken when its head moves, which a requeue does not
+/// do, so a connected agent takes the event at its next hint or safety-net poll; waking streams
+/// without a head change, on every node, is still to be built.
 async fn hint_if_any<T>(
     state: &AppState,
     inbox: &RecipientKey,
