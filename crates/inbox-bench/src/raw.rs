@@ -36,7 +36,7 @@ const CONTENTION_RETRIES_MAX: u32 = 8;
 /// Rows per seeding INSERT: the store's own `ROWS_PER_INSERT`.
 const SEED_ROWS_PER_INSERT: usize = 200;
 
-/// `dialect::EVENT_COLUMNS`, in schema order.
+/// `inbox::queries::EVENT_COLUMNS`, in schema order.
 const EVENT_COLUMNS: &str = "tenant_id, recipient_kind, recipient_id, inbox_seq, event_id, \
     event_type, priority, availability_at_utc, expires_at_utc, deduplication_key, ack_state, \
     delivery_attempts, max_attempts, visibility_lease_until_utc, lease_token_hash, \
@@ -47,17 +47,17 @@ const EVENT_COLUMNS: &str = "tenant_id, recipient_kind, recipient_id, inbox_seq,
 const EVENT_ROW_PLACEHOLDERS: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
     ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
-/// `Dialect::MySql.upsert_heads(1, true)`.
+/// `inbox::queries::upsert_heads(Dialect::MySql, 1, true)`.
 const UPSERT_HEAD: &str = "INSERT INTO inbox_head (tenant_id, recipient_kind, recipient_id, \
     head_seq, oldest_available_seq, updated_at_utc) VALUES (?, ?, ?, 1, 1, ?) \
     ON DUPLICATE KEY UPDATE head_seq = head_seq + 1";
-/// The head read of `publish_rows`, with `recipients_predicate` for one recipient.
+/// `inbox::queries::heads_of` with `recipients_predicate` for one recipient.
 const SELECT_HEAD: &str = "SELECT recipient_kind, recipient_id, head_seq FROM inbox_head \
     WHERE tenant_id = ? AND ((recipient_kind = ? AND recipient_id IN (?)))";
 const INSERT_OUTBOX: &str = "INSERT INTO outbox_signal (tenant_id, signal_type, recipient_heads, \
     n_recipients, status, attempt_count, created_at_utc) \
     VALUES (?, 'inbox.updated', ?, ?, 'pending', 0, ?)";
-/// `claim_next_once`'s SELECT with `INBOX`, `CLAIMABLE` and MySQL's lock clause.
+/// `inbox::queries::CLAIM_NEXT` as MySQL runs it.
 const CLAIM_SELECT_HEAD: &str = "SELECT ";
 const CLAIM_SELECT_TAIL: &str = " FROM agent_inbox \
     WHERE tenant_id = ? AND recipient_kind = ? AND recipient_id = ? \

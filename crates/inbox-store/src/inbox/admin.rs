@@ -3,9 +3,8 @@
 
 use inbox_core::{EventId, RecipientKey, TenantId, Transition};
 
-use super::Inbox;
+use super::{Inbox, queries};
 use crate::db::Arg;
-use crate::dialect::{EVENT_COLUMNS, INBOX};
 use crate::inbox::apply::Change;
 use crate::inbox::history::{Actor, Attribution};
 use crate::inbox::leases::check_reason;
@@ -21,17 +20,12 @@ impl Inbox<'_> {
     pub async fn list_parked(self, query: &ParkedQuery) -> Result<Vec<EventRecord>, StoreError> {
         self.store.batch_len("limit", query.limit as usize)?;
         let mut args = vec![Arg::Str(query.tenant_id.as_str())];
-        let mut sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE tenant_id = ? AND ack_state IN ('dead_letter', 'quarantined')"
-        );
         if let Some(recipient) = &query.recipient {
-            sql.push_str(" AND recipient_kind = ? AND recipient_id = ?");
             args.extend([Arg::Str(recipient.kind.as_str()), Arg::Str(recipient.id.as_str())]);
         }
         match query.state {
             None => {}
             Some(state) if state.is_parked() => {
-                sql.push_str(" AND ack_state = ?");
                 args.push(Arg::Str(state.as_str()));
             }
             Some(state) => {
@@ -41,8 +35,8 @@ impl Inbox<'_> {
                 ));
             }
         }
-        sql.push_str(" ORDER BY terminal_at_utc, inbox_seq LIMIT ?");
         args.push(Arg::I64(i64::from(query.limit)));
+        let sql = queries::parked(query.recipient.is_some(), query.state.is_some());
         let mut pooled = self.store.pools().reader().await?;
         pooled.conn().fetch_all(&sql, &args).await?.iter().map(event_from_row).collect()
     }
@@ -153,8 +147,7 @@ impl Inbox<'_> {
                 Some(record) => {
                     let mut args = inbox_args(inbox);
                     args.push(seq_arg(record.inbox_seq));
-                    conn.execute(&format!("DELETE FROM agent_inbox WHERE {INBOX} AND inbox_seq = ?"), &args)
-                        .await?;
+                    conn.execute(queries::DELETE_EVENT, &args).await?;
                     Ok(*event_id)
                 }
             };
@@ -169,20 +162,13 @@ impl Inbox<'_> {
     pub async fn inbox_stats(self, tenant_id: &TenantId, limit: u32) -> Result<Vec<InboxStats>, StoreError> {
         self.store.batch_len("limit", limit as usize)?;
         let now = self.store.now();
-        let sql = "SELECT h.recipient_kind, h.recipient_id, h.head_seq, \
-             CAST(COALESCE(SUM(CASE WHEN i.ack_state IN ('available', 'claimed') THEN 1 ELSE 0 END), 0) AS SIGNED) AS depth, \
-             CAST(COALESCE(SUM(CASE WHEN i.ack_state = 'claimed' THEN 1 ELSE 0 END), 0) AS SIGNED) AS claimed, \
-             CAST(COALESCE(SUM(CASE WHEN i.ack_state = 'available' AND i.next_retry_at_utc > ? THEN 1 ELSE 0 END), 0) AS SIGNED) AS retry_scheduled, \
-             CAST(COALESCE(SUM(CASE WHEN i.ack_state IN ('dead_letter', 'quarantined') THEN 1 ELSE 0 END), 0) AS SIGNED) AS parked, \
-             MIN(CASE WHEN i.ack_state IN ('available', 'claimed') THEN i.created_at_utc END) AS oldest_unacked_at \
-             FROM inbox_head h LEFT JOIN agent_inbox i ON i.tenant_id = h.tenant_id \
-             AND i.recipient_kind = h.recipient_kind AND i.recipient_id = h.recipient_id \
-             WHERE h.tenant_id = ? GROUP BY h.recipient_kind, h.recipient_id, h.head_seq \
-             ORDER BY h.recipient_kind, h.recipient_id LIMIT ?";
         let mut pooled = self.store.pools().reader().await?;
         let mut conn = pooled.conn();
         let rows = conn
-            .fetch_all(sql, &[Arg::I64(now.get()), Arg::Str(tenant_id.as_str()), Arg::I64(i64::from(limit))])
+            .fetch_all(
+                queries::INBOX_STATS,
+                &[Arg::I64(now.get()), Arg::Str(tenant_id.as_str()), Arg::I64(i64::from(limit))],
+            )
             .await?;
         let count = |v: i64| u64::try_from(v).unwrap_or(0);
         let mut stats = rows
@@ -212,14 +198,8 @@ impl Inbox<'_> {
         }
         let mut args = vec![Arg::Str(tenant_id.as_str())];
         args.extend(agents.iter().map(|id| Arg::Str(id)));
-        let sql = format!(
-            "SELECT agent_id, CAST(SUM(CASE WHEN status = 'active' THEN 1 ELSE 0 END) AS SIGNED) AS online, \
-             MAX(last_heartbeat_at_utc) AS last_seen FROM agent_session WHERE tenant_id = ? AND agent_id IN ({}) \
-             GROUP BY agent_id",
-            crate::dialect::placeholders(agents.len())
-        );
         let mut sessions = std::collections::HashMap::new();
-        for row in conn.fetch_all(&sql, &args).await? {
+        for row in conn.fetch_all(&queries::agent_presence(agents.len()), &args).await? {
             sessions.insert(row.string("agent_id")?, (count(row.i64("online")?), row.opt_i64("last_seen")?));
         }
         for stat in &mut stats {
@@ -237,14 +217,8 @@ impl Inbox<'_> {
     /// Backlog of every inbox that has unacknowledged or parked events (at most
     /// [`BACKLOGS_MAX`] inboxes, deepest first), for the per-tenant gauges.
     pub async fn backlogs(self) -> Result<Vec<Backlog>, StoreError> {
-        let sql = "SELECT tenant_id, recipient_kind, recipient_id, \
-             CAST(SUM(CASE WHEN ack_state IN ('available', 'claimed') THEN 1 ELSE 0 END) AS SIGNED) AS depth, \
-             CAST(SUM(CASE WHEN ack_state IN ('dead_letter', 'quarantined') THEN 1 ELSE 0 END) AS SIGNED) AS parked, \
-             MIN(CASE WHEN ack_state IN ('available', 'claimed') THEN created_at_utc END) AS oldest_unacked_at \
-             FROM agent_inbox WHERE ack_state IN ('available', 'claimed', 'dead_letter', 'quarantined') \
-             GROUP BY tenant_id, recipient_kind, recipient_id ORDER BY depth DESC LIMIT ?";
         let mut pooled = self.store.pools().reader().await?;
-        let rows = pooled.conn().fetch_all(sql, &[Arg::I64(BACKLOGS_MAX)]).await?;
+        let rows = pooled.conn().fetch_all(queries::BACKLOGS, &[Arg::I64(BACKLOGS_MAX)]).await?;
         rows.iter()
             .map(|row| {
                 Ok(Backlog {

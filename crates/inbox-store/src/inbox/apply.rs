@@ -7,10 +7,11 @@ use std::collections::HashMap;
 use inbox_core::{EventId, RecipientKey, Transition, UnixMillis};
 
 use super::Inbox;
+use super::queries::{SAVE_LIFECYCLE, SAVE_LIFECYCLE_AND_HISTORY};
 use crate::db::{Arg, DbConnection};
 use crate::inbox::history::{self, Attribution};
 use crate::inbox::read::load_events_with_history;
-use crate::inbox::record::{SAVE_LIFECYCLE, SAVE_LIFECYCLE_AND_HISTORY, save_lifecycle_args, settle};
+use crate::inbox::record::{save_lifecycle_args, settle};
 use crate::{EventRecord, ItemOutcome, ItemRefusal, Refusal, StoreError};
 
 /// One event and what should happen to it, for the slow path.

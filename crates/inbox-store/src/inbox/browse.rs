@@ -6,7 +6,6 @@ use inbox_core::{AckState, EventId, RecipientKey, TenantId, UnixMillis};
 
 use super::{Inbox, queries};
 use crate::db::Arg;
-use crate::dialect::{EVENT_COLUMNS, INBOX};
 use crate::inbox::history::parse_history;
 use crate::inbox::read::inbox_args;
 use crate::inbox::record::{event_from_row, event_with_history_from_row, seq_arg};
@@ -24,26 +23,24 @@ impl Inbox<'_> {
         let now = self.store.now();
         let mut args = inbox_args(&query.inbox);
         args.push(seq_arg(query.after_seq.unwrap_or(inbox_core::InboxSeq(0))));
-        let mut sql = format!("SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE {INBOX} AND inbox_seq > ?");
-        match query.state {
-            None => {}
+        let sql = match query.state {
+            None => queries::EVENTS_AFTER,
             Some(EventStateFilter::Available) => {
-                sql.push_str(queries::AVAILABLE_NOW);
                 args.push(Arg::I64(now.get()));
+                queries::EVENTS_AFTER_AVAILABLE_NOW
             }
             Some(EventStateFilter::RetryScheduled) => {
-                sql.push_str(queries::RETRY_SCHEDULED);
                 args.push(Arg::I64(now.get()));
+                queries::EVENTS_AFTER_RETRY_SCHEDULED
             }
             Some(filter) => {
-                sql.push_str(" AND ack_state = ?");
                 args.push(Arg::Str(stored_state(filter).as_str()));
+                queries::EVENTS_AFTER_IN_STATE
             }
-        }
-        sql.push_str(" ORDER BY inbox_seq LIMIT ?");
+        };
         args.push(Arg::I64(i64::from(query.limit)));
         let mut pooled = self.store.pools().reader().await?;
-        pooled.conn().fetch_all(&sql, &args).await?.iter().map(event_from_row).collect()
+        pooled.conn().fetch_all(sql, &args).await?.iter().map(event_from_row).collect()
     }
 
     /// One event with its history: from `agent_inbox`, else from `agent_inbox_archive`;

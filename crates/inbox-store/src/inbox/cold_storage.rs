@@ -9,7 +9,7 @@
 use inbox_core::UnixMillis;
 use serde_json::{Map, Value};
 
-use super::Inbox;
+use super::{Inbox, queries};
 use crate::StoreError;
 use crate::db::{Arg, DbRow};
 use crate::store::with_retries;
@@ -41,7 +41,8 @@ enum Kind {
     Hex,
 }
 
-/// Every column of `agent_inbox_archive`, in schema order.
+/// Every column of `agent_inbox_archive`, in schema order (`queries::ARCHIVE_COLUMNS`), with
+/// how an export writes it.
 const COLUMNS: &[(&str, Kind)] = &[
     ("tenant_id", Kind::Text),
     ("recipient_kind", Kind::Text),
@@ -82,8 +83,6 @@ const COLUMNS: &[(&str, Kind)] = &[
     ("archived_at_utc", Kind::Int),
 ];
 
-const KEY_ORDER: &str = "tenant_id, recipient_kind, recipient_id, inbox_seq";
-
 impl Inbox<'_> {
     /// Up to `limit` rows archived before `before`, in key order, after `after` (exclusive).
     pub async fn archived_page(
@@ -93,15 +92,9 @@ impl Inbox<'_> {
         limit: u32,
     ) -> Result<Vec<ArchivedRow>, StoreError> {
         let limit = limit.clamp(1, ARCHIVE_BATCH_MAX);
-        let names: Vec<&str> = COLUMNS.iter().map(|(name, _)| *name).collect();
         let mut args = vec![Arg::I64(before.get())];
-        let mut sql =
-            format!("SELECT {} FROM agent_inbox_archive WHERE archived_at_utc < ?", names.join(", "));
+        let sql = if after.is_some() { queries::ARCHIVED_PAGE_AFTER } else { queries::ARCHIVED_PAGE };
         if let Some(key) = after {
-            sql.push_str(
-                " AND (tenant_id > ? OR (tenant_id = ? AND (recipient_kind > ? OR (recipient_kind = ? \
-                 AND (recipient_id > ? OR (recipient_id = ? AND inbox_seq > ?))))))",
-            );
             args.extend([
                 Arg::Str(&key.tenant_id),
                 Arg::Str(&key.tenant_id),
@@ -112,9 +105,8 @@ impl Inbox<'_> {
                 Arg::I64(key.inbox_seq),
             ]);
         }
-        sql.push_str(&format!(" ORDER BY {KEY_ORDER} LIMIT ?"));
         args.push(Arg::I64(i64::from(limit)));
-        let rows = self.store.pools().reader().await?.conn().fetch_all(&sql, &args).await?;
+        let rows = self.store.pools().reader().await?.conn().fetch_all(sql, &args).await?;
         rows.iter().map(archived_row).collect()
     }
 
@@ -131,11 +123,9 @@ impl Inbox<'_> {
     /// Deletes at most `limit` rows archived before `before` (the scavenger's pruning).
     pub async fn prune_archive(self, before: UnixMillis, limit: u32) -> Result<u64, StoreError> {
         let keys: Vec<ArchiveKey> = {
-            let sql = format!(
-                "SELECT {KEY_ORDER} FROM agent_inbox_archive WHERE archived_at_utc < ? ORDER BY {KEY_ORDER} LIMIT ?"
-            );
             let args = [Arg::I64(before.get()), Arg::I64(i64::from(limit.clamp(1, ARCHIVE_BATCH_MAX)))];
-            let rows = self.store.pools().reader().await?.conn().fetch_all(&sql, &args).await?;
+            let rows =
+                self.store.pools().reader().await?.conn().fetch_all(queries::ARCHIVED_KEYS, &args).await?;
             rows.iter().map(key_of).collect::<Result<_, _>>()?
         };
         self.delete_archived(before, &keys).await
@@ -145,11 +135,6 @@ impl Inbox<'_> {
         if keys.is_empty() {
             return Ok(0);
         }
-        let one = "(tenant_id = ? AND recipient_kind = ? AND recipient_id = ? AND inbox_seq = ?)";
-        let sql = format!(
-            "DELETE FROM agent_inbox_archive WHERE archived_at_utc < ? AND ({})",
-            vec![one; keys.len()].join(" OR ")
-        );
         let mut args = vec![Arg::I64(before.get())];
         for key in keys {
             args.extend([
@@ -159,7 +144,15 @@ impl Inbox<'_> {
                 Arg::I64(key.inbox_seq),
             ]);
         }
-        Ok(self.store.pools().writer().await?.conn().execute(&sql, &args).await?.rows_affected)
+        Ok(self
+            .store
+            .pools()
+            .writer()
+            .await?
+            .conn()
+            .execute(&queries::delete_archived(keys.len()), &args)
+            .await?
+            .rows_affected)
     }
 }
 
@@ -195,4 +188,15 @@ pub fn archive_key_of_line(line: &Map<String, Value>) -> Option<ArchiveKey> {
         recipient_id: line.get("recipient_id")?.as_str()?.to_owned(),
         inbox_seq: line.get("inbox_seq")?.as_i64()?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_export_types_every_archived_column_in_order() {
+        let names: Vec<&str> = COLUMNS.iter().map(|(name, _)| *name).collect();
+        assert_eq!(names.join(", "), queries::ARCHIVE_COLUMNS);
+    }
 }

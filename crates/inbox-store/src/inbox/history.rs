@@ -10,6 +10,7 @@
 use inbox_core::{AckResult, AckState, DeadLetterReason, QuarantineClass, SessionId, Transition, UnixMillis};
 use serde::{Deserialize, Serialize};
 
+use super::queries;
 use crate::dialect::Dialect;
 use crate::{EventRecord, StoreError};
 
@@ -233,12 +234,8 @@ pub(crate) struct AppendAroundAttempt {
 impl AppendAroundAttempt {
     pub(crate) fn new(dialect: Dialect, entry: &HistoryEntry) -> Self {
         let (before, after) = entry.line_around_attempt();
-        let owner = dialect.history_session_of_lease_owner();
-        let parts: &[&str] = match entry.session_id {
-            Some(_) => &["?", "delivery_attempts", "?"],
-            None => &["?", "delivery_attempts", owner, "?"],
-        };
-        Self { set: format!("history_json = {}, ", dialect.history_appended(parts)), before, after }
+        // Without a session of its own, the entry names the row's lease owner.
+        Self { set: queries::history_set(dialect, entry.session_id.is_none()), before, after }
     }
 }
 

@@ -13,9 +13,8 @@ use inbox_core::{
     AckResult, AckState, EventId, LeaseToken, LeaseTokenHash, RecipientKey, SessionId, Transition, UnixMillis,
 };
 
-use super::Inbox;
+use super::{Inbox, queries};
 use crate::db::{Arg, DbConnection};
-use crate::dialect::{CLAIMABLE, EVENT_COLUMNS, INBOX, placeholders};
 use crate::entropy::random_bytes;
 use crate::inbox::apply::Change;
 use crate::inbox::history::{Actor, AppendAroundAttempt, Attribution, HistoryAction, HistoryEntry};
@@ -55,14 +54,9 @@ impl Inbox<'_> {
             Arg::I64(now.get()),
             Arg::I64(i64::from(claim.limit)),
         ]);
-        let sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE {INBOX} AND {CLAIMABLE} \
-             ORDER BY priority, inbox_seq LIMIT ?{}",
-            self.store.dialect().for_update_skip_locked()
-        );
         let records = tx
             .conn()
-            .fetch_all(&sql, &args)
+            .fetch_all(queries::CLAIM_NEXT.text(self.store.dialect()), &args)
             .await?
             .iter()
             .map(event_from_row)
@@ -187,12 +181,9 @@ impl Inbox<'_> {
             args.extend(inbox_args(&ack.inbox));
             args.extend(ack.items.iter().map(|i| Arg::Bytes(i.event_id.as_bytes())));
             args.extend(hashes.iter().map(|h| Arg::Bytes(h.0.as_slice())));
-            let n = placeholders(ack.items.len());
-            let sql = format!(
-                "UPDATE agent_inbox{} SET {}ack_state = 'acked', payload_json = NULL, acked_at_utc = ?, \
-                 terminal_at_utc = ?, updated_at_utc = ?, lease_owner_session_id = NULL \
-                 WHERE {INBOX} AND ack_state = 'claimed' AND event_id IN ({n}) AND lease_token_hash IN ({n})",
-                dialect.by_event_id(),
+            let sql = queries::ack_completed(
+                dialect,
+                ack.items.len(),
                 history.as_ref().map_or("", |append| append.set.as_str()),
             );
             let done = self.store.pools().writer().await?.conn().execute(&sql, &args).await?;
@@ -279,14 +270,7 @@ impl Inbox<'_> {
             Arg::Bytes(hash.0.as_slice()),
             Arg::I64(now.get()),
         ]);
-        let sql = format!(
-            "UPDATE agent_inbox{} SET {}ack_state = 'available', visibility_lease_until_utc = ?, next_retry_at_utc = ?, \
-             last_error = ?, updated_at_utc = ?, lease_owner_session_id = NULL \
-             WHERE {INBOX} AND event_id = ? AND lease_token_hash = ? AND ack_state = 'claimed' \
-             AND visibility_lease_until_utc > ? AND delivery_attempts < max_attempts",
-            dialect.by_event_id(),
-            history.as_ref().map_or("", |append| append.set.as_str()),
-        );
+        let sql = queries::release_held(dialect, history.as_ref().map_or("", |append| append.set.as_str()));
         let done = self.store.pools().writer().await?.conn().execute(&sql, &args).await?;
         if done.rows_affected == 1 {
             return Ok(ReleaseReceipt {
@@ -349,13 +333,7 @@ impl Inbox<'_> {
             args.extend([Arg::I64(now.get()), Arg::I64(until.get())]);
             args.extend(items.iter().map(|i| Arg::Bytes(i.event_id.as_bytes())));
             args.extend(hashes.iter().map(|h| Arg::Bytes(h.0.as_slice())));
-            let n = placeholders(items.len());
-            let sql = format!(
-                "UPDATE agent_inbox{} SET visibility_lease_until_utc = ?, updated_at_utc = ? \
-                 WHERE {INBOX} AND ack_state = 'claimed' AND visibility_lease_until_utc > ? \
-                 AND visibility_lease_until_utc <= ? AND event_id IN ({n}) AND lease_token_hash IN ({n})",
-                self.store.dialect().by_event_id()
-            );
+            let sql = queries::extend_leases(self.store.dialect(), items.len());
             let done = self.store.pools().writer().await?.conn().execute(&sql, &args).await?;
             if done.rows_affected == items.len() as u64 {
                 return Ok(items
@@ -430,9 +408,7 @@ async fn lease_records(
         Arg::OptStr(session_id.map(SessionId::as_str)),
         Arg::I64(now.get()),
     ];
-    let mut cases = String::new();
     for (c, hash) in claimed.iter().zip(&hashes) {
-        cases.push_str(" WHEN ? THEN ?");
         args.extend([seq_arg(c.event.inbox_seq), Arg::Bytes(hash.0.as_slice())]);
     }
     // Each row's entry, chosen per row like its token hash; the attempt is known here.
@@ -457,25 +433,12 @@ async fn lease_records(
     } else {
         Vec::new()
     };
-    let mut history = String::new();
-    if !lines.is_empty() {
-        let mut line_cases = String::from("CASE inbox_seq");
-        for (c, line) in claimed.iter().zip(&lines) {
-            line_cases.push_str(" WHEN ? THEN ?");
-            args.extend([seq_arg(c.event.inbox_seq), Arg::Str(line.as_str())]);
-        }
-        line_cases.push_str(" END");
-        history = format!(", history_json = {}", conn.dialect().history_appended(&[&line_cases]));
+    for (c, line) in claimed.iter().zip(&lines) {
+        args.extend([seq_arg(c.event.inbox_seq), Arg::Str(line.as_str())]);
     }
     args.extend(inbox_args(inbox));
     args.extend(claimed.iter().map(|c| seq_arg(c.event.inbox_seq)));
-    let sql = format!(
-        "UPDATE agent_inbox SET ack_state = 'claimed', delivery_attempts = delivery_attempts + 1, \
-         next_retry_at_utc = NULL, visibility_lease_until_utc = ?, lease_owner_session_id = ?, updated_at_utc = ?, \
-         lease_token_hash = CASE inbox_seq{cases} END{history} \
-         WHERE {INBOX} AND ack_state = 'available' AND inbox_seq IN ({})",
-        placeholders(claimed.len())
-    );
+    let sql = queries::mark_claimed(conn.dialect(), claimed.len(), !lines.is_empty());
     let done = conn.execute(&sql, &args).await?;
     if done.rows_affected != claimed.len() as u64 {
         return Err(StoreError::Corrupt(format!(

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use inbox_core::{EventId, EventLifecycle, InboxSeq, Recipient, RecipientKey, UnixMillis};
 
 use super::Inbox;
+use super::queries::{self, recipients_predicate};
 use crate::db::{Arg, DbConnection};
-use crate::dialect::{EVENT_COLUMN_COUNT, EVENT_COLUMNS, push_repeated, recipients_predicate};
 use crate::entropy::random_bytes;
 use crate::inbox::record::{push_event_values, recipient_from_row, seq};
 use crate::store::with_retries;
@@ -104,12 +104,12 @@ impl Inbox<'_> {
         // One recipient, no key, MySQL: the upsert itself reports the new head through
         // LAST_INSERT_ID(expr), which saves the SELECT's round trip on the commonest publish.
         let reports_head = dialect == Dialect::MySql && dedup_key.is_none() && recipients.len() == 1;
-        let sql = if reports_head {
-            dialect.upsert_head_reporting_seq()
+        let upserted = if reports_head {
+            conn.execute(queries::ADVANCE_HEAD_REPORTING_SEQ, &args).await?
         } else {
-            dialect.upsert_heads(recipients.len(), dedup_key.is_none())
+            conn.execute(&queries::upsert_heads(dialect, recipients.len(), dedup_key.is_none()), &args)
+                .await?
         };
-        let upserted = conn.execute(&sql, &args).await?;
         let reported_head = match (reports_head, upserted.rows_affected) {
             // Inserted: a new head row starts at 1.
             (true, 1) => Some(1),
@@ -126,12 +126,7 @@ impl Inbox<'_> {
             let predicate = recipients_predicate(recipients, &mut args);
             // A locking read sees the latest committed rows even inside a host transaction at
             // REPEATABLE READ, whose snapshot may predate a concurrent publish of this key.
-            let sql = format!(
-                "SELECT recipient_kind, recipient_id, event_id, inbox_seq FROM agent_inbox \
-                 WHERE tenant_id = ? AND deduplication_key = ? AND {predicate}{}",
-                dialect.for_update()
-            );
-            for row in conn.fetch_all(&sql, &args).await? {
+            for row in conn.fetch_all(&queries::rows_of_key(dialect, &predicate), &args).await? {
                 let event_id = EventId::from_slice(&row.bytes("event_id")?)
                     .map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 existing.insert(recipient_from_row(&row)?, (event_id, seq(row.i64("inbox_seq")?)?));
@@ -147,17 +142,11 @@ impl Inbox<'_> {
             if dedup_key.is_some() {
                 let mut args = vec![Arg::I64(now.get()), Arg::Str(tenant)];
                 let predicate = recipients_predicate(&fresh, &mut args);
-                let sql = format!(
-                    "UPDATE inbox_head SET head_seq = head_seq + 1, updated_at_utc = ? WHERE tenant_id = ? AND {predicate}"
-                );
-                conn.execute(&sql, &args).await?;
+                conn.execute(&queries::advance_heads(&predicate), &args).await?;
             }
             let mut args = vec![Arg::Str(tenant)];
             let predicate = recipients_predicate(&fresh, &mut args);
-            let sql = format!(
-                "SELECT recipient_kind, recipient_id, head_seq FROM inbox_head WHERE tenant_id = ? AND {predicate}"
-            );
-            for row in conn.fetch_all(&sql, &args).await? {
+            for row in conn.fetch_all(&queries::heads_of(&predicate), &args).await? {
                 heads.insert(recipient_from_row(&row)?, seq(row.i64("head_seq")?)?);
             }
         }
@@ -245,14 +234,11 @@ pub(crate) async fn insert_records(
     records: &[EventRecord],
 ) -> Result<(), StoreError> {
     for chunk in records.chunks(ROWS_PER_INSERT) {
-        let mut sql = format!("INSERT INTO agent_inbox ({EVENT_COLUMNS}) VALUES ");
-        let row = format!("({})", crate::dialect::placeholders(EVENT_COLUMN_COUNT));
-        push_repeated(&mut sql, chunk.len(), &row);
-        let mut args = Vec::with_capacity(chunk.len() * EVENT_COLUMN_COUNT);
+        let mut args = Vec::with_capacity(chunk.len() * queries::EVENT_COLUMN_COUNT);
         for record in chunk {
             push_event_values(record, &mut args);
         }
-        conn.execute(&sql, &args).await?;
+        conn.execute(&queries::insert_events(chunk.len()), &args).await?;
     }
     Ok(())
 }
@@ -275,8 +261,7 @@ pub(crate) async fn insert_signal(
     let heads_json = serde_json::to_string(&heads).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     let done = conn
         .execute(
-            "INSERT INTO outbox_signal (tenant_id, signal_type, recipient_heads, n_recipients, status, \
-             attempt_count, created_at_utc) VALUES (?, 'inbox.updated', ?, ?, 'pending', 0, ?)",
+            queries::INSERT_UPDATED_SIGNAL,
             &[Arg::Str(tenant), Arg::Str(&heads_json), Arg::I64(records.len() as i64), Arg::I64(now.get())],
         )
         .await?;

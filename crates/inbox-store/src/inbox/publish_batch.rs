@@ -14,8 +14,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use inbox_core::{EventId, InboxSeq, Recipient, UnixMillis};
 
 use super::Inbox;
+use super::queries::{self, recipients_predicate};
 use crate::db::{Arg, DbConnection};
-use crate::dialect::{Dialect, placeholders, push_repeated};
+use crate::dialect::Dialect;
 use crate::inbox::publish::{insert_records, insert_signal};
 use crate::inbox::record::{recipient_from_row, seq};
 use crate::store::with_retries;
@@ -116,7 +117,7 @@ impl Inbox<'_> {
                         Arg::I64(now.get()),
                     ]);
                 }
-                conn.execute(&dialect.upsert_heads(chunk.len(), false), &args).await?;
+                conn.execute(&queries::upsert_heads(dialect, chunk.len(), false), &args).await?;
             }
         } else {
             // Every recipient gets its rows: lock and advance each head in one statement.
@@ -229,13 +230,8 @@ async fn existing_events(
             args.extend(chunk.iter().map(|k| Arg::Str(k)));
             // Only rows of recipients whose heads this batch holds: locking another batch's
             // rows could deadlock with it.
-            let predicate = crate::dialect::recipients_predicate(&recipients, &mut args);
-            let sql = format!(
-                "SELECT recipient_kind, recipient_id, event_id, inbox_seq, deduplication_key FROM agent_inbox \
-                 WHERE tenant_id = ? AND deduplication_key IN ({}) AND {predicate}{}",
-                placeholders(chunk.len()),
-                dialect.for_update()
-            );
+            let predicate = recipients_predicate(&recipients, &mut args);
+            let sql = queries::rows_of_keys(dialect, chunk.len(), &predicate);
             for row in conn.fetch_all(&sql, &args).await? {
                 let event_id = EventId::from_slice(&row.bytes("event_id")?)
                     .map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -263,11 +259,8 @@ async fn read_heads(
     for (tenant, recipients) in &by_tenant {
         for chunk in recipients.chunks(HEADS_PER_STATEMENT) {
             let mut args = vec![Arg::Str(tenant)];
-            let predicate = crate::dialect::recipients_predicate(chunk, &mut args);
-            let sql = format!(
-                "SELECT recipient_kind, recipient_id, head_seq FROM inbox_head WHERE tenant_id = ? AND {predicate}"
-            );
-            for row in conn.fetch_all(&sql, &args).await? {
+            let predicate = recipients_predicate(chunk, &mut args);
+            for row in conn.fetch_all(&queries::heads_of(&predicate), &args).await? {
                 let head = u64::try_from(row.i64("head_seq")?)
                     .map_err(|_| StoreError::Corrupt("a negative head_seq".into()))?;
                 seqs.insert(((*tenant).to_owned(), recipient_from_row(&row)?), head);
@@ -295,26 +288,11 @@ async fn upsert_heads_to(
     now: UnixMillis,
 ) -> Result<(), StoreError> {
     let heads: Vec<(&HeadKey, i64)> = heads.iter().map(|(k, v)| (k, *v as i64)).collect();
-    let update = match (dialect, change) {
-        (Dialect::MySql, HeadChange::Set) => {
-            " ON DUPLICATE KEY UPDATE head_seq = VALUES(head_seq), updated_at_utc = VALUES(updated_at_utc)"
-        }
-        (Dialect::MySql, HeadChange::Add) => {
-            " ON DUPLICATE KEY UPDATE head_seq = head_seq + VALUES(head_seq), updated_at_utc = VALUES(updated_at_utc)"
-        }
-        (Dialect::Sqlite, HeadChange::Set) => {
-            " ON CONFLICT (tenant_id, recipient_kind, recipient_id) DO UPDATE SET head_seq = excluded.head_seq, updated_at_utc = excluded.updated_at_utc"
-        }
-        (Dialect::Sqlite, HeadChange::Add) => {
-            " ON CONFLICT (tenant_id, recipient_kind, recipient_id) DO UPDATE SET head_seq = head_seq + excluded.head_seq, updated_at_utc = excluded.updated_at_utc"
-        }
+    let on_existing = match change {
+        HeadChange::Set => queries::HEAD_SET_TO,
+        HeadChange::Add => queries::HEAD_ADDED_TO,
     };
     for chunk in heads.chunks(HEADS_PER_STATEMENT) {
-        let mut sql = String::from(
-            "INSERT INTO inbox_head (tenant_id, recipient_kind, recipient_id, head_seq, oldest_available_seq, updated_at_utc) VALUES ",
-        );
-        push_repeated(&mut sql, chunk.len(), "(?, ?, ?, ?, 1, ?)");
-        sql.push_str(update);
         let mut args = Vec::with_capacity(chunk.len() * 5);
         for ((tenant, recipient), head) in chunk {
             args.extend([
@@ -325,7 +303,7 @@ async fn upsert_heads_to(
                 Arg::I64(now.get()),
             ]);
         }
-        conn.execute(&sql, &args).await?;
+        conn.execute(&queries::write_heads(dialect, chunk.len(), on_existing), &args).await?;
     }
     Ok(())
 }

@@ -1,20 +1,573 @@
-//! Named statements of the operators' reads of the `inbox` subsystem (`browse.rs`). The
-//! older operations still build theirs in place.
+//! Every SQL statement of the `inbox` subsystem, by name: publish, read, leases, the slow
+//! path, scavenge, operator work and cold storage.
+//!
+//! A constant where the text is fixed (an [`Sql`] pair where the backends differ); a function
+//! only where the text depends on a count (IN lists, multi-row inserts), on a lock clause the
+//! caller chooses, or on whether the history is recorded. The binds of each are listed in
+//! order; "inbox" stands for tenant, recipient kind and recipient id.
+//!
+//! Over 600 lines, but one table: every statement that reads or writes `agent_inbox`,
+//! `inbox_head` and the archive, so a schema change is checked against one file.
 
-use crate::dialect::event_columns_with_history as detail_columns;
+use std::fmt::Write as _;
+
+use inbox_core::Recipient;
+
+use crate::db::Arg;
+use crate::dialect::{Dialect, Sql, placeholders, push_repeated};
+
+/// Columns of `agent_inbox` read into an `EventRecord`, in schema order.
+macro_rules! event_columns {
+    () => {
+        "tenant_id, recipient_kind, recipient_id, inbox_seq, event_id, event_type, priority, \
+         availability_at_utc, expires_at_utc, deduplication_key, ack_state, delivery_attempts, max_attempts, \
+         visibility_lease_until_utc, lease_token_hash, lease_owner_session_id, next_retry_at_utc, \
+         dead_letter_state, company_id, workspace_id, project_id, meeting_room_id, message_id, \
+         routing_decision_id, memory_update_id, assignment_id, payload_json, payload_ref_type, payload_ref_id, \
+         created_at_utc, acked_at_utc, updated_at_utc, terminal_at_utc, last_error"
+    };
+}
+
+/// [`event_columns`] and the event's history: what the slow path reads under lock, what
+/// retention copies to the archive, and what an operator's detail view shows. Kept apart so
+/// claims and polls never read the history.
+macro_rules! event_columns_with_history {
+    () => {
+        concat!(event_columns!(), ", history_json")
+    };
+}
+
+/// One inbox (tenant, kind, recipient).
+macro_rules! inbox {
+    () => {
+        "tenant_id = ? AND recipient_kind = ? AND recipient_id = ?"
+    };
+}
+
+/// An event claimable at a time bound three times (now, now, now).
+macro_rules! claimable {
+    () => {
+        "ack_state = 'available' AND availability_at_utc <= ? \
+         AND (next_retry_at_utc IS NULL OR next_retry_at_utc <= ?) \
+         AND (expires_at_utc IS NULL OR expires_at_utc > ?) AND delivery_attempts < max_attempts"
+    };
+}
+
+/// A statement whose MySQL text ends in a locking clause that SQLite, whose `BEGIN IMMEDIATE`
+/// already holds the only write lock, goes without.
+macro_rules! locked {
+    ($clause:literal, $($text:expr),+ $(,)?) => {
+        Sql { mysql: concat!($($text),+, $clause), sqlite: concat!($($text),+) }
+    };
+}
+
+/// Columns of `agent_inbox`, in the order an inserted row binds them.
+pub(super) const EVENT_COLUMNS: &str = event_columns!();
+
+/// Number of columns in [`EVENT_COLUMNS`], which is also the number of values one inserted
+/// inbox row binds.
+pub(super) const EVENT_COLUMN_COUNT: usize = 34;
+
+/// MySQL's index hint for statements that find rows by `event_id`. Under claim load InnoDB
+/// sometimes walks the claim index instead, scanning and locking every claimed row of the
+/// inbox, which turned concurrent acks into deadlocks in the benchmark.
+fn by_event_id(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::MySql => " FORCE INDEX (uq_agent_inbox_event)",
+        Dialect::Sqlite => "",
+    }
+}
+
+/// A predicate matching exactly these recipients (sorted), grouped by kind so each group is
+/// one index range: `((recipient_kind = ? AND recipient_id IN (?, ?)) OR ...)`. Pushes the
+/// binds it names onto `args`.
+pub(super) fn recipients_predicate<'a>(recipients: &'a [Recipient], args: &mut Vec<Arg<'a>>) -> String {
+    let mut sql = String::from("(");
+    let mut groups = recipients.chunk_by(|a, b| a.kind == b.kind).peekable();
+    while let Some(group) = groups.next() {
+        let _ = write!(sql, "(recipient_kind = ? AND recipient_id IN ({}))", placeholders(group.len()));
+        args.push(Arg::Str(group[0].kind.as_str()));
+        args.extend(group.iter().map(|r| Arg::Str(r.id.as_str())));
+        if groups.peek().is_some() {
+            sql.push_str(" OR ");
+        }
+    }
+    sql.push(')');
+    sql
+}
+
+// ---- publish ----
+
+/// MySQL only: advances (or creates) one head, recording the new value with
+/// `LAST_INSERT_ID(expr)` so the statement's answer carries it and no SELECT is needed
+/// (inbox, now).
+pub(super) const ADVANCE_HEAD_REPORTING_SEQ: &str = "INSERT INTO inbox_head \
+    (tenant_id, recipient_kind, recipient_id, head_seq, oldest_available_seq, updated_at_utc) \
+    VALUES (?, ?, ?, 1, 1, ?) ON DUPLICATE KEY UPDATE head_seq = LAST_INSERT_ID(head_seq + 1)";
+
+/// Inserts head rows for `n` recipients that lack one and locks every one of them, in the
+/// order given (inbox, now per head). With `increment`, existing heads also advance by one.
+pub(super) fn upsert_heads(dialect: Dialect, n: usize, increment: bool) -> String {
+    let first = if increment { 1 } else { 0 };
+    let mut sql = String::from(
+        "INSERT INTO inbox_head (tenant_id, recipient_kind, recipient_id, head_seq, oldest_available_seq, updated_at_utc) VALUES ",
+    );
+    push_repeated(&mut sql, n, &format!("(?, ?, ?, {first}, 1, ?)"));
+    let advance = if increment { "head_seq + 1" } else { "head_seq" };
+    match dialect {
+        Dialect::MySql => {
+            let _ = write!(sql, " ON DUPLICATE KEY UPDATE head_seq = {advance}");
+        }
+        Dialect::Sqlite => {
+            let _ = write!(
+                sql,
+                " ON CONFLICT (tenant_id, recipient_kind, recipient_id) DO UPDATE SET head_seq = {advance}"
+            );
+        }
+    }
+    sql
+}
+
+/// The rows one deduplication key already put in these recipients' inboxes, locked: a
+/// locking read sees the latest committed rows even inside a host transaction at REPEATABLE
+/// READ (tenant, key, the predicate's binds).
+pub(super) fn rows_of_key(dialect: Dialect, recipients: &str) -> String {
+    format!(
+        "SELECT recipient_kind, recipient_id, event_id, inbox_seq FROM agent_inbox \
+         WHERE tenant_id = ? AND deduplication_key = ? AND {recipients}{}",
+        dialect.for_update()
+    )
+}
+
+/// The rows any of `n` deduplication keys already put in these recipients' inboxes, locked
+/// (tenant, `n` keys, the predicate's binds).
+pub(super) fn rows_of_keys(dialect: Dialect, n: usize, recipients: &str) -> String {
+    format!(
+        "SELECT recipient_kind, recipient_id, event_id, inbox_seq, deduplication_key FROM agent_inbox \
+         WHERE tenant_id = ? AND deduplication_key IN ({}) AND {recipients}{}",
+        placeholders(n),
+        dialect.for_update()
+    )
+}
+
+/// Advances these recipients' locked heads by one (now, tenant, the predicate's binds).
+pub(super) fn advance_heads(recipients: &str) -> String {
+    format!(
+        "UPDATE inbox_head SET head_seq = head_seq + 1, updated_at_utc = ? WHERE tenant_id = ? AND {recipients}"
+    )
+}
+
+/// These recipients' heads (tenant, the predicate's binds).
+pub(super) fn heads_of(recipients: &str) -> String {
+    format!(
+        "SELECT recipient_kind, recipient_id, head_seq FROM inbox_head WHERE tenant_id = ? AND {recipients}"
+    )
+}
+
+/// How [`write_heads`] changes a head that exists: to the value given.
+pub(super) const HEAD_SET_TO: Sql = Sql {
+    mysql: " ON DUPLICATE KEY UPDATE head_seq = VALUES(head_seq), updated_at_utc = VALUES(updated_at_utc)",
+    sqlite: " ON CONFLICT (tenant_id, recipient_kind, recipient_id) \
+             DO UPDATE SET head_seq = excluded.head_seq, updated_at_utc = excluded.updated_at_utc",
+};
+
+/// How [`write_heads`] changes a head that exists: up by the value given.
+pub(super) const HEAD_ADDED_TO: Sql = Sql {
+    mysql: " ON DUPLICATE KEY UPDATE head_seq = head_seq + VALUES(head_seq), updated_at_utc = VALUES(updated_at_utc)",
+    sqlite: " ON CONFLICT (tenant_id, recipient_kind, recipient_id) \
+             DO UPDATE SET head_seq = head_seq + excluded.head_seq, updated_at_utc = excluded.updated_at_utc",
+};
+
+/// Writes `n` heads, a new one starting at the value given (inbox, value, now per head);
+/// `on_existing` is [`HEAD_SET_TO`] or [`HEAD_ADDED_TO`].
+pub(super) fn write_heads(dialect: Dialect, n: usize, on_existing: Sql) -> String {
+    let mut sql = String::from(
+        "INSERT INTO inbox_head (tenant_id, recipient_kind, recipient_id, head_seq, oldest_available_seq, updated_at_utc) VALUES ",
+    );
+    push_repeated(&mut sql, n, "(?, ?, ?, ?, 1, ?)");
+    sql.push_str(on_existing.text(dialect));
+    sql
+}
+
+/// `n` new inbox rows ([`EVENT_COLUMN_COUNT`] values each, in [`EVENT_COLUMNS`] order).
+pub(super) fn insert_events(n: usize) -> String {
+    let mut sql = format!("INSERT INTO agent_inbox ({EVENT_COLUMNS}) VALUES ");
+    let row = format!("({})", placeholders(EVENT_COLUMN_COUNT));
+    push_repeated(&mut sql, n, &row);
+    sql
+}
+
+/// The `inbox.updated` signal every node's notifier reads (tenant, heads as JSON, number of
+/// recipients, now).
+pub(super) const INSERT_UPDATED_SIGNAL: &str = "INSERT INTO outbox_signal (tenant_id, signal_type, \
+    recipient_heads, n_recipients, status, attempt_count, created_at_utc) \
+    VALUES (?, 'inbox.updated', ?, ?, 'pending', 0, ?)";
+
+// ---- read ----
+
+/// Events of one inbox after a seq, in seq order: a poll, or an operator's page (inbox, after
+/// seq, limit).
+pub(super) const EVENTS_AFTER: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    " FROM agent_inbox WHERE ",
+    inbox!(),
+    " AND inbox_seq > ? ORDER BY inbox_seq LIMIT ?"
+);
+
+/// Claimable events after a cursor (inbox, after seq, now, now, now, limit).
+pub(super) const CLAIMABLE_EVENTS_AFTER: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    " FROM agent_inbox WHERE ",
+    inbox!(),
+    " AND inbox_seq > ? AND ",
+    claimable!(),
+    " ORDER BY inbox_seq LIMIT ?"
+);
+
+/// The inbox's events not yet acknowledged or parked, counted up to a cap (inbox, cap).
+pub(super) const COUNT_UNACKED: &str = concat!(
+    "SELECT COUNT(*) AS n FROM (SELECT 1 FROM agent_inbox WHERE ",
+    inbox!(),
+    " AND ack_state IN ('available', 'claimed') LIMIT ?) AS open_events"
+);
+
+/// Events after a cursor not yet acknowledged or parked (inbox, after seq, limit).
+pub(super) const OPEN_EVENTS_AFTER: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    " FROM agent_inbox WHERE ",
+    inbox!(),
+    " AND inbox_seq > ? AND ack_state IN ('available', 'claimed') ORDER BY inbox_seq LIMIT ?"
+);
+
+/// The inbox's head row, with `lock` (a dialect's locking clause, or nothing) (inbox).
+pub(super) fn head(lock: &str) -> String {
+    format!(concat!("SELECT head_seq, oldest_available_seq FROM inbox_head WHERE ", inbox!(), "{}"), lock)
+}
+
+/// `n` events of an inbox by id, with `lock` (inbox, `n` event ids).
+pub(super) fn events_by_id(dialect: Dialect, n: usize, lock: &str) -> String {
+    format!(
+        concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM agent_inbox{} WHERE ",
+            inbox!(),
+            " AND event_id IN ({}){}"
+        ),
+        by_event_id(dialect),
+        placeholders(n),
+        lock
+    )
+}
+
+/// [`events_by_id`] with each event's history, for the slow path, which rewrites it.
+pub(super) fn events_with_history_by_id(dialect: Dialect, n: usize, lock: &str) -> String {
+    format!(
+        concat!(
+            "SELECT ",
+            event_columns_with_history!(),
+            " FROM agent_inbox{} WHERE ",
+            inbox!(),
+            " AND event_id IN ({}){}"
+        ),
+        by_event_id(dialect),
+        placeholders(n),
+        lock
+    )
+}
+
+// ---- leases ----
+
+/// Claimable events, most urgent first, then oldest; MySQL skips rows another claimer holds
+/// (inbox, now, now, now, limit).
+pub(super) const CLAIM_NEXT: Sql = locked!(
+    " FOR UPDATE SKIP LOCKED",
+    "SELECT ",
+    event_columns!(),
+    " FROM agent_inbox WHERE ",
+    inbox!(),
+    " AND ",
+    claimable!(),
+    " ORDER BY priority, inbox_seq LIMIT ?"
+);
+
+/// Marks `n` locked, claimable rows claimed, each under its own token hash (lease until,
+/// session, now, seq and hash per row, [seq and history line per row,] inbox, `n` seqs).
+/// With `history`, each row's entry is appended in the same statement.
+pub(super) fn mark_claimed(dialect: Dialect, n: usize, history: bool) -> String {
+    let mut cases = String::from("CASE inbox_seq");
+    for _ in 0..n {
+        cases.push_str(" WHEN ? THEN ?");
+    }
+    cases.push_str(" END");
+    let history = if history {
+        format!(", history_json = {}", history_appended(dialect, &[&cases]))
+    } else {
+        String::new()
+    };
+    format!(
+        concat!(
+            "UPDATE agent_inbox SET ack_state = 'claimed', delivery_attempts = delivery_attempts + 1, \
+             next_retry_at_utc = NULL, visibility_lease_until_utc = ?, lease_owner_session_id = ?, updated_at_utc = ?, \
+             lease_token_hash = {cases}{history} WHERE ",
+            inbox!(),
+            " AND ack_state = 'available' AND inbox_seq IN ({seqs})"
+        ),
+        cases = cases,
+        history = history,
+        seqs = placeholders(n)
+    )
+}
+
+/// Acknowledges `n` claimed events as completed, if every token matches ([history parts,]
+/// now, now, now, inbox, `n` event ids, `n` token hashes). `history` is a
+/// [`history_set`] or nothing.
+pub(super) fn ack_completed(dialect: Dialect, n: usize, history: &str) -> String {
+    let n = placeholders(n);
+    format!(
+        concat!(
+            "UPDATE agent_inbox{} SET {}ack_state = 'acked', payload_json = NULL, acked_at_utc = ?, \
+             terminal_at_utc = ?, updated_at_utc = ?, lease_owner_session_id = NULL WHERE ",
+            inbox!(),
+            " AND ack_state = 'claimed' AND event_id IN ({n}) AND lease_token_hash IN ({n})"
+        ),
+        by_event_id(dialect),
+        history,
+        n = n
+    )
+}
+
+/// Gives back one event whose lease is held and live and that has attempts left ([history
+/// parts,] lease until, next retry, reason, now, inbox, event id, token hash, now).
+/// `history` is a [`history_set`] or nothing.
+pub(super) fn release_held(dialect: Dialect, history: &str) -> String {
+    format!(
+        concat!(
+            "UPDATE agent_inbox{} SET {}ack_state = 'available', visibility_lease_until_utc = ?, \
+             next_retry_at_utc = ?, last_error = ?, updated_at_utc = ?, lease_owner_session_id = NULL WHERE ",
+            inbox!(),
+            " AND event_id = ? AND lease_token_hash = ? AND ack_state = 'claimed' \
+             AND visibility_lease_until_utc > ? AND delivery_attempts < max_attempts"
+        ),
+        by_event_id(dialect),
+        history
+    )
+}
+
+/// Extends `n` live leases to one time, if every token matches (until, now, inbox, now,
+/// until, `n` event ids, `n` token hashes). A lease already past `until` is left alone.
+pub(super) fn extend_leases(dialect: Dialect, n: usize) -> String {
+    let n = placeholders(n);
+    format!(
+        concat!(
+            "UPDATE agent_inbox{} SET visibility_lease_until_utc = ?, updated_at_utc = ? WHERE ",
+            inbox!(),
+            " AND ack_state = 'claimed' AND visibility_lease_until_utc > ? \
+             AND visibility_lease_until_utc <= ? AND event_id IN ({n}) AND lease_token_hash IN ({n})"
+        ),
+        by_event_id(dialect),
+        n = n
+    )
+}
+
+// ---- history built in SQL ----
+
+/// `history_json` with `parts` (SQL expressions, such as `?` and `delivery_attempts`)
+/// appended, in one expression: how a fast path records history without reading the row.
+fn history_appended(dialect: Dialect, parts: &[&str]) -> String {
+    match dialect {
+        Dialect::MySql => format!("CONCAT(COALESCE(history_json, ''), {})", parts.join(", ")),
+        Dialect::Sqlite => format!("COALESCE(history_json, '') || {}", parts.join(" || ")),
+    }
+}
+
+/// The lease owner's `,"session_id":"..."` for a history entry built in SQL, or nothing when
+/// the row names none. Session ids are word characters, so they need no escaping.
+const LEASE_OWNER_SESSION: Sql = Sql {
+    mysql: "CASE WHEN lease_owner_session_id IS NULL THEN '' \
+            ELSE CONCAT(',\"session_id\":\"', lease_owner_session_id, '\"') END",
+    sqlite: "CASE WHEN lease_owner_session_id IS NULL THEN '' \
+             ELSE ',\"session_id\":\"' || lease_owner_session_id || '\"' END",
+};
+
+/// A fast path's `history_json = ..., ` assignment: the entry's text before the attempt, the
+/// row's attempt count, the lease owner's session when `with_lease_owner`, and the text after
+/// (binds: before, after).
+pub(super) fn history_set(dialect: Dialect, with_lease_owner: bool) -> String {
+    let owner = LEASE_OWNER_SESSION.text(dialect);
+    let parts: &[&str] = if with_lease_owner {
+        &["?", "delivery_attempts", owner, "?"]
+    } else {
+        &["?", "delivery_attempts", "?"]
+    };
+    format!("history_json = {}, ", history_appended(dialect, parts))
+}
+
+// ---- the slow path ----
+
+/// Writes back everything a transition may change, keyed by the row's primary key.
+pub(super) const SAVE_LIFECYCLE: &str = "UPDATE agent_inbox SET ack_state = ?, delivery_attempts = ?, \
+    max_attempts = ?, availability_at_utc = ?, next_retry_at_utc = ?, visibility_lease_until_utc = ?, \
+    lease_token_hash = ?, lease_owner_session_id = ?, dead_letter_state = ?, payload_json = ?, \
+    acked_at_utc = ?, terminal_at_utc = ?, last_error = ?, updated_at_utc = ? \
+    WHERE tenant_id = ? AND recipient_kind = ? AND recipient_id = ? AND inbox_seq = ?";
+
+/// [`SAVE_LIFECYCLE`] that also replaces `history_json` (bound first).
+pub(super) const SAVE_LIFECYCLE_AND_HISTORY: &str = "UPDATE agent_inbox SET history_json = ?, ack_state = ?, \
+    delivery_attempts = ?, max_attempts = ?, availability_at_utc = ?, next_retry_at_utc = ?, \
+    visibility_lease_until_utc = ?, lease_token_hash = ?, lease_owner_session_id = ?, dead_letter_state = ?, \
+    payload_json = ?, acked_at_utc = ?, terminal_at_utc = ?, last_error = ?, updated_at_utc = ? \
+    WHERE tenant_id = ? AND recipient_kind = ? AND recipient_id = ? AND inbox_seq = ?";
+
+// ---- scavenge ----
+
+/// Claimed events whose lease ended, soonest ended first, skipping rows others hold (now, limit).
+pub(super) const EXPIRED_LEASES: Sql = locked!(
+    " FOR UPDATE SKIP LOCKED",
+    "SELECT ",
+    event_columns_with_history!(),
+    " FROM agent_inbox WHERE ack_state = 'claimed' AND visibility_lease_until_utc <= ? \
+     ORDER BY visibility_lease_until_utc LIMIT ?"
+);
+
+/// Available events past their expiry, skipping rows others hold (now, limit).
+pub(super) const EXPIRED_AVAILABLE: Sql = locked!(
+    " FOR UPDATE SKIP LOCKED",
+    "SELECT ",
+    event_columns_with_history!(),
+    " FROM agent_inbox WHERE ack_state = 'available' AND expires_at_utc <= ? LIMIT ?"
+);
+
+/// Inboxes holding terminal events older than the retention cutoff (cutoff, limit).
+pub(super) const INBOXES_WITH_RETAINED: &str = "SELECT DISTINCT tenant_id, recipient_kind, recipient_id \
+    FROM agent_inbox WHERE terminal_at_utc < ? LIMIT ?";
+
+/// The inbox's first event not yet due for the archive: not terminal, or terminal since the
+/// cutoff (inbox, cutoff).
+pub(super) const RETAINED_BOUNDARY: &str = concat!(
+    "SELECT MIN(inbox_seq) AS boundary FROM agent_inbox WHERE ",
+    inbox!(),
+    " AND (terminal_at_utc IS NULL OR terminal_at_utc >= ?)"
+);
+
+/// Copies the inbox's events before a seq to the archive (archived at, inbox, seq).
+pub(super) const ARCHIVE_PREFIX: &str = concat!(
+    "INSERT INTO agent_inbox_archive (",
+    event_columns_with_history!(),
+    ", archived_at_utc) SELECT ",
+    event_columns_with_history!(),
+    ", ? FROM agent_inbox WHERE ",
+    inbox!(),
+    " AND inbox_seq < ?"
+);
+
+/// Deletes the inbox's events before a seq, once archived (inbox, seq).
+pub(super) const DELETE_PREFIX: &str =
+    concat!("DELETE FROM agent_inbox WHERE ", inbox!(), " AND inbox_seq < ?");
+
+/// Moves the inbox's oldest retained seq (seq, now, inbox).
+pub(super) const ADVANCE_OLDEST_AVAILABLE: &str =
+    concat!("UPDATE inbox_head SET oldest_available_seq = ?, updated_at_utc = ? WHERE ", inbox!());
+
+// ---- operator work ----
+
+/// A tenant's parked events, oldest parked first (tenant, [kind, recipient,] [state,] limit).
+pub(super) fn parked(of_recipient: bool, in_state: bool) -> String {
+    format!(
+        concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM agent_inbox WHERE tenant_id = ? AND ack_state IN ('dead_letter', 'quarantined'){}{} \
+             ORDER BY terminal_at_utc, inbox_seq LIMIT ?"
+        ),
+        if of_recipient { " AND recipient_kind = ? AND recipient_id = ?" } else { "" },
+        if in_state { " AND ack_state = ?" } else { "" },
+    )
+}
+
+/// Purges one event (inbox, seq).
+pub(super) const DELETE_EVENT: &str =
+    concat!("DELETE FROM agent_inbox WHERE ", inbox!(), " AND inbox_seq = ?");
+
+/// Backlog per inbox of a tenant, by recipient (now, tenant, limit).
+pub(super) const INBOX_STATS: &str = "SELECT h.recipient_kind, h.recipient_id, h.head_seq, \
+    CAST(COALESCE(SUM(CASE WHEN i.ack_state IN ('available', 'claimed') THEN 1 ELSE 0 END), 0) AS SIGNED) AS depth, \
+    CAST(COALESCE(SUM(CASE WHEN i.ack_state = 'claimed' THEN 1 ELSE 0 END), 0) AS SIGNED) AS claimed, \
+    CAST(COALESCE(SUM(CASE WHEN i.ack_state = 'available' AND i.next_retry_at_utc > ? THEN 1 ELSE 0 END), 0) AS SIGNED) AS retry_scheduled, \
+    CAST(COALESCE(SUM(CASE WHEN i.ack_state IN ('dead_letter', 'quarantined') THEN 1 ELSE 0 END), 0) AS SIGNED) AS parked, \
+    MIN(CASE WHEN i.ack_state IN ('available', 'claimed') THEN i.created_at_utc END) AS oldest_unacked_at \
+    FROM inbox_head h LEFT JOIN agent_inbox i ON i.tenant_id = h.tenant_id \
+    AND i.recipient_kind = h.recipient_kind AND i.recipient_id = h.recipient_id \
+    WHERE h.tenant_id = ? GROUP BY h.recipient_kind, h.recipient_id, h.head_seq \
+    ORDER BY h.recipient_kind, h.recipient_id LIMIT ?";
+
+/// Online sessions and last sign of life of `n` agents (tenant, `n` agents).
+pub(super) fn agent_presence(n: usize) -> String {
+    format!(
+        "SELECT agent_id, CAST(SUM(CASE WHEN status = 'active' THEN 1 ELSE 0 END) AS SIGNED) AS online, \
+         MAX(last_heartbeat_at_utc) AS last_seen FROM agent_session WHERE tenant_id = ? AND agent_id IN ({}) \
+         GROUP BY agent_id",
+        placeholders(n)
+    )
+}
+
+/// Every inbox with unacknowledged or parked events, deepest first (limit).
+pub(super) const BACKLOGS: &str = "SELECT tenant_id, recipient_kind, recipient_id, \
+    CAST(SUM(CASE WHEN ack_state IN ('available', 'claimed') THEN 1 ELSE 0 END) AS SIGNED) AS depth, \
+    CAST(SUM(CASE WHEN ack_state IN ('dead_letter', 'quarantined') THEN 1 ELSE 0 END) AS SIGNED) AS parked, \
+    MIN(CASE WHEN ack_state IN ('available', 'claimed') THEN created_at_utc END) AS oldest_unacked_at \
+    FROM agent_inbox WHERE ack_state IN ('available', 'claimed', 'dead_letter', 'quarantined') \
+    GROUP BY tenant_id, recipient_kind, recipient_id ORDER BY depth DESC LIMIT ?";
+
+// ---- operators' reads (browse.rs) ----
+
+/// [`EVENTS_AFTER`] of events claimable by time, ignoring expiry and attempts, as the display
+/// state `available` means (inbox, after seq, now, limit).
+pub(super) const EVENTS_AFTER_AVAILABLE_NOW: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    " FROM agent_inbox WHERE ",
+    inbox!(),
+    " AND inbox_seq > ? AND ack_state = 'available' AND (next_retry_at_utc IS NULL OR next_retry_at_utc <= ?) \
+     ORDER BY inbox_seq LIMIT ?"
+);
+
+/// [`EVENTS_AFTER`] of events waiting for a scheduled retry (inbox, after seq, now, limit).
+pub(super) const EVENTS_AFTER_RETRY_SCHEDULED: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    " FROM agent_inbox WHERE ",
+    inbox!(),
+    " AND inbox_seq > ? AND ack_state = 'available' AND next_retry_at_utc > ? ORDER BY inbox_seq LIMIT ?"
+);
+
+/// [`EVENTS_AFTER`] of events in one stored state (inbox, after seq, state, limit).
+pub(super) const EVENTS_AFTER_IN_STATE: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    " FROM agent_inbox WHERE ",
+    inbox!(),
+    " AND inbox_seq > ? AND ack_state = ? ORDER BY inbox_seq LIMIT ?"
+);
 
 /// One live event with its history (tenant, kind, recipient, event id).
 pub(super) const LIVE_EVENT_DETAIL: &str = concat!(
     "SELECT ",
-    detail_columns!(),
-    " FROM agent_inbox WHERE tenant_id = ? AND recipient_kind = ? AND recipient_id = ? AND event_id = ?"
+    event_columns_with_history!(),
+    " FROM agent_inbox WHERE ",
+    inbox!(),
+    " AND event_id = ?"
 );
 
-/// One archived event with its history (tenant, kind, recipient, event id).
+/// One archived event with its history (event id, tenant, kind, recipient).
 pub(super) const ARCHIVED_EVENT_DETAIL: &str = concat!(
     "SELECT ",
-    detail_columns!(),
-    " FROM agent_inbox_archive WHERE event_id = ? AND tenant_id = ? AND recipient_kind = ? AND recipient_id = ?"
+    event_columns_with_history!(),
+    " FROM agent_inbox_archive WHERE event_id = ? AND ",
+    inbox!()
 );
 
 /// Events published and acknowledged per minute of one tenant, live and archived.
@@ -37,8 +590,64 @@ pub(super) const ACTIVITY_PER_MINUTE: &str = "SELECT minute_start, \
         FROM agent_inbox_archive WHERE archived_at_utc >= ? AND tenant_id = ? AND acked_at_utc >= ? \
     ) AS activity GROUP BY minute_start ORDER BY minute_start";
 
-/// The filter of an events listing for one display state; `None` for a stored state, which
-/// is matched by `ack_state = ?`. Both bind `now` once.
-pub(super) const AVAILABLE_NOW: &str =
-    " AND ack_state = 'available' AND (next_retry_at_utc IS NULL OR next_retry_at_utc <= ?)";
-pub(super) const RETRY_SCHEDULED: &str = " AND ack_state = 'available' AND next_retry_at_utc > ?";
+// ---- cold storage ----
+
+/// Every column of `agent_inbox_archive`, in schema order: the event's, its history, and when
+/// it was archived. `cold_storage.rs` types each one for export.
+pub(super) const ARCHIVE_COLUMNS: &str = concat!(event_columns_with_history!(), ", archived_at_utc");
+
+/// Rows archived before a time, in key order (before, limit).
+pub(super) const ARCHIVED_PAGE: &str = concat!(
+    "SELECT ",
+    event_columns_with_history!(),
+    ", archived_at_utc FROM agent_inbox_archive WHERE archived_at_utc < ? \
+     ORDER BY tenant_id, recipient_kind, recipient_id, inbox_seq LIMIT ?"
+);
+
+/// Rows archived before a time, in key order, after a key (before, tenant ×2, kind ×2,
+/// recipient ×2, seq, limit).
+pub(super) const ARCHIVED_PAGE_AFTER: &str = concat!(
+    "SELECT ",
+    event_columns_with_history!(),
+    ", archived_at_utc FROM agent_inbox_archive WHERE archived_at_utc < ? \
+     AND (tenant_id > ? OR (tenant_id = ? AND (recipient_kind > ? OR (recipient_kind = ? \
+     AND (recipient_id > ? OR (recipient_id = ? AND inbox_seq > ?)))))) \
+     ORDER BY tenant_id, recipient_kind, recipient_id, inbox_seq LIMIT ?"
+);
+
+/// Keys of rows archived before a time, in key order (before, limit).
+pub(super) const ARCHIVED_KEYS: &str = "SELECT tenant_id, recipient_kind, recipient_id, inbox_seq \
+    FROM agent_inbox_archive WHERE archived_at_utc < ? \
+    ORDER BY tenant_id, recipient_kind, recipient_id, inbox_seq LIMIT ?";
+
+/// Deletes exactly `n` archived rows, if archived before a time (before, then tenant, kind,
+/// recipient and seq per row).
+pub(super) fn delete_archived(n: usize) -> String {
+    let mut sql = String::from("DELETE FROM agent_inbox_archive WHERE archived_at_utc < ? AND (");
+    let one = "(tenant_id = ? AND recipient_kind = ? AND recipient_id = ? AND inbox_seq = ?)";
+    for i in 0..n {
+        if i > 0 {
+            sql.push_str(" OR ");
+        }
+        sql.push_str(one);
+    }
+    sql.push(')');
+    sql
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_inserted_row_binds_one_value_per_column() {
+        assert_eq!(EVENT_COLUMNS.split(',').count(), EVENT_COLUMN_COUNT);
+    }
+
+    #[test]
+    fn sqlite_statements_go_without_the_locking_clause() {
+        assert!(CLAIM_NEXT.mysql.ends_with(" FOR UPDATE SKIP LOCKED"));
+        assert!(!CLAIM_NEXT.sqlite.contains("FOR UPDATE"));
+        assert_eq!(CLAIM_NEXT.mysql.trim_end_matches(" FOR UPDATE SKIP LOCKED"), CLAIM_NEXT.sqlite);
+    }
+}

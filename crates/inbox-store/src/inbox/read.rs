@@ -3,9 +3,8 @@
 
 use inbox_core::{EventId, InboxSeq, RecipientKey};
 
-use super::Inbox;
+use super::{Inbox, queries};
 use crate::db::{Arg, DbConnection};
-use crate::dialect::{CLAIMABLE, EVENT_COLUMNS, EVENT_COLUMNS_WITH_HISTORY, INBOX};
 use crate::inbox::record::{event_from_row, event_with_history_from_row, seq, seq_arg};
 use crate::{EventRecord, InboxHead, PollPage, PollQuery, StoreError};
 
@@ -31,18 +30,15 @@ impl Inbox<'_> {
         }
         let mut args = inbox_args(&query.inbox);
         args.push(seq_arg(query.after_seq));
-        let filter = if query.claimable_only {
+        let sql = if query.claimable_only {
             args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get())]);
-            format!(" AND {CLAIMABLE}")
+            queries::CLAIMABLE_EVENTS_AFTER
         } else {
-            String::new()
+            queries::EVENTS_AFTER
         };
         args.push(Arg::I64(i64::from(query.limit) + 1));
-        let sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE {INBOX} AND inbox_seq > ?{filter} ORDER BY inbox_seq LIMIT ?"
-        );
         let mut events =
-            conn.fetch_all(&sql, &args).await?.iter().map(event_from_row).collect::<Result<Vec<_>, _>>()?;
+            conn.fetch_all(sql, &args).await?.iter().map(event_from_row).collect::<Result<Vec<_>, _>>()?;
         let more_available = events.len() > query.limit as usize;
         events.truncate(query.limit as usize);
         let next_cursor = events.last().map_or(query.after_seq, |e| e.inbox_seq);
@@ -67,11 +63,12 @@ impl Inbox<'_> {
         let mut pooled = self.store.pools().reader().await?;
         let mut args = inbox_args(inbox);
         args.push(Arg::I64(UNACKED_ESTIMATE_MAX as i64));
-        let sql = format!(
-            "SELECT COUNT(*) AS n FROM (SELECT 1 FROM agent_inbox WHERE {INBOX} \
-             AND ack_state IN ('available', 'claimed') LIMIT ?) AS open_events"
-        );
-        let n = pooled.conn().fetch_optional(&sql, &args).await?.map(|row| row.i64("n")).transpose()?;
+        let n = pooled
+            .conn()
+            .fetch_optional(queries::COUNT_UNACKED, &args)
+            .await?
+            .map(|row| row.i64("n"))
+            .transpose()?;
         Ok(n.unwrap_or(0).max(0) as u64)
     }
 
@@ -88,14 +85,10 @@ impl Inbox<'_> {
         let mut args = inbox_args(inbox);
         args.push(seq_arg(after_seq));
         args.push(Arg::I64(i64::from(limit) + 1));
-        let sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM agent_inbox WHERE {INBOX} AND inbox_seq > ? \
-             AND ack_state IN ('available', 'claimed') ORDER BY inbox_seq LIMIT ?"
-        );
         let mut pooled = self.store.pools().reader().await?;
         let mut events = pooled
             .conn()
-            .fetch_all(&sql, &args)
+            .fetch_all(queries::OPEN_EVENTS_AFTER, &args)
             .await?
             .iter()
             .map(event_from_row)
@@ -131,8 +124,7 @@ pub(crate) async fn read_head(
     inbox: &RecipientKey,
     lock: &str,
 ) -> Result<InboxHead, StoreError> {
-    let sql = format!("SELECT head_seq, oldest_available_seq FROM inbox_head WHERE {INBOX}{lock}");
-    match conn.fetch_optional(&sql, &inbox_args(inbox)).await? {
+    match conn.fetch_optional(&queries::head(lock), &inbox_args(inbox)).await? {
         None => Ok(InboxHead::EMPTY),
         Some(row) => Ok(InboxHead {
             head_seq: seq(row.i64("head_seq")?)?,
@@ -150,11 +142,7 @@ pub(crate) async fn load_events_with_history(
 ) -> Result<Vec<(EventRecord, Option<String>)>, StoreError> {
     let mut args = inbox_args(inbox);
     args.extend(event_ids.iter().map(|id| Arg::Bytes(id.as_bytes())));
-    let sql = format!(
-        "SELECT {EVENT_COLUMNS_WITH_HISTORY} FROM agent_inbox{} WHERE {INBOX} AND event_id IN ({}){lock}",
-        conn.dialect().by_event_id(),
-        crate::dialect::placeholders(event_ids.len())
-    );
+    let sql = queries::events_with_history_by_id(conn.dialect(), event_ids.len(), lock);
     conn.fetch_all(&sql, &args).await?.iter().map(event_with_history_from_row).collect()
 }
 
@@ -167,10 +155,6 @@ pub(crate) async fn load_events(
 ) -> Result<Vec<EventRecord>, StoreError> {
     let mut args = inbox_args(inbox);
     args.extend(event_ids.iter().map(|id| Arg::Bytes(id.as_bytes())));
-    let sql = format!(
-        "SELECT {EVENT_COLUMNS} FROM agent_inbox{} WHERE {INBOX} AND event_id IN ({}){lock}",
-        conn.dialect().by_event_id(),
-        crate::dialect::placeholders(event_ids.len())
-    );
+    let sql = queries::events_by_id(conn.dialect(), event_ids.len(), lock);
     conn.fetch_all(&sql, &args).await?.iter().map(event_from_row).collect()
 }

@@ -112,12 +112,12 @@ pub(crate) fn event_from_row(row: &DbRow) -> Result<EventRecord, StoreError> {
     })
 }
 
-/// A row read with `EVENT_COLUMNS_WITH_HISTORY`: the record and its `history_json`.
+/// A row read with `event_columns_with_history!` (`queries.rs`): the record and its `history_json`.
 pub(crate) fn event_with_history_from_row(row: &DbRow) -> Result<(EventRecord, Option<String>), StoreError> {
     Ok((event_from_row(row)?, row.opt_string("history_json")?))
 }
 
-/// Pushes the values of one row for `INSERT INTO agent_inbox (EVENT_COLUMNS)`.
+/// Pushes the values of one row for `queries::insert_events`, in `EVENT_COLUMNS` order.
 pub(crate) fn push_event_values<'a>(record: &'a EventRecord, args: &mut Vec<Arg<'a>>) {
     let life = &record.lifecycle;
     let (payload_json, ref_type, ref_id) = match &record.body {
@@ -158,21 +158,8 @@ pub(crate) fn push_event_values<'a>(record: &'a EventRecord, args: &mut Vec<Arg<
     ]);
 }
 
-/// Writes back everything a transition may change, keyed by the row's primary key.
-pub(crate) const SAVE_LIFECYCLE: &str = "UPDATE agent_inbox SET ack_state = ?, delivery_attempts = ?, \
-    max_attempts = ?, availability_at_utc = ?, next_retry_at_utc = ?, visibility_lease_until_utc = ?, \
-    lease_token_hash = ?, lease_owner_session_id = ?, dead_letter_state = ?, payload_json = ?, \
-    acked_at_utc = ?, terminal_at_utc = ?, last_error = ?, updated_at_utc = ? \
-    WHERE tenant_id = ? AND recipient_kind = ? AND recipient_id = ? AND inbox_seq = ?";
-
-/// [`SAVE_LIFECYCLE`] that also replaces `history_json` (bound first, before the
-/// [`save_lifecycle_args`]).
-pub(crate) const SAVE_LIFECYCLE_AND_HISTORY: &str = "UPDATE agent_inbox SET history_json = ?, ack_state = ?, \
-    delivery_attempts = ?, max_attempts = ?, availability_at_utc = ?, next_retry_at_utc = ?, \
-    visibility_lease_until_utc = ?, lease_token_hash = ?, lease_owner_session_id = ?, dead_letter_state = ?, \
-    payload_json = ?, acked_at_utc = ?, terminal_at_utc = ?, last_error = ?, updated_at_utc = ? \
-    WHERE tenant_id = ? AND recipient_kind = ? AND recipient_id = ? AND inbox_seq = ?";
-
+/// The binds of `queries::SAVE_LIFECYCLE` (and, after the history, of
+/// `SAVE_LIFECYCLE_AND_HISTORY`) for one record.
 pub(crate) fn save_lifecycle_args(record: &EventRecord) -> Vec<Arg<'_>> {
     let life = &record.lifecycle;
     let payload_json = match &record.body {

@@ -8,11 +8,9 @@
 
 use inbox_core::{AckState, InboxSeq, RecipientKey, TenantId, Transition};
 
-use super::Inbox;
+use super::{Inbox, queries};
 use crate::EventRecord;
-use crate::db::Arg;
-use crate::db::DbConnection;
-use crate::dialect::{EVENT_COLUMNS_WITH_HISTORY, INBOX};
+use crate::db::{Arg, DbConnection};
 use crate::entropy::unit_interval;
 use crate::inbox::apply::save;
 use crate::inbox::history::{self, Attribution};
@@ -40,12 +38,8 @@ impl Inbox<'_> {
         let now = self.store.now();
         let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
-        let sql = format!(
-            "SELECT {EVENT_COLUMNS_WITH_HISTORY} FROM agent_inbox WHERE ack_state = 'claimed' AND visibility_lease_until_utc <= ? \
-             ORDER BY visibility_lease_until_utc LIMIT ?{}",
-            self.store.dialect().for_update_skip_locked()
-        );
-        let rows = conn.fetch_all(&sql, &[Arg::I64(now.get()), Arg::I64(i64::from(limit))]).await?;
+        let sql = queries::EXPIRED_LEASES.text(self.store.dialect());
+        let rows = conn.fetch_all(sql, &[Arg::I64(now.get()), Arg::I64(i64::from(limit))]).await?;
         let (mut returned, mut dead) = (0, 0);
         for row in &rows {
             let (record, history) = event_with_history_from_row(row)?;
@@ -71,11 +65,8 @@ impl Inbox<'_> {
         let now = self.store.now();
         let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
-        let sql = format!(
-            "SELECT {EVENT_COLUMNS_WITH_HISTORY} FROM agent_inbox WHERE ack_state = 'available' AND expires_at_utc <= ? LIMIT ?{}",
-            self.store.dialect().for_update_skip_locked()
-        );
-        let rows = conn.fetch_all(&sql, &[Arg::I64(now.get()), Arg::I64(i64::from(limit))]).await?;
+        let sql = queries::EXPIRED_AVAILABLE.text(self.store.dialect());
+        let rows = conn.fetch_all(sql, &[Arg::I64(now.get()), Arg::I64(i64::from(limit))]).await?;
         let mut expired = 0;
         for row in &rows {
             let (record, history) = event_with_history_from_row(row)?;
@@ -123,8 +114,7 @@ impl Inbox<'_> {
             let rows = pooled
                 .conn()
                 .fetch_all(
-                    "SELECT DISTINCT tenant_id, recipient_kind, recipient_id FROM agent_inbox \
-                     WHERE terminal_at_utc < ? LIMIT ?",
+                    queries::INBOXES_WITH_RETAINED,
                     &[Arg::I64(cutoff.get()), Arg::I64(i64::from(limit))],
                 )
                 .await?;
@@ -158,13 +148,7 @@ impl Inbox<'_> {
         let mut args = inbox_args(inbox);
         args.push(Arg::I64(cutoff.get()));
         let boundary = conn
-            .fetch_optional(
-                &format!(
-                    "SELECT MIN(inbox_seq) AS boundary FROM agent_inbox WHERE {INBOX} \
-                     AND (terminal_at_utc IS NULL OR terminal_at_utc >= ?)"
-                ),
-                &args,
-            )
+            .fetch_optional(queries::RETAINED_BOUNDARY, &args)
             .await?
             .map(|row| row.opt_i64("boundary"))
             .transpose()?
@@ -180,25 +164,13 @@ impl Inbox<'_> {
         let mut args = vec![Arg::I64(now.get())];
         args.extend(inbox_args(inbox));
         args.push(seq_arg(upper));
-        conn.execute(
-            &format!(
-                "INSERT INTO agent_inbox_archive ({EVENT_COLUMNS_WITH_HISTORY}, archived_at_utc) \
-                 SELECT {EVENT_COLUMNS_WITH_HISTORY}, ? FROM agent_inbox WHERE {INBOX} AND inbox_seq < ?"
-            ),
-            &args,
-        )
-        .await?;
+        conn.execute(queries::ARCHIVE_PREFIX, &args).await?;
         let mut args = inbox_args(inbox);
         args.push(seq_arg(upper));
-        let moved =
-            conn.execute(&format!("DELETE FROM agent_inbox WHERE {INBOX} AND inbox_seq < ?"), &args).await?;
+        let moved = conn.execute(queries::DELETE_PREFIX, &args).await?;
         let mut args = vec![seq_arg(upper), Arg::I64(now.get())];
         args.extend(inbox_args(inbox));
-        conn.execute(
-            &format!("UPDATE inbox_head SET oldest_available_seq = ?, updated_at_utc = ? WHERE {INBOX}"),
-            &args,
-        )
-        .await?;
+        conn.execute(queries::ADVANCE_OLDEST_AVAILABLE, &args).await?;
         tx.commit().await?;
         Ok(moved.rows_affected)
     }
