@@ -594,13 +594,21 @@ pub(super) const ACTIVITY_PER_MINUTE: &str = "SELECT minute_start, \
 
 /// Every column of `agent_inbox_archive`, in schema order: the event's, its history, and when
 /// it was archived. `cold_storage.rs` types each one for export.
-pub(super) const ARCHIVE_COLUMNS: &str = concat!(event_columns_with_history!(), ", archived_at_utc");
+macro_rules! archive_columns {
+    () => {
+        concat!(event_columns_with_history!(), ", archived_at_utc")
+    };
+}
+
+/// The text of `archive_columns!`, which `cold_storage.rs` checks its export table against.
+#[cfg(test)]
+pub(super) const ARCHIVE_COLUMNS: &str = archive_columns!();
 
 /// Rows archived before a time, in key order (before, limit).
 pub(super) const ARCHIVED_PAGE: &str = concat!(
     "SELECT ",
-    event_columns_with_history!(),
-    ", archived_at_utc FROM agent_inbox_archive WHERE archived_at_utc < ? \
+    archive_columns!(),
+    " FROM agent_inbox_archive WHERE archived_at_utc < ? \
      ORDER BY tenant_id, recipient_kind, recipient_id, inbox_seq LIMIT ?"
 );
 
@@ -608,8 +616,8 @@ pub(super) const ARCHIVED_PAGE: &str = concat!(
 /// recipient ×2, seq, limit).
 pub(super) const ARCHIVED_PAGE_AFTER: &str = concat!(
     "SELECT ",
-    event_columns_with_history!(),
-    ", archived_at_utc FROM agent_inbox_archive WHERE archived_at_utc < ? \
+    archive_columns!(),
+    " FROM agent_inbox_archive WHERE archived_at_utc < ? \
      AND (tenant_id > ? OR (tenant_id = ? AND (recipient_kind > ? OR (recipient_kind = ? \
      AND (recipient_id > ? OR (recipient_id = ? AND inbox_seq > ?)))))) \
      ORDER BY tenant_id, recipient_kind, recipient_id, inbox_seq LIMIT ?"
