@@ -8,21 +8,10 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-export AGENT_INBOX_BIN="${AGENT_INBOX_BIN:-$repo/target/debug/agent-inbox}"
-if [ ! -x "$AGENT_INBOX_BIN" ]; then
-  echo "building $AGENT_INBOX_BIN"
-  (cd "$repo" && cargo build -q -p agent-inbox)
-fi
-
-if ! command -v node >/dev/null || [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
-  echo "the console tests need Node 20 or newer (found: $(node --version 2>/dev/null || echo none))" >&2
-  exit 1
-fi
-if [ ! -x "${CHROMIUM_BIN:-/usr/bin/chromium}" ]; then
-  echo "installing chromium"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-fi
+source "$repo/scripts/lib.sh"
+use_agent_inbox_bin test-console
+require_node_20 "the console tests"
+install_missing_packages "chromium:${CHROMIUM_BIN:-/usr/bin/chromium}"
 
 cd "$repo/tests/console"
 npm ci --no-audit --no-fund --loglevel=error

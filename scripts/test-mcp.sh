@@ -6,12 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ -z "${AGENT_INBOX_BIN:-}" ]; then
-    AGENT_INBOX_BIN="$PWD/target/debug/agent-inbox"
-    [ -x "$AGENT_INBOX_BIN" ] || cargo build -p agent-inbox
-fi
-[ -x "$AGENT_INBOX_BIN" ] || { echo "AGENT_INBOX_BIN=$AGENT_INBOX_BIN is not an executable" >&2; exit 1; }
-export AGENT_INBOX_BIN="$(cd "$(dirname "$AGENT_INBOX_BIN")" && pwd)/$(basename "$AGENT_INBOX_BIN")"
+source scripts/lib.sh
+use_agent_inbox_bin test-mcp
 
 venv=target/venvs/mcp
 if [ ! -x "$venv/bin/python" ]; then

@@ -10,11 +10,8 @@ set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$repo"
 
-export AGENT_INBOX_BIN="${AGENT_INBOX_BIN:-$repo/target/debug/agent-inbox}"
-if [ ! -x "$AGENT_INBOX_BIN" ]; then
-    echo "test-python: building $AGENT_INBOX_BIN" >&2
-    cargo build -q -p agent-inbox
-fi
+source "$repo/scripts/lib.sh"
+use_agent_inbox_bin test-python
 
 venv="$repo/target/venvs/python"
 python="${PYTHON:-python3}"

@@ -10,11 +10,8 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$repo"
-export AGENT_INBOX_BIN="${AGENT_INBOX_BIN:-$repo/target/debug/agent-inbox}"
-if [ ! -x "$AGENT_INBOX_BIN" ]; then
-    echo "test-readme: building $AGENT_INBOX_BIN" >&2
-    cargo build -q -p agent-inbox
-fi
+source "$repo/scripts/lib.sh"
+use_agent_inbox_bin test-readme
 for tool in curl jq; do
     command -v "$tool" >/dev/null || { echo "test-readme: the README's commands need $tool" >&2; exit 1; }
 done

@@ -6,28 +6,12 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-export AGENT_INBOX_BIN="${AGENT_INBOX_BIN:-$repo/target/debug/agent-inbox}"
-if [ ! -x "$AGENT_INBOX_BIN" ]; then
-  echo "building $AGENT_INBOX_BIN"
-  (cd "$repo" && cargo build -q -p agent-inbox)
-fi
-
-if ! command -v node >/dev/null || [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
-  echo "the TypeScript client needs Node 20 or newer (found: $(node --version 2>/dev/null || echo none))" >&2
-  exit 1
-fi
-
+source "$repo/scripts/lib.sh"
+use_agent_inbox_bin test-typescript
+require_node_20 "the TypeScript client"
 # Debian packages the tests use: the browser, openssl (a test certificate), sqlite3 (moving a
 # test database's retention point, as retention would).
-missing=()
-[ -x /usr/bin/chromium ] || missing+=(chromium)
-command -v openssl >/dev/null || missing+=(openssl)
-command -v sqlite3 >/dev/null || missing+=(sqlite3)
-if [ "${#missing[@]}" -gt 0 ]; then
-  echo "installing ${missing[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+install_missing_packages chromium:/usr/bin/chromium openssl:openssl sqlite3:sqlite3
 
 cd "$repo/clients/typescript"
 npm ci --no-audit --no-fund --loglevel=error

@@ -10,6 +10,7 @@
 # one AGENT_INBOX_TEST_GALERA_URLS names).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 
 mysql_url="${AGENT_INBOX_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306/test}"
 export AGENT_INBOX_TEST_MYSQL_URL="$mysql_url"
@@ -29,10 +30,7 @@ if ! mariadb_up; then
 fi
 
 # systemd-analyze checks the shipped systemd unit.
-if ! command -v systemd-analyze >/dev/null 2>&1; then
-    echo "systemd-analyze is missing; installing systemd with apt-get" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null
-fi
+install_missing_packages systemd:systemd-analyze
 
 if ! cargo nextest --version >/dev/null 2>&1; then
     cargo install --locked cargo-nextest
