@@ -4,10 +4,13 @@
 //! spent stream ticket.
 
 use std::net::IpAddr;
+use std::time::Duration;
 
+use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
+use futures_util::StreamExt;
 use inbox_api::ProblemCode;
 use inbox_core::{RecipientId, SessionId};
 use inbox_store::StreamCredential;
@@ -38,17 +41,49 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
                 "send the body as JSON with 'Content-Type: application/json'",
             ));
         }
-        let limit = state.body_bytes_limit();
-        let bytes = axum::body::to_bytes(request.into_body(), limit).await.map_err(|_| {
-            ApiError::new(
+        let bytes = read_body(request.into_body(), state.body_bytes_limit()).await?;
+        parse_json(&bytes).map(ApiJson)
+    }
+}
+
+/// How much of a body over the limit is read and dropped before the 413 goes out, and for how
+/// long at most: a client still sending it then reads the answer instead of a broken pipe.
+/// Past either bound the connection is simply closed.
+const OVER_LIMIT_DRAIN_BYTES_MAX: usize = 1 << 20;
+const OVER_LIMIT_DRAIN_TIME_MAX: Duration = Duration::from_secs(2);
+
+/// Reads a request body of at most `limit` bytes: over it, a 413 `payload_too_large`.
+pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    let mut chunks = body.into_data_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|_| {
+            ApiError::bad_request(
+                ProblemCode::MalformedJson,
+                "the request body ended before it was complete; send it again",
+            )
+        })?;
+        if bytes.len() + chunk.len() > limit {
+            let mut drained = 0;
+            let drain = async {
+                while let Some(Ok(chunk)) = chunks.next().await {
+                    drained += chunk.len();
+                    if drained > OVER_LIMIT_DRAIN_BYTES_MAX {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(OVER_LIMIT_DRAIN_TIME_MAX, drain).await;
+            return Err(ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 ProblemCode::PayloadTooLarge,
                 format!("the request body is over {limit} bytes; send a smaller payload or a payload_ref"),
             )
-            .with("limit_bytes", limit)
-        })?;
-        parse_json(&bytes).map(ApiJson)
+            .with("limit_bytes", limit));
+        }
+        bytes.extend_from_slice(&chunk);
     }
+    Ok(Bytes::from(bytes))
 }
 
 /// Parses JSON with errors that name the offending field. A body must be a JSON object (serde

@@ -40,7 +40,7 @@ use serde::de::DeserializeOwned;
 use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::http::extract::parse_json;
+use crate::http::extract::{parse_json, read_body};
 use crate::ops::signatures::nonce_hash;
 
 /// A JSON body whose request passed signature verification (or needed none); a signature's
@@ -198,15 +198,7 @@ async fn split(request: Request, state: &AppState) -> Result<(Caller, Parts, Byt
         Some(caller) => caller.clone(),
         None => Caller::from_request_parts(&mut parts, state).await?,
     };
-    let limit = state.body_bytes_limit();
-    let body = axum::body::to_bytes(body, limit).await.map_err(|_| {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            ProblemCode::PayloadTooLarge,
-            format!("the request body is over {limit} bytes; send a smaller payload or a payload_ref"),
-        )
-        .with("limit_bytes", limit)
-    })?;
+    let body = read_body(body, state.body_bytes_limit()).await?;
     Ok((caller, parts, body))
 }
 
