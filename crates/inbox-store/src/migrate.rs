@@ -82,15 +82,17 @@ fn ignore_contention(err: StoreError) -> Result<(), StoreError> {
 
 impl SqlStore {
     /// Applies every migration not yet recorded; returns how many ran. Several nodes may start
-    /// at once: MySQL serializes them with a named lock, SQLite with its write lock.
+    /// at once: MySQL serializes them with a lock named after the database (so databases on one
+    /// server migrate independently), SQLite with its write lock.
     pub async fn migrate(&self) -> Result<usize, StoreError> {
         let mut pooled = self.pools().writer().await?;
         let mut conn = pooled.conn();
         let (migrations, lock, unlock) = match self.dialect() {
+            // The lock name (20 + 40 characters, within MySQL's 64) is the database's.
             Dialect::MySql => (
                 MYSQL,
-                "SELECT GET_LOCK('agent_inbox_migrate', 60) AS locked",
-                "SELECT RELEASE_LOCK('agent_inbox_migrate') AS released",
+                "SELECT GET_LOCK(CONCAT('agent_inbox_migrate:', SHA1(COALESCE(DATABASE(), ''))), 60) AS locked",
+                "SELECT RELEASE_LOCK(CONCAT('agent_inbox_migrate:', SHA1(COALESCE(DATABASE(), '')))) AS released",
             ),
             Dialect::Sqlite => (SQLITE, "BEGIN IMMEDIATE", "COMMIT"),
         };
