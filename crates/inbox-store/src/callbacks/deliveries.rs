@@ -4,8 +4,8 @@
 use inbox_core::{InboxSeq, TenantId, UnixMillis};
 
 use super::{
-    ATTEMPT_COLUMNS, CALLBACK_ATTEMPTS_LIST_MAX, CallbackAttempt, Callbacks, DeliveryResult, DueDelivery,
-    REGISTRATION_COLUMNS, RegistrationId, attempt_from_row, registration_from_row, truncate,
+    CALLBACK_ATTEMPTS_LIST_MAX, CallbackAttempt, Callbacks, DeliveryResult, DueDelivery, RegistrationId,
+    attempt_from_row, queries, registration_from_row, truncate,
 };
 use crate::StoreError;
 use crate::db::Arg;
@@ -18,14 +18,7 @@ impl Callbacks<'_> {
         let rows = pooled
             .conn()
             .fetch_all(
-                &format!(
-                    "SELECT {REGISTRATION_COLUMNS}, h.head_seq FROM callback_registration r \
-                     JOIN inbox_head h ON h.tenant_id = r.tenant_id AND h.recipient_kind = 'agent' \
-                     AND h.recipient_id = r.recipient_id \
-                     WHERE r.verification_state = 'active' AND r.next_attempt_at_utc <= ? \
-                     AND h.head_seq > r.delivered_head_seq \
-                     ORDER BY r.next_attempt_at_utc LIMIT ?"
-                ),
+                queries::DUE_DELIVERIES,
                 &[Arg::I64(now.get()), Arg::I64(i64::from(limit.clamp(1, 1_000)))],
             )
             .await?;
@@ -52,8 +45,7 @@ impl Callbacks<'_> {
         let done = pooled
             .conn()
             .execute(
-                "UPDATE callback_registration SET next_attempt_at_utc = ? \
-                 WHERE registration_id = ? AND next_attempt_at_utc = ? AND verification_state = 'active'",
+                queries::CLAIM_DELIVERY,
                 &[
                     Arg::I64(lease_until.get()),
                     Arg::Str(registration_id.as_str()),
@@ -77,9 +69,7 @@ impl Callbacks<'_> {
             DeliveryResult::Delivered { head_seq, next_attempt_at } => {
                 let head = head_seq.get() as i64;
                 conn.execute(
-                    "UPDATE callback_registration SET delivered_head_seq = CASE WHEN delivered_head_seq < ? \
-                     THEN ? ELSE delivered_head_seq END, next_attempt_at_utc = ?, failed_attempts = 0, \
-                     last_error = NULL, updated_at_utc = ? WHERE registration_id = ?",
+                    queries::RECORD_DELIVERED,
                     &[
                         Arg::I64(head),
                         Arg::I64(head),
@@ -92,8 +82,7 @@ impl Callbacks<'_> {
             }
             DeliveryResult::Failed { error, next_attempt_at, give_up_head: None } => {
                 conn.execute(
-                    "UPDATE callback_registration SET failed_attempts = failed_attempts + 1, \
-                     next_attempt_at_utc = ?, last_error = ?, updated_at_utc = ? WHERE registration_id = ?",
+                    queries::RECORD_FAILED,
                     &[
                         Arg::I64(next_attempt_at.get()),
                         Arg::Str(truncate(error)),
@@ -106,9 +95,7 @@ impl Callbacks<'_> {
             DeliveryResult::Failed { error, next_attempt_at, give_up_head: Some(head_seq) } => {
                 let head = head_seq.get() as i64;
                 conn.execute(
-                    "UPDATE callback_registration SET delivered_head_seq = CASE WHEN delivered_head_seq < ? \
-                     THEN ? ELSE delivered_head_seq END, failed_attempts = 0, next_attempt_at_utc = ?, \
-                     last_error = ?, updated_at_utc = ? WHERE registration_id = ?",
+                    queries::RECORD_GIVEN_UP,
                     &[
                         Arg::I64(head),
                         Arg::I64(head),
@@ -130,7 +117,7 @@ impl Callbacks<'_> {
         pooled
             .conn()
             .execute(
-                &format!("INSERT INTO callback_delivery ({ATTEMPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                queries::INSERT_ATTEMPT,
                 &[
                     Arg::Str(&attempt.delivery_id),
                     Arg::Str(attempt.registration_id.as_str()),
@@ -160,10 +147,7 @@ impl Callbacks<'_> {
         let rows = pooled
             .conn()
             .fetch_all(
-                &format!(
-                    "SELECT {ATTEMPT_COLUMNS} FROM callback_delivery WHERE tenant_id = ? AND registration_id = ? \
-                     ORDER BY created_at_utc DESC, delivery_id DESC LIMIT ?"
-                ),
+                queries::ATTEMPTS_OF_REGISTRATION,
                 &[
                     Arg::Str(tenant_id.as_str()),
                     Arg::Str(registration_id.as_str()),
@@ -180,7 +164,7 @@ impl Callbacks<'_> {
         let mut conn = pooled.conn();
         let ids: Vec<String> = conn
             .fetch_all(
-                "SELECT delivery_id FROM callback_delivery WHERE created_at_utc < ? LIMIT ?",
+                queries::ATTEMPTS_BEFORE,
                 &[Arg::I64(cutoff.get()), Arg::I64(i64::from(limit.clamp(1, 1_000)))],
             )
             .await?
@@ -191,15 +175,7 @@ impl Callbacks<'_> {
             return Ok(0);
         }
         let args: Vec<Arg> = ids.iter().map(|id| Arg::Str(id)).collect();
-        let done = conn
-            .execute(
-                &format!(
-                    "DELETE FROM callback_delivery WHERE delivery_id IN ({})",
-                    crate::dialect::placeholders(ids.len())
-                ),
-                &args,
-            )
-            .await?;
+        let done = conn.execute(&queries::delete_attempts(ids.len()), &args).await?;
         Ok(done.rows_affected)
     }
 }

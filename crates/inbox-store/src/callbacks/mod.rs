@@ -11,6 +11,7 @@
 //! never touches the inbox: agents still recover by polling.
 
 mod deliveries;
+mod queries;
 mod registrations;
 
 use std::fmt;
@@ -191,14 +192,6 @@ pub struct CallbackAttempt {
     pub duration_ms: u64,
     pub created_at: UnixMillis,
 }
-
-const REGISTRATION_COLUMNS: &str = "r.registration_id, r.tenant_id, r.recipient_id, r.callback_url, \
-    r.verification_state, r.auth_mode, r.key_id, r.secret, r.previous_key_id, r.previous_secret, \
-    r.previous_retires_at_utc, r.replay_window_seconds, r.max_rate_per_minute, r.delivered_head_seq, \
-    r.next_attempt_at_utc, r.failed_attempts, r.last_error, r.created_at_utc, r.verified_at_utc";
-
-const ATTEMPT_COLUMNS: &str = "delivery_id, registration_id, tenant_id, kind, head_seq, attempt, outcome, \
-    http_status, error, duration_ms, created_at_utc";
 
 /// The callbacks subsystem of one [`SqlStore`]: registrations, their due deliveries and the attempts made.
 /// A borrowed view, free to make: `store.callbacks()`.

@@ -4,8 +4,8 @@
 use inbox_core::{RecipientId, TenantId, UnixMillis};
 
 use super::{
-    CallbackLimits, CallbackRegistration, Callbacks, NewCallbackRegistration, REGISTRATION_COLUMNS,
-    RegistrationId, VerificationState, registration_from_row, truncate,
+    CallbackLimits, CallbackRegistration, Callbacks, NewCallbackRegistration, RegistrationId,
+    VerificationState, queries, registration_from_row, truncate,
 };
 use crate::StoreError;
 use crate::db::{Arg, DbRow};
@@ -41,7 +41,7 @@ impl Callbacks<'_> {
         let count = |row: Option<DbRow>| row.map(|r| r.i64("n")).transpose().map(|n| n.unwrap_or(0) as u64);
         let for_recipient = count(
             conn.fetch_optional(
-                "SELECT COUNT(*) AS n FROM callback_registration WHERE tenant_id = ? AND recipient_id = ?",
+                queries::COUNT_OF_RECIPIENT,
                 &[Arg::Str(new.tenant_id.as_str()), Arg::Str(new.recipient_id.as_str())],
             )
             .await?,
@@ -52,13 +52,8 @@ impl Callbacks<'_> {
                 limit: limits.per_recipient_max,
             });
         }
-        let for_tenant = count(
-            conn.fetch_optional(
-                "SELECT COUNT(*) AS n FROM callback_registration WHERE tenant_id = ?",
-                &[Arg::Str(new.tenant_id.as_str())],
-            )
-            .await?,
-        )?;
+        let for_tenant =
+            count(conn.fetch_optional(queries::COUNT_OF_TENANT, &[Arg::Str(new.tenant_id.as_str())]).await?)?;
         if for_tenant >= limits.per_tenant_max {
             return Err(StoreError::LimitReached {
                 what: "callback registration per tenant",
@@ -66,11 +61,7 @@ impl Callbacks<'_> {
             });
         }
         conn.execute(
-            "INSERT INTO callback_registration (registration_id, tenant_id, recipient_id, callback_url, \
-             verification_state, auth_mode, key_id, secret_hash, public_key, replay_window_seconds, \
-             max_rate_per_minute, created_at_utc, rotates_after_utc, secret, delivered_head_seq, \
-             next_attempt_at_utc, failed_attempts, updated_at_utc) \
-             VALUES (?, ?, ?, ?, 'pending_verification', 'hmac-sha256', ?, NULL, NULL, ?, ?, ?, NULL, ?, 0, 0, 0, ?)",
+            queries::INSERT_REGISTRATION,
             &[
                 Arg::Str(id.as_str()),
                 Arg::Str(new.tenant_id.as_str()),
@@ -117,10 +108,7 @@ impl Callbacks<'_> {
         let row = pooled
             .conn()
             .fetch_optional(
-                &format!(
-                    "SELECT {REGISTRATION_COLUMNS} FROM callback_registration r \
-                     WHERE r.tenant_id = ? AND r.registration_id = ?"
-                ),
+                queries::REGISTRATION_BY_ID,
                 &[Arg::Str(tenant_id.as_str()), Arg::Str(registration_id.as_str())],
             )
             .await?;
@@ -134,15 +122,14 @@ impl Callbacks<'_> {
         recipient_id: Option<&RecipientId>,
     ) -> Result<Vec<CallbackRegistration>, StoreError> {
         let mut pooled = self.store.pools().reader().await?;
-        let mut sql =
-            format!("SELECT {REGISTRATION_COLUMNS} FROM callback_registration r WHERE r.tenant_id = ?");
-        let mut args = vec![Arg::Str(tenant_id.as_str())];
-        if let Some(recipient_id) = recipient_id {
-            sql.push_str(" AND r.recipient_id = ?");
-            args.push(Arg::Str(recipient_id.as_str()));
-        }
-        sql.push_str(" ORDER BY r.created_at_utc, r.registration_id");
-        let rows = pooled.conn().fetch_all(&sql, &args).await?;
+        let (sql, args) = match recipient_id {
+            Some(recipient_id) => (
+                queries::REGISTRATIONS_OF_RECIPIENT,
+                vec![Arg::Str(tenant_id.as_str()), Arg::Str(recipient_id.as_str())],
+            ),
+            None => (queries::REGISTRATIONS_OF_TENANT, vec![Arg::Str(tenant_id.as_str())]),
+        };
+        let rows = pooled.conn().fetch_all(sql, &args).await?;
         rows.iter().map(registration_from_row).collect()
     }
 
@@ -156,7 +143,7 @@ impl Callbacks<'_> {
         let done = pooled
             .conn()
             .execute(
-                "DELETE FROM callback_registration WHERE tenant_id = ? AND registration_id = ?",
+                queries::DELETE_REGISTRATION,
                 &[Arg::Str(tenant_id.as_str()), Arg::Str(registration_id.as_str())],
             )
             .await?;
@@ -175,9 +162,7 @@ impl Callbacks<'_> {
         let done = pooled
             .conn()
             .execute(
-                "UPDATE callback_registration SET verification_state = 'active', verified_at_utc = ?, \
-                 failed_attempts = 0, last_error = NULL, next_attempt_at_utc = 0, updated_at_utc = ? \
-                 WHERE tenant_id = ? AND registration_id = ?",
+                queries::MARK_VERIFIED,
                 &[
                     Arg::I64(now.get()),
                     Arg::I64(now.get()),
@@ -201,8 +186,7 @@ impl Callbacks<'_> {
         pooled
             .conn()
             .execute(
-                "UPDATE callback_registration SET last_error = ?, updated_at_utc = ? \
-                 WHERE tenant_id = ? AND registration_id = ?",
+                queries::RECORD_ERROR,
                 &[
                     Arg::Str(truncate(error)),
                     Arg::I64(now.get()),
@@ -232,9 +216,7 @@ impl Callbacks<'_> {
         let done = pooled
             .conn()
             .execute(
-                "UPDATE callback_registration SET previous_key_id = key_id, previous_secret = secret, \
-                 previous_retires_at_utc = ?, key_id = ?, secret = ?, updated_at_utc = ? \
-                 WHERE tenant_id = ? AND registration_id = ? AND key_id <> ?",
+                queries::ROTATE_SECRET,
                 &[
                     Arg::I64(now.plus_ms(overlap_ms).get()),
                     Arg::Str(key_id.as_str()),

@@ -1,0 +1,145 @@
+//! Every SQL statement of the `callbacks` subsystem, by name: registrations (counted under the
+//! tenant lock), the delivery cursor and its compare-and-set, and the attempt log.
+
+use crate::dialect::placeholders;
+
+/// Columns of `callback_registration r` read into a `CallbackRegistration`.
+macro_rules! registration_columns {
+    () => {
+        "r.registration_id, r.tenant_id, r.recipient_id, r.callback_url, \
+         r.verification_state, r.auth_mode, r.key_id, r.secret, r.previous_key_id, r.previous_secret, \
+         r.previous_retires_at_utc, r.replay_window_seconds, r.max_rate_per_minute, r.delivered_head_seq, \
+         r.next_attempt_at_utc, r.failed_attempts, r.last_error, r.created_at_utc, r.verified_at_utc"
+    };
+}
+
+/// Columns of `callback_delivery` read into a `CallbackAttempt`, also the columns one attempt
+/// inserts.
+macro_rules! attempt_columns {
+    () => {
+        "delivery_id, registration_id, tenant_id, kind, head_seq, attempt, outcome, \
+         http_status, error, duration_ms, created_at_utc"
+    };
+}
+
+// ---- registrations ----
+
+/// The recipient's registrations in every state, counted (tenant, recipient).
+pub(super) const COUNT_OF_RECIPIENT: &str =
+    "SELECT COUNT(*) AS n FROM callback_registration WHERE tenant_id = ? AND recipient_id = ?";
+
+/// The tenant's registrations in every state, counted (tenant).
+pub(super) const COUNT_OF_TENANT: &str =
+    "SELECT COUNT(*) AS n FROM callback_registration WHERE tenant_id = ?";
+
+/// A new `pending_verification` registration, never yet delivered (id, tenant, recipient, url,
+/// key id, replay window, max rate, created at, secret, updated at).
+pub(super) const INSERT_REGISTRATION: &str = "INSERT INTO callback_registration (registration_id, tenant_id, \
+    recipient_id, callback_url, verification_state, auth_mode, key_id, secret_hash, public_key, \
+    replay_window_seconds, max_rate_per_minute, created_at_utc, rotates_after_utc, secret, delivered_head_seq, \
+    next_attempt_at_utc, failed_attempts, updated_at_utc) \
+    VALUES (?, ?, ?, ?, 'pending_verification', 'hmac-sha256', ?, NULL, NULL, ?, ?, ?, NULL, ?, 0, 0, 0, ?)";
+
+/// One registration of a tenant (tenant, registration).
+pub(super) const REGISTRATION_BY_ID: &str = concat!(
+    "SELECT ",
+    registration_columns!(),
+    " FROM callback_registration r WHERE r.tenant_id = ? AND r.registration_id = ?"
+);
+
+/// The tenant's registrations, oldest first (tenant).
+pub(super) const REGISTRATIONS_OF_TENANT: &str = concat!(
+    "SELECT ",
+    registration_columns!(),
+    " FROM callback_registration r WHERE r.tenant_id = ? ORDER BY r.created_at_utc, r.registration_id"
+);
+
+/// One recipient's registrations, oldest first (tenant, recipient).
+pub(super) const REGISTRATIONS_OF_RECIPIENT: &str = concat!(
+    "SELECT ",
+    registration_columns!(),
+    " FROM callback_registration r WHERE r.tenant_id = ? AND r.recipient_id = ? \
+     ORDER BY r.created_at_utc, r.registration_id"
+);
+
+/// A registration, not its delivery log (tenant, registration).
+pub(super) const DELETE_REGISTRATION: &str =
+    "DELETE FROM callback_registration WHERE tenant_id = ? AND registration_id = ?";
+
+/// Makes a registration `active` and due at once (verified at, updated at, tenant, registration).
+pub(super) const MARK_VERIFIED: &str = "UPDATE callback_registration SET verification_state = 'active', \
+    verified_at_utc = ?, failed_attempts = 0, last_error = NULL, next_attempt_at_utc = 0, updated_at_utc = ? \
+    WHERE tenant_id = ? AND registration_id = ?";
+
+/// Why a challenge failed (error, updated at, tenant, registration).
+pub(super) const RECORD_ERROR: &str = "UPDATE callback_registration SET last_error = ?, updated_at_utc = ? \
+    WHERE tenant_id = ? AND registration_id = ?";
+
+/// The current secret becomes the previous one, retiring later, unless the new key id is the
+/// current one (retires at, key id, secret, updated at, tenant, registration, key id).
+pub(super) const ROTATE_SECRET: &str = "UPDATE callback_registration SET previous_key_id = key_id, \
+    previous_secret = secret, previous_retires_at_utc = ?, key_id = ?, secret = ?, updated_at_utc = ? \
+    WHERE tenant_id = ? AND registration_id = ? AND key_id <> ?";
+
+// ---- deliveries ----
+
+/// Active registrations due at a time whose recipient's head is past what they were sent,
+/// with that head, soonest first (now, limit).
+pub(super) const DUE_DELIVERIES: &str = concat!(
+    "SELECT ",
+    registration_columns!(),
+    ", h.head_seq FROM callback_registration r \
+     JOIN inbox_head h ON h.tenant_id = r.tenant_id AND h.recipient_kind = 'agent' \
+     AND h.recipient_id = r.recipient_id \
+     WHERE r.verification_state = 'active' AND r.next_attempt_at_utc <= ? \
+     AND h.head_seq > r.delivered_head_seq \
+     ORDER BY r.next_attempt_at_utc LIMIT ?"
+);
+
+/// Takes a due registration, the compare-and-set on the `next_attempt_at` the caller read
+/// (lease until, registration, seen next attempt at).
+pub(super) const CLAIM_DELIVERY: &str = "UPDATE callback_registration SET next_attempt_at_utc = ? \
+    WHERE registration_id = ? AND next_attempt_at_utc = ? AND verification_state = 'active'";
+
+/// A delivered head, never moving the cursor back; the failure count starts over (head, head,
+/// next attempt at, updated at, registration).
+pub(super) const RECORD_DELIVERED: &str = "UPDATE callback_registration SET delivered_head_seq = \
+    CASE WHEN delivered_head_seq < ? THEN ? ELSE delivered_head_seq END, next_attempt_at_utc = ?, \
+    failed_attempts = 0, last_error = NULL, updated_at_utc = ? WHERE registration_id = ?";
+
+/// One more failed attempt at the current head (next attempt at, error, updated at, registration).
+pub(super) const RECORD_FAILED: &str = "UPDATE callback_registration SET failed_attempts = failed_attempts + 1, \
+    next_attempt_at_utc = ?, last_error = ?, updated_at_utc = ? WHERE registration_id = ?";
+
+/// A head given up on counts as delivered, with the error kept (head, head, next attempt at,
+/// error, updated at, registration).
+pub(super) const RECORD_GIVEN_UP: &str = "UPDATE callback_registration SET delivered_head_seq = \
+    CASE WHEN delivered_head_seq < ? THEN ? ELSE delivered_head_seq END, failed_attempts = 0, \
+    next_attempt_at_utc = ?, last_error = ?, updated_at_utc = ? WHERE registration_id = ?";
+
+// ---- the attempt log ----
+
+/// One attempt (its columns in order).
+pub(super) const INSERT_ATTEMPT: &str = concat!(
+    "INSERT INTO callback_delivery (",
+    attempt_columns!(),
+    ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+);
+
+/// A registration's attempts, newest first (tenant, registration, limit).
+pub(super) const ATTEMPTS_OF_REGISTRATION: &str = concat!(
+    "SELECT ",
+    attempt_columns!(),
+    " FROM callback_delivery WHERE tenant_id = ? AND registration_id = ? \
+     ORDER BY created_at_utc DESC, delivery_id DESC LIMIT ?"
+);
+
+/// Up to a limit of attempts older than a cutoff (cutoff, limit). MySQL refuses LIMIT inside
+/// an IN subquery, so the ids are read first and deleted with [`delete_attempts`].
+pub(super) const ATTEMPTS_BEFORE: &str =
+    "SELECT delivery_id FROM callback_delivery WHERE created_at_utc < ? LIMIT ?";
+
+/// Deletes `n` attempts read by [`ATTEMPTS_BEFORE`] (id per attempt).
+pub(super) fn delete_attempts(n: usize) -> String {
+    format!("DELETE FROM callback_delivery WHERE delivery_id IN ({})", placeholders(n))
+}
