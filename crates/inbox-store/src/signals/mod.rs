@@ -8,10 +8,11 @@
 //! the reader (the server's notifier) keeps track of the ids it skipped and asks for them again
 //! with [`Signals::by_ids`].
 
+mod queries;
+
 use inbox_core::{InboxSeq, Recipient, RecipientId, RecipientKind, TenantId, UnixMillis};
 
 use crate::db::{Arg, DbRow};
-use crate::dialect::placeholders;
 use crate::sessions::SESSION_SUPERSEDED_SIGNAL;
 use crate::{SqlStore, StoreError};
 
@@ -41,8 +42,6 @@ pub enum SignalKind {
     SessionSuperseded,
 }
 
-const SIGNAL_COLUMNS: &str = "outbox_id, tenant_id, signal_type, recipient_heads, created_at_utc";
-
 /// The signals subsystem of one [`SqlStore`]: the outbox every node's notifier reads.
 /// A borrowed view, free to make: `store.signals()`.
 #[derive(Debug, Clone, Copy)]
@@ -63,15 +62,8 @@ impl Signals<'_> {
     pub async fn after(self, after_id: i64, limit: u32) -> Result<Vec<Signal>, StoreError> {
         let limit = i64::from(limit.clamp(1, SIGNALS_READ_MAX));
         let mut pooled = self.store.pools().reader().await?;
-        let rows = pooled
-            .conn()
-            .fetch_all(
-                &format!(
-                    "SELECT {SIGNAL_COLUMNS} FROM outbox_signal WHERE outbox_id > ? ORDER BY outbox_id LIMIT ?"
-                ),
-                &[Arg::I64(after_id), Arg::I64(limit)],
-            )
-            .await?;
+        let rows =
+            pooled.conn().fetch_all(queries::SIGNALS_AFTER, &[Arg::I64(after_id), Arg::I64(limit)]).await?;
         rows.iter().map(signal_from_row).collect()
     }
 
@@ -89,16 +81,7 @@ impl Signals<'_> {
         }
         let args: Vec<Arg> = ids.iter().map(|id| Arg::I64(*id)).collect();
         let mut pooled = self.store.pools().reader().await?;
-        let rows = pooled
-            .conn()
-            .fetch_all(
-                &format!(
-                    "SELECT {SIGNAL_COLUMNS} FROM outbox_signal WHERE outbox_id IN ({}) ORDER BY outbox_id",
-                    placeholders(ids.len())
-                ),
-                &args,
-            )
-            .await?;
+        let rows = pooled.conn().fetch_all(&queries::signals_by_ids(ids.len()), &args).await?;
         rows.iter().map(signal_from_row).collect()
     }
 
@@ -110,20 +93,14 @@ impl Signals<'_> {
         let mut pooled = self.store.pools().reader().await?;
         let mut conn = pooled.conn();
         let first_recent = conn
-            .fetch_optional(
-                "SELECT MIN(outbox_id) AS n FROM outbox_signal WHERE created_at_utc >= ?",
-                &[Arg::I64(since.get())],
-            )
+            .fetch_optional(queries::FIRST_SIGNAL_SINCE, &[Arg::I64(since.get())])
             .await?
             .map(|row| row.opt_i64("n"))
             .transpose()?
             .flatten();
         let (sql, args) = match first_recent {
-            // The primary key answers this without scanning the older rows.
-            Some(first) => {
-                ("SELECT MAX(outbox_id) AS n FROM outbox_signal WHERE outbox_id < ?", vec![Arg::I64(first)])
-            }
-            None => ("SELECT MAX(outbox_id) AS n FROM outbox_signal", vec![]),
+            Some(first) => (queries::LAST_SIGNAL_BEFORE, vec![Arg::I64(first)]),
+            None => (queries::LAST_SIGNAL, vec![]),
         };
         let before =
             conn.fetch_optional(sql, &args).await?.map(|row| row.opt_i64("n")).transpose()?.flatten();
@@ -141,12 +118,8 @@ impl Signals<'_> {
         let limit = limit.clamp(1, SIGNALS_READ_MAX);
         let mut pooled = self.store.pools().writer().await?;
         let mut conn = pooled.conn();
-        // MySQL refuses LIMIT inside an IN subquery, so the ids are read first.
         let ids: Vec<i64> = conn
-            .fetch_all(
-                "SELECT outbox_id FROM outbox_signal WHERE created_at_utc < ? ORDER BY created_at_utc LIMIT ?",
-                &[Arg::I64(cutoff.get()), Arg::I64(i64::from(limit))],
-            )
+            .fetch_all(queries::SIGNALS_BEFORE, &[Arg::I64(cutoff.get()), Arg::I64(i64::from(limit))])
             .await?
             .iter()
             .map(|row| row.i64("outbox_id"))
@@ -155,12 +128,7 @@ impl Signals<'_> {
             return Ok(0);
         }
         let args: Vec<Arg> = ids.iter().map(|id| Arg::I64(*id)).collect();
-        let done = conn
-            .execute(
-                &format!("DELETE FROM outbox_signal WHERE outbox_id IN ({})", placeholders(ids.len())),
-                &args,
-            )
-            .await?;
+        let done = conn.execute(&queries::delete_signals(ids.len()), &args).await?;
         Ok(done.rows_affected)
     }
 }
