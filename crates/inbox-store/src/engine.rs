@@ -10,6 +10,8 @@ use std::fmt;
 use sqlx::mysql::MySqlConnection;
 use sqlx::{Executor as _, Row as _};
 
+use crate::queries;
+
 /// The `wsrep_sync_wait` bits every store connection to a Galera member uses: 1 (SELECT, SHOW,
 /// BEGIN), 2 (UPDATE, DELETE) and 4 (INSERT, REPLACE: a publish starts with an upsert of the
 /// inbox heads, which must read the newest head). A read overtaken after its wait by a commit
@@ -64,27 +66,22 @@ pub struct EngineReport {
 
 /// Detects the engine on a fresh MySQL-protocol connection.
 pub(crate) async fn detect_mysql(conn: &mut MySqlConnection) -> Result<Engine, sqlx::Error> {
-    let version: String = conn.fetch_one("SELECT VERSION() AS v").await?.try_get_unchecked("v")?;
+    let version: String = conn.fetch_one(queries::SERVER_VERSION).await?.try_get_unchecked("v")?;
     let product =
         if version.to_ascii_lowercase().contains("mariadb") { Product::MariaDb } else { Product::MySql };
-    let galera = variable(conn, "wsrep_on").await?.is_some_and(|v| v.eq_ignore_ascii_case("on"));
+    let galera = variable(conn, queries::WSREP_ON).await?.is_some_and(|v| v.eq_ignore_ascii_case("on"));
     let group_replication = match product {
-        Product::MySql => conn
-            .fetch_optional(
-                "SELECT MEMBER_STATE FROM performance_schema.replication_group_members \
-                 WHERE MEMBER_ID = @@server_uuid",
-            )
-            .await
-            .ok()
-            .flatten()
-            .is_some(),
+        Product::MySql => {
+            conn.fetch_optional(queries::GROUP_REPLICATION_MEMBER).await.ok().flatten().is_some()
+        }
         _ => false,
     };
     Ok(Engine { product, version, galera, group_replication })
 }
 
-async fn variable(conn: &mut MySqlConnection, name: &str) -> Result<Option<String>, sqlx::Error> {
-    let row = conn.fetch_optional(format!("SHOW VARIABLES LIKE '{name}'").as_str()).await?;
+/// The value a `SHOW VARIABLES LIKE` statement reads, if the server has that variable.
+async fn variable(conn: &mut MySqlConnection, show: &str) -> Result<Option<String>, sqlx::Error> {
+    let row = conn.fetch_optional(show).await?;
     row.map(|row| {
         let value: Vec<u8> = row.try_get_unchecked(1)?;
         Ok(String::from_utf8_lossy(&value).into_owned())

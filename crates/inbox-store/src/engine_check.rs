@@ -5,13 +5,10 @@
 
 use crate::db::{Arg, DbConnection, Pooled};
 use crate::engine::{EngineReport, Product};
-use crate::{SqlStore, StoreError};
+use crate::{SqlStore, StoreError, queries};
 
 /// How many extra pooled connections to try for one on the same server as the first.
 const SAME_SERVER_TRIES: usize = 8;
-
-const PROBE_TABLE: &str = "CREATE TABLE IF NOT EXISTS agent_inbox_engine_probe (\
-    probe_id BIGINT NOT NULL PRIMARY KEY, probe_value BIGINT NOT NULL) ENGINE=InnoDB";
 
 impl SqlStore {
     /// Proves with two connections that `FOR UPDATE SKIP LOCKED` skips a row the other holds
@@ -24,7 +21,7 @@ impl SqlStore {
             return Ok(EngineReport { engine, locks_checked: true });
         }
         let mut first = self.pools().writer().await?;
-        first.conn().execute_raw(PROBE_TABLE).await?;
+        first.conn().execute_raw(queries::CREATE_PROBE_TABLE).await?;
         let home = server_of(&mut first).await?;
         let mut held = Vec::new();
         let mut second = None;
@@ -45,13 +42,7 @@ impl SqlStore {
         // Whatever happened, leave no open transaction and no probe rows behind.
         let _ = first.conn().execute_raw("ROLLBACK").await;
         let _ = second.conn().execute_raw("ROLLBACK").await;
-        let _ = first
-            .conn()
-            .execute(
-                "DELETE FROM agent_inbox_engine_probe WHERE probe_id IN (?, ?)",
-                &[Arg::I64(key), Arg::I64(key + 1)],
-            )
-            .await;
+        let _ = first.conn().execute(queries::DELETE_PROBE_ROWS, &[Arg::I64(key), Arg::I64(key + 1)]).await;
         match result? {
             None => Ok(EngineReport { engine, locks_checked: true }),
             Some(property) => Err(StoreError::EngineRefused { engine: engine.to_string(), property }),
@@ -63,7 +54,7 @@ impl SqlStore {
 async fn server_of(pooled: &mut Pooled) -> Result<String, StoreError> {
     let row = pooled
         .conn()
-        .fetch_optional("SELECT CONCAT(@@hostname, ':', @@port) AS server", &[])
+        .fetch_optional(queries::SERVER_OF_CONNECTION, &[])
         .await?
         .ok_or_else(|| StoreError::Corrupt("the server query returned no row".into()))?;
     row.string("server")
@@ -75,24 +66,19 @@ async fn probe(
     b: &mut DbConnection<'_>,
     key: i64,
 ) -> Result<Option<String>, StoreError> {
-    a.execute(
-        "INSERT INTO agent_inbox_engine_probe (probe_id, probe_value) VALUES (?, 0), (?, 0)",
-        &[Arg::I64(key), Arg::I64(key + 1)],
-    )
-    .await?;
-    let pick = "SELECT probe_id FROM agent_inbox_engine_probe WHERE probe_id IN (?, ?) \
-                ORDER BY probe_id LIMIT 1 FOR UPDATE SKIP LOCKED";
     let args = [Arg::I64(key), Arg::I64(key + 1)];
+    a.execute(queries::INSERT_PROBE_ROWS, &args).await?;
 
     a.execute_raw("BEGIN").await?;
-    let first = a.fetch_optional(pick, &args).await?.map(|r| r.i64("probe_id")).transpose()?;
+    let first =
+        a.fetch_optional(queries::PICK_PROBE_ROW, &args).await?.map(|r| r.i64("probe_id")).transpose()?;
     if first != Some(key) {
         return Ok(Some(format!(
             "FOR UPDATE SKIP LOCKED returned {first:?} instead of the first of two unlocked rows"
         )));
     }
     b.execute_raw("BEGIN").await?;
-    let skipped = match b.fetch_optional(pick, &args).await {
+    let skipped = match b.fetch_optional(queries::PICK_PROBE_ROW, &args).await {
         Ok(row) => row.map(|r| r.i64("probe_id")).transpose()?,
         Err(StoreError::Contention { .. }) => {
             return Ok(Some("FOR UPDATE SKIP LOCKED waited for a row another connection holds locked instead of skipping it".into()));
@@ -112,13 +98,17 @@ async fn probe(
 
     // READ COMMITTED: a row committed by another connection after this transaction's first
     // read is visible to its next read.
-    let read = "SELECT probe_value FROM agent_inbox_engine_probe WHERE probe_id = ?";
-    let before =
-        a.fetch_optional(read, &[Arg::I64(key + 1)]).await?.map(|r| r.i64("probe_value")).transpose()?;
-    b.execute("UPDATE agent_inbox_engine_probe SET probe_value = 1 WHERE probe_id = ?", &[Arg::I64(key + 1)])
-        .await?;
-    let after =
-        a.fetch_optional(read, &[Arg::I64(key + 1)]).await?.map(|r| r.i64("probe_value")).transpose()?;
+    let before = a
+        .fetch_optional(queries::READ_PROBE_VALUE, &[Arg::I64(key + 1)])
+        .await?
+        .map(|r| r.i64("probe_value"))
+        .transpose()?;
+    b.execute(queries::SET_PROBE_VALUE, &[Arg::I64(key + 1)]).await?;
+    let after = a
+        .fetch_optional(queries::READ_PROBE_VALUE, &[Arg::I64(key + 1)])
+        .await?
+        .map(|r| r.i64("probe_value"))
+        .transpose()?;
     a.execute_raw("ROLLBACK").await?;
     if before != Some(0) || after != Some(1) {
         return Ok(Some(

@@ -25,6 +25,7 @@ mod error;
 pub mod host;
 mod inbox;
 mod migrate;
+mod queries;
 mod sessions;
 mod signals;
 mod signatures;

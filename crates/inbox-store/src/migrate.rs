@@ -2,7 +2,7 @@
 //! never by hand. Each backend has its own numbered SQL files; a table records what ran.
 
 use crate::db::{Arg, DbConnection};
-use crate::{Dialect, SqlStore, StoreError};
+use crate::{Dialect, SqlStore, StoreError, queries};
 
 struct Migration {
     version: i64,
@@ -62,13 +62,6 @@ const SQLITE: &[Migration] = &[
     Migration { version: 9, name: "event history", sql: include_str!("migrations/sqlite/0009_history.sql") },
 ];
 
-const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS agent_inbox_migrations (\
-    version BIGINT NOT NULL PRIMARY KEY, name VARCHAR(128) NOT NULL, applied_at_utc BIGINT NOT NULL)";
-
-/// The row lock that serializes migrations across Galera members.
-const GALERA_LOCK_TABLE: &str = "CREATE TABLE IF NOT EXISTS agent_inbox_migration_lock (\
-    lock_id INT NOT NULL PRIMARY KEY, holder VARCHAR(128) NOT NULL, expires_at_utc BIGINT NOT NULL)";
-const GALERA_UNLOCK: &str = "DELETE FROM agent_inbox_migration_lock WHERE lock_id = 1 AND holder = ?";
 /// How long a migration lock row is honoured: far longer than migrating takes.
 const GALERA_LOCK_MS: i64 = 300_000;
 
@@ -87,15 +80,12 @@ impl SqlStore {
     pub async fn migrate(&self) -> Result<usize, StoreError> {
         let mut pooled = self.pools().writer().await?;
         let mut conn = pooled.conn();
-        let (migrations, lock, unlock) = match self.dialect() {
-            // The lock name (20 + 40 characters, within MySQL's 64) is the database's.
-            Dialect::MySql => (
-                MYSQL,
-                "SELECT GET_LOCK(CONCAT('agent_inbox_migrate:', SHA1(COALESCE(DATABASE(), ''))), 60) AS locked",
-                "SELECT RELEASE_LOCK(CONCAT('agent_inbox_migrate:', SHA1(COALESCE(DATABASE(), '')))) AS released",
-            ),
-            Dialect::Sqlite => (SQLITE, "BEGIN IMMEDIATE", "COMMIT"),
+        let migrations = match self.dialect() {
+            Dialect::MySql => MYSQL,
+            Dialect::Sqlite => SQLITE,
         };
+        let lock = queries::TAKE_MIGRATION_LOCK.text(self.dialect());
+        let unlock = queries::RELEASE_MIGRATION_LOCK.text(self.dialect());
         let galera = self.engine().galera;
         let holder: String = crate::entropy::random_bytes::<8>().iter().map(|b| format!("{b:02x}")).collect();
         match self.dialect() {
@@ -116,7 +106,7 @@ impl SqlStore {
             (Dialect::Sqlite, Err(_)) => conn.execute_raw("ROLLBACK").await?,
             (Dialect::Sqlite, Ok(_)) => conn.execute_raw(unlock).await?,
             (Dialect::MySql, _) if galera => {
-                conn.execute(GALERA_UNLOCK, &[Arg::Str(&holder)]).await?;
+                conn.execute(queries::RELEASE_GALERA_LOCK, &[Arg::Str(&holder)]).await?;
             }
             (Dialect::MySql, _) => drop(conn.fetch_optional(unlock, &[]).await?),
         }
@@ -127,22 +117,16 @@ impl SqlStore {
     /// at once. This lock is a row instead: certification lets one insert of it win
     /// cluster-wide. A holder that died leaves a row that expires after [`GALERA_LOCK_MS`].
     async fn lock_cluster_wide(&self, conn: &mut DbConnection<'_>, holder: &str) -> Result<(), StoreError> {
-        conn.execute_raw(GALERA_LOCK_TABLE).await?;
+        conn.execute_raw(queries::CREATE_GALERA_LOCK_TABLE).await?;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
             let now = self.now().get();
-            conn.execute(
-                "DELETE FROM agent_inbox_migration_lock WHERE lock_id = 1 AND expires_at_utc < ?",
-                &[Arg::I64(now)],
-            )
-            .await
-            .map(drop)
-            .or_else(ignore_contention)?;
+            conn.execute(queries::DELETE_EXPIRED_GALERA_LOCK, &[Arg::I64(now)])
+                .await
+                .map(drop)
+                .or_else(ignore_contention)?;
             let taken = conn
-                .execute(
-                    "INSERT IGNORE INTO agent_inbox_migration_lock (lock_id, holder, expires_at_utc) VALUES (1, ?, ?)",
-                    &[Arg::Str(holder), Arg::I64(now + GALERA_LOCK_MS)],
-                )
+                .execute(queries::TAKE_GALERA_LOCK, &[Arg::Str(holder), Arg::I64(now + GALERA_LOCK_MS)])
                 .await
                 .map(|done| done.rows_affected == 1)
                 .or_else(|err| ignore_contention(err).map(|()| false))?;
@@ -161,9 +145,9 @@ impl SqlStore {
         conn: &mut DbConnection<'_>,
         migrations: &[Migration],
     ) -> Result<usize, StoreError> {
-        conn.execute_raw(CREATE_LEDGER).await?;
+        conn.execute_raw(queries::CREATE_LEDGER).await?;
         let applied: Vec<i64> = conn
-            .fetch_all("SELECT version FROM agent_inbox_migrations", &[])
+            .fetch_all(queries::APPLIED_VERSIONS, &[])
             .await?
             .iter()
             .map(|row| row.i64("version"))
@@ -179,7 +163,7 @@ impl SqlStore {
                 })?;
             }
             conn.execute(
-                "INSERT INTO agent_inbox_migrations (version, name, applied_at_utc) VALUES (?, ?, ?)",
+                queries::RECORD_MIGRATION,
                 &[Arg::I64(migration.version), Arg::Str(migration.name), Arg::I64(self.now().get())],
             )
             .await?;

@@ -9,6 +9,7 @@ use inbox_core::{Clock, UnixMillis};
 use crate::clock::{DatabaseClock, system_now};
 use crate::db::{ConnectOptions, Pools};
 use crate::engine::Engine;
+use crate::queries;
 use crate::{Dialect, StoreConfig, StoreError};
 
 /// The durable inbox. Cheap to clone: clones share pools, clock and configuration.
@@ -140,10 +141,7 @@ impl SqlStore {
     /// Measures the offset between this machine and the database server again and returns it
     /// in milliseconds; nodes with drifting clocks thereby agree on lease expiry.
     pub async fn sync_clock(&self) -> Result<i64, StoreError> {
-        let sql = match self.dialect() {
-            Dialect::MySql => "SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS now_ms",
-            Dialect::Sqlite => "SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) AS now_ms",
-        };
+        let sql = queries::CLOCK_NOW.text(self.dialect());
         let mut pooled = self.inner.pools.reader().await?;
         let sent = system_now();
         let row = pooled.conn().fetch_optional(sql, &[]).await?;
@@ -163,7 +161,7 @@ impl SqlStore {
     /// Whether the database answers a trivial query (for readiness probes).
     pub async fn ping(&self) -> Result<(), StoreError> {
         let mut pooled = self.inner.pools.reader().await?;
-        pooled.conn().fetch_optional("SELECT 1 AS one", &[]).await?;
+        pooled.conn().fetch_optional(queries::PING, &[]).await?;
         Ok(())
     }
 
