@@ -11,6 +11,8 @@
 //! commit order. The publish path then locks member heads in canonical order; since every
 //! transaction here holds at most one room row, rooms and plain publishes cannot deadlock.
 
+mod queries;
+
 use std::fmt;
 
 use inbox_core::{
@@ -20,7 +22,7 @@ use inbox_core::{
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use inbox_store::host::{Arg, placeholders, push_repeated};
+use inbox_store::host::Arg;
 use inbox_store::{DbConnection, Delivery, Publish, PublishReceipt, SqlStore, StoreError};
 
 /// The event type of the inbox event every member gets for a post.
@@ -132,8 +134,7 @@ impl Rooms<'_> {
                 let mut tx = self.store.transaction().await?;
                 let mut conn = tx.conn();
                 conn.execute(
-                    "INSERT INTO meeting_room (tenant_id, room_id, name, last_message_id, created_at_utc) \
-                 VALUES (?, ?, ?, 0, ?)",
+                    queries::INSERT_ROOM,
                     &[
                         Arg::Str(room.tenant_id.as_str()),
                         Arg::Str(room.room_id.as_str()),
@@ -210,22 +211,19 @@ impl Rooms<'_> {
     ) -> Result<Room, StoreError> {
         let members = self.checked_members(members, false)?;
         let members = &members;
-        self.store.retry_on_contention(|| async move {
-            let mut tx = self.store.transaction().await?;
-            let mut conn = tx.conn();
-            self.lock_room(&mut conn, tenant_id, room_id).await?;
-            let mut args = vec![Arg::Str(tenant_id.as_str()), Arg::Str(room_id.as_str())];
-            args.extend(members.iter().map(|m| Arg::Str(m.as_str())));
-            let sql = format!(
-                "DELETE FROM meeting_room_member WHERE tenant_id = ? AND room_id = ? AND agent_id IN ({})",
-                placeholders(members.len())
-            );
-            conn.execute(&sql, &args).await?;
-            let room = read_room(&mut conn, tenant_id, room_id).await?;
-            tx.commit().await?;
-            Ok(room)
-        })
-        .await
+        self.store
+            .retry_on_contention(|| async move {
+                let mut tx = self.store.transaction().await?;
+                let mut conn = tx.conn();
+                self.lock_room(&mut conn, tenant_id, room_id).await?;
+                let mut args = vec![Arg::Str(tenant_id.as_str()), Arg::Str(room_id.as_str())];
+                args.extend(members.iter().map(|m| Arg::Str(m.as_str())));
+                conn.execute(&queries::delete_members(members.len()), &args).await?;
+                let room = read_room(&mut conn, tenant_id, room_id).await?;
+                tx.commit().await?;
+                Ok(room)
+            })
+            .await
     }
 
     /// Posts a message: the message row and one `meeting_room.message_posted` event per
@@ -254,8 +252,7 @@ impl Rooms<'_> {
         if let Some(key) = &post.deduplication_key {
             let first = conn
                 .fetch_optional(
-                    "SELECT message_id, deliveries_json FROM meeting_room_message \
-                     WHERE tenant_id = ? AND room_id = ? AND deduplication_key = ?",
+                    queries::MESSAGE_BY_KEY,
                     &[Arg::Str(tenant), Arg::Str(room), Arg::Str(key.as_str())],
                 )
                 .await?;
@@ -273,14 +270,9 @@ impl Rooms<'_> {
 
         let message_id = MessageId(last_message_id + 1);
         let message_arg = Arg::I64(i64::try_from(message_id.0).unwrap_or(i64::MAX));
+        conn.execute(queries::SET_LAST_MESSAGE_ID, &[message_arg, Arg::Str(tenant), Arg::Str(room)]).await?;
         conn.execute(
-            "UPDATE meeting_room SET last_message_id = ? WHERE tenant_id = ? AND room_id = ?",
-            &[message_arg, Arg::Str(tenant), Arg::Str(room)],
-        )
-        .await?;
-        conn.execute(
-            "INSERT INTO meeting_room_message (tenant_id, room_id, message_id, author, body_json, \
-             deduplication_key, deliveries_json, created_at_utc) VALUES (?, ?, ?, ?, ?, ?, '[]', ?)",
+            queries::INSERT_MESSAGE,
             &[
                 Arg::Str(tenant),
                 Arg::Str(room),
@@ -322,8 +314,13 @@ impl Rooms<'_> {
         };
         let receipt = self.store.inbox().publish_in(&mut conn, &publish).await?;
         conn.execute(
-            "UPDATE meeting_room_message SET deliveries_json = ? WHERE tenant_id = ? AND room_id = ? AND message_id = ?",
-            &[Arg::Str(&encode_deliveries(&receipt.deliveries)?), Arg::Str(tenant), Arg::Str(room), message_arg],
+            queries::SET_DELIVERIES,
+            &[
+                Arg::Str(&encode_deliveries(&receipt.deliveries)?),
+                Arg::Str(tenant),
+                Arg::Str(room),
+                message_arg,
+            ],
         )
         .await?;
         tx.commit().await?;
@@ -337,12 +334,9 @@ impl Rooms<'_> {
         tenant_id: &TenantId,
         room_id: &RoomId,
     ) -> Result<u64, StoreError> {
-        let sql = format!(
-            "SELECT last_message_id FROM meeting_room WHERE tenant_id = ? AND room_id = ?{}",
-            self.store.dialect().for_update()
-        );
+        let sql = queries::LOCK_ROOM.text(self.store.dialect());
         let row = conn
-            .fetch_optional(&sql, &[Arg::Str(tenant_id.as_str()), Arg::Str(room_id.as_str())])
+            .fetch_optional(sql, &[Arg::Str(tenant_id.as_str()), Arg::Str(room_id.as_str())])
             .await?
             .ok_or_else(|| not_found(room_id))?;
         message_id(row.i64("last_message_id")?).map(|id| id.0)
@@ -408,10 +402,7 @@ async fn read_room(
     room_id: &RoomId,
 ) -> Result<Room, StoreError> {
     let row = conn
-        .fetch_optional(
-            "SELECT name, created_at_utc FROM meeting_room WHERE tenant_id = ? AND room_id = ?",
-            &[Arg::Str(tenant_id.as_str()), Arg::Str(room_id.as_str())],
-        )
+        .fetch_optional(queries::ROOM, &[Arg::Str(tenant_id.as_str()), Arg::Str(room_id.as_str())])
         .await?
         .ok_or_else(|| not_found(room_id))?;
     Ok(Room {
@@ -429,14 +420,11 @@ async fn read_members(
     tenant_id: &TenantId,
     room_id: &RoomId,
 ) -> Result<Vec<RecipientId>, StoreError> {
-    conn.fetch_all(
-        "SELECT agent_id FROM meeting_room_member WHERE tenant_id = ? AND room_id = ? ORDER BY agent_id",
-        &[Arg::Str(tenant_id.as_str()), Arg::Str(room_id.as_str())],
-    )
-    .await?
-    .iter()
-    .map(|row| RecipientId::new(row.string("agent_id")?).map_err(|e| StoreError::Corrupt(e.to_string())))
-    .collect()
+    conn.fetch_all(queries::MEMBERS, &[Arg::Str(tenant_id.as_str()), Arg::Str(room_id.as_str())])
+        .await?
+        .iter()
+        .map(|row| RecipientId::new(row.string("agent_id")?).map_err(|e| StoreError::Corrupt(e.to_string())))
+        .collect()
 }
 
 async fn insert_members(
@@ -447,10 +435,6 @@ async fn insert_members(
     now: UnixMillis,
 ) -> Result<(), StoreError> {
     for chunk in members.chunks(MEMBERS_PER_INSERT) {
-        let mut sql = String::from(
-            "INSERT INTO meeting_room_member (tenant_id, room_id, agent_id, added_at_utc) VALUES ",
-        );
-        push_repeated(&mut sql, chunk.len(), "(?, ?, ?, ?)");
         let mut args = Vec::with_capacity(chunk.len() * 4);
         for member in chunk {
             args.extend([
@@ -460,7 +444,7 @@ async fn insert_members(
                 Arg::I64(now.get()),
             ]);
         }
-        conn.execute(&sql, &args).await?;
+        conn.execute(&queries::insert_members(chunk.len()), &args).await?;
     }
     Ok(())
 }
