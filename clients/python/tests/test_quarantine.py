@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
+
+import httpx
 
 from agent_inbox import QUARANTINE_CLASSES, AcknowledgeRequest, Event, LocalState, QuarantineError, RunSummary, quarantine_reason
 from agent_inbox._contract import AgentConfig
@@ -131,3 +134,29 @@ def test_only_a_completed_event_is_answered_from_the_record(tmp_path: Path) -> N
         asyncio.run(delivery.finish(_second_attempt()))
         assert (len(runs), acks.sent) == (expected_runs, [expected_ack]), earlier
         state.close()
+
+
+def test_an_event_an_operator_releases_runs_again_without_a_new_publish(server: Server, tmp_path: Path) -> None:
+    """The release moves no head and the agent's cursor has passed the event: the stream's nudge
+    (a hint at the same head) makes the running agent claim it."""
+    agent = unique("released")
+    token = server.token(agent)
+    admin = server.token("py_ops", kind="admin")
+    runs: list[str] = []
+
+    def handler(event: Event) -> None:
+        runs.append(event.event_id)
+        if len(runs) == 1:
+            raise QuarantineError("needs a person to look", "other")
+
+    with running_agent(server.base, token, tmp_path / "state.db", handler) as run:
+        wait_until("the stream is connected", 30, lambda: any(
+            d["connected"] and d["kind"] == "sse" for d in run.kinds("transport")))
+        (event,) = server.publish(agent)
+        wait_until("the event is quarantined", 30, lambda: server.all_in_state(token, [event], "quarantined"))
+        time.sleep(2)  # the runner settles into waiting: the cycles after finished work claim on their own
+        released = httpx.post(f"{server.base}/v1/admin/quarantine/release", headers={"authorization": f"Bearer {admin}"},
+                              json={"recipient_id": agent, "event_ids": [event]}, timeout=10)
+        assert released.status_code == 200 and released.json()["results"][0]["ok"], released.text
+        wait_until("the released event ran again", 15, lambda: runs == [event, event])
+        wait_until("and was acknowledged", 15, lambda: server.all_in_state(token, [event], "acked"))

@@ -220,8 +220,12 @@ export class Agent {
     this.#wake.notify();
   }
 
-  /** Another tab gave events back: scan and claim them now (see `HintHost.releasedElsewhere`). */
-  #releasedElsewhere(): void {
+  /**
+   * Events behind the cursor are claimable again — another tab gave them back
+   * (`HintHost.releasedElsewhere`), or an operator requeued or released them (`HintHost.nudged`):
+   * scan and claim now, even if the scan finds nothing new.
+   */
+  #claimBehindCursor(): void {
     this.#claimBacklog = true;
     this.#rescan();
   }
@@ -330,7 +334,8 @@ export class Agent {
       followerLeft: (tabId) => this.#claimer.followerLeft(tabId),
       newLeader: () => this.#claimer.newLeader(),
       rescan: () => this.#rescan(),
-      releasedElsewhere: () => this.#releasedElsewhere(),
+      releasedElsewhere: () => this.#claimBehindCursor(),
+      nudged: () => this.#claimBehindCursor(),
       superseded: () => {
         this.#superseded = true;
         this.#wake.notify();

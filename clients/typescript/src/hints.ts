@@ -43,6 +43,8 @@ export interface HintHost {
    * them still leased would otherwise wait for the lease's end).
    */
   releasedElsewhere(): void;
+  /** The stream hinted without moving the head: events behind the cursor are back; claim now. */
+  nudged(): void;
   superseded(): void;
   serviceDown(): boolean;
   observe(progress: Progress): void;
@@ -160,6 +162,10 @@ export class HintSources {
         hint: (headSeq) => {
           host.observe({ type: "hint", headSeq, from: "stream" });
           host.streamHint(headSeq);
+        },
+        nudged: () => {
+          host.observe({ type: "hint", headSeq: host.knownHead(), from: "stream" });
+          host.nudged();
         },
         status: (status) => {
           this.#tabs?.setConnected(status.connected);

@@ -66,6 +66,8 @@ export interface TransportHost {
   noteHead(headSeq: number): void;
   /** New work may exist (a hint, or a (re)connection that may have missed hints). */
   hint(headSeq: number | null): void;
+  /** The stream hinted without moving the head: claim now, even what is behind the cursor. */
+  nudged(): void;
   status(status: TransportStatus): void;
   /** The service says a newer session of this agent took over. */
   superseded(): void;
@@ -303,8 +305,12 @@ export class HintTransport {
           } catch {
             head = event.id !== null && /^\d+$/.test(event.id) ? Number(event.id) : null;
           }
+          const known = this.#host.knownHead();
           if (head !== null) this.#host.noteHead(head);
-          this.#host.hint(head);
+          // A hint that moves no head is a nudge: events behind it went back to the inbox (an
+          // operator's requeue or release from quarantine), which only a claim finds.
+          if (head !== null && head <= known) this.#host.nudged();
+          else this.#host.hint(head);
         },
         onClose: closedOrFailed,
       });

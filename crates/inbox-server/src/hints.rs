@@ -1,7 +1,10 @@
 //! Wake-ups for this node's long polls and streams: a watch channel per inbox carrying the
-//! newest head sequence reported. Reports come only from committed work: the notifier
-//! (`ops/signals.rs`), which reads every node's commits from `outbox_signal`, and a publish on
-//! this node right after its own commit. A report is only ever "the head is at least N".
+//! newest head sequence reported, and how many nudges it had. Reports come only from committed
+//! work: the notifier (`ops/signals.rs`), which reads every node's commits from
+//! `outbox_signal`, and a publish or an operator's action on this node right after its own
+//! commit. A report is only ever "the head is at least N", or a nudge: "events behind the head
+//! went back to the inbox" (an operator's requeue or release from quarantine), which moves no
+//! head but must still reach the agent, whose cursor may be past them.
 //!
 //! A watch channel holds one value, so reports coalesce to the highest head: a subscriber that
 //! is slow to read sees the latest head when it reads, and a report never waits for anyone.
@@ -24,9 +27,18 @@ pub struct Hints {
     table: Mutex<Table>,
 }
 
+/// What an inbox's channel carries.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct InboxWake {
+    /// The highest head reported.
+    pub head: u64,
+    /// Nudges reported so far: a change means events behind the head became claimable again.
+    pub nudges: u64,
+}
+
 #[derive(Debug, Default)]
 struct Table {
-    inboxes: HashMap<RecipientKey, watch::Sender<u64>>,
+    inboxes: HashMap<RecipientKey, watch::Sender<InboxWake>>,
     /// Per tenant, how many changes were reported; only tenants someone watches are kept.
     tenants: HashMap<TenantId, watch::Sender<u64>>,
     /// Size at which the next sweep runs: twice the live channels after the last one, so
@@ -35,15 +47,20 @@ struct Table {
 }
 
 impl Hints {
-    /// A receiver that changes whenever the inbox's head is reported to advance. Subscribe
-    /// before reading the head from the database, so no report between the two is missed.
-    pub fn watch(&self, inbox: &RecipientKey) -> watch::Receiver<u64> {
+    /// A receiver that changes whenever the inbox's head is reported to advance, or the inbox
+    /// is nudged. Subscribe before reading the head from the database, so no report between
+    /// the two is missed.
+    pub fn watch(&self, inbox: &RecipientKey) -> watch::Receiver<InboxWake> {
         let mut table = self.table.lock().expect("hints lock");
         if table.inboxes.len() >= table.sweep_at.max(SWEEP_FLOOR) {
             table.inboxes.retain(|_, sender| sender.receiver_count() > 0);
             table.sweep_at = table.inboxes.len() * 2;
         }
-        table.inboxes.entry(inbox.clone()).or_insert_with(|| watch::channel(0).0).subscribe()
+        table
+            .inboxes
+            .entry(inbox.clone())
+            .or_insert_with(|| watch::channel(InboxWake::default()).0)
+            .subscribe()
     }
 
     /// A receiver that changes whenever anything is reported for one of the tenant's inboxes
@@ -69,12 +86,22 @@ impl Hints {
         table.touch(&inbox.tenant_id);
         let Some(sender) = table.inboxes.get(inbox) else { return false };
         sender.send_if_modified(|seen| {
-            let newer = head.get() > *seen;
+            let newer = head.get() > seen.head;
             if newer {
-                *seen = head.get();
+                seen.head = head.get();
             }
             newer
         });
+        sender.receiver_count() > 0
+    }
+
+    /// Reports that events behind the inbox's head became claimable again; returns whether
+    /// anyone on this node was waiting on that inbox.
+    pub fn nudged(&self, inbox: &RecipientKey) -> bool {
+        let table = self.table.lock().expect("hints lock");
+        table.touch(&inbox.tenant_id);
+        let Some(sender) = table.inboxes.get(inbox) else { return false };
+        sender.send_modify(|seen| seen.nudges = seen.nudges.wrapping_add(1));
         sender.receiver_count() > 0
     }
 }
@@ -108,10 +135,22 @@ mod tests {
             assert!(hints.advanced(&inbox("a"), InboxSeq(head)));
         }
         assert!(rx.has_changed().unwrap());
-        assert_eq!(*rx.borrow_and_update(), 7, "one wake-up, the highest head");
+        assert_eq!(rx.borrow_and_update().head, 7, "one wake-up, the highest head");
         assert!(hints.advanced(&inbox("a"), InboxSeq(6)));
         assert!(!rx.has_changed().unwrap(), "a lower head wakes nobody");
         assert!(!hints.advanced(&inbox("b"), InboxSeq(1)), "nobody waits on b");
+    }
+
+    #[test]
+    fn a_nudge_wakes_the_inbox_without_moving_its_head() {
+        let hints = Hints::default();
+        let mut rx = hints.watch(&inbox("a"));
+        hints.advanced(&inbox("a"), InboxSeq(4));
+        rx.mark_unchanged();
+        assert!(hints.nudged(&inbox("a")));
+        assert!(rx.has_changed().unwrap(), "a nudge is a wake-up");
+        assert_eq!(*rx.borrow_and_update(), InboxWake { head: 4, nudges: 1 });
+        assert!(!hints.nudged(&inbox("b")), "nobody waits on b");
     }
 
     #[test]

@@ -68,3 +68,43 @@ test("a handler's QuarantineError sets the event aside with its reason and class
   assert.equal(states[published[0].eventId], "acked");
   assert.equal(handled.filter((id) => id === suspect).length, 1, "never retried");
 });
+
+test("an event an operator releases from quarantine runs again without a new publish", async () => {
+  // The release moves no head and the agent's cursor has passed the event: the stream's nudge
+  // (a hint at the same head) is what makes the running agent claim it.
+  const token = await server.token("released_agent");
+  const admin = await server.token("ops", { kind: "admin" });
+  const handled = [];
+  let connected = false;
+  const agent = new Agent({
+    api: new InboxApi({ baseUrl: server.url, accessToken: () => token }),
+    state: new MemoryState(),
+    handler: async (event) => {
+      handled.push(event.eventId);
+      if (handled.length === 1) throw new QuarantineError("needs a person to look", "other");
+    },
+    observer: (p) => {
+      if (p.type === "transport" && p.status.kind === "sse" && p.status.connected) connected = true;
+    },
+  });
+  const running = agent.run();
+  await waitFor(() => connected, { timeoutMs: 20_000, what: "the stream to connect" });
+  const [published] = await publish(server, publisher, "released_agent", 1, { prefix: "released" });
+  await waitFor(() => handled.length === 1, { timeoutMs: 20_000, what: "the first run" });
+  const api = new InboxApi({ baseUrl: server.url, accessToken: () => token });
+  const stateOf = async () => (await api.poll({ after_seq: 0, limit: 10 })).events[0]?.ack_state;
+  await waitFor(async () => (await stateOf()) === "quarantined", { what: "the quarantine to land" });
+  // Let the runner settle into waiting: the cycles that follow finished work claim on their own.
+  await new Promise((r) => setTimeout(r, 2_000));
+
+  const released = await server.request("POST", "/v1/admin/quarantine/release", {
+    token: admin,
+    body: { recipient_id: "released_agent", event_ids: [published.eventId] },
+  });
+  assert.equal(released.status, 200, released.text);
+  await waitFor(() => handled.length === 2, { timeoutMs: 10_000, what: "the released event to run again" });
+  assert.deepEqual(handled, [published.eventId, published.eventId]);
+  await waitFor(async () => (await stateOf()) === "acked", { what: "the second run's acknowledgement" });
+  agent.stop();
+  await running;
+});

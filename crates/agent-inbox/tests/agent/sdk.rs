@@ -157,6 +157,48 @@ async fn a_quarantining_handler_sets_the_event_aside_with_its_reason_and_class()
     state.close().await;
 }
 
+/// An operator's requeue moves no head, and the running agent's cursor has passed the dead
+/// letter: the stream's nudge (a hint at the same head) is what makes the agent claim it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requeued_dead_letter_runs_again_without_a_new_publish() {
+    let server = Server::start(&[]).await;
+    let publisher = server.publisher_token().await;
+    let agent = server.agent_token(AGENT).await;
+    let dir = TempDir::new("sdk-requeue");
+    let state = LocalState::open(&dir.path("state.db"), 100).await.unwrap();
+    let runs = Arc::new(Mutex::new(0u32));
+    let handler = {
+        let runs = runs.clone();
+        move |_event: Event| {
+            let runs = runs.clone();
+            async move {
+                let mut runs = runs.lock().unwrap();
+                *runs += 1;
+                if *runs == 1 { Err(HandlerError::permanent("the parser is missing")) } else { Ok(()) }
+            }
+        }
+    };
+    let (stop, running) =
+        start_agent(&server, &agent, &state, quick_config(), handler, ContinueAfterReset).await;
+    let id = server.publish(&publisher, AGENT, "task", json!({"n": 1})).await;
+    wait_until("the event is a dead letter", Duration::from_secs(20), || {
+        server.all_in_state(&agent, std::slice::from_ref(&id), "dead_letter")
+    })
+    .await;
+    // The runner settles into waiting: the cycles that follow finished work claim on their own.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    server.requeue(AGENT, &[id.as_str()]).await;
+    wait_until("the requeued event is acknowledged", Duration::from_secs(10), || {
+        server.all_in_state(&agent, std::slice::from_ref(&id), "acked")
+    })
+    .await;
+    stop.send(()).unwrap();
+    let summary = running.await.unwrap().unwrap();
+    assert_eq!((summary.acked, summary.failed), (1, 1));
+    assert_eq!(*runs.lock().unwrap(), 2);
+    state.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cursor_reset_calls_resync_then_continues_after_the_services_resume_point() {
     let server = Server::start(&[]).await;

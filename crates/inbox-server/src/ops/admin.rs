@@ -129,20 +129,12 @@ fn results<T>(outcomes: &[ItemOutcome<T>], ids: &[EventId]) -> ItemResults {
     }
 }
 
-/// Reports events that went back to `inbox` to this node's hints: the console's tenant watch
-/// sees the change at once. A stream is only woken when its head moves, which a requeue does not
-/// do, so a connected agent takes the event at its next hint or safety-net poll; waking streams
-/// without a head change, on every node, is still to be built.
-async fn hint_if_any<T>(
-    state: &AppState,
-    inbox: &RecipientKey,
-    outcomes: &[ItemOutcome<T>],
-) -> Result<(), ApiError> {
+/// Wakes this node's streams of `inbox` at once when events went back to it; other nodes
+/// hear of it through the `inbox.nudged` signal the store committed with the change.
+fn nudge_if_any<T>(state: &AppState, inbox: &RecipientKey, outcomes: &[ItemOutcome<T>]) {
     if outcomes.iter().any(Result::is_ok) {
-        let head = state.store.inbox().head(inbox).await?;
-        state.hints.advanced(inbox, head.head_seq);
+        state.hints.nudged(inbox);
     }
-    Ok(())
 }
 
 /// Events a change really moved: an accepted repeat leaves its row, and `updated_at`,
@@ -162,7 +154,7 @@ pub async fn requeue(
     let before = state.store.now();
     let outcomes = state.store.inbox().requeue(&inbox, &ids, &operator(caller)?).await?;
     state.metrics.requeued_total().add([], changed_since(&outcomes, before));
-    hint_if_any(state, &inbox, &outcomes).await?;
+    nudge_if_any(state, &inbox, &outcomes);
     Ok(results(&outcomes, &ids))
 }
 
@@ -209,7 +201,7 @@ pub async fn release_quarantined(
     let before = state.store.now();
     let outcomes = state.store.inbox().release_quarantined(&inbox, &ids, &operator(caller)?).await?;
     state.metrics.quarantine_releases_total().add([], changed_since(&outcomes, before));
-    hint_if_any(state, &inbox, &outcomes).await?;
+    nudge_if_any(state, &inbox, &outcomes);
     Ok(results(&outcomes, &ids))
 }
 

@@ -3,7 +3,9 @@
 //! without a broker. Only committed rows are readable, so no hint ever precedes its commit;
 //! re-reading a signal is harmless because a hint only says "the head is at least N". A
 //! `session.superseded` signal (a subscribe under the single-active-session policy) goes to
-//! [`crate::session_changes::SessionChanges`] instead, to end the superseded sessions' streams.
+//! [`crate::session_changes::SessionChanges`] instead, to end the superseded sessions' streams;
+//! an `inbox.nudged` signal (an operator took parked events back to an inbox) nudges that
+//! inbox's streams, which announce it at their unchanged head.
 //!
 //! # Skipped ids
 //!
@@ -103,8 +105,8 @@ const HINTS_WAIT_START: &str = "finding where to start reading signals (hints wa
 const HINTS_WAIT_NEW: &str = "reading new signals (hints wait for the next pass)";
 const HINTS_WAIT_SKIPPED: &str = "re-reading skipped signals (hints wait for the next pass)";
 
-/// Hands one signal's heads to this node's waiters, or a superseding subscribe to the open
-/// streams of that agent.
+/// Hands one signal's heads to this node's waiters, a nudge to the inbox's streams, or a
+/// superseding subscribe to the open streams of that agent.
 fn deliver(state: &AppState, signal: &Signal, started: UnixMillis) {
     for (recipient, head) in &signal.heads {
         match signal.kind {
@@ -112,6 +114,11 @@ fn deliver(state: &AppState, signal: &Signal, started: UnixMillis) {
                 let inbox =
                     RecipientKey { tenant_id: signal.tenant_id.clone(), recipient: recipient.clone() };
                 state.hints.advanced(&inbox, *head);
+            }
+            SignalKind::InboxNudged => {
+                let inbox =
+                    RecipientKey { tenant_id: signal.tenant_id.clone(), recipient: recipient.clone() };
+                state.hints.nudged(&inbox);
             }
             SignalKind::SessionSuperseded => {
                 state.session_changes.superseded(&signal.tenant_id, &recipient.id);

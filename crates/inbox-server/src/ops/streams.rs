@@ -4,7 +4,9 @@
 //!
 //! A subscription subscribes to hints *before* it reads the head from the database, so a
 //! commit between the two cannot be missed; it only ever announces a head higher than the
-//! last one it announced, and a burst of commits coalesces into one signal.
+//! last one it announced, and a burst of commits coalesces into one signal. A nudge (events
+//! behind the head back in the inbox, [`crate::hints`]) is announced with the head last
+//! announced: clients claim on every hint, so it reaches events behind their cursor.
 //!
 //! Under the single-active-session policy (`ops/sessions.rs`) a stream must name its agent's
 //! newest session to open, and ends with a final `session.superseded` signal when a newer
@@ -21,6 +23,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::hints::InboxWake;
 use crate::limits::WaiterGuard;
 use crate::ops::sessions::{is_superseded, require_active_session, touch};
 
@@ -45,13 +48,16 @@ pub(crate) struct Subscription {
     inbox: RecipientKey,
     transport: &'static str,
     session_id: Option<SessionId>,
-    hints: watch::Receiver<u64>,
+    hints: watch::Receiver<InboxWake>,
     /// Reports that a subscribe superseded sessions of this agent (with a session only).
     session_changes: Option<watch::Receiver<u64>>,
     announced: u64,
     /// A head newer than `announced` whose signal is being written. Kept here, not in a local,
     /// so a `next` cancelled while it counts the unacknowledged events loses no hint.
     pending: Option<u64>,
+    /// Nudges seen on `hints`, and whether one still has to be announced.
+    nudges_seen: u64,
+    nudge_pending: bool,
     heartbeat: Interval,
     tenant_label: String,
     _slot: WaiterGuard,
@@ -81,6 +87,7 @@ impl Subscription {
             touch(state, caller, session_id, Some(transport)).await?;
         }
         let hints = state.hints.watch(&inbox);
+        let nudges_seen = hints.borrow().nudges;
         let head = state.store.inbox().head(&inbox).await?.head_seq.get();
         let labels = [transport.to_owned()];
         state.metrics.stream_connects_total().add(labels.clone(), 1);
@@ -100,6 +107,8 @@ impl Subscription {
             session_changes,
             announced: last_event_id.unwrap_or(0),
             pending: None,
+            nudges_seen,
+            nudge_pending: false,
             heartbeat,
             _slot: slot,
             _connected: Connected::new(state, transport),
@@ -124,8 +133,12 @@ impl Subscription {
                         self.hints = self.state.hints.watch(&self.inbox);
                         continue;
                     }
-                    let head = *self.hints.borrow_and_update();
-                    self.note(head);
+                    let wake = *self.hints.borrow_and_update();
+                    self.note(wake.head);
+                    if wake.nudges != self.nudges_seen {
+                        self.nudges_seen = wake.nudges;
+                        self.nudge_pending = true;
+                    }
                 }
                 changed = session_changed(&mut self.session_changes) => {
                     if changed.is_err() {
@@ -187,10 +200,14 @@ impl Subscription {
         }
     }
 
-    /// The signal for the pending head, if any, with seed 001's `approximate_unacked`; counted
+    /// The signal for the pending head or nudge, if any, with seed 001's `approximate_unacked`; counted
     /// as a hint sent. The count is best effort: without it the hint still goes out.
     async fn announce(&mut self) -> Option<StreamSignal> {
-        let head = self.pending?;
+        let head = match self.pending {
+            Some(head) => head,
+            None if self.nudge_pending => self.announced,
+            None => return None,
+        };
         let unacked = match self.state.store.inbox().unacked_estimate(&self.inbox).await {
             Ok(n) => Some(n),
             Err(err) => {
@@ -199,6 +216,7 @@ impl Subscription {
             }
         };
         self.pending = None;
+        self.nudge_pending = false;
         self.announced = head;
         let labels = [self.tenant_label.clone(), self.transport.to_owned()];
         self.state.metrics.hints_sent_total().add(labels, 1);

@@ -13,6 +13,7 @@ mod console;
 mod contract;
 mod external_idp;
 mod isolation;
+mod nudges;
 mod refusals;
 mod rooms;
 mod rotation;

@@ -1,13 +1,17 @@
 //! The slow path every operation falls back to: lock the named rows, ask the core state
 //! machine what each change may do, and write back what changed with its history entries.
 //! It decides every rare case and explains every refusal, so the fast paths never need to.
+//!
+//! A change that takes a parked event back to the inbox (an operator's requeue or release from
+//! quarantine) also commits an `inbox.nudged` signal: agents' cursors have passed the event,
+//! so only a hint that makes them claim brings it back to them.
 
 use std::collections::HashMap;
 
 use inbox_core::{EventId, RecipientKey, Transition, UnixMillis};
 
-use super::Inbox;
-use super::queries::{SAVE_LIFECYCLE, SAVE_LIFECYCLE_AND_HISTORY};
+use super::queries::{INSERT_NUDGED_SIGNAL, SAVE_LIFECYCLE, SAVE_LIFECYCLE_AND_HISTORY};
+use super::{INBOX_NUDGED_SIGNAL, Inbox};
 use crate::db::{Arg, DbConnection};
 use crate::inbox::history::{self, Attribution};
 use crate::inbox::read::load_events_with_history;
@@ -44,6 +48,7 @@ impl Inbox<'_> {
                 .map(|(r, h)| (r.event_id, (r, h)))
                 .collect();
         let mut outcomes = Vec::with_capacity(changes.len());
+        let mut reopened = None;
         for change in changes {
             let refuse = |reason| ItemRefusal { event_id: change.event_id, reason };
             let Some((record, history)) = records.get_mut(&change.event_id) else {
@@ -56,6 +61,9 @@ impl Inbox<'_> {
                     if applied.changed {
                         let before = record.clone();
                         settle(record, applied.next, now);
+                        if before.state().is_parked() && !record.state().is_terminal() {
+                            reopened = reopened.max(Some(record.inbox_seq));
+                        }
                         if let Some(note) = change.note {
                             record.last_error = Some(note.to_owned());
                         }
@@ -79,6 +87,17 @@ impl Inbox<'_> {
                     outcomes.push(Ok(record.clone()));
                 }
             }
+        }
+        if let Some(seq) = reopened {
+            let heads = [(inbox.recipient.kind.as_str(), inbox.recipient.id.as_str(), seq.get())];
+            let heads = serde_json::to_string(&heads).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let args = [
+                Arg::Str(inbox.tenant_id.as_str()),
+                Arg::Str(INBOX_NUDGED_SIGNAL),
+                Arg::Str(&heads),
+                Arg::I64(now.get()),
+            ];
+            conn.execute(INSERT_NUDGED_SIGNAL, &args).await?;
         }
         tx.commit().await?;
         Ok(outcomes)

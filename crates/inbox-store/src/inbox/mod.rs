@@ -33,6 +33,11 @@ pub use read::UNACKED_ESTIMATE_MAX;
 
 use crate::SqlStore;
 
+/// The `signal_type` of the `outbox_signal` row that a change taking parked events back to the
+/// inbox commits (`apply.rs`); its `recipient_heads` names the inbox with the highest seq
+/// reopened, which is not a new head.
+pub const INBOX_NUDGED_SIGNAL: &str = "inbox.nudged";
+
 /// The inbox subsystem of one [`SqlStore`]: publish, read, leases, scavenge, parked events and
 /// cold storage. A borrowed view, free to make: `store.inbox().claim_next(&claim)`.
 #[derive(Debug, Clone, Copy)]

@@ -203,6 +203,13 @@ pub(super) const INSERT_UPDATED_SIGNAL: &str = "INSERT INTO outbox_signal (tenan
     recipient_heads, n_recipients, status, attempt_count, created_at_utc) \
     VALUES (?, 'inbox.updated', ?, ?, 'pending', 0, ?)";
 
+/// The `inbox.nudged` signal: events behind the head of one inbox went back to it (tenant,
+/// `INBOX_NUDGED_SIGNAL`, the inbox and its highest reopened seq as JSON, now). Streams
+/// announce it though no head moved, so agents claim events their cursor has passed.
+pub(super) const INSERT_NUDGED_SIGNAL: &str = "INSERT INTO outbox_signal (tenant_id, signal_type, \
+    recipient_heads, n_recipients, status, attempt_count, created_at_utc) \
+    VALUES (?, ?, ?, 1, 'pending', 0, ?)";
+
 // ---- read ----
 
 /// Events of one inbox after a seq, in seq order: a poll, or an operator's page (inbox, after

@@ -13,6 +13,7 @@ mod queries;
 use inbox_core::{InboxSeq, Recipient, RecipientId, RecipientKind, TenantId, UnixMillis};
 
 use crate::db::{Arg, DbRow};
+use crate::inbox::INBOX_NUDGED_SIGNAL;
 use crate::sessions::SESSION_SUPERSEDED_SIGNAL;
 use crate::{SqlStore, StoreError};
 
@@ -40,6 +41,9 @@ pub enum SignalKind {
     /// A subscribe superseded the sessions of the agents named (single-active-session policy);
     /// their heads did not move.
     SessionSuperseded,
+    /// Events behind the head of the inbox named went back to it (an operator's requeue or
+    /// release from quarantine): no head moved, but its agent should claim.
+    InboxNudged,
 }
 
 /// The signals subsystem of one [`SqlStore`]: the outbox every node's notifier reads.
@@ -158,6 +162,7 @@ fn signal_from_row(row: &DbRow) -> Result<Signal, StoreError> {
     // from a newer node is read as one, which at worst wakes a waiter for nothing.
     let kind = match row.string("signal_type")?.as_str() {
         SESSION_SUPERSEDED_SIGNAL => SignalKind::SessionSuperseded,
+        INBOX_NUDGED_SIGNAL => SignalKind::InboxNudged,
         _ => SignalKind::InboxUpdated,
     };
     Ok(Signal { outbox_id, tenant_id, kind, heads, created_at: UnixMillis(row.i64("created_at_utc")?) })
