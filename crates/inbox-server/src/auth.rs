@@ -142,6 +142,10 @@ struct AccessClaims {
     exp: i64,
     #[serde(default)]
     jti: String,
+    /// A sign-in id, on tokens that a sign-out can end before they expire (the console's):
+    /// verifying one asks the database whether it was signed out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sid: Option<String>,
 }
 
 fn default_kind() -> String {
@@ -164,9 +168,11 @@ pub enum AuthFailure {
     Malformed(String),
     Expired,
     Invalid(String),
-    /// The signing keys could not be re-read, so the token could be neither trusted nor
-    /// refused; not the caller's fault (503).
+    /// The signing keys (or, for a sign-in's token, its sign-out) could not be read, so the
+    /// token could be neither trusted nor refused; not the caller's fault (503).
     KeysUnavailable(String),
+    /// The token's sign-in was signed out.
+    SignedOut,
 }
 
 impl AuthFailure {
@@ -194,6 +200,10 @@ impl From<AuthFailure> for ApiError {
             AuthFailure::Invalid(why) => ApiError::unauthorized(
                 ProblemCode::InvalidToken,
                 format!("the access token is not valid: {why}"),
+            ),
+            AuthFailure::SignedOut => ApiError::unauthorized(
+                ProblemCode::InvalidToken,
+                "the access token belongs to a console sign-in that was signed out; sign in again",
             ),
             AuthFailure::KeysUnavailable(why) => {
                 let mut err = ApiError::new(
@@ -297,7 +307,7 @@ impl TokenService {
         let scope = normalize_scope(scope)?;
         let ttl = ttl.unwrap_or(self.access_ttl);
         self.fresh_keys().await.map_err(|why| ApiError::from(AuthFailure::KeysUnavailable(why)))?;
-        let access_token = self.sign(tenant_id, subject, kind, &scope, ttl)?;
+        let access_token = self.sign(tenant_id, subject, kind, &scope, ttl, None)?;
         let refresh_token = if refresh {
             let (token, hash) = new_refresh_token();
             let grant = RefreshGrant {
@@ -354,13 +364,49 @@ impl TokenService {
         let subject = RecipientId::new(grant.subject).map_err(|e| ApiError::internal(e.to_string()))?;
         let kind = CallerKind::parse(&grant.kind).ok_or_else(|| ApiError::internal("stored kind"))?;
         self.fresh_keys().await.map_err(|why| ApiError::from(AuthFailure::KeysUnavailable(why)))?;
-        let access_token = self.sign(&grant.tenant_id, &subject, kind, &grant.scope, self.access_ttl)?;
+        let access_token =
+            self.sign(&grant.tenant_id, &subject, kind, &grant.scope, self.access_ttl, None)?;
         Ok(IssuedTokens {
             access_token,
             expires_in: self.access_ttl.as_secs(),
             scope: grant.scope,
             refresh_token: Some(token),
         })
+    }
+
+    /// Signs an access token for a sign-in (the console's): like [`Self::issue`] without a
+    /// refresh token, and [`Self::sign_out`] ends it on every node before it expires.
+    pub async fn issue_sign_in(
+        &self,
+        tenant_id: &TenantId,
+        subject: &RecipientId,
+        kind: CallerKind,
+        scope: &str,
+        ttl: Duration,
+    ) -> Result<IssuedTokens, ApiError> {
+        let scope = normalize_scope(scope)?;
+        self.fresh_keys().await.map_err(|why| ApiError::from(AuthFailure::KeysUnavailable(why)))?;
+        let sign_in = hex::encode(inbox_store::random_bytes::<16>());
+        let access_token = self.sign(tenant_id, subject, kind, &scope, ttl, Some(sign_in))?;
+        Ok(IssuedTokens { access_token, expires_in: ttl.as_secs(), scope, refresh_token: None })
+    }
+
+    /// Ends the sign-in `token` belongs to, if it is a live token of a sign-in: from now on
+    /// every node refuses it ([`AuthFailure::SignedOut`]). An expired or foreign token needs
+    /// no ending: nothing happens.
+    pub async fn sign_out(&self, token: &str) -> Result<(), AuthFailure> {
+        let claims = match self.own_claims(token).await {
+            Ok(claims) => claims,
+            Err(AuthFailure::KeysUnavailable(why)) => return Err(AuthFailure::KeysUnavailable(why)),
+            Err(_) => return Ok(()),
+        };
+        let Some(sign_in) = &claims.sid else { return Ok(()) };
+        let until = UnixMillis(claims.exp.saturating_mul(1_000));
+        self.store
+            .tokens()
+            .sign_out(&Sha256::digest(sign_in.as_bytes()).into(), until)
+            .await
+            .map_err(|err| AuthFailure::KeysUnavailable(err.to_string()))
     }
 
     fn sign(
@@ -370,6 +416,7 @@ impl TokenService {
         kind: CallerKind,
         scope: &str,
         ttl: Duration,
+        sign_in: Option<String>,
     ) -> Result<String, ApiError> {
         // The newest key that may sign now: a freshly rotated key waits for its activation, so
         // every node has loaded it before the first token signed with it arrives.
@@ -394,6 +441,7 @@ impl TokenService {
             iat: now,
             exp: now + ttl.as_secs() as i64,
             jti: hex::encode(inbox_store::random_bytes::<12>()),
+            sid: sign_in,
         };
         let header = Header { kid: Some(key.key_id.clone()), ..Header::new(Algorithm::HS256) };
         jsonwebtoken::encode(&header, &claims, &EncodingKey::from_secret(&key.secret))
@@ -406,18 +454,17 @@ impl TokenService {
             jsonwebtoken::decode_header(token).map_err(|e| AuthFailure::Malformed(malformed_reason(&e)))?;
         let kid = header.kid.clone().unwrap_or_default();
         if let Some(key) = self.own_key(&kid).await? {
-            let mut validation = Validation::new(Algorithm::HS256);
-            validation.set_issuer(&[&self.issuer]);
-            validation.leeway = 30;
-            validation.validate_aud = false;
-            validation.set_required_spec_claims(&["exp", "iss", "sub"]);
-            let data = jsonwebtoken::decode::<AccessClaims>(
-                token,
-                &DecodingKey::from_secret(&key.secret),
-                &validation,
-            )
-            .map_err(jwt_failure)?;
-            return caller_from(data.claims);
+            let claims = self.decode_own(token, &key)?;
+            if let Some(sign_in) = &claims.sid {
+                let hash: [u8; 32] = Sha256::digest(sign_in.as_bytes()).into();
+                let signed_out = self.store.tokens().is_signed_out(&hash).await;
+                match signed_out {
+                    Ok(false) => {}
+                    Ok(true) => return Err(AuthFailure::SignedOut),
+                    Err(err) => return Err(AuthFailure::KeysUnavailable(err.to_string())),
+                }
+            }
+            return caller_from(claims);
         }
         let Some(external) = &self.external else {
             return Err(AuthFailure::Invalid(format!("unknown signing key {kid:?}")));
@@ -456,6 +503,29 @@ impl TokenService {
         let data =
             jsonwebtoken::decode::<AccessClaims>(token, &decoding, &validation).map_err(jwt_failure)?;
         caller_from(data.claims)
+    }
+
+    /// The claims of one of this service's own tokens, its signature and expiry checked.
+    async fn own_claims(&self, token: &str) -> Result<AccessClaims, AuthFailure> {
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|e| AuthFailure::Malformed(malformed_reason(&e)))?;
+        let kid = header.kid.unwrap_or_default();
+        let Some(key) = self.own_key(&kid).await? else {
+            return Err(AuthFailure::Invalid(format!("unknown signing key {kid:?}")));
+        };
+        self.decode_own(token, &key)
+    }
+
+    /// Checks a token's signature by one of this service's keys, its issuer and its expiry.
+    fn decode_own(&self, token: &str, key: &SigningKey) -> Result<AccessClaims, AuthFailure> {
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.set_issuer(&[&self.issuer]);
+        validation.leeway = 30;
+        validation.validate_aud = false;
+        validation.set_required_spec_claims(&["exp", "iss", "sub"]);
+        jsonwebtoken::decode::<AccessClaims>(token, &DecodingKey::from_secret(&key.secret), &validation)
+            .map(|data| data.claims)
+            .map_err(jwt_failure)
     }
 
     /// A signing key by id, re-reading the database (at most every few seconds) for ids this

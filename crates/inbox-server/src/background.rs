@@ -91,7 +91,7 @@ impl Job for Scavenger {
 }
 
 /// Deletes `outbox_signal` rows past their retention (every notifier has long read them) and
-/// expired stream credentials.
+/// expired stream credentials and sign-outs.
 async fn clean_up_signals(state: &AppState) -> Outcome {
     let now = state.store.now();
     let cutoff = now.minus_ms(state.config.signals.retention.as_millis() as u64);
@@ -117,7 +117,14 @@ async fn clean_up_signals(state: &AppState) -> Outcome {
         .await
         .map(|_| ())
         .map_err(|err| Failure::new("deleting expired stream credentials", err));
-    outcome.and(credentials)
+    let sign_outs = state
+        .store
+        .tokens()
+        .delete_expired_sign_outs(now)
+        .await
+        .map(|_| ())
+        .map_err(|err| Failure::new("deleting the sign-outs of expired tokens", err));
+    outcome.and(credentials).and(sign_outs)
 }
 
 /// Re-reads the token signing keys, so a rotation elsewhere takes effect here.

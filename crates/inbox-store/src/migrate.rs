@@ -42,6 +42,11 @@ const MYSQL: &[Migration] = &[
         sql: include_str!("migrations/mysql/0008_single_active_session.sql"),
     },
     Migration { version: 9, name: "event history", sql: include_str!("migrations/mysql/0009_history.sql") },
+    Migration {
+        version: 10,
+        name: "signed-out tokens",
+        sql: include_str!("migrations/mysql/0010_signed_out_tokens.sql"),
+    },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -60,6 +65,11 @@ const SQLITE: &[Migration] = &[
         sql: include_str!("migrations/sqlite/0008_single_active_session.sql"),
     },
     Migration { version: 9, name: "event history", sql: include_str!("migrations/sqlite/0009_history.sql") },
+    Migration {
+        version: 10,
+        name: "signed-out tokens",
+        sql: include_str!("migrations/sqlite/0010_signed_out_tokens.sql"),
+    },
 ];
 
 /// How long a migration lock row is honoured: far longer than migrating takes.

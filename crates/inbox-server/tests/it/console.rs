@@ -14,7 +14,11 @@ use serde_json::{Value, json};
 
 use crate::harness::{TestServer, assert_problem, both_backends, read};
 
-both_backends!(signing_in_sets_a_strict_cookie_and_reaches_the_admin_api, changes_need_the_csrf_token);
+both_backends!(
+    signing_in_sets_a_strict_cookie_and_reaches_the_admin_api,
+    changes_need_the_csrf_token,
+    signing_out_ends_the_sign_in_on_every_node,
+);
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                    connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
@@ -269,6 +273,52 @@ async fn changes_need_the_csrf_token(backend: inbox_conformance::Backend) {
     let cleared = set_cookie(response.headers()).unwrap();
     assert!(cleared.starts_with("agent_inbox_console=;") && max_age(&cleared) == 0, "{cleared}");
     server.stop().await;
+}
+
+/// Signing out lists the sign-in in the database: its token is refused from then on, on every
+/// node, as a cookie and as a bearer token (a copy of the cookie is worth nothing), while other
+/// tokens of the same operator keep working.
+async fn signing_out_ends_the_sign_in_on_every_node(backend: inbox_conformance::Backend) {
+    let a = TestServer::start(backend).await;
+    let b = a.start_beside(|_| {}).await;
+    let (on_a, on_b) = (Browser::new(&a), Browser::new(&b));
+    let token = admin(&a, "t1", None).await;
+    let signed = on_a.sign_in(&token).await;
+    let console_token = signed.cookie.strip_prefix("agent_inbox_console=").unwrap().to_owned();
+    let (status, body) =
+        on_b.call(Method::GET, "/console/api/inboxes", Some(&signed.cookie), None, None).await;
+    assert_eq!(status, StatusCode::OK, "the sign-in works on another node: {body}");
+    let (status, body) = b.call(Method::GET, "/v1/admin/inboxes", Some(&console_token), None).await;
+    assert_eq!(status, StatusCode::OK, "and as a bearer token: {body}");
+
+    let response = on_a
+        .request(Method::POST, "/console/sign-out", Some(&signed.cookie), Some(&signed.csrf), None)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::NO_CONTENT);
+    for browser in [&on_a, &on_b] {
+        let refused =
+            browser.call(Method::GET, "/console/api/inboxes", Some(&signed.cookie), None, None).await;
+        assert_problem(&refused, StatusCode::UNAUTHORIZED, "invalid_token");
+        assert!(refused.1["detail"].as_str().unwrap().contains("signed out"), "{}", refused.1);
+    }
+    let refused = b.call(Method::GET, "/v1/admin/inboxes", Some(&console_token), None).await;
+    assert_problem(&refused, StatusCode::UNAUTHORIZED, "invalid_token");
+    let (status, body) = b.call(Method::GET, "/v1/admin/inboxes", Some(&token), None).await;
+    assert_eq!(status, StatusCode::OK, "the admin token that signed in still works: {body}");
+    // Signing out again (a second tab) changes nothing and still clears the cookie.
+    let again = on_b
+        .request(Method::POST, "/console/sign-out", Some(&signed.cookie), Some(&signed.csrf), None)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::NO_CONTENT);
+    let fresh = on_b.sign_in(&token).await;
+    let (status, _) = on_b.call(Method::GET, "/console/api/inboxes", Some(&fresh.cookie), None, None).await;
+    assert_eq!(status, StatusCode::OK, "a new sign-in works");
+    b.stop().await;
+    a.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

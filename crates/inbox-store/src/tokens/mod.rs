@@ -2,6 +2,7 @@
 //! shared by every node, and rotating refresh tokens with reuse detection.
 
 mod queries;
+mod sign_outs;
 
 use inbox_core::{TenantId, UnixMillis};
 

@@ -41,3 +41,18 @@ pub(super) const LOCK_REFRESH_TOKEN: Sql = Sql {
     sqlite: "SELECT family_id, tenant_id, subject, kind, scope, expires_at_utc, used_at_utc, revoked_at_utc \
              FROM refresh_token WHERE token_hash = ?",
 };
+
+/// Lists a sign-in as signed out until its token expires (sign-in hash, expires at); a repeat
+/// keeps the first row.
+pub(super) const INSERT_SIGNED_OUT: Sql = Sql {
+    mysql: "INSERT INTO signed_out_token (sign_in_hash, expires_at_utc) VALUES (?, ?) \
+            ON DUPLICATE KEY UPDATE sign_in_hash = sign_in_hash",
+    sqlite: "INSERT INTO signed_out_token (sign_in_hash, expires_at_utc) VALUES (?, ?) \
+             ON CONFLICT (sign_in_hash) DO NOTHING",
+};
+
+/// Whether a sign-in was signed out (sign-in hash).
+pub(super) const IS_SIGNED_OUT: &str = "SELECT 1 AS one FROM signed_out_token WHERE sign_in_hash = ?";
+
+/// Sign-outs whose tokens have expired (cutoff).
+pub(super) const DELETE_EXPIRED_SIGN_OUTS: &str = "DELETE FROM signed_out_token WHERE expires_at_utc < ?";

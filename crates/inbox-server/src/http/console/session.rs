@@ -8,9 +8,10 @@
 //! `cors_origins` can read the console's answers; and every state-changing request carries the
 //! CSRF token bound to the cookie (`x-csrf-token`), which only a page of this origin can read.
 //!
-//! The console token is a JWT like any other: signing out forgets it in the browser, and it
-//! stops working when it expires (at most [`CONSOLE_TOKEN_TTL`]), or earlier when its signing
-//! key is retired.
+//! The console token is a JWT that names its sign-in: signing out lists the sign-in in the
+//! database, and every node refuses the token from then on (a copied cookie included); it
+//! also stops working when it expires (at most [`CONSOLE_TOKEN_TTL`]), or earlier when its
+//! signing key is retired.
 
 use std::time::Duration;
 
@@ -105,7 +106,7 @@ pub async fn sign_in(
         .collect();
     let issued = state
         .tokens
-        .issue(&caller.tenant_id, &caller.subject, CallerKind::Admin, &scopes.join(" "), Some(ttl), false)
+        .issue_sign_in(&caller.tenant_id, &caller.subject, CallerKind::Admin, &scopes.join(" "), ttl)
         .await?;
     tracing::info!(tenant = %caller.tenant_id, subject = %caller.subject, "console sign-in");
     let secure = if forwarded_https(&parts.headers) { "; Secure" } else { "" };
@@ -126,12 +127,14 @@ pub async fn sign_in(
         .into_response())
 }
 
-/// `POST /console/sign-out`: forgets the cookie (the CSRF token is required, so another site
-/// cannot sign an operator out). It works with an expired console token too.
-pub async fn sign_out(headers: HeaderMap) -> Result<Response, ApiError> {
+/// `POST /console/sign-out`: ends the sign-in on every node, so its token is refused from now
+/// on even where it was copied, and forgets the cookie (the CSRF token is required, so another
+/// site cannot sign an operator out). It works with an expired console token too.
+pub async fn sign_out(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
     same_origin(&headers)?;
     let token = console_cookie(&headers).ok_or_else(signed_out)?;
     check_csrf(&headers, token)?;
+    state.tokens.sign_out(token).await?;
     let cleared = format!("{CONSOLE_COOKIE}=; Path=/console; Max-Age=0; HttpOnly; SameSite=Strict");
     let cleared = HeaderValue::from_str(&cleared).map_err(|e| ApiError::internal(e.to_string()))?;
     Ok((
@@ -244,6 +247,10 @@ fn session_refused(failure: AuthFailure) -> ApiError {
         AuthFailure::Missing | AuthFailure::Malformed(_) | AuthFailure::Invalid(_) => ApiError::unauthorized(
             ProblemCode::InvalidToken,
             "the console cookie is not valid (its signing key may have been retired); sign in again",
+        ),
+        AuthFailure::SignedOut => ApiError::unauthorized(
+            ProblemCode::InvalidToken,
+            "this console sign-in was signed out; sign in again with an admin token",
         ),
         unavailable @ AuthFailure::KeysUnavailable(_) => unavailable.into(),
     }
