@@ -1,62 +1,21 @@
-// The real `agent-inbox serve` for the console tests: a fresh SQLite database in a temporary
-// directory, port 0, tokens issued by the binary's `token issue` against the same database,
-// and the few API calls the tests make as agents and publishers. The binary comes from
-// AGENT_INBOX_BIN (default: the repository's target/debug/agent-inbox).
-import { execFile, spawn } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
+// The real `agent-inbox serve` for the console tests: the TypeScript client's test server
+// (clients/typescript/test/support/server.mjs: a fresh SQLite database, port 0, tokens from
+// the binary's `token issue`), ready before it is handed out, with the few API calls the tests
+// make as agents and publishers.
+import { REPO, startServer as startInboxServer } from "../../clients/typescript/test/support/server.mjs";
 
-const run = promisify(execFile);
-const here = dirname(fileURLToPath(import.meta.url));
-export const REPO = resolve(here, "../..");
-export const BIN = process.env.AGENT_INBOX_BIN ?? join(REPO, "target/debug/agent-inbox");
+export { REPO };
 
-/** Starts a server; resolves once it listens. `stop()` ends it and removes its directory. */
+/** Starts a server; resolves once it is ready. `stop()` ends it and removes its directory. */
 export async function startServer() {
-  const dir = await mkdtemp(join(tmpdir(), "inbox-console-"));
-  const databaseUrl = `sqlite://${join(dir, "db.sqlite")}`;
-  const child = spawn(BIN, ["serve", "--listen", "127.0.0.1:0", "--database-url", databaseUrl], {
-    env: { ...process.env, AGENT_INBOX_LOG: process.env.AGENT_INBOX_LOG ?? "warn,agent_inbox=info,inbox_server=info" },
-    stdio: ["ignore", "pipe", "pipe"],
+  const server = await startInboxServer({
+    env: { AGENT_INBOX_LOG: process.env.AGENT_INBOX_LOG ?? "warn,agent_inbox=info,inbox_server=info" },
   });
-  const logs = [];
-  const exited = new Promise((done) => child.once("exit", (code, signal) => done({ code, signal })));
-  const port = await new Promise((found, reject) => {
-    const timeout = setTimeout(() => reject(new Error(`the server did not start within 20 s:\n${logs.join("")}`)), 20_000);
-    const onData = (chunk) => {
-      logs.push(chunk.toString());
-      const match = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(logs.join(""));
-      if (match) {
-        clearTimeout(timeout);
-        found(Number(match[1]));
-      }
-    };
-    child.stdout.on("data", onData);
-    child.stderr.on("data", onData);
-    void exited.then(({ code }) => {
-      clearTimeout(timeout);
-      reject(new Error(`the server exited with ${code} before listening:\n${logs.join("")}`));
-    });
-  });
-  const url = `http://127.0.0.1:${port}`;
-  await waitReady(url);
-  return {
-    url,
-    logs,
-    /** `agent-inbox token issue`: kind agent (default), publisher or admin. */
-    async token(subject, { kind, tenant = "demo", ttl } = {}) {
-      const flags = ["token", "issue", "--tenant", tenant, "--subject", subject, "--database-url", databaseUrl];
-      if (kind) flags.push("--kind", kind);
-      if (ttl) flags.push("--ttl", ttl);
-      const { stdout } = await run(BIN, flags);
-      return stdout.trim().split("\n")[0];
-    },
+  await waitReady(server.url);
+  return Object.assign(server, {
     /** One JSON call as a bearer; resolves { status, body }. */
     async call(method, path, token, body) {
-      const response = await fetch(`${url}${path}`, {
+      const response = await fetch(`${server.url}${path}`, {
         method,
         headers: { authorization: `Bearer ${token}`, ...(body ? { "content-type": "application/json" } : {}) },
         body: body ? JSON.stringify(body) : undefined,
@@ -64,14 +23,7 @@ export async function startServer() {
       const text = await response.text();
       return { status: response.status, body: text ? JSON.parse(text) : null };
     },
-    async stop() {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
-      const timeout = setTimeout(() => child.kill("SIGKILL"), 10_000);
-      await exited;
-      clearTimeout(timeout);
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
+  });
 }
 
 async function waitReady(url) {
