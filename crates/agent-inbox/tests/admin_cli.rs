@@ -220,6 +220,12 @@ async fn every_subcommand_as_a_table_and_as_json() {
     assert_eq!(ids, [ok.as_str(), suspicious.as_str()]);
     let paged = setup.json(&["events", AGENT, "--after-seq", "1", "--limit", "1"]);
     assert_eq!(paged["events"][0]["event_id"], suspicious.as_str(), "{paged}");
+    let newest = setup.json(&["events", AGENT, "--newest-first", "--limit", "2"]);
+    let ids: Vec<&str> =
+        newest["events"].as_array().unwrap().iter().map(|e| e["event_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [fail.as_str(), suspicious.as_str()], "newest first");
+    let older = setup.json(&["events", AGENT, "--newest-first", "--before-seq", "2"]);
+    assert_eq!(older["events"][0]["event_id"], ok.as_str(), "{older}");
 
     // quarantine (twice: the repeat changes nothing), parked, event with its history
     let quarantine = [

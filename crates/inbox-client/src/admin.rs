@@ -38,8 +38,11 @@ pub struct EventsQuery {
     /// `available`, `retry_scheduled`, `claimed`, `acked`, `dead_letter`, `quarantined` or
     /// `expired`; every state when `None`.
     pub state: Option<String>,
-    /// Events after this `inbox_seq` (the last one of the previous page).
+    /// Events after this `inbox_seq` (the last one of the previous page), oldest first.
     pub after_seq: Option<u64>,
+    /// Newest first, from the newest event or from before `before_seq`.
+    pub newest_first: bool,
+    pub before_seq: Option<u64>,
     pub limit: Option<u32>,
 }
 
@@ -68,12 +71,14 @@ impl Admin {
         self.get(&with_query("/v1/admin/inboxes", &[("limit", limit.map(|n| n.to_string()))])).await
     }
 
-    /// One inbox's events in `inbox_seq` order.
+    /// One inbox's events in `inbox_seq` order, oldest or newest first.
     pub async fn events(&self, query: &EventsQuery) -> Result<AdminAnswer<AdminEventsResponse>, ClientError> {
         let path = format!("/v1/admin/inboxes/{}/events", segment(&query.recipient_id));
         let params = [
             ("state", query.state.clone()),
+            ("order", query.newest_first.then(|| "newest_first".to_owned())),
             ("after_seq", query.after_seq.map(|n| n.to_string())),
+            ("before_seq", query.before_seq.map(|n| n.to_string())),
             ("limit", query.limit.map(|n| n.to_string())),
         ];
         self.get(&with_query(&path, &params)).await

@@ -50,7 +50,8 @@ pub enum AdminCommand {
         #[arg(long)]
         limit: Option<u32>,
     },
-    /// One agent's events in sequence order, optionally in one state.
+    /// One agent's events in sequence order (oldest first, or with --newest-first), optionally
+    /// in one state.
     Events {
         /// The agent (recipient id).
         agent: String,
@@ -58,8 +59,15 @@ pub enum AdminCommand {
         #[arg(long, value_parser = EVENT_STATES)]
         state: Option<String>,
         /// Only events after this inbox sequence number (the last one of the previous page).
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["newest_first", "before_seq"])]
         after_seq: Option<u64>,
+        /// The newest events first.
+        #[arg(long)]
+        newest_first: bool,
+        /// With --newest-first: only events before this inbox sequence number (the last one of
+        /// the previous page).
+        #[arg(long, requires = "newest_first")]
+        before_seq: Option<u64>,
         /// At most this many events [default: the service's, 100].
         #[arg(long)]
         limit: Option<u32>,

@@ -27,14 +27,22 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             let answer = admin.inboxes(limit).await.map_err(refused)?;
             print(json, &answer, views::inboxes)
         }
-        AdminCommand::Events { agent, state, after_seq, limit } => {
-            let query = EventsQuery { recipient_id: agent.clone(), state, after_seq, limit };
+        AdminCommand::Events { agent, state, after_seq, newest_first, before_seq, limit } => {
+            let query = EventsQuery {
+                recipient_id: agent.clone(),
+                state,
+                after_seq,
+                newest_first,
+                before_seq,
+                limit,
+            };
             let answer = admin.events(&query).await.map_err(refused)?;
             print(json, &answer, |value| views::events(&agent, &value.events))?;
             let shown = answer.value.events.len();
             if !json && shown > 0 && shown == limit.unwrap_or(100) as usize {
                 let last = answer.value.events.last().map_or(0, |e| e.event.inbox_seq);
-                eprintln!("more may follow: add --after-seq {last}");
+                let flag = if newest_first { "--before-seq" } else { "--after-seq" };
+                eprintln!("more may follow: add {flag} {last}");
             }
             Ok(())
         }

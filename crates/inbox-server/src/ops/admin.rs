@@ -209,11 +209,14 @@ pub async fn release_quarantined(
 #[derive(Debug, Clone, Default)]
 pub struct EventsFilter {
     pub state: Option<String>,
+    /// `oldest_first` (when absent) or `newest_first`.
+    pub order: Option<String>,
     pub after_seq: Option<u64>,
+    pub before_seq: Option<u64>,
     pub limit: Option<u32>,
 }
 
-/// One inbox's events, optionally in one state, in `inbox_seq` order.
+/// One inbox's events, optionally in one state, in `inbox_seq` order, oldest or newest first.
 pub async fn events(
     state: &AppState,
     caller: &Caller,
@@ -232,15 +235,25 @@ pub async fn events(
             })
         })
         .transpose()?;
-    let after_seq = filter
-        .after_seq
-        .map(InboxSeq::new)
-        .transpose()
-        .map_err(|e| ApiError::invalid_field("after_seq", e.problem))?;
+    let seq = |field: &'static str, value: Option<u64>| {
+        value.map(InboxSeq::new).transpose().map_err(|e| ApiError::invalid_field(field, e.problem))
+    };
+    let newest_first = match filter.order.as_deref() {
+        None | Some("oldest_first") => false,
+        Some("newest_first") => true,
+        Some(other) => {
+            return Err(ApiError::invalid_field(
+                "order",
+                format!("is {other:?}; use oldest_first or newest_first"),
+            ));
+        }
+    };
     let query = EventsQuery {
         inbox,
         state: state_filter,
-        after_seq,
+        after_seq: seq("after_seq", filter.after_seq)?,
+        newest_first,
+        before_seq: seq("before_seq", filter.before_seq)?,
         limit: filter.limit.unwrap_or(LIST_LIMIT_DEFAULT),
     };
     let events = state.store.inbox().events(&query).await?;

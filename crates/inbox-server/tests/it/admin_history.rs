@@ -260,6 +260,11 @@ async fn an_inboxs_events_are_listed_by_state(backend: Backend) {
     assert_eq!(listed(String::new()).await, ids, "every state, in inbox_seq order");
     let first_page = listed("?limit=3".into()).await;
     assert_eq!(first_page, ids[..3]);
+    let newest: Vec<String> = ids.iter().rev().cloned().collect();
+    assert_eq!(listed("?order=newest_first&limit=3".into()).await, newest[..3], "newest first");
+    let seq_of_third_newest = ids.len() - 2;
+    let next = listed(format!("?order=newest_first&before_seq={seq_of_third_newest}&limit=3")).await;
+    assert_eq!(next, newest[3..6], "paged on before the last one listed");
     let all = get(&server, &base, &ops).await;
     let third_seq = all["events"][2]["inbox_seq"].as_u64().unwrap();
     assert_eq!(listed(format!("?after_seq={third_seq}&limit=3")).await, ids[3..6], "the next page");

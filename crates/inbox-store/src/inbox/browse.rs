@@ -15,29 +15,46 @@ use crate::{EventDetail, EventRecord, EventStateFilter, EventsQuery, MinuteActiv
 pub const ACTIVITY_WINDOW_MS_MAX: u64 = 24 * 3_600_000;
 
 impl Inbox<'_> {
-    /// Events of one inbox, optionally in one display state, ordered by `inbox_seq`, after
-    /// `after_seq`, at most `limit`. Only the live table: archived events are found one by
-    /// one with [`Inbox::event_detail`].
+    /// Events of one inbox, optionally in one display state, ordered by `inbox_seq`: oldest
+    /// first after `after_seq`, or newest first before `before_seq` (from the newest without
+    /// it), at most `limit`. Only the live table: archived events are found one by one with
+    /// [`Inbox::event_detail`].
     pub async fn events(self, query: &EventsQuery) -> Result<Vec<EventRecord>, StoreError> {
         self.store.batch_len("limit", query.limit as usize)?;
         let now = self.store.now();
         let mut args = inbox_args(&query.inbox);
-        args.push(seq_arg(query.after_seq.unwrap_or(inbox_core::InboxSeq(0))));
-        let sql = match query.state {
-            None => queries::EVENTS_AFTER,
+        match (query.newest_first, query.after_seq, query.before_seq) {
+            (true, Some(_), _) => {
+                return Err(StoreError::invalid(
+                    "after_seq",
+                    "pages oldest first; newest first pages with before_seq",
+                ));
+            }
+            (false, _, Some(_)) => {
+                return Err(StoreError::invalid(
+                    "before_seq",
+                    "pages newest first; oldest first pages with after_seq",
+                ));
+            }
+            (true, None, before) => args.push(before.map_or(Arg::I64(i64::MAX), seq_arg)),
+            (false, after, None) => args.push(seq_arg(after.unwrap_or(inbox_core::InboxSeq(0)))),
+        }
+        let page = match query.state {
+            None => queries::EVENTS_PAGE,
             Some(EventStateFilter::Available) => {
                 args.push(Arg::I64(now.get()));
-                queries::EVENTS_AFTER_AVAILABLE_NOW
+                queries::EVENTS_PAGE_AVAILABLE_NOW
             }
             Some(EventStateFilter::RetryScheduled) => {
                 args.push(Arg::I64(now.get()));
-                queries::EVENTS_AFTER_RETRY_SCHEDULED
+                queries::EVENTS_PAGE_RETRY_SCHEDULED
             }
             Some(filter) => {
                 args.push(Arg::Str(stored_state(filter).as_str()));
-                queries::EVENTS_AFTER_IN_STATE
+                queries::EVENTS_PAGE_IN_STATE
             }
         };
+        let sql = if query.newest_first { page.newest_first } else { page.oldest_first };
         args.push(Arg::I64(i64::from(query.limit)));
         let mut pooled = self.store.pools().reader().await?;
         pooled.conn().fetch_all(sql, &args).await?.iter().map(event_from_row).collect()

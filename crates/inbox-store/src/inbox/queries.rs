@@ -212,8 +212,7 @@ pub(super) const INSERT_NUDGED_SIGNAL: &str = "INSERT INTO outbox_signal (tenant
 
 // ---- read ----
 
-/// Events of one inbox after a seq, in seq order: a poll, or an operator's page (inbox, after
-/// seq, limit).
+/// Events of one inbox after a seq, in seq order: a poll (inbox, after seq, limit).
 pub(super) const EVENTS_AFTER: &str = concat!(
     "SELECT ",
     event_columns!(),
@@ -531,34 +530,54 @@ pub(super) const BACKLOGS: &str = "SELECT tenant_id, recipient_kind, recipient_i
 
 // ---- operators' reads (browse.rs) ----
 
-/// [`EVENTS_AFTER`] of events claimable by time, ignoring expiry and attempts, as the display
-/// state `available` means (inbox, after seq, now, limit).
-pub(super) const EVENTS_AFTER_AVAILABLE_NOW: &str = concat!(
-    "SELECT ",
-    event_columns!(),
-    " FROM agent_inbox WHERE ",
-    inbox!(),
-    " AND inbox_seq > ? AND ack_state = 'available' AND (next_retry_at_utc IS NULL OR next_retry_at_utc <= ?) \
-     ORDER BY inbox_seq LIMIT ?"
-);
+/// One page of an operator's listing, in both orders (binds for both: inbox, the seq to page
+/// from, the filter's, limit): oldest first after a seq, or newest first before one.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct EventsPage {
+    pub oldest_first: &'static str,
+    pub newest_first: &'static str,
+}
 
-/// [`EVENTS_AFTER`] of events waiting for a scheduled retry (inbox, after seq, now, limit).
-pub(super) const EVENTS_AFTER_RETRY_SCHEDULED: &str = concat!(
-    "SELECT ",
-    event_columns!(),
-    " FROM agent_inbox WHERE ",
-    inbox!(),
-    " AND inbox_seq > ? AND ack_state = 'available' AND next_retry_at_utc > ? ORDER BY inbox_seq LIMIT ?"
-);
+/// An [`EventsPage`] narrowed by `$filter` (SQL appended to the WHERE clause).
+macro_rules! events_page {
+    ($filter:literal) => {
+        EventsPage {
+            oldest_first: concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM agent_inbox WHERE ",
+                inbox!(),
+                " AND inbox_seq > ?",
+                $filter,
+                " ORDER BY inbox_seq LIMIT ?"
+            ),
+            newest_first: concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM agent_inbox WHERE ",
+                inbox!(),
+                " AND inbox_seq < ?",
+                $filter,
+                " ORDER BY inbox_seq DESC LIMIT ?"
+            ),
+        }
+    };
+}
 
-/// [`EVENTS_AFTER`] of events in one stored state (inbox, after seq, state, limit).
-pub(super) const EVENTS_AFTER_IN_STATE: &str = concat!(
-    "SELECT ",
-    event_columns!(),
-    " FROM agent_inbox WHERE ",
-    inbox!(),
-    " AND inbox_seq > ? AND ack_state = ? ORDER BY inbox_seq LIMIT ?"
-);
+/// Events in every state.
+pub(super) const EVENTS_PAGE: EventsPage = events_page!("");
+
+/// Events claimable by time, ignoring expiry and attempts, as the display state `available`
+/// means (binds now).
+pub(super) const EVENTS_PAGE_AVAILABLE_NOW: EventsPage =
+    events_page!(" AND ack_state = 'available' AND (next_retry_at_utc IS NULL OR next_retry_at_utc <= ?)");
+
+/// Events waiting for a scheduled retry (binds now).
+pub(super) const EVENTS_PAGE_RETRY_SCHEDULED: EventsPage =
+    events_page!(" AND ack_state = 'available' AND next_retry_at_utc > ?");
+
+/// Events in one stored state (binds the state).
+pub(super) const EVENTS_PAGE_IN_STATE: EventsPage = events_page!(" AND ack_state = ?");
 
 /// One live event with its history (tenant, kind, recipient, event id).
 pub(super) const LIVE_EVENT_DETAIL: &str = concat!(

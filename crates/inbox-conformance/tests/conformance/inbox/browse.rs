@@ -9,7 +9,14 @@ use inbox_core::{AckResult, Clock, InboxSeq, RecipientId, SessionId, UnixMillis}
 use inbox_store::{ACTIVITY_WINDOW_MS_MAX, EventStateFilter, EventsQuery, Release, SessionRecord};
 
 fn events(inbox: &inbox_core::RecipientKey, state: Option<EventStateFilter>) -> EventsQuery {
-    EventsQuery { inbox: inbox.clone(), state, after_seq: None, limit: 100 }
+    EventsQuery {
+        inbox: inbox.clone(),
+        state,
+        after_seq: None,
+        newest_first: false,
+        before_seq: None,
+        limit: 100,
+    }
 }
 
 async fn seqs(h: &Harness, query: &EventsQuery) -> Vec<u64> {
@@ -60,6 +67,23 @@ case! {
         assert_eq!(seqs(h, &events(&inbox, Some(Available))).await, [4, 6, 7], "the retry time has come");
         assert!(seqs(h, &events(&inbox_of("t2", "alpha"), None)).await.is_empty());
         assert_invalid(h.store.inbox().events(&EventsQuery { limit: 0, ..events(&inbox, None) }).await, "limit");
+
+        // Newest first: from the newest, then on before the last one listed, in any state.
+        let newest = |before_seq: Option<u64>, limit, state| EventsQuery {
+            newest_first: true,
+            before_seq: before_seq.map(InboxSeq),
+            limit,
+            ..events(&inbox, state)
+        };
+        assert_eq!(seqs(h, &newest(None, 3, None)).await, [7, 6, 5]);
+        assert_eq!(seqs(h, &newest(Some(5), 3, None)).await, [4, 3, 2]);
+        assert_eq!(seqs(h, &newest(Some(2), 3, None)).await, [1]);
+        assert_eq!(seqs(h, &newest(None, 10, Some(Available))).await, [7, 6, 4]);
+        assert_eq!(seqs(h, &newest(Some(6), 10, Some(Available))).await, [4]);
+        let mixed = EventsQuery { after_seq: Some(InboxSeq(2)), ..newest(None, 3, None) };
+        assert_invalid(h.store.inbox().events(&mixed).await, "after_seq");
+        let mixed = EventsQuery { before_seq: Some(InboxSeq(2)), ..events(&inbox, None) };
+        assert_invalid(h.store.inbox().events(&mixed).await, "before_seq");
     }
 }
 

@@ -26,13 +26,18 @@ pub struct EventsParams {
     /// `available`, `retry_scheduled`, `claimed`, `acked`, `dead_letter`, `quarantined` or
     /// `expired`; every state when absent.
     state: Option<String>,
-    /// Only events with a larger `inbox_seq`: page on with the last one's.
+    /// `oldest_first` (the default) or `newest_first`.
+    order: Option<String>,
+    /// Oldest first: only events with a larger `inbox_seq`; page on with the last one's.
     after_seq: Option<u64>,
+    /// Newest first: only events with a smaller `inbox_seq`; page on with the last one's.
+    before_seq: Option<u64>,
     limit: Option<u32>,
 }
 
-/// The inbox's events (of one state when asked), in `inbox_seq` order, with their reasons,
-/// lease sessions and terminal times. Archived events are not listed; read them one by one.
+/// The inbox's events (of one state when asked), in `inbox_seq` order, oldest or newest first,
+/// with their reasons, lease sessions and terminal times. Archived events are not listed; read
+/// them one by one.
 #[utoipa::path(get, path = "/v1/admin/inboxes/{recipient_id}/events", tag = "admin",
     params(("recipient_id" = String, Path), EventsParams),
     responses((status = 200, body = AdminEventsResponse)))]
@@ -43,7 +48,13 @@ pub async fn events(
     params: Result<Query<EventsParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<AdminEventsResponse>, ApiError> {
     let Query(p) = params.map_err(|e| query_problem(&e))?;
-    let filter = EventsFilter { state: p.state, after_seq: p.after_seq, limit: p.limit };
+    let filter = EventsFilter {
+        state: p.state,
+        order: p.order,
+        after_seq: p.after_seq,
+        before_seq: p.before_seq,
+        limit: p.limit,
+    };
     admin::events(&state, &caller, &recipient_id, filter).await.map(Json)
 }
 

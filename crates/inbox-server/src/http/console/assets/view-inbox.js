@@ -86,14 +86,14 @@ export function mount(container, { params: [agent], query, setQuery }) {
       more ? el("p", { class: "more" }, button("Load more events", () => void load(true))) : null);
   };
 
-  /** Pages in sequence order (the admin API's order): the first PAGE events, then the
-   * next after the highest sequence loaded. A refresh reloads as many as are shown. */
+  /** Pages newest first: the newest PAGE events, then the next before the lowest sequence
+   * loaded, so a long inbox opens on its latest work. A refresh reloads as many as are shown. */
   async function load(next = false) {
     try {
       let page;
       if (next && events.length) {
-        const after = Math.max(...events.map((e) => e.inbox_seq));
-        page = await fetchPage(after, PAGE);
+        const before = Math.min(...events.map((e) => e.inbox_seq));
+        page = await fetchPage(before, PAGE);
         events = [...events, ...page];
       } else {
         page = await fetchPage(undefined, Math.min(Math.max(events.length, PAGE), 500));
@@ -109,8 +109,9 @@ export function mount(container, { params: [agent], query, setQuery }) {
     render();
   }
 
-  async function fetchPage(afterSeq, limit) {
-    const answer = await api(`inboxes/${encodeURIComponent(agent)}/events`, { query: { state, after_seq: afterSeq, limit } });
+  async function fetchPage(beforeSeq, limit) {
+    const query = { state, order: "newest_first", before_seq: beforeSeq, limit };
+    const answer = await api(`inboxes/${encodeURIComponent(agent)}/events`, { query });
     return answer.events ?? [];
   }
 
