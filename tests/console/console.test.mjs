@@ -258,15 +258,44 @@ test("the other views render from the admin API", async () => {
   await page.screenshot({ path: join(SHOTS, "overview-readme.png"), clip });
 });
 
+test("an inbox longer than a page opens on its newest events and loads older ones", async () => {
+  for (let n = 1; n <= 205; n++) await publish(server, tokens.publisher, "agent_backlog", { n });
+  await openView("#/inbox/agent_backlog", "Inbox of agent_backlog");
+  // The sequence numbers shown, top to bottom, once the table holds `rows` rows (a live
+  // refresh may redraw it meanwhile).
+  const shownWhen = async (rows) => {
+    const handle = await page.waitForFunction((n) => {
+      const cells = [...document.querySelectorAll("tbody tr td:nth-child(2)")].map((td) => Number(td.textContent));
+      return cells.length === n ? cells : null;
+    }, rows);
+    return handle.jsonValue();
+  };
+  let shown = await shownWhen(200);
+  assert.equal(shown[0], 205, "one page, the newest first");
+  await page.click("text=Load more events");
+  shown = await shownWhen(205);
+  assert.deepEqual([shown[0], shown.at(-1)], [205, 1], "then the older ones");
+});
+
 test("no view broke the Content-Security-Policy or threw", () => {
   assert.deepEqual(pageErrors, []);
 });
 
-test("signing out forgets the cookie", async () => {
+test("signing out forgets the cookie and ends the sign-in", async () => {
+  const signedIn = await context.cookies();
   await page.click("#sign-out");
   await page.locator("#sign-in-form").waitFor();
   assert.deepEqual(await context.cookies(), []);
   const status = await page.evaluate(async () => (await fetch("/console/api/session")).status);
   assert.equal(status, 401);
+  // A copy of the cookie taken before signing out is worth nothing now.
+  await context.addCookies(signedIn);
+  const copied = await page.evaluate(async () => {
+    const answer = await fetch("/console/api/session");
+    return { status: answer.status, detail: (await answer.json()).detail };
+  });
+  assert.equal(copied.status, 401);
+  assert.match(copied.detail, /signed out/);
+  await context.clearCookies();
   pageErrors.length = 0;
 });
