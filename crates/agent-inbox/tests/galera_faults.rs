@@ -113,6 +113,12 @@ fn serve(url: &str, log: &Path) -> ServeChild {
         .env("AGENT_INBOX_DATABASE_STATEMENT_TIMEOUT", "8s")
         .env("AGENT_INBOX_DATABASE_ACQUIRE_TIMEOUT", "8s")
         .env("AGENT_INBOX_SCAVENGE_INTERVAL", "500ms")
+        // The publishers send as fast as the cluster answers, which on a quick run passes the
+        // per-subject default (200/s): rate limits are not what this test is about.
+        .env("AGENT_INBOX_AGENT_REQUESTS_PER_SECOND", "100000")
+        .env("AGENT_INBOX_AGENT_REQUESTS_BURST", "100000")
+        .env("AGENT_INBOX_TENANT_REQUESTS_PER_SECOND", "100000")
+        .env("AGENT_INBOX_TENANT_REQUESTS_BURST", "100000")
         .env("AGENT_INBOX_LOG", "warn")
         .log_to(log)
         .spawn()
