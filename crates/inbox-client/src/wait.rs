@@ -1,5 +1,6 @@
-//! Waiting for work without running anything (`agent-inbox wait`): long polls for a claimable
-//! event after the persisted cursor, through network failures and cursor resets.
+//! Waiting for work without running anything (`agent-inbox wait`, the MCP server's `wait`):
+//! long polls for a claimable event anywhere in the inbox, through network failures and cursor
+//! resets.
 
 use std::time::Duration;
 
@@ -9,27 +10,24 @@ use tokio::time::Instant;
 
 use crate::api::Api;
 use crate::error::ClientError;
-use crate::local_state::LocalState;
 use crate::schedule::Backoff;
 use crate::transport::jitter;
 
-/// Blocks until a claimable event exists after the persisted cursor (or after 0 without a
-/// state file), or `timeout` passes. Returns how many claimable events the answer showed.
-/// Long polls when it can; repeats through network failures with backoff.
+/// Blocks until a claimable event exists in the inbox, or `timeout` passes. Returns how many
+/// claimable events the answer showed. Long polls when it can; repeats through network
+/// failures with backoff.
+///
+/// It asks from the start of the inbox, not from a runner's cursor: an event an operator
+/// requeued or released sits behind that cursor, and the service finds claimable events by
+/// their state, so starting at 0 costs no scan of finished ones. A requeue wakes the long poll
+/// (the service's nudge), and the poll finds the event.
 pub async fn wait_for_work(
     api: &Api,
-    state: Option<&LocalState>,
     timeout: Duration,
     backoff: Backoff,
 ) -> Result<Option<usize>, ClientError> {
     let deadline = Instant::now() + timeout;
-    // Claimable events never sit at or below the cursor (it only passes finished ones), so
-    // starting there only saves reading; 0 is always correct.
-    let mut after_seq = match (state, api.head().await) {
-        (Some(state), Ok(head)) => state.cursor(&format!("{}/{}", head.tenant_id, head.recipient_id)).await?,
-        (_, Err(err)) if !err.is_transient() => return Err(err),
-        _ => 0,
-    };
+    let mut after_seq = 0;
     let mut attempt = 0;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());

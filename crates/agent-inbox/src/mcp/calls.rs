@@ -32,7 +32,7 @@ const WAIT_BACKOFF: Backoff = Backoff { base: Duration::from_millis(500), max: D
 
 pub async fn wait(api: &Api, args: WaitArgs) -> Answer {
     let timeout = Duration::from_secs(args.timeout_seconds()?);
-    let found = wait_for_work(api, None, timeout, WAIT_BACKOFF).await.map_err(|err| from_error(&err))?;
+    let found = wait_for_work(api, timeout, WAIT_BACKOFF).await.map_err(|err| from_error(&err))?;
     let head = retrying(Repeat::Safe, || api.head()).await.map_err(|err| from_error(&err))?;
     let claimable = found.unwrap_or(0);
     Ok(success(&json!({

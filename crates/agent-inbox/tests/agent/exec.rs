@@ -240,3 +240,46 @@ async fn wait_makes_a_few_long_polls_not_a_burst_in_its_last_second() {
     let made = polls().await - before;
     assert!(made <= 8.0, "wait made {made} poll requests and long-poll outcomes in 2.5 s");
 }
+
+/// `wait` finds an event an operator requeued behind the cursor `listen` keeps: it asks for
+/// claimable events from the start of the inbox, and the requeue's nudge wakes its long poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_returns_when_an_operator_requeues_an_event_behind_the_cursor() {
+    let server = Server::start(&[]).await;
+    let publisher = server.publisher_token().await;
+    let agent = server.agent_token(AGENT).await;
+    let dir = TempDir::new("wait-requeue");
+    let state_path = dir.path("state.db");
+    // `listen` fails the event (exit 1), which dead-letters it; its cursor then moves past it.
+    let listen = Listen::spawn(&server.base, &agent, &dir.0, &state_path, "exit 1", &[]);
+    let event = server.publish(&publisher, AGENT, "task", json!({})).await;
+    wait_until("the event is a dead letter", Duration::from_secs(20), || {
+        server.all_in_state(&agent, std::slice::from_ref(&event), "dead_letter")
+    })
+    .await;
+    let state = inbox_client::LocalState::open(&state_path, 100).await.unwrap();
+    let inbox = format!("{}/{AGENT}", crate::support::TENANT);
+    wait_until("the cursor passed the dead letter", Duration::from_secs(20), || async {
+        state.cursor(&inbox).await.unwrap() >= 1
+    })
+    .await;
+    state.close().await;
+    drop(listen);
+
+    let waiting = std::process::Command::new(crate::support::BIN)
+        .args(["wait", "--server", &server.base, "--state"])
+        .arg(&state_path)
+        .args(["--timeout", "20s"])
+        .env("AGENT_INBOX_TOKEN", &agent)
+        .env("AGENT_INBOX_HOME", &dir.0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let it reach its long poll: a requeue that lands first is simply found at once.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.requeue(AGENT, &[event.as_str()]).await;
+    let out = tokio::task::spawn_blocking(move || waiting.wait_with_output().unwrap()).await.unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1 event(s) waiting");
+}

@@ -221,16 +221,31 @@ pub(super) const EVENTS_AFTER: &str = concat!(
     " AND inbox_seq > ? ORDER BY inbox_seq LIMIT ?"
 );
 
-/// Claimable events after a cursor (inbox, after seq, now, now, now, limit).
-pub(super) const CLAIMABLE_EVENTS_AFTER: &str = concat!(
-    "SELECT ",
-    event_columns!(),
-    " FROM agent_inbox WHERE ",
-    inbox!(),
-    " AND inbox_seq > ? AND ",
-    claimable!(),
-    " ORDER BY inbox_seq LIMIT ?"
-);
+/// Claimable events after a cursor (inbox, after seq, now, now, now, limit). Found by their
+/// state, not by walking the inbox from the cursor: `wait` asks from 0, since a requeued event
+/// sits behind any runner's cursor. MySQL's planner takes a state index by itself; SQLite's
+/// walks the primary key through every finished row unless told (30 ms against 1 ms at 200,000
+/// rows).
+pub(super) const CLAIMABLE_EVENTS_AFTER: Sql = Sql {
+    mysql: concat!(
+        "SELECT ",
+        event_columns!(),
+        " FROM agent_inbox WHERE ",
+        inbox!(),
+        " AND inbox_seq > ? AND ",
+        claimable!(),
+        " ORDER BY inbox_seq LIMIT ?"
+    ),
+    sqlite: concat!(
+        "SELECT ",
+        event_columns!(),
+        " FROM agent_inbox INDEXED BY ix_agent_inbox_claim WHERE ",
+        inbox!(),
+        " AND inbox_seq > ? AND ",
+        claimable!(),
+        " ORDER BY inbox_seq LIMIT ?"
+    ),
+};
 
 /// The inbox's events not yet acknowledged or parked, counted up to a cap (inbox, cap).
 pub(super) const COUNT_UNACKED: &str = concat!(

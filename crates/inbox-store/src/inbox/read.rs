@@ -32,7 +32,7 @@ impl Inbox<'_> {
         args.push(seq_arg(query.after_seq));
         let sql = if query.claimable_only {
             args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get())]);
-            queries::CLAIMABLE_EVENTS_AFTER
+            queries::CLAIMABLE_EVENTS_AFTER.text(self.store.dialect())
         } else {
             queries::EVENTS_AFTER
         };
