@@ -73,8 +73,21 @@ pub struct AdminEventView {
     pub terminal_at_utc: Option<String>,
 }
 
-/// `GET /v1/admin/inboxes/{recipient_id}/events`: in `inbox_seq` order; page on with
-/// `?after_seq=` the last event's `inbox_seq`.
+/// Which end of an inbox an events listing starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum EventsOrder {
+    /// Lowest `inbox_seq` first: page on with `after_seq`.
+    #[default]
+    OldestFirst,
+    /// Highest `inbox_seq` first: page on with `before_seq`.
+    NewestFirst,
+}
+
+/// `GET /v1/admin/inboxes/{recipient_id}/events`: in `inbox_seq` order, oldest or newest
+/// first; page on with `after_seq` (oldest first) or `before_seq` (newest first) set to the
+/// last event's `inbox_seq`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AdminEventsResponse {

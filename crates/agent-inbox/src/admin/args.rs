@@ -59,15 +59,15 @@ pub enum AdminCommand {
         #[arg(long, value_parser = EVENT_STATES)]
         state: Option<String>,
         /// Only events after this inbox sequence number (the last one of the previous page).
-        #[arg(long, conflicts_with_all = ["newest_first", "before_seq"])]
+        #[arg(long)]
         after_seq: Option<u64>,
+        /// Only events before this inbox sequence number (with --newest-first, the last one of
+        /// the previous page).
+        #[arg(long)]
+        before_seq: Option<u64>,
         /// The newest events first.
         #[arg(long)]
         newest_first: bool,
-        /// With --newest-first: only events before this inbox sequence number (the last one of
-        /// the previous page).
-        #[arg(long, requires = "newest_first")]
-        before_seq: Option<u64>,
         /// At most this many events [default: the service's, 100].
         #[arg(long)]
         limit: Option<u32>,

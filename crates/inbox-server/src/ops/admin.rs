@@ -209,8 +209,7 @@ pub async fn release_quarantined(
 #[derive(Debug, Clone, Default)]
 pub struct EventsFilter {
     pub state: Option<String>,
-    /// `oldest_first` (when absent) or `newest_first`.
-    pub order: Option<String>,
+    pub order: Option<inbox_api::EventsOrder>,
     pub after_seq: Option<u64>,
     pub before_seq: Option<u64>,
     pub limit: Option<u32>,
@@ -238,22 +237,12 @@ pub async fn events(
     let seq = |field: &'static str, value: Option<u64>| {
         value.map(InboxSeq::new).transpose().map_err(|e| ApiError::invalid_field(field, e.problem))
     };
-    let newest_first = match filter.order.as_deref() {
-        None | Some("oldest_first") => false,
-        Some("newest_first") => true,
-        Some(other) => {
-            return Err(ApiError::invalid_field(
-                "order",
-                format!("is {other:?}; use oldest_first or newest_first"),
-            ));
-        }
-    };
     let query = EventsQuery {
         inbox,
         state: state_filter,
         after_seq: seq("after_seq", filter.after_seq)?,
-        newest_first,
         before_seq: seq("before_seq", filter.before_seq)?,
+        newest_first: filter.order == Some(inbox_api::EventsOrder::NewestFirst),
         limit: filter.limit.unwrap_or(LIST_LIMIT_DEFAULT),
     };
     let events = state.store.inbox().events(&query).await?;

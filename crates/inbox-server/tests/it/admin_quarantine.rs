@@ -379,13 +379,7 @@ async fn bad_quarantine_input_gets_precise_problems(backend: Backend) {
     assert_field(&query(format!("{events}?state=parked")).await, "invalid_field", "state");
     assert_field(&query(format!("{events}?limit=0")).await, "invalid_field", "limit");
     assert_field(&query(format!("{events}?after_seq=x")).await, "invalid_query", "after_seq");
-    assert_field(&query(format!("{events}?order=latest")).await, "invalid_field", "order");
-    assert_field(
-        &query(format!("{events}?order=newest_first&after_seq=2")).await,
-        "invalid_field",
-        "after_seq",
-    );
-    assert_field(&query(format!("{events}?before_seq=2")).await, "invalid_field", "before_seq");
+    assert_field(&query(format!("{events}?order=latest")).await, "invalid_query", "order");
     assert_field(&query(format!("{events}?status=acked")).await, "invalid_query", "status");
     assert_field(&query(format!("{events}/not-a-uuid")).await, "invalid_field", "event_id");
     assert_field(&query("/v1/admin/inboxes/bad%20id/events".into()).await, "invalid_field", "recipient_id");

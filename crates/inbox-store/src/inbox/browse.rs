@@ -15,30 +15,15 @@ use crate::{EventDetail, EventRecord, EventStateFilter, EventsQuery, MinuteActiv
 pub const ACTIVITY_WINDOW_MS_MAX: u64 = 24 * 3_600_000;
 
 impl Inbox<'_> {
-    /// Events of one inbox, optionally in one display state, ordered by `inbox_seq`: oldest
-    /// first after `after_seq`, or newest first before `before_seq` (from the newest without
-    /// it), at most `limit`. Only the live table: archived events are found one by one with
-    /// [`Inbox::event_detail`].
+    /// Events of one inbox between `after_seq` and `before_seq`, optionally in one display
+    /// state, ordered by `inbox_seq` (oldest or newest first), at most `limit`. Only the live
+    /// table: archived events are found one by one with [`Inbox::event_detail`].
     pub async fn events(self, query: &EventsQuery) -> Result<Vec<EventRecord>, StoreError> {
         self.store.batch_len("limit", query.limit as usize)?;
         let now = self.store.now();
         let mut args = inbox_args(&query.inbox);
-        match (query.newest_first, query.after_seq, query.before_seq) {
-            (true, Some(_), _) => {
-                return Err(StoreError::invalid(
-                    "after_seq",
-                    "pages oldest first; newest first pages with before_seq",
-                ));
-            }
-            (false, _, Some(_)) => {
-                return Err(StoreError::invalid(
-                    "before_seq",
-                    "pages newest first; oldest first pages with after_seq",
-                ));
-            }
-            (true, None, before) => args.push(before.map_or(Arg::I64(i64::MAX), seq_arg)),
-            (false, after, None) => args.push(seq_arg(after.unwrap_or(inbox_core::InboxSeq(0)))),
-        }
+        args.push(seq_arg(query.after_seq.unwrap_or(inbox_core::InboxSeq(0))));
+        args.push(query.before_seq.map_or(Arg::I64(i64::MAX), seq_arg));
         let page = match query.state {
             None => queries::EVENTS_PAGE,
             Some(EventStateFilter::Available) => {

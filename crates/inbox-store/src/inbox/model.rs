@@ -316,19 +316,17 @@ pub struct QuarantineRequest {
     pub actor: Actor,
 }
 
-/// The events of one inbox in one display state, for operators: ordered by `inbox_seq`,
-/// oldest first (paging on with `after_seq`) or newest first (paging on with `before_seq`).
+/// The events of one inbox in one display state, for operators: those between `after_seq`
+/// and `before_seq` (each bound exclusive, either one optional), ordered by `inbox_seq`, oldest
+/// first (page on with `after_seq`) or newest first (page on with `before_seq`).
 #[derive(Debug, Clone)]
 pub struct EventsQuery {
     pub inbox: RecipientKey,
     /// Every state when absent.
     pub state: Option<EventStateFilter>,
-    /// Oldest first: page on with the last event's seq.
     pub after_seq: Option<InboxSeq>,
-    /// Newest first, from the newest event or, when set, from before this seq: page on with
-    /// the last event's seq.
-    pub newest_first: bool,
     pub before_seq: Option<InboxSeq>,
+    pub newest_first: bool,
     pub limit: u32,
 }
 

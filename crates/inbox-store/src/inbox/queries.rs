@@ -545,8 +545,8 @@ pub(super) const BACKLOGS: &str = "SELECT tenant_id, recipient_kind, recipient_i
 
 // ---- operators' reads (browse.rs) ----
 
-/// One page of an operator's listing, in both orders (binds for both: inbox, the seq to page
-/// from, the filter's, limit): oldest first after a seq, or newest first before one.
+/// One page of an operator's listing, in both orders (binds for both: inbox, after seq,
+/// before seq, the filter's, limit): the events between two seqs, oldest or newest first.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct EventsPage {
     pub oldest_first: &'static str,
@@ -562,7 +562,7 @@ macro_rules! events_page {
                 event_columns!(),
                 " FROM agent_inbox WHERE ",
                 inbox!(),
-                " AND inbox_seq > ?",
+                " AND inbox_seq > ? AND inbox_seq < ?",
                 $filter,
                 " ORDER BY inbox_seq LIMIT ?"
             ),
@@ -571,7 +571,7 @@ macro_rules! events_page {
                 event_columns!(),
                 " FROM agent_inbox WHERE ",
                 inbox!(),
-                " AND inbox_seq < ?",
+                " AND inbox_seq > ? AND inbox_seq < ?",
                 $filter,
                 " ORDER BY inbox_seq DESC LIMIT ?"
             ),

@@ -80,10 +80,10 @@ case! {
         assert_eq!(seqs(h, &newest(Some(2), 3, None)).await, [1]);
         assert_eq!(seqs(h, &newest(None, 10, Some(Available))).await, [7, 6, 4]);
         assert_eq!(seqs(h, &newest(Some(6), 10, Some(Available))).await, [4]);
-        let mixed = EventsQuery { after_seq: Some(InboxSeq(2)), ..newest(None, 3, None) };
-        assert_invalid(h.store.inbox().events(&mixed).await, "after_seq");
-        let mixed = EventsQuery { before_seq: Some(InboxSeq(2)), ..events(&inbox, None) };
-        assert_invalid(h.store.inbox().events(&mixed).await, "before_seq");
+        // Both bounds at once: the events between them, in either order.
+        let between = EventsQuery { after_seq: Some(InboxSeq(2)), ..newest(Some(6), 10, None) };
+        assert_eq!(seqs(h, &between).await, [5, 4, 3]);
+        assert_eq!(seqs(h, &EventsQuery { newest_first: false, ..between }).await, [3, 4, 5]);
     }
 }
 

@@ -4,7 +4,7 @@
 use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use axum::{Json, Router};
-use inbox_api::{AdminEventDetail, AdminEventsResponse};
+use inbox_api::{AdminEventDetail, AdminEventsResponse, EventsOrder};
 use serde::Deserialize;
 
 use crate::AppState;
@@ -27,10 +27,10 @@ pub struct EventsParams {
     /// `expired`; every state when absent.
     state: Option<String>,
     /// `oldest_first` (the default) or `newest_first`.
-    order: Option<String>,
-    /// Oldest first: only events with a larger `inbox_seq`; page on with the last one's.
+    order: Option<EventsOrder>,
+    /// Only events with a larger `inbox_seq`: oldest first, page on with the last one's.
     after_seq: Option<u64>,
-    /// Newest first: only events with a smaller `inbox_seq`; page on with the last one's.
+    /// Only events with a smaller `inbox_seq`: newest first, page on with the last one's.
     before_seq: Option<u64>,
     limit: Option<u32>,
 }
