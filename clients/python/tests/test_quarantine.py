@@ -10,14 +10,19 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
-from agent_inbox import QUARANTINE_CLASSES, AcknowledgeRequest, Event, LocalState, QuarantineError, RunSummary, quarantine_reason
+from agent_inbox import (
+    QUARANTINE_CLASSES, AcknowledgeRequest, Event, LocalState, QuarantineError, RunSummary, TransportConfig,
+    quarantine_reason,
+)
 from agent_inbox._contract import AgentConfig
 from agent_inbox._delivery import Delivery, ack_entry
 from agent_inbox._models import Claim
+from agent_inbox._transport import TransportKind
 from agent_inbox._wire import decode, to_json_bytes
 from conftest import Server, unique, wait_until
-from test_agent import running_agent
+from test_agent import quick, running_agent
 
 
 def test_a_quarantine_reason_loses_control_characters_and_is_cut_to_200_bytes() -> None:
@@ -136,9 +141,12 @@ def test_only_a_completed_event_is_answered_from_the_record(tmp_path: Path) -> N
         state.close()
 
 
-def test_an_event_an_operator_releases_runs_again_without_a_new_publish(server: Server, tmp_path: Path) -> None:
-    """The release moves no head and the agent's cursor has passed the event: the stream's nudge
-    (a hint at the same head) makes the running agent claim it."""
+@pytest.mark.parametrize("transport", ["sse", "long-poll"])
+def test_an_event_an_operator_releases_runs_again_without_a_new_publish(
+    server: Server, tmp_path: Path, transport: TransportKind
+) -> None:
+    """The release moves no head and the agent's cursor has passed the event: the nudge (over SSE
+    a hint at the same head; a long poll ends with ``nudged``) makes the running agent claim it."""
     agent = unique("released")
     token = server.token(agent)
     admin = server.token("py_ops", kind="admin")
@@ -149,9 +157,10 @@ def test_an_event_an_operator_releases_runs_again_without_a_new_publish(server: 
         if len(runs) == 1:
             raise QuarantineError("needs a person to look", "other")
 
-    with running_agent(server.base, token, tmp_path / "state.db", handler) as run:
-        wait_until("the stream is connected", 30, lambda: any(
-            d["connected"] and d["kind"] == "sse" for d in run.kinds("transport")))
+    config = quick(transport=TransportConfig(allowed=(transport,)))
+    with running_agent(server.base, token, tmp_path / "state.db", handler, config) as run:
+        wait_until(f"{transport} is connected", 30, lambda: any(
+            d["connected"] and d["kind"] == transport for d in run.kinds("transport")))
         (event,) = server.publish(agent)
         wait_until("the event is quarantined", 30, lambda: server.all_in_state(token, [event], "quarantined"))
         time.sleep(2)  # the runner settles into waiting: the cycles after finished work claim on their own

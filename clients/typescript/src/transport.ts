@@ -342,6 +342,7 @@ export class HintTransport {
       const previous = this.#host.knownHead();
       this.#host.noteHead(page.head_seq);
       if (page.head_seq > previous || page.events.length > 0) this.#host.hint(page.head_seq);
+      else if (page.nudged === true) this.#host.nudged();
       return null;
     } catch (error) {
       if (controller.signal.aborted) return null;

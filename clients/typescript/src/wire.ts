@@ -97,6 +97,8 @@ export interface PollResponse {
   events: EventEnvelope[];
   next_cursor: number;
   more_available: boolean;
+  /** A long poll ended because events behind the cursor went back to the inbox: claim. */
+  nudged?: boolean;
 }
 
 export interface HeadResponse {

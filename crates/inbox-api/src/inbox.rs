@@ -78,6 +78,11 @@ pub struct PollResponse {
     /// Send as `after_seq` next time.
     pub next_cursor: u64,
     pub more_available: bool,
+    /// A long poll ended because events behind the cursor went back to the inbox (an
+    /// operator's requeue or release from quarantine): claim, since no poll after the cursor
+    /// shows them. Only ever present as `true`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nudged: bool,
 }
 
 /// `GET /v1/inbox/head`

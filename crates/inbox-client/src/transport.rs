@@ -372,7 +372,9 @@ impl Transport {
                 }
                 self.set_status(TransportKind::LongPoll, true);
                 let previous = self.signals.known_head.fetch_max(page.head_seq, Ordering::AcqRel);
-                if page.head_seq > previous || !page.events.is_empty() {
+                // A nudge: events behind the cursor went back to the inbox, and the runner
+                // claims on every hint.
+                if page.head_seq > previous || !page.events.is_empty() || page.nudged {
                     self.signals.hint.notify_one();
                 }
                 Ok(())

@@ -1,10 +1,11 @@
 //! Wake-ups for this node's long polls and streams: a watch channel per inbox carrying the
 //! newest head sequence reported, and how many nudges it had. Reports come only from committed
 //! work: the notifier (`ops/signals.rs`), which reads every node's commits from
-//! `outbox_signal`, and a publish or an operator's action on this node right after its own
-//! commit. A report is only ever "the head is at least N", or a nudge: "events behind the head
-//! went back to the inbox" (an operator's requeue or release from quarantine), which moves no
-//! head but must still reach the agent, whose cursor may be past them.
+//! `outbox_signal`, and a publish on this node right after its own commit. A report is only
+//! ever "the head is at least N", or a nudge: "events behind the head went back to the inbox"
+//! (an operator's requeue or release from quarantine, from its `inbox.nudged` signal), which
+//! moves no head but must still reach the agent, whose cursor may be past them. Nudges come
+//! from the notifier alone: they do not coalesce, so a second, local report would wake twice.
 //!
 //! A watch channel holds one value, so reports coalesce to the highest head: a subscriber that
 //! is slow to read sees the latest head when it reads, and a report never waits for anyone.

@@ -115,6 +115,8 @@ class PollResponse:
     events: list[EventEnvelope]
     next_cursor: int
     more_available: bool
+    #: A long poll ended because events behind the cursor went back to the inbox: claim.
+    nudged: bool = False
 
 
 @dataclass

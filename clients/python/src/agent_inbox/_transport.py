@@ -266,7 +266,7 @@ class Transport:
             self._set_status("long-poll", True)
             previous = self.signals.known_head
             self.signals.known_head = max(previous, page.head_seq)
-            if page.head_seq > previous or page.events:
+            if page.head_seq > previous or page.events or page.nudged:
                 self.signals.hint()
             return None
         if isinstance(error, ProblemError) and error.code == "cursor_reset_required":

@@ -69,10 +69,17 @@ test("a handler's QuarantineError sets the event aside with its reason and class
   assert.equal(handled.filter((id) => id === suspect).length, 1, "never retried");
 });
 
-test("an event an operator releases from quarantine runs again without a new publish", async () => {
-  // The release moves no head and the agent's cursor has passed the event: the stream's nudge
-  // (a hint at the same head) is what makes the running agent claim it.
-  const token = await server.token("released_agent");
+for (const transport of ["sse", "long-poll"]) {
+  test(`an event an operator releases from quarantine runs again without a new publish (${transport})`, async () => {
+    await releasedRunsAgain(transport);
+  });
+}
+
+// The release moves no head and the agent's cursor has passed the event: the nudge (over SSE a
+// hint at the same head; a long poll ends with `nudged`) is what makes the running agent claim it.
+async function releasedRunsAgain(transport) {
+  const agentId = `released_${transport.replace("-", "_")}`;
+  const token = await server.token(agentId);
   const admin = await server.token("ops", { kind: "admin" });
   const handled = [];
   let connected = false;
@@ -83,13 +90,14 @@ test("an event an operator releases from quarantine runs again without a new pub
       handled.push(event.eventId);
       if (handled.length === 1) throw new QuarantineError("needs a person to look", "other");
     },
+    transport: { allowed: [transport] },
     observer: (p) => {
-      if (p.type === "transport" && p.status.kind === "sse" && p.status.connected) connected = true;
+      if (p.type === "transport" && p.status.kind === transport && p.status.connected) connected = true;
     },
   });
   const running = agent.run();
-  await waitFor(() => connected, { timeoutMs: 20_000, what: "the stream to connect" });
-  const [published] = await publish(server, publisher, "released_agent", 1, { prefix: "released" });
+  await waitFor(() => connected, { timeoutMs: 20_000, what: `${transport} to connect` });
+  const [published] = await publish(server, publisher, agentId, 1, { prefix: agentId });
   await waitFor(() => handled.length === 1, { timeoutMs: 20_000, what: "the first run" });
   const api = new InboxApi({ baseUrl: server.url, accessToken: () => token });
   const stateOf = async () => (await api.poll({ after_seq: 0, limit: 10 })).events[0]?.ack_state;
@@ -99,7 +107,7 @@ test("an event an operator releases from quarantine runs again without a new pub
 
   const released = await server.request("POST", "/v1/admin/quarantine/release", {
     token: admin,
-    body: { recipient_id: "released_agent", event_ids: [published.eventId] },
+    body: { recipient_id: agentId, event_ids: [published.eventId] },
   });
   assert.equal(released.status, 200, released.text);
   await waitFor(() => handled.length === 2, { timeoutMs: 10_000, what: "the released event to run again" });
@@ -107,4 +115,4 @@ test("an event an operator releases from quarantine runs again without a new pub
   await waitFor(async () => (await stateOf()) === "acked", { what: "the second run's acknowledgement" });
   agent.stop();
   await running;
-});
+}

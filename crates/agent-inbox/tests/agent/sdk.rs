@@ -161,6 +161,21 @@ async fn a_quarantining_handler_sets_the_event_aside_with_its_reason_and_class()
 /// letter: the stream's nudge (a hint at the same head) is what makes the agent claim it again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_requeued_dead_letter_runs_again_without_a_new_publish() {
+    requeued_dead_letter_runs_again(TransportConfig::default()).await;
+}
+
+/// The same behind a proxy that allows long polls only: the nudge ends the long poll
+/// (`nudged: true`), which the runner takes as a hint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requeued_dead_letter_reaches_a_long_polling_agent() {
+    requeued_dead_letter_runs_again(TransportConfig {
+        allowed: vec![TransportKind::LongPoll],
+        ..TransportConfig::default()
+    })
+    .await;
+}
+
+async fn requeued_dead_letter_runs_again(transport: TransportConfig) {
     let server = Server::start(&[]).await;
     let publisher = server.publisher_token().await;
     let agent = server.agent_token(AGENT).await;
@@ -178,8 +193,8 @@ async fn a_requeued_dead_letter_runs_again_without_a_new_publish() {
             }
         }
     };
-    let (stop, running) =
-        start_agent(&server, &agent, &state, quick_config(), handler, ContinueAfterReset).await;
+    let config = AgentConfig { transport, ..quick_config() };
+    let (stop, running) = start_agent(&server, &agent, &state, config, handler, ContinueAfterReset).await;
     let id = server.publish(&publisher, AGENT, "task", json!({"n": 1})).await;
     wait_until("the event is a dead letter", Duration::from_secs(20), || {
         server.all_in_state(&agent, std::slice::from_ref(&id), "dead_letter")

@@ -129,14 +129,6 @@ fn results<T>(outcomes: &[ItemOutcome<T>], ids: &[EventId]) -> ItemResults {
     }
 }
 
-/// Wakes this node's streams of `inbox` at once when events went back to it; other nodes
-/// hear of it through the `inbox.nudged` signal the store committed with the change.
-fn nudge_if_any<T>(state: &AppState, inbox: &RecipientKey, outcomes: &[ItemOutcome<T>]) {
-    if outcomes.iter().any(Result::is_ok) {
-        state.hints.nudged(inbox);
-    }
-}
-
 /// Events a change really moved: an accepted repeat leaves its row, and `updated_at`,
 /// untouched, so it is not counted twice.
 fn changed_since(outcomes: &[ItemOutcome<EventRecord>], before: UnixMillis) -> u64 {
@@ -154,7 +146,9 @@ pub async fn requeue(
     let before = state.store.now();
     let outcomes = state.store.inbox().requeue(&inbox, &ids, &operator(caller)?).await?;
     state.metrics.requeued_total().add([], changed_since(&outcomes, before));
-    nudge_if_any(state, &inbox, &outcomes);
+    // The streams of every node, this one included, hear of it from the `inbox.nudged` signal
+    // the store committed with the change: one nudge per change, within a notifier pass.
+    state.hints.touched(&caller.tenant_id);
     Ok(results(&outcomes, &ids))
 }
 
@@ -201,7 +195,9 @@ pub async fn release_quarantined(
     let before = state.store.now();
     let outcomes = state.store.inbox().release_quarantined(&inbox, &ids, &operator(caller)?).await?;
     state.metrics.quarantine_releases_total().add([], changed_since(&outcomes, before));
-    nudge_if_any(state, &inbox, &outcomes);
+    // The streams of every node, this one included, hear of it from the `inbox.nudged` signal
+    // the store committed with the change: one nudge per change, within a notifier pass.
+    state.hints.touched(&caller.tenant_id);
     Ok(results(&outcomes, &ids))
 }
 

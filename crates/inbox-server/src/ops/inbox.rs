@@ -64,7 +64,7 @@ pub async fn poll(state: &AppState, caller: &Caller, request: PollRequest) -> Re
             Some(Duration::from_secs(u64::from(seconds)))
         }
     };
-    let page = poll_page(state, caller, &query, wait).await?;
+    let (page, nudged) = poll_page(state, caller, &query, wait).await?;
     count_fetch(state, caller, "poll");
     let now = state.store.now();
     Ok(PollResponse {
@@ -72,6 +72,7 @@ pub async fn poll(state: &AppState, caller: &Caller, request: PollRequest) -> Re
         events: page.events.iter().map(|e| envelope(e, now)).collect(),
         next_cursor: page.next_cursor.get(),
         more_available: page.more_available,
+        nudged,
     })
 }
 
@@ -89,18 +90,20 @@ pub async fn page(
         limit: limit.unwrap_or(POLL_LIMIT_DEFAULT),
         claimable_only: false,
     };
-    let page = poll_page(state, caller, &query, None).await?;
+    let (page, _) = poll_page(state, caller, &query, None).await?;
     count_fetch(state, caller, "poll");
     Ok(page)
 }
 
-/// One poll, or a long poll that returns as soon as an event past the cursor commits.
+/// One poll, or a long poll that returns as soon as an event past the cursor commits, or
+/// (answering `true` beside the page) when the inbox is nudged: events behind the cursor went
+/// back to it, which the caller only finds by claiming.
 async fn poll_page(
     state: &AppState,
     caller: &Caller,
     query: &PollQuery,
     wait: Option<Duration>,
-) -> Result<PollPage, ApiError> {
+) -> Result<(PollPage, bool), ApiError> {
     let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
     let counted = |result: Result<PollPage, StoreError>| {
         if let Err(StoreError::CursorResetRequired { .. }) = &result {
@@ -109,12 +112,14 @@ async fn poll_page(
         result.map_err(ApiError::from)
     };
     let Some(wait) = wait else {
-        return counted(state.store.inbox().poll_after_cursor(query).await);
+        return counted(state.store.inbox().poll_after_cursor(query).await).map(|page| (page, false));
     };
     let _slot = state.limits.hold_waiter(caller.tenant_id.as_str(), caller.subject.as_str())?;
     let _connected = Connected::new(state, "long-poll");
     let deadline = Instant::now() + wait;
     let mut hints = state.hints.watch(&query.inbox);
+    let nudges_before = hints.borrow().nudges;
+    let mut nudged = false;
     let outcome = |outcome: &'static str| {
         state.metrics.long_polls_total().add([outcome.to_owned()], 1);
     };
@@ -124,18 +129,22 @@ async fn poll_page(
         let remaining = deadline.saturating_duration_since(Instant::now());
         if !page.events.is_empty() {
             outcome("events");
-            return Ok(page);
+            return Ok((page, nudged));
+        }
+        if nudged {
+            outcome("nudged");
+            return Ok((page, true));
         }
         if remaining.is_zero() {
             outcome("timeout");
-            return Ok(page);
+            return Ok((page, false));
         }
         tokio::select! {
-            _ = hints.changed() => {}
+            _ = hints.changed() => nudged = hints.borrow().nudges != nudges_before,
             _ = tokio::time::sleep(remaining.min(LONG_POLL_RECHECK)) => {}
             _ = state.shutdown.cancelled() => {
                 outcome("shutdown");
-                return Ok(page);
+                return Ok((page, false));
             }
         }
     }

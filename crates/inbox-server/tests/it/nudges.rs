@@ -4,7 +4,7 @@
 //! has passed the events claims them now rather than at its next safety-net poll. Changes
 //! that take nothing back (a quarantine, a purge) wake nobody.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use inbox_conformance::Backend;
 use reqwest::StatusCode;
@@ -14,7 +14,11 @@ use crate::admin_quarantine::{AGENT, admin, claim, claimable, publish_one};
 use crate::harness::{TestServer, both_backends};
 use crate::stream_clients::{HINT_DEADLINE, Sse};
 
-both_backends!(a_requeue_wakes_the_streams_of_every_node, a_release_from_quarantine_wakes_the_stream);
+both_backends!(
+    a_requeue_wakes_the_streams_of_every_node,
+    a_release_from_quarantine_wakes_the_stream,
+    a_requeue_ends_long_polls_on_every_node_as_nudged,
+);
 
 /// Parks one event as a dead letter (its one attempt failed) and returns its id.
 async fn dead_letter(server: &TestServer, publisher: &str, agent: &str) -> String {
@@ -85,4 +89,45 @@ async fn a_release_from_quarantine_wakes_the_stream(backend: Backend) {
     assert_eq!(hint["head_seq"], 1, "{hint}");
     assert_eq!(claimable(&server, &agent).await, [event], "the hint leads to the released event");
     server.stop().await;
+}
+
+/// A long poll after the dead letter, waiting up to 20 s.
+async fn long_poll(server: &TestServer, agent: &str) -> serde_json::Value {
+    let body = json!({"after_seq": 1, "wait_seconds": 20});
+    let (status, page) = server.post("/v1/inbox/poll-after-cursor", agent, body).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    page
+}
+
+/// A long poll sees no event after its cursor either way; a nudge ends it at once with
+/// `nudged: true` (on the node that requeued, and through the signal on another), where
+/// before it waited out its `wait_seconds`.
+async fn a_requeue_ends_long_polls_on_every_node_as_nudged(backend: Backend) {
+    let a = TestServer::start(backend).await;
+    let b = a.start_beside(|_| {}).await;
+    let (publisher, agent, ops) =
+        (a.publisher("t1").await, a.agent("t1", AGENT).await, admin(&a, "t1").await);
+    let event = dead_letter(&a, &publisher, &agent).await;
+    let started = Instant::now();
+    let (on_a, on_b, ()) = tokio::join!(long_poll(&a, &agent), long_poll(&b, &agent), async {
+        // Both polls are waiting by now; a requeue that came first would wake nobody.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let batch = json!({"recipient_id": AGENT, "event_ids": [event]});
+        let (status, requeued) = a.post("/v1/admin/parked/requeue", &ops, batch).await;
+        assert_eq!(status, StatusCode::OK, "{requeued}");
+    });
+    for (node, page) in [("a", &on_a), ("b", &on_b)] {
+        assert_eq!(page["nudged"], true, "node {node}: {page}");
+        assert_eq!(page["events"], json!([]), "node {node}: nothing new after the cursor");
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(500) + HINT_DEADLINE,
+        "ended by the nudge, not the wait"
+    );
+    // An ordinary long poll says nothing of nudges.
+    let (_, quiet) =
+        a.post("/v1/inbox/poll-after-cursor", &agent, json!({"after_seq": 1, "wait_seconds": 1})).await;
+    assert!(quiet.get("nudged").is_none(), "{quiet}");
+    b.stop().await;
+    a.stop().await;
 }
