@@ -87,7 +87,7 @@ declare_metrics! {
     Counter ws_requests_total("op", "status")
         "Operations sent over WebSockets, by op and status";
     Counter long_polls_total("outcome")
-        "Long polls by outcome (events, timeout, shutdown); timeout/total is the long-poll timeout ratio";
+        "Long polls by outcome (events, nudged, timeout, shutdown); timeout/total is the long-poll timeout ratio";
     Counter head_requests_total("result")
         "Head checks by result (not_modified, modified); not_modified/total is the 304 ratio";
     Counter signature_verifications_total("result")
