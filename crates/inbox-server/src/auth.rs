@@ -219,6 +219,11 @@ impl From<AuthFailure> for ApiError {
     }
 }
 
+/// How long past `exp` (and before `nbf`/`iat`) a token is still accepted: clocks drift.
+const LEEWAY_S: u64 = 30;
+/// How long a sign-out is kept after its token's expiry: longer than [`LEEWAY_S`].
+const SIGN_OUT_KEPT_PAST_EXPIRY_S: i64 = 4 * LEEWAY_S as i64;
+
 /// Issues and verifies tokens.
 pub struct TokenService {
     store: SqlStore,
@@ -401,7 +406,9 @@ impl TokenService {
             Err(_) => return Ok(()),
         };
         let Some(sign_in) = &claims.sid else { return Ok(()) };
-        let until = UnixMillis(claims.exp.saturating_mul(1_000));
+        // Kept past the expiry by more than the verifier's leeway, which still accepts the
+        // token for a while after it.
+        let until = UnixMillis(claims.exp.saturating_add(SIGN_OUT_KEPT_PAST_EXPIRY_S).saturating_mul(1_000));
         self.store
             .tokens()
             .sign_out(&Sha256::digest(sign_in.as_bytes()).into(), until)
@@ -490,7 +497,7 @@ impl TokenService {
             )));
         }
         let mut validation = Validation::new(header.alg);
-        validation.leeway = 30;
+        validation.leeway = LEEWAY_S;
         match &external.issuer {
             Some(issuer) => validation.set_issuer(&[issuer]),
             None => validation.iss = None,
@@ -520,7 +527,7 @@ impl TokenService {
     fn decode_own(&self, token: &str, key: &SigningKey) -> Result<AccessClaims, AuthFailure> {
         let mut validation = Validation::new(Algorithm::HS256);
         validation.set_issuer(&[&self.issuer]);
-        validation.leeway = 30;
+        validation.leeway = LEEWAY_S;
         validation.validate_aud = false;
         validation.set_required_spec_claims(&["exp", "iss", "sub"]);
         jsonwebtoken::decode::<AccessClaims>(token, &DecodingKey::from_secret(&key.secret), &validation)
