@@ -1,8 +1,9 @@
 //! Nudges: an operator's requeue or release from quarantine takes events behind the head back
 //! to the inbox without moving the head, and still wakes the agent's streams, on this node at
 //! once and on every other node through the `inbox.nudged` signal, so an agent whose cursor
-//! has passed the events claims them now rather than at its next safety-net poll. Changes
-//! that take nothing back (a quarantine, a purge) wake nobody.
+//! has passed the events claims them now rather than at its next safety-net poll; the agent's
+//! callbacks are sent its head again. Changes that take nothing back (a quarantine, a purge)
+//! wake nobody.
 
 use std::time::{Duration, Instant};
 
@@ -11,6 +12,7 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::admin_quarantine::{AGENT, admin, claim, claimable, publish_one};
+use crate::callback_receivers::{Receiver, SECRET, callback_agent, development, secret_b64, wait_for};
 use crate::harness::{TestServer, both_backends};
 use crate::stream_clients::{HINT_DEADLINE, Sse};
 
@@ -18,6 +20,7 @@ both_backends!(
     a_requeue_wakes_the_streams_of_every_node,
     a_release_from_quarantine_wakes_the_stream,
     a_requeue_ends_long_polls_on_every_node_as_nudged,
+    a_requeue_sends_the_agents_callbacks_its_head_again,
 );
 
 /// Parks one event as a dead letter (its one attempt failed) and returns its id.
@@ -130,4 +133,40 @@ async fn a_requeue_ends_long_polls_on_every_node_as_nudged(backend: Backend) {
     assert!(quiet.get("nudged").is_none(), "{quiet}");
     b.stop().await;
     a.stop().await;
+}
+
+/// A webhook receiver hears of a requeue as its head sent once more: the same `head_seq`, a new
+/// delivery, which a receiver that claims on every hint answers with a claim.
+async fn a_requeue_sends_the_agents_callbacks_its_head_again(backend: Backend) {
+    let server = TestServer::start_with(backend, development).await;
+    let receiver = Receiver::start(&SECRET).await;
+    let agent = callback_agent(&server, "t1", AGENT).await;
+    let (publisher, ops) = (server.publisher("t1").await, admin(&server, "t1").await);
+    let registration = json!({
+        "callback_url": receiver.url("/hook"),
+        "auth_mode": "hmac-sha256",
+        "secret_id": "cbksec_nudge",
+        "secret": secret_b64(&SECRET),
+        "max_rate_per_minute": 600
+    });
+    let (status, registered) = server.post("/v1/callback-registrations", &agent, registration).await;
+    assert_eq!(
+        (status, registered["status"].as_str()),
+        (StatusCode::CREATED, Some("active")),
+        "{registered}"
+    );
+    let event = dead_letter(&server, &publisher, &agent).await;
+    let first = wait_for("the hint of the publish", || receiver.hints("/hook").into_iter().next()).await;
+    assert_eq!(first.json()["head_seq"], 1);
+
+    let batch = json!({"recipient_id": AGENT, "event_ids": [event]});
+    let (status, requeued) = server.post("/v1/admin/parked/requeue", &ops, batch).await;
+    assert_eq!(status, StatusCode::OK, "{requeued}");
+    let second = wait_for("the head sent again", || receiver.hints("/hook").get(1).cloned()).await;
+    assert_eq!(second.json()["head_seq"], 1, "the head did not move");
+    assert_ne!(second.json()["delivery_id"], first.json()["delivery_id"], "a new delivery");
+    assert_eq!(claimable(&server, &agent).await, std::slice::from_ref(&event));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(receiver.hints("/hook").len(), 2, "once per requeue");
+    server.stop().await;
 }

@@ -3,14 +3,17 @@
 //! It decides every rare case and explains every refusal, so the fast paths never need to.
 //!
 //! A change that takes a parked event back to the inbox (an operator's requeue or release from
-//! quarantine) also commits an `inbox.nudged` signal: agents' cursors have passed the event,
-//! so only a hint that makes them claim brings it back to them.
+//! quarantine) also commits an `inbox.nudged` signal, and makes the agent's callbacks send its
+//! head once more: agents' cursors have passed the event, so only a hint that makes them claim
+//! brings it back to them.
 
 use std::collections::HashMap;
 
 use inbox_core::{EventId, RecipientKey, Transition, UnixMillis};
 
-use super::queries::{INSERT_NUDGED_SIGNAL, SAVE_LIFECYCLE, SAVE_LIFECYCLE_AND_HISTORY};
+use super::queries::{
+    INSERT_NUDGED_SIGNAL, REDELIVER_CURRENT_HEAD, SAVE_LIFECYCLE, SAVE_LIFECYCLE_AND_HISTORY,
+};
 use super::{INBOX_NUDGED_SIGNAL, Inbox};
 use crate::db::{Arg, DbConnection};
 use crate::inbox::history::{self, Attribution};
@@ -98,6 +101,13 @@ impl Inbox<'_> {
                 Arg::I64(now.get()),
             ];
             conn.execute(INSERT_NUDGED_SIGNAL, &args).await?;
+            if inbox.recipient.kind == inbox_core::RecipientKind::agent() {
+                let (tenant, kind, agent) =
+                    (inbox.tenant_id.as_str(), inbox.recipient.kind.as_str(), inbox.recipient.id.as_str());
+                let args =
+                    [Arg::Str(tenant), Arg::Str(kind), Arg::Str(agent), Arg::Str(tenant), Arg::Str(agent)];
+                conn.execute(REDELIVER_CURRENT_HEAD, &args).await?;
+            }
         }
         tx.commit().await?;
         Ok(outcomes)

@@ -210,6 +210,12 @@ pub(super) const INSERT_NUDGED_SIGNAL: &str = "INSERT INTO outbox_signal (tenant
     recipient_heads, n_recipients, status, attempt_count, created_at_utc) \
     VALUES (?, ?, ?, 1, 'pending', 0, ?)";
 
+/// Makes the agent's active callbacks send its current head once more, a callback's nudge:
+/// they are due again until the head is delivered (tenant, kind, agent, tenant, agent).
+pub(super) const REDELIVER_CURRENT_HEAD: &str = "UPDATE callback_registration SET delivered_head_seq = \
+    (SELECT h.head_seq - 1 FROM inbox_head h WHERE h.tenant_id = ? AND h.recipient_kind = ? AND h.recipient_id = ?) \
+    WHERE tenant_id = ? AND recipient_id = ? AND verification_state = 'active'";
+
 // ---- read ----
 
 /// Events of one inbox after a seq, in seq order: a poll (inbox, after seq, limit).
