@@ -272,7 +272,7 @@ test("an inbox longer than a page opens on its newest events and loads older one
   };
   let shown = await shownWhen(200);
   assert.equal(shown[0], 205, "one page, the newest first");
-  await page.click("text=Load more events");
+  await page.click("text=Load older events");
   shown = await shownWhen(205);
   assert.deepEqual([shown[0], shown.at(-1)], [205, 1], "then the older ones");
 });

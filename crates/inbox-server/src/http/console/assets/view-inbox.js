@@ -83,7 +83,7 @@ export function mount(container, { params: [agent], query, setQuery }) {
           rowKey: (e) => e.event_id,
           empty: state ? "No events in this state." : "This inbox has no events.",
         })),
-      more ? el("p", { class: "more" }, button("Load more events", () => void load(true))) : null);
+      more ? el("p", { class: "more" }, button("Load older events", () => void load(true))) : null);
   };
 
   /** Pages newest first: the newest PAGE events, then the next before the lowest sequence
