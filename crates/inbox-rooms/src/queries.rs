@@ -1,25 +1,8 @@
 //! Every SQL statement of the meeting rooms, by name: rooms (whose row is the room's lock),
-//! members and messages. Written against the store's public host API, so the one statement
-//! whose text differs by backend uses this crate's own [`Sql`] pair.
+//! members and messages. Written against the store's public host API; the one statement whose
+//! text differs by backend is the host API's [`Sql`] pair.
 
-use inbox_store::Dialect;
-use inbox_store::host::{placeholders, push_repeated};
-
-/// A named statement whose text differs between the backends; [`Sql::text`] picks one.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Sql {
-    pub mysql: &'static str,
-    pub sqlite: &'static str,
-}
-
-impl Sql {
-    pub(crate) fn text(self, dialect: Dialect) -> &'static str {
-        match dialect {
-            Dialect::MySql => self.mysql,
-            Dialect::Sqlite => self.sqlite,
-        }
-    }
-}
+use inbox_store::host::{Sql, placeholders, push_repeated};
 
 // ---- rooms ----
 

@@ -209,7 +209,7 @@ impl From<AuthFailure> for ApiError {
                 let mut err = ApiError::new(
                     axum::http::StatusCode::SERVICE_UNAVAILABLE,
                     ProblemCode::DatabaseUnavailable,
-                    "the token signing keys cannot be read right now; retry in a moment",
+                    "the database that holds the token signing keys and sign-outs cannot be read right now; retry in a moment",
                 )
                 .retry_after(2);
                 err.internal = Some(why);

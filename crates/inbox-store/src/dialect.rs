@@ -6,15 +6,16 @@
 //! backend-only functions. Times are bound as parameters (milliseconds since the epoch)
 //! rather than read with `NOW()`, so one corrected clock decides every lease.
 
-/// A named statement whose text differs between the backends; [`Sql::text`] picks one.
+/// A named statement whose text differs between the backends; [`Sql::text`] picks one. Public
+/// (through `host`) so a host application names its statements the way the store does.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Sql {
+pub struct Sql {
     pub mysql: &'static str,
     pub sqlite: &'static str,
 }
 
 impl Sql {
-    pub(crate) fn text(self, dialect: Dialect) -> &'static str {
+    pub fn text(self, dialect: Dialect) -> &'static str {
         match dialect {
             Dialect::MySql => self.mysql,
             Dialect::Sqlite => self.sqlite,

@@ -13,7 +13,7 @@ use std::future::Future;
 
 pub use crate::db::{Arg, DbRow, Executed};
 use crate::db::{Pooled, Tx};
-pub use crate::dialect::{placeholders, push_repeated};
+pub use crate::dialect::{Sql, placeholders, push_repeated};
 use crate::store::with_retries;
 use crate::{DbConnection, SqlStore, StoreError};
 

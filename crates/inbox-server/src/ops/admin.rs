@@ -195,8 +195,7 @@ pub async fn release_quarantined(
     let before = state.store.now();
     let outcomes = state.store.inbox().release_quarantined(&inbox, &ids, &operator(caller)?).await?;
     state.metrics.quarantine_releases_total().add([], changed_since(&outcomes, before));
-    // The streams of every node, this one included, hear of it from the `inbox.nudged` signal
-    // the store committed with the change: one nudge per change, within a notifier pass.
+    // Agents are nudged as after a requeue.
     state.hints.touched(&caller.tenant_id);
     Ok(results(&outcomes, &ids))
 }

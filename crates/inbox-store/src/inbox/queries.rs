@@ -64,6 +64,9 @@ macro_rules! locked {
 /// Columns of `agent_inbox`, in the order an inserted row binds them.
 pub(super) const EVENT_COLUMNS: &str = event_columns!();
 
+/// [`EVENT_COLUMNS`] and `history_json`.
+const EVENT_COLUMNS_WITH_HISTORY: &str = event_columns_with_history!();
+
 /// Number of columns in [`EVENT_COLUMNS`], which is also the number of values one inserted
 /// inbox row binds.
 pub(super) const EVENT_COLUMN_COUNT: usize = 34;
@@ -227,30 +230,31 @@ pub(super) const EVENTS_AFTER: &str = concat!(
     " AND inbox_seq > ? ORDER BY inbox_seq LIMIT ?"
 );
 
+/// [`CLAIMABLE_EVENTS_AFTER`]'s text with `$index` (an index hint, or nothing).
+macro_rules! claimable_events_after {
+    ($index:literal) => {
+        concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM agent_inbox",
+            $index,
+            " WHERE ",
+            inbox!(),
+            " AND inbox_seq > ? AND ",
+            claimable!(),
+            " ORDER BY inbox_seq LIMIT ?"
+        )
+    };
+}
+
 /// Claimable events after a cursor (inbox, after seq, now, now, now, limit). Found by their
 /// state, not by walking the inbox from the cursor: `wait` asks from 0, since a requeued event
 /// sits behind any runner's cursor. MySQL's planner takes a state index by itself; SQLite's
 /// walks the primary key through every finished row unless told (30 ms against 1 ms at 200,000
 /// rows).
 pub(super) const CLAIMABLE_EVENTS_AFTER: Sql = Sql {
-    mysql: concat!(
-        "SELECT ",
-        event_columns!(),
-        " FROM agent_inbox WHERE ",
-        inbox!(),
-        " AND inbox_seq > ? AND ",
-        claimable!(),
-        " ORDER BY inbox_seq LIMIT ?"
-    ),
-    sqlite: concat!(
-        "SELECT ",
-        event_columns!(),
-        " FROM agent_inbox INDEXED BY ix_agent_inbox_claim WHERE ",
-        inbox!(),
-        " AND inbox_seq > ? AND ",
-        claimable!(),
-        " ORDER BY inbox_seq LIMIT ?"
-    ),
+    mysql: claimable_events_after!(""),
+    sqlite: claimable_events_after!(" INDEXED BY ix_agent_inbox_claim"),
 };
 
 /// The inbox's events not yet acknowledged or parked, counted up to a cap (inbox, cap).
@@ -274,32 +278,13 @@ pub(super) fn head(lock: &str) -> String {
     format!(concat!("SELECT head_seq, oldest_available_seq FROM inbox_head WHERE ", inbox!(), "{}"), lock)
 }
 
-/// `n` events of an inbox by id, with `lock` (inbox, `n` event ids).
-pub(super) fn events_by_id(dialect: Dialect, n: usize, lock: &str) -> String {
+/// `n` events of an inbox by id, with `lock` (inbox, `n` event ids); `with_history` adds each
+/// one's history, for the slow path, which rewrites it.
+pub(super) fn events_by_id(dialect: Dialect, n: usize, lock: &str, with_history: bool) -> String {
+    let columns = if with_history { EVENT_COLUMNS_WITH_HISTORY } else { EVENT_COLUMNS };
     format!(
-        concat!(
-            "SELECT ",
-            event_columns!(),
-            " FROM agent_inbox{} WHERE ",
-            inbox!(),
-            " AND event_id IN ({}){}"
-        ),
-        by_event_id(dialect),
-        placeholders(n),
-        lock
-    )
-}
-
-/// [`events_by_id`] with each event's history, for the slow path, which rewrites it.
-pub(super) fn events_with_history_by_id(dialect: Dialect, n: usize, lock: &str) -> String {
-    format!(
-        concat!(
-            "SELECT ",
-            event_columns_with_history!(),
-            " FROM agent_inbox{} WHERE ",
-            inbox!(),
-            " AND event_id IN ({}){}"
-        ),
+        concat!("SELECT {} FROM agent_inbox{} WHERE ", inbox!(), " AND event_id IN ({}){}"),
+        columns,
         by_event_id(dialect),
         placeholders(n),
         lock

@@ -142,7 +142,7 @@ pub(crate) async fn load_events_with_history(
 ) -> Result<Vec<(EventRecord, Option<String>)>, StoreError> {
     let mut args = inbox_args(inbox);
     args.extend(event_ids.iter().map(|id| Arg::Bytes(id.as_bytes())));
-    let sql = queries::events_with_history_by_id(conn.dialect(), event_ids.len(), lock);
+    let sql = queries::events_by_id(conn.dialect(), event_ids.len(), lock, true);
     conn.fetch_all(&sql, &args).await?.iter().map(event_with_history_from_row).collect()
 }
 
@@ -155,6 +155,6 @@ pub(crate) async fn load_events(
 ) -> Result<Vec<EventRecord>, StoreError> {
     let mut args = inbox_args(inbox);
     args.extend(event_ids.iter().map(|id| Arg::Bytes(id.as_bytes())));
-    let sql = queries::events_by_id(conn.dialect(), event_ids.len(), lock);
+    let sql = queries::events_by_id(conn.dialect(), event_ids.len(), lock, false);
     conn.fetch_all(&sql, &args).await?.iter().map(event_from_row).collect()
 }
