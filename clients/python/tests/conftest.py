@@ -178,7 +178,9 @@ class Server:
             args.append("--refresh")
         if ttl:
             args += ["--ttl", ttl]
-        out = subprocess.run(args, check=True, capture_output=True, text=True, timeout=60)
+        out = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        # Its stderr says why (a database locked by a wedged server, say): keep it in the failure.
+        assert out.returncode == 0, f"token issue exited {out.returncode}: {out.stderr.strip()}"
         return out.stdout.strip()
 
     def client(self, token: str) -> Client:
