@@ -10,11 +10,15 @@
 #                                    (it rejoins by state transfer; waits until it is Synced)
 #
 # DIR/urls holds the members' URLs, comma-separated (what AGENT_INBOX_TEST_GALERA_URLS takes);
-# DIR/member<N>/ holds each member's data, socket, pid file, error log and ports. Installs
-# galera-4 and rsync with apt-get when they are missing. Member 1 installs the system tables and
-# starts a new cluster; members 2 and 3 join with an rsync state transfer (which needs their
-# data directories owned by the user mariadbd runs as). Every wait is bounded: start gives up
-# after GALERA_START_SECONDS (default 120) and says which member did not sync.
+# each member's folder (data, temporary files, socket, pid file, error log and ports) is
+# DIR/member<N>/, or, when the user mariadbd runs as cannot enter DIR (a clone under root's 0700
+# home), a private folder under /var/tmp that DIR/members names and stop removes. Every member
+# has its own temporary directory, so servers sharing /tmp cannot trip over each other's files.
+# Installs galera-4 and rsync with apt-get when they are missing. Member 1 installs the system
+# tables (retried once when that fails) and starts a new cluster; members 2 and 3 join with an
+# rsync state transfer (which needs their folders owned by the user mariadbd runs as). Every wait
+# is bounded: start gives up after GALERA_START_SECONDS (default 120) and says which member did
+# not sync.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,17 +40,23 @@ client() { # member, then mariadb client arguments
         --connect-timeout=2 "$@"
 }
 
-port_of() { sed -n "s/^$2=//p" "$dir/member$1/ports" 2>/dev/null; }
+# Where the members' folders are: DIR itself, or the folder DIR/members names.
+members_root() { if [ -s "$dir/members" ]; then cat "$dir/members"; else echo "$dir"; fi; }
+
+home_of() { echo "$(members_root)/member$1"; }
+
+port_of() { sed -n "s/^$2=//p" "$(home_of "$1")/ports" 2>/dev/null; }
 
 state_of() {
     client "$1" -N -e "SHOW STATUS LIKE 'wsrep_local_state_comment'" 2>/dev/null | cut -f2
 }
 
 running_pid() { # the pid of a member this script started, if that process is still ours
-    local pid_file="$dir/member$1/mariadbd.pid"
+    local home; home="$(home_of "$1")"
+    local pid_file="$home/mariadbd.pid"
     [ -s "$pid_file" ] || return 1
     local pid; pid="$(cat "$pid_file")"
-    [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "--datadir=$dir/member$1/data" \
+    [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "--datadir=$home/data" \
         && echo "$pid"
 }
 
@@ -77,14 +87,49 @@ ensure_packages() {
 # The user mariadbd runs as: mysql when started by root (as the packaged service does), else us.
 run_user() { if [ "$(id -u)" = 0 ] && id mysql >/dev/null 2>&1; then echo mysql; else id -un; fi; }
 
+# Chooses where the members' folders go: DIR when the user mariadbd runs as can enter it and
+# write there, else a new private folder under /var/tmp (recorded in DIR/members).
+choose_members_root() {
+    rm -f "$dir/members"
+    local user; user="$(run_user)"
+    [ "$user" = "$(id -un)" ] && return
+    if runuser -u "$user" -- test -x "$dir" 2>/dev/null; then return; fi
+    local root; root="$(mktemp -d /var/tmp/agent-inbox-galera.XXXXXX)"
+    chmod 0755 "$root"
+    echo "$root" >"$dir/members"
+    echo "galera.sh: $user cannot enter $dir; the members live in $root" >&2
+}
+
+# mariadb-install-db for member 1, tried twice: a first failure (a clash over a temporary
+# table, a slow disk) is logged with its reason and tried once more on a clean folder.
+install_system_tables() {
+    local home; home="$(home_of 1)"
+    local attempt
+    for attempt in 1 2; do
+        rm -rf "$home/data" "$home/tmp"
+        mkdir -p "$home/data" "$home/tmp"
+        chown -R "$(run_user)" "$home"
+        if mariadb-install-db --no-defaults --datadir="$home/data" --tmpdir="$home/tmp" \
+            --user="$(run_user)" --skip-test-db --auth-root-authentication-method=normal \
+            >"$home/install.log" 2>&1; then
+            return 0
+        fi
+        echo "galera.sh: mariadb-install-db failed (attempt $attempt of 2):" >&2
+        grep -iE 'error|warning|fatal|denied|cannot|can.t' "$home/install.log" | tail -n 15 >&2 \
+            || tail -n 15 "$home/install.log" >&2
+    done
+    return 1
+}
+
 start_member() { # member, then extra mariadbd arguments
     local member="$1"; shift
-    local home="$dir/member$member"
+    local home; home="$(home_of "$member")"
     local cluster="gcomm://127.0.0.1:$(port_of 1 gcomm),127.0.0.1:$(port_of 2 gcomm),127.0.0.1:$(port_of 3 gcomm)"
     local user; user="$(run_user)"
+    mkdir -p "$home/tmp"
     chown -R "$user" "$home"
     nohup /usr/sbin/mariadbd --no-defaults \
-        --datadir="$home/data" --socket="$home/mariadbd.sock" --pid-file="$home/mariadbd.pid" \
+        --datadir="$home/data" --tmpdir="$home/tmp" --socket="$home/mariadbd.sock" --pid-file="$home/mariadbd.pid" \
         --log-error="$home/mariadbd.err" --port="$(port_of "$member" sql)" --bind-address=127.0.0.1 \
         --user="$user" --skip-grant-tables --skip-name-resolve \
         --innodb-buffer-pool-size=64M --innodb-log-file-size=32M --max-connections=300 \
@@ -104,7 +149,7 @@ wait_synced() { # member, deadline (epoch seconds)
     until [ "$(state_of "$member")" = Synced ]; do
         if [ "$(date +%s)" -ge "$deadline" ]; then
             echo "galera.sh: member $member is not Synced after ${start_seconds}s; its log ends:" >&2
-            tail -n 30 "$dir/member$member/mariadbd.err" >&2 || true
+            tail -n 30 "$(home_of "$member")/mariadbd.err" >&2 || true
             return 1
         fi
         sleep 0.2
@@ -125,16 +170,17 @@ start() {
     local began; began="$(date +%s)"
     local deadline=$((began + start_seconds))
     local base; base="$(choose_ports)"
+    remove_private_root
+    choose_members_root
     for m in "${members[@]}"; do
-        local home="$dir/member$m" offset=$(( (m - 1) * 4 ))
+        local home offset=$(( (m - 1) * 4 ))
+        home="$(home_of "$m")"
         rm -rf "$home"
-        mkdir -p "$home/data"
+        mkdir -p "$home/data" "$home/tmp"
         printf 'sql=%s\ngcomm=%s\nist=%s\nsst=%s\n' \
             $((base + offset)) $((base + offset + 1)) $((base + offset + 2)) $((base + offset + 3)) >"$home/ports"
     done
-    mariadb-install-db --no-defaults --datadir="$dir/member1/data" --user="$(run_user)" \
-        --skip-test-db --auth-root-authentication-method=normal >"$dir/member1/install.log" 2>&1 \
-        || { cat "$dir/member1/install.log" >&2; die "mariadb-install-db failed"; }
+    install_system_tables || { remove_private_root; die "mariadb-install-db failed twice (its log: see above)"; }
     start_member 1 --wsrep-new-cluster
     wait_synced 1 "$deadline" || { stop; exit 1; }
     # One joiner at a time: a donor serves one rsync state transfer at once.
@@ -170,6 +216,15 @@ stop() {
         done
     done
     rm -f "$dir/urls"
+    remove_private_root
+}
+
+# Removes the private folder under /var/tmp that DIR/members names, if any.
+remove_private_root() {
+    [ -s "$dir/members" ] || return 0
+    local root; root="$(cat "$dir/members")"
+    case "$root" in /var/tmp/agent-inbox-galera.*) rm -rf "$root" ;; esac
+    rm -f "$dir/members"
 }
 
 signal_member() { # member, signal

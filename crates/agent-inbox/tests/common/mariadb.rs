@@ -1,5 +1,6 @@
 //! A private `mariadbd` the test owns: its own data directory and loopback port, started,
-//! paused (SIGSTOP), resumed and killed by the test, never the machine's own server.
+//! paused (SIGSTOP), resumed and killed by the test, never the machine's own server. Its
+//! temporary files stay in its own folder, never the `/tmp` other servers share.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -19,9 +20,11 @@ impl PrivateMariaDb {
         let dir = std::env::temp_dir().join(format!("agent-inbox-mariadb-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("data")).unwrap();
+        std::fs::create_dir_all(dir.join("tmp")).unwrap();
         let installed = Command::new("mariadb-install-db")
             .arg("--no-defaults")
             .arg(format!("--datadir={}", dir.join("data").display()))
+            .arg(format!("--tmpdir={}", dir.join("tmp").display()))
             .args(["--user=root", "--skip-test-db", "--auth-root-authentication-method=normal"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -46,6 +49,7 @@ impl PrivateMariaDb {
         let child = Command::new("/usr/sbin/mariadbd")
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", self.dir.join("tmp").display()))
             .arg(format!("--socket={}", self.dir.join("mariadb.sock").display()))
             .arg(format!("--pid-file={}", self.dir.join("mariadb.pid").display()))
             .arg(format!("--port={}", self.port))
