@@ -34,6 +34,10 @@ pub enum Command {
     Listen(ListenArgs),
     /// Block until work is waiting (exit 0), or until --timeout passes (exit 1).
     Wait(WaitArgs),
+    /// The local wake daemon: one process per user holds one stream per login profile and
+    /// tells local clients (`wait`, `listen`, `daemon watch`, the SDKs) when work is waiting, over
+    /// a Unix domain socket in the user's runtime directory. It never claims.
+    Daemon(DaemonArgs),
     /// Serve the inbox to a language-model client as Model Context Protocol tools over stdio
     /// (stdout carries the protocol; logs go to stderr).
     Mcp(McpArgs),
@@ -425,6 +429,54 @@ pub struct WaitArgs {
     /// Give up after this long, such as 10m, with exit code 1 [default: wait indefinitely].
     #[arg(long)]
     pub timeout: Option<String>,
+    /// Ask the service directly, never the local wake daemon (`agent-inbox daemon`).
+    #[arg(long)]
+    pub no_daemon: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct DaemonArgs {
+    #[command(subcommand)]
+    pub command: Option<DaemonCommand>,
+    #[command(flatten)]
+    pub run: DaemonRunArgs,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum DaemonCommand {
+    /// Print one line per new head of the profile's inbox, as the running daemon tells it (a
+    /// requeued event repeats the current head): `agent-inbox daemon watch | while read -r
+    /// head; do ...; done`. Exits 2 when no daemon answers.
+    Watch(DaemonWatchArgs),
+    /// Print what the running daemon serves, as JSON. Exits 2 when no daemon answers.
+    Status,
+}
+
+/// How the daemon runs.
+#[derive(Debug, Clone, Args)]
+pub struct DaemonRunArgs {
+    /// Serve only this login profile; repeat for several [default: every profile in the
+    /// agent-inbox config directory, and any other a client asks about].
+    #[arg(long = "profile")]
+    pub profiles: Vec<String>,
+    /// Exit after this long without a local client, such as 10m; 0 or never keeps running
+    /// [default: 10m when started by socket activation, else never].
+    #[arg(long)]
+    pub idle_exit: Option<String>,
+    /// Log as JSON lines instead of text.
+    #[arg(long, env = "AGENT_INBOX_LOG_JSON")]
+    pub log_json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DaemonWatchArgs {
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+    /// Print the daemon's JSON line per hint ({"v":1,"type":"hint","head_seq":..,"claimable":..})
+    /// instead of the head alone.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `mcp` connects like `listen`, but keeps no local state: lease tokens travel in tool calls.

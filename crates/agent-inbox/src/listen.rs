@@ -133,7 +133,7 @@ fn agent_config(options: &ListenOptions) -> anyhow::Result<AgentConfig> {
 }
 
 /// Completes on SIGTERM (a service manager stopping us) or SIGINT (Ctrl-C).
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

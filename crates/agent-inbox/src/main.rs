@@ -9,6 +9,7 @@ mod admin;
 mod archive;
 mod cli;
 mod connect;
+mod daemon;
 mod exec;
 mod keys;
 mod listen;
@@ -46,6 +47,7 @@ fn main() -> ExitCode {
             cli::Command::Logout(args) => login::logout(args).await.map(|()| ExitCode::SUCCESS),
             cli::Command::Listen(args) => listen::listen(args).await.map(|()| ExitCode::SUCCESS),
             cli::Command::Wait(args) => wait::wait(args).await,
+            cli::Command::Daemon(args) => daemon::run(args).await,
             cli::Command::Mcp(args) => mcp::run(args).await.map(|()| ExitCode::SUCCESS),
             cli::Command::Service { command } => service::run(command).map(|()| ExitCode::SUCCESS),
             cli::Command::Keys { command } => keys::run(command).await.map(|()| ExitCode::SUCCESS),

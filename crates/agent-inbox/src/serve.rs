@@ -45,7 +45,7 @@ fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {
     (!path.is_empty() && !path.contains(":memory:")).then(|| std::path::PathBuf::from(path))
 }
 
-fn init_logging(json: bool) {
+pub(crate) fn init_logging(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AGENT_INBOX_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colour only for a person at a terminal, never in a log file or a journal.

@@ -37,6 +37,7 @@ mod contract;
 mod credentials;
 pub mod cursor;
 mod error;
+pub mod local_daemon;
 mod local_state;
 mod profile;
 mod resync;
