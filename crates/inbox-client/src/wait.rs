@@ -79,10 +79,17 @@ const LOOKS_MAX: usize = 1000;
 
 /// What one poll for claimable events after `after_seq` found.
 enum Look {
-    Found { count: usize, head_seq: u64 },
+    Found {
+        count: usize,
+        head_seq: u64,
+    },
     /// None on this page, but more to read from `after_seq` (or the inbox was reset past it).
-    Next { after_seq: u64 },
-    Nothing { head_seq: u64 },
+    Next {
+        after_seq: u64,
+    },
+    Nothing {
+        head_seq: u64,
+    },
 }
 
 async fn look(api: &Api, after_seq: u64, wait_seconds: Option<u32>) -> Result<Look, ClientError> {
@@ -94,7 +101,9 @@ async fn look(api: &Api, after_seq: u64, wait_seconds: Option<u32>) -> Result<Lo
         ..PollRequest::default()
     };
     match api.poll(&request).await {
-        Ok(page) if !page.events.is_empty() => Ok(Look::Found { count: page.events.len(), head_seq: page.head_seq }),
+        Ok(page) if !page.events.is_empty() => {
+            Ok(Look::Found { count: page.events.len(), head_seq: page.head_seq })
+        }
         Ok(page) if page.more_available => Ok(Look::Next { after_seq: page.next_cursor }),
         Ok(page) => Ok(Look::Nothing { head_seq: page.head_seq }),
         Err(err) if err.code() == Some(&ProblemCode::CursorResetRequired) => {

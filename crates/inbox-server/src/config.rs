@@ -224,6 +224,7 @@ const CLIENT_VARIABLES: &[&str] = &[
     "BENCH_MYSQL_URL",
     "BIN",
     "CONFIG",
+    "DAEMON_SOCKET",
     "DELIVERY_ATTEMPT",
     "HOME",
     "INBOX_SEQ",

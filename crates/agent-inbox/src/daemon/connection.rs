@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use inbox_client::local_daemon::InboxView;
 use inbox_client::local_daemon::protocol::{
     self, Answer, ErrorCode, LineError, PROTOCOL_VERSION, Request, RequestError, Status,
 };
-use inbox_client::local_daemon::InboxView;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
@@ -161,7 +161,9 @@ impl Client {
             return self.send(&refusal).await.is_ok();
         }
         if settled.claimable > 0 {
-            return self.answered(Answer::Work { claimable: settled.claimable, head_seq: settled.head_seq }).await;
+            return self
+                .answered(Answer::Work { claimable: settled.claimable, head_seq: settled.head_seq })
+                .await;
         }
         if self.send(&Answer::Waiting { head_seq: settled.head_seq }).await.is_err() {
             return false;
@@ -234,9 +236,13 @@ impl Client {
             } else {
                 stale_since.get_or_insert_with(Instant::now);
             }
-            let news = current.head_seq > last.0 || (current.head_seq == last.0 && current.claimable > last.1);
+            let news =
+                current.head_seq > last.0 || (current.head_seq == last.0 && current.claimable > last.1);
             if news
-                && self.send(&Answer::Hint { head_seq: current.head_seq, claimable: current.claimable }).await.is_err()
+                && self
+                    .send(&Answer::Hint { head_seq: current.head_seq, claimable: current.claimable })
+                    .await
+                    .is_err()
             {
                 return;
             }

@@ -115,7 +115,8 @@ impl Identities {
 
     /// Each followed identity as `status` shows it.
     pub fn statuses(&self) -> Vec<IdentityStatus> {
-        let followed: Vec<Arc<Followed>> = self.followed.lock().expect("not poisoned").values().cloned().collect();
+        let followed: Vec<Arc<Followed>> =
+            self.followed.lock().expect("not poisoned").values().cloned().collect();
         let mut statuses: Vec<IdentityStatus> = followed.iter().map(|f| f.status()).collect();
         statuses.sort_by(|a, b| a.profile.cmp(&b.profile));
         statuses

@@ -88,7 +88,9 @@ fn inherited() -> anyhow::Result<Option<std::os::unix::net::UnixListener>> {
     match fds.take_unix_listener(0) {
         Ok(Some(listener)) => Ok(Some(listener)),
         Ok(None) => bail!("LISTEN_FDS names no socket at its first descriptor"),
-        Err(err) => Err(err).context("the socket handed over (LISTEN_FDS) is not a listening Unix stream socket"),
+        Err(err) => {
+            Err(err).context("the socket handed over (LISTEN_FDS) is not a listening Unix stream socket")
+        }
     }
 }
 
@@ -138,7 +140,8 @@ fn bind(path: &Path) -> anyhow::Result<Listening> {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
         Err(err) => return Err(err).with_context(|| format!("cannot inspect {}", path.display())),
     }
-    let listener = UnixListener::bind(path).with_context(|| format!("cannot listen at {}", path.display()))?;
+    let listener =
+        UnixListener::bind(path).with_context(|| format!("cannot listen at {}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .with_context(|| format!("cannot make {} private", path.display()))?;
     let identity = file_identity(path)?;

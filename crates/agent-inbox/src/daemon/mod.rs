@@ -87,7 +87,10 @@ async fn watch(args: DaemonWatchArgs) -> anyhow::Result<ExitCode> {
                 }
             };
             let line = if args.json {
-                protocol::answer_line(&protocol::Answer::Hint { head_seq: hint.head_seq, claimable: hint.claimable })
+                protocol::answer_line(&protocol::Answer::Hint {
+                    head_seq: hint.head_seq,
+                    claimable: hint.claimable,
+                })
             } else {
                 format!("{}\n", hint.head_seq)
             };

@@ -4,6 +4,7 @@
 //!
 //! Tests wait on conditions with deadlines, never on bare sleeps.
 
+mod daemon;
 mod exec;
 mod faults;
 mod login;

@@ -90,7 +90,8 @@ impl InboxFollower {
         let check = Arc::new(Notify::new());
         let tickets = Arc::new(AtomicU64::new(0));
         let reader = tokio::spawn(
-            Reader { api, signals, status, view: view_tx, check: check.clone(), tickets: tickets.clone() }.run(),
+            Reader { api, signals, status, view: view_tx, check: check.clone(), tickets: tickets.clone() }
+                .run(),
         );
         InboxFollower { view, check, tickets, transport, reader }
     }

@@ -84,15 +84,30 @@ pub enum ErrorCode {
 pub enum Answer {
     Status(Status),
     /// The wait is registered; `work` or `timeout` follows.
-    Waiting { head_seq: u64 },
+    Waiting {
+        head_seq: u64,
+    },
     /// Claimable events wait (at most 100 counted, as a direct `wait` counts them).
-    Work { claimable: usize, head_seq: u64 },
-    Timeout { head_seq: u64 },
+    Work {
+        claimable: usize,
+        head_seq: u64,
+    },
+    Timeout {
+        head_seq: u64,
+    },
     /// The watch is registered; `hint` lines follow.
-    Watching { head_seq: u64 },
+    Watching {
+        head_seq: u64,
+    },
     /// The head moved, or claimable work appeared at the same head (an operator's requeue).
-    Hint { head_seq: u64, claimable: usize },
-    Error { code: ErrorCode, message: String },
+    Hint {
+        head_seq: u64,
+        claimable: usize,
+    },
+    Error {
+        code: ErrorCode,
+        message: String,
+    },
 }
 
 /// The `status` answer.
@@ -148,7 +163,8 @@ impl RequestError {
 
 /// Parses one request line (without its newline).
 pub fn parse_request(line: &[u8]) -> Result<Request, RequestError> {
-    let text = std::str::from_utf8(line).map_err(|_| RequestError::bad("a request is one line of UTF-8 JSON"))?;
+    let text =
+        std::str::from_utf8(line).map_err(|_| RequestError::bad("a request is one line of UTF-8 JSON"))?;
     let value: serde_json::Value = serde_json::from_str(text).map_err(|err| {
         RequestError::bad(format!(
             "a request is one JSON object per line, such as {{\"v\":{PROTOCOL_VERSION},\"op\":\"status\"}} ({err})"
@@ -171,9 +187,8 @@ pub fn parse_request(line: &[u8]) -> Result<Request, RequestError> {
             )));
         }
     }
-    serde_json::from_value(serde_json::Value::Object(object)).map_err(|err| {
-        RequestError::bad(format!("not a request (\"op\" is status, wait or watch): {err}"))
-    })
+    serde_json::from_value(serde_json::Value::Object(object))
+        .map_err(|err| RequestError::bad(format!("not a request (\"op\" is status, wait or watch): {err}")))
 }
 
 /// One request as its line, newline included.
@@ -189,8 +204,8 @@ pub fn answer_line(answer: &Answer) -> String {
 /// Parses one answer line. Another version, or an answer this build does not know, is an
 /// error: the client then asks the service itself.
 pub fn parse_answer(line: &[u8]) -> Result<Answer, String> {
-    let mut object: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_slice(line).map_err(|err| format!("the daemon sent a line that is not JSON: {err}"))?;
+    let mut object: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(line)
+        .map_err(|err| format!("the daemon sent a line that is not JSON: {err}"))?;
     match object.remove("v").and_then(|v| v.as_u64()) {
         Some(v) if v == u64::from(PROTOCOL_VERSION) => {}
         other => return Err(format!("the daemon speaks protocol version {other:?}, not {PROTOCOL_VERSION}")),
@@ -272,7 +287,11 @@ mod tests {
             assert_eq!(line.matches('\n').count(), 1);
             assert_eq!(parse_request(line.trim_end().as_bytes()).unwrap(), request);
         }
-        assert_eq!(parse_request(br#"{"op":"status","v":1}"#).unwrap(), Request::Status {}, "any field order");
+        assert_eq!(
+            parse_request(br#"{"op":"status","v":1}"#).unwrap(),
+            Request::Status {},
+            "any field order"
+        );
     }
 
     #[test]
