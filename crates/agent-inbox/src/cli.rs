@@ -511,7 +511,8 @@ impl McpArgs {
 #[derive(Debug, Subcommand)]
 pub enum ServiceCommand {
     /// Write and enable a user service running `listen` (systemd --user on Linux, a launchd
-    /// agent on macOS). It only makes outbound connections.
+    /// agent on macOS). It only makes outbound connections. With --daemon: the local wake
+    /// daemon instead, started by its socket on the first local connection.
     Install(ServiceInstallArgs),
     /// Stop, disable and remove the user service.
     Uninstall(ServiceArgs),
@@ -523,6 +524,9 @@ pub enum ServiceCommand {
 pub struct ServiceArgs {
     #[command(flatten)]
     pub profile: ProfileArgs,
+    /// The local wake daemon's service rather than a profile's listener.
+    #[arg(long)]
+    pub daemon: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -532,6 +536,12 @@ pub struct ServiceInstallArgs {
     /// Print the service definition and where it would go; change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Install the local wake daemon (`agent-inbox daemon`) instead of a listener: a systemd
+    /// user socket and service (socket activation; the daemon exits after 10 idle minutes) or a
+    /// launchd agent with a Sockets entry. It serves every login profile; it runs no command.
+    #[arg(long, conflicts_with = "exec")]
+    pub daemon: bool,
+    /// What `listen` runs (required unless --daemon).
     #[command(flatten)]
-    pub listen: ListenOptions,
+    pub listen: Option<ListenOptions>,
 }

@@ -71,13 +71,19 @@ fn shell_quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', "'\\''"))
 }
 
-/// The systemd user unit for `spec`.
-pub fn systemd_unit(spec: &ServiceSpec) -> String {
+/// `spec`'s program and arguments as one `ExecStart=` value.
+pub fn systemd_exec(spec: &ServiceSpec) -> String {
     let mut exec = systemd_quote(&spec.program);
     for arg in &spec.args {
         exec.push(' ');
         exec.push_str(&systemd_quote(arg));
     }
+    exec
+}
+
+/// The systemd user unit for `spec`.
+pub fn systemd_unit(spec: &ServiceSpec) -> String {
+    let exec = systemd_exec(spec);
     let mut unit = format!(
         "# Written by `agent-inbox service install`; remove with `agent-inbox service uninstall`.\n\
          [Unit]\n\
@@ -125,7 +131,7 @@ fn systemd_quote(arg: &str) -> String {
 }
 
 /// One `Environment=` assignment, quoted; values are not `$`-expanded there.
-fn systemd_environment(key: &str, value: &str) -> String {
+pub fn systemd_environment(key: &str, value: &str) -> String {
     format!("\"{}\"", c_escape(&format!("{key}={value}").replace('%', "%%")))
 }
 
@@ -145,6 +151,23 @@ fn c_escape(text: &str) -> String {
 
 /// The launchd agent for `spec`: started at login, restarted unless it exits cleanly.
 pub fn launchd_plist(spec: &ServiceSpec, label: &str, log_path: &Path) -> String {
+    let mut plist = launchd_head(spec, label);
+    let log = xml_escape(&log_path.display().to_string());
+    plist.push_str(&format!(
+        "  <key>RunAtLoad</key>\n  <true/>\n\
+         \x20 <key>KeepAlive</key>\n  <dict>\n    <key>SuccessfulExit</key>\n    <false/>\n  </dict>\n\
+         \x20 <key>ThrottleInterval</key>\n  <integer>10</integer>\n\
+         \x20 <key>ProcessType</key>\n  <string>Background</string>\n\
+         \x20 <key>StandardOutPath</key>\n  <string>{log}</string>\n\
+         \x20 <key>StandardErrorPath</key>\n  <string>{log}</string>\n\
+         </dict>\n</plist>\n"
+    ));
+    plist
+}
+
+/// A launchd agent's opening: the label, the program with its arguments, the working
+/// directory and the environment; the caller adds the rest and closes it.
+pub fn launchd_head(spec: &ServiceSpec, label: &str) -> String {
     let mut plist = String::from(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
          <!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" \"http://www.apple.com/DTDs/PropertyList-1.0.dtd\">\n\
@@ -170,20 +193,10 @@ pub fn launchd_plist(spec: &ServiceSpec, label: &str, log_path: &Path) -> String
         }
         plist.push_str("  </dict>\n");
     }
-    let log = xml_escape(&log_path.display().to_string());
-    plist.push_str(&format!(
-        "  <key>RunAtLoad</key>\n  <true/>\n\
-         \x20 <key>KeepAlive</key>\n  <dict>\n    <key>SuccessfulExit</key>\n    <false/>\n  </dict>\n\
-         \x20 <key>ThrottleInterval</key>\n  <integer>10</integer>\n\
-         \x20 <key>ProcessType</key>\n  <string>Background</string>\n\
-         \x20 <key>StandardOutPath</key>\n  <string>{log}</string>\n\
-         \x20 <key>StandardErrorPath</key>\n  <string>{log}</string>\n\
-         </dict>\n</plist>\n"
-    ));
     plist
 }
 
-fn xml_escape(text: &str) -> String {
+pub fn xml_escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -230,6 +243,14 @@ impl Manager {
 
     /// Where the definition goes.
     fn path(self, profile: &str) -> anyhow::Result<PathBuf> {
+        Ok(match self {
+            Manager::Systemd => self.dir()?.join(unit_name(profile)),
+            Manager::Launchd => self.dir()?.join(format!("{}.plist", launchd_label(profile))),
+        })
+    }
+
+    /// The directory of user service definitions.
+    fn dir(self) -> anyhow::Result<PathBuf> {
         let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
         match self {
             Manager::Systemd => {
@@ -238,14 +259,11 @@ impl Manager {
                     .map(PathBuf::from)
                     .or_else(|| home.map(|h| h.join(".config")))
                     .context("set HOME or XDG_CONFIG_HOME to say where user units live")?;
-                Ok(config.join("systemd").join("user").join(unit_name(profile)))
+                Ok(config.join("systemd").join("user"))
             }
             Manager::Launchd => {
                 let home = home.context("set HOME to say where launch agents live")?;
-                Ok(home
-                    .join("Library")
-                    .join("LaunchAgents")
-                    .join(format!("{}.plist", launchd_label(profile))))
+                Ok(home.join("Library").join("LaunchAgents"))
             }
         }
     }
@@ -272,8 +290,11 @@ impl Manager {
 
 pub fn run(command: ServiceCommand) -> anyhow::Result<()> {
     match command {
+        ServiceCommand::Install(args) if args.daemon => install_daemon(args.dry_run),
         ServiceCommand::Install(args) => install(args),
+        ServiceCommand::Uninstall(args) if args.daemon => uninstall_daemon(),
         ServiceCommand::Uninstall(args) => uninstall(args),
+        ServiceCommand::Status(args) if args.daemon => status_daemon(),
         ServiceCommand::Status(args) => status(args),
     }
 }
@@ -287,7 +308,11 @@ fn install(args: ServiceInstallArgs) -> anyhow::Result<()> {
         .and_then(|p| p.canonicalize())
         .context("cannot tell where this agent-inbox binary is")?;
     let cwd = std::env::current_dir().context("cannot tell the current directory")?;
-    let mut listen = args.listen.clone();
+    let Some(mut listen) = args.listen.clone() else {
+        bail!(
+            "--exec is required: the command `listen` runs per event (or --daemon, for the local wake daemon)"
+        )
+    };
     listen.exec = resolve_exec(&listen.exec, &cwd)?;
     let mut service_args = vec!["listen".to_owned(), "--profile".to_owned(), profile.clone()];
     service_args.extend(listen.to_args());
@@ -391,6 +416,148 @@ fn status(args: ServiceArgs) -> anyhow::Result<()> {
         },
         Manager::Launchd => {
             let listed = Command::new("launchctl").args(["list", &launchd_label(profile)]).output()?;
+            println!("{}", if listed.status.success() { "loaded" } else { "not loaded" });
+        }
+    }
+    Ok(())
+}
+
+/// The local wake daemon's definitions: each file's path and text.
+fn daemon_definitions(manager: Manager) -> anyhow::Result<Vec<(PathBuf, String)>> {
+    use crate::daemon::units;
+    let program = std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .context("cannot tell where this agent-inbox binary is")?;
+    let mut environment = Vec::new();
+    for name in ["AGENT_INBOX_HOME", "AGENT_INBOX_DAEMON_SOCKET"] {
+        if let Some(value) = std::env::var_os(name).filter(|v| !v.is_empty()) {
+            environment.push((name.to_owned(), value.to_string_lossy().into_owned()));
+        }
+    }
+    let spec = ServiceSpec {
+        description: "agent-inbox local wake daemon".to_owned(),
+        program: program.display().to_string(),
+        args: ["daemon", "--idle-exit", "10m"].map(str::to_owned).to_vec(),
+        environment,
+        working_directory: None,
+    };
+    let dir = manager.dir()?;
+    Ok(match manager {
+        Manager::Systemd => {
+            // `%t` is the user's runtime directory, which clients find as $XDG_RUNTIME_DIR.
+            let socket = match std::env::var_os("AGENT_INBOX_DAEMON_SOCKET").filter(|v| !v.is_empty()) {
+                Some(path) => path.to_string_lossy().replace('%', "%%"),
+                None => format!("%t/agent-inbox/{}", inbox_client::local_daemon::SOCKET_FILE),
+            };
+            vec![
+                (dir.join(format!("{}.socket", units::SYSTEMD_NAME)), units::systemd_socket(&socket)),
+                (dir.join(format!("{}.service", units::SYSTEMD_NAME)), units::systemd_service(&spec)),
+            ]
+        }
+        Manager::Launchd => {
+            let socket = inbox_client::local_daemon::socket_path(&Home::from_env()?);
+            let home = PathBuf::from(std::env::var_os("HOME").context("set HOME")?);
+            let log = home.join("Library").join("Logs").join("agent-inbox-daemon.log");
+            vec![(
+                dir.join(format!("{}.plist", units::LAUNCHD_LABEL)),
+                units::launchd_plist(&spec, &socket.display().to_string(), &log.display().to_string()),
+            )]
+        }
+    })
+}
+
+fn install_daemon(dry_run: bool) -> anyhow::Result<()> {
+    use crate::daemon::units;
+    let manager = Manager::here()?;
+    let definitions = daemon_definitions(manager)?;
+    if dry_run {
+        for (path, text) in &definitions {
+            println!("# {}\n{text}", path.display());
+        }
+        return Ok(());
+    }
+    match manager {
+        Manager::Systemd => {
+            systemd_available()?;
+            for (path, text) in &definitions {
+                write_definition(path, text)?;
+            }
+            systemctl(&["daemon-reload"])?;
+            let socket = format!("{}.socket", units::SYSTEMD_NAME);
+            systemctl(&["enable", "--now", &socket])?;
+            println!(
+                "installed and started {socket}: the daemon starts on the first local connection\nlogs: journalctl --user -u {}.service",
+                units::SYSTEMD_NAME
+            );
+        }
+        Manager::Launchd => {
+            for (path, text) in &definitions {
+                write_definition(path, text)?;
+                run_tool("launchctl", &["load", "-w", &path.display().to_string()])?;
+            }
+            println!("installed {}: the daemon starts on the first local connection", units::LAUNCHD_LABEL);
+        }
+    }
+    Ok(())
+}
+
+fn uninstall_daemon() -> anyhow::Result<()> {
+    use crate::daemon::units;
+    let manager = Manager::here()?;
+    let definitions = daemon_definitions(manager)?;
+    match manager {
+        Manager::Systemd => {
+            let available = systemd_available();
+            if available.is_ok() {
+                // Not loaded is fine: the point is that it no longer runs.
+                let _ = systemctl(&["disable", "--now", &format!("{}.socket", units::SYSTEMD_NAME)]);
+                let _ = systemctl(&["stop", &format!("{}.service", units::SYSTEMD_NAME)]);
+            }
+            for (path, _) in &definitions {
+                remove_definition(path)?;
+            }
+            match available {
+                Ok(()) => systemctl(&["daemon-reload"])?,
+                Err(err) => eprintln!("note: {err:#}; removed the unit files only"),
+            }
+        }
+        Manager::Launchd => {
+            for (path, _) in &definitions {
+                let _ = run_tool("launchctl", &["unload", "-w", &path.display().to_string()]);
+                remove_definition(path)?;
+            }
+        }
+    }
+    let paths: Vec<String> = definitions.iter().map(|(path, _)| path.display().to_string()).collect();
+    println!("uninstalled ({} removed)", paths.join(", "));
+    Ok(())
+}
+
+fn status_daemon() -> anyhow::Result<()> {
+    use crate::daemon::units;
+    let manager = Manager::here()?;
+    let definitions = daemon_definitions(manager)?;
+    if let Some((missing, _)) = definitions.iter().find(|(path, _)| !path.exists()) {
+        println!("not installed ({} does not exist)", missing.display());
+        return Ok(());
+    }
+    for (path, _) in &definitions {
+        println!("installed: {}", path.display());
+    }
+    match manager {
+        Manager::Systemd => match systemd_available() {
+            Ok(()) => {
+                for unit in
+                    [format!("{}.socket", units::SYSTEMD_NAME), format!("{}.service", units::SYSTEMD_NAME)]
+                {
+                    let active = Command::new("systemctl").args(["--user", "is-active", &unit]).output()?;
+                    println!("{unit}: {}", String::from_utf8_lossy(&active.stdout).trim());
+                }
+            }
+            Err(err) => println!("state unknown: {err:#}"),
+        },
+        Manager::Launchd => {
+            let listed = Command::new("launchctl").args(["list", units::LAUNCHD_LABEL]).output()?;
             println!("{}", if listed.status.success() { "loaded" } else { "not loaded" });
         }
     }

@@ -16,6 +16,7 @@ mod identities;
 mod listener;
 #[cfg(unix)]
 mod peer;
+pub mod units;
 
 use std::process::ExitCode;
 

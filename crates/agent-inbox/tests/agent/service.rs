@@ -175,3 +175,81 @@ fn install_resolves_the_exec_path_and_refuses_a_missing_one() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("./missing.sh does not exist"), "{stderr}");
 }
+
+/// `service install --daemon`: a systemd user socket and service (socket activation) that pass
+/// `systemd-analyze verify` without a word, enabled through the socket, and removed again.
+#[test]
+#[cfg(target_os = "linux")]
+fn the_daemon_is_installed_as_a_socket_and_a_service_that_verify_cleanly() {
+    let dir = TempDir::new("service-daemon");
+    let out = service(&dir, &dir.path("empty-bin"), &["install", "--daemon", "--dry-run"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8(out.stdout).unwrap();
+    // Each file is printed after a `# PATH` line.
+    let mut files: Vec<(String, String)> = Vec::new();
+    for line in printed.lines() {
+        match line.strip_prefix("# /") {
+            Some(path) => files.push((format!("/{path}"), String::new())),
+            None => files.last_mut().expect("a path first").1.push_str(&format!("{line}\n")),
+        }
+    }
+    let units = dir.path("config/systemd/user");
+    let names: Vec<&str> = files.iter().map(|(path, _)| path.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            units.join("agent-inbox-daemon.socket").display().to_string(),
+            units.join("agent-inbox-daemon.service").display().to_string()
+        ]
+    );
+    assert!(
+        files[0].1.contains("ListenStream=%t/agent-inbox/daemon.sock\nSocketMode=0600\n"),
+        "{}",
+        files[0].1
+    );
+    assert!(files[1].1.contains(&format!("ExecStart={BIN} daemon --idle-exit 10m\n")), "{}", files[1].1);
+    assert!(!units.exists(), "a dry run writes nothing");
+
+    let check = dir.path("verify");
+    std::fs::create_dir_all(&check).unwrap();
+    let paths: Vec<std::path::PathBuf> = files
+        .iter()
+        .map(|(path, text)| {
+            let file = check.join(Path::new(path).file_name().unwrap());
+            std::fs::write(&file, text).unwrap();
+            file
+        })
+        .collect();
+    let verified = Command::new("systemd-analyze")
+        .arg("verify")
+        .args(&paths)
+        .output()
+        .expect("systemd-analyze runs (scripts/test.sh installs the systemd package when it is missing)");
+    let complaints =
+        String::from_utf8_lossy(&verified.stderr).into_owned() + &String::from_utf8_lossy(&verified.stdout);
+    assert!(
+        verified.status.success() && complaints.trim().is_empty(),
+        "systemd-analyze verify: {complaints}"
+    );
+
+    fake_systemctl(&dir.path("bin"), &dir.path("systemctl.log"), 0);
+    let out = service(&dir, &dir.path("bin"), &["install", "--daemon"]);
+    assert!(out.status.success(), "no login needed: {}", String::from_utf8_lossy(&out.stderr));
+    let written = std::fs::read_to_string(units.join("agent-inbox-daemon.service")).unwrap();
+    assert_eq!(written.trim_end(), files[1].1.trim_end(), "what the dry run printed");
+    let calls = std::fs::read_to_string(dir.path("systemctl.log")).unwrap();
+    assert_eq!(
+        calls.lines().collect::<Vec<_>>(),
+        ["--user show-environment", "--user daemon-reload", "--user enable --now agent-inbox-daemon.socket"]
+    );
+    let out = service(&dir, &dir.path("bin"), &["status", "--daemon"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("agent-inbox-daemon.socket: "), "{out:?}");
+    let out = service(&dir, &dir.path("bin"), &["uninstall", "--daemon"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        !units.join("agent-inbox-daemon.socket").exists()
+            && !units.join("agent-inbox-daemon.service").exists()
+    );
+    let calls = std::fs::read_to_string(dir.path("systemctl.log")).unwrap();
+    assert!(calls.contains("--user disable --now agent-inbox-daemon.socket\n"), "{calls}");
+}
