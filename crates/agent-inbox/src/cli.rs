@@ -341,9 +341,14 @@ pub struct ListenOptions {
     /// while the command runs.
     #[arg(long)]
     pub lease: Option<String>,
-    /// The best transport to try: sse, long-poll or poll; worse ones are the fallbacks.
+    /// The best transport to try: sse, long-poll or poll; worse ones are the fallbacks. With
+    /// sse and a login profile, the local wake daemon's hints come first when it runs.
     #[arg(long, default_value = "sse")]
     pub transport: String,
+    /// Never hear hints from the local wake daemon (`agent-inbox daemon`); hold a stream of
+    /// our own.
+    #[arg(long)]
+    pub no_daemon: bool,
     /// Shortest adaptive poll interval, after work was found [default: 1s].
     #[arg(long)]
     pub poll_min: Option<String>,
@@ -409,6 +414,9 @@ impl ListenOptions {
         }
         if self.log_json {
             args.push("--log-json".to_owned());
+        }
+        if self.no_daemon {
+            args.push("--no-daemon".to_owned());
         }
         args
     }

@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use inbox_api::{ProblemCode, ResyncResponse};
+use inbox_client::local_daemon::{DaemonHints, Identity, LocalDaemon};
 use inbox_client::schedule::{Backoff, PollSchedule, TransportPolicy};
 use inbox_client::{
-    Agent, AgentConfig, ClientError, ContinueAfterReset, Event, Handler, HandlerError, LocalState,
+    Agent, AgentConfig, ClientError, ContinueAfterReset, Event, Handler, HandlerError, Home, LocalState,
     PROCESSED_CAPACITY_DEFAULT, Resync, TransportConfig, TransportKind,
 };
 
@@ -39,6 +40,7 @@ pub async fn listen(args: ListenArgs) -> anyhow::Result<()> {
     let state = LocalState::open(&connection.state_path, PROCESSED_CAPACITY_DEFAULT).await?;
     let mut config = agent_config(&args.options)?;
     config.observer = Some(reporter.clone());
+    config.transport.local_daemon = local_daemon(&args)?;
     let handler = ExecHandler {
         command: args.options.exec.clone(),
         codes: ExitCodes::of(&args.options)?,
@@ -74,6 +76,26 @@ pub async fn listen(args: ListenArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The local wake daemon to hear hints from first: for a login profile, unless `--no-daemon`
+/// or a transport worse than SSE was asked for (the daemon speaks only for profiles; a fixed
+/// `--token` names none).
+fn local_daemon(args: &ListenArgs) -> anyhow::Result<Option<DaemonHints>> {
+    let best = TransportKind::parse(&args.options.transport);
+    if args.connect.token.is_some()
+        || args.options.no_daemon
+        || !matches!(best, Some(TransportKind::Sse | TransportKind::Daemon))
+    {
+        return Ok(None);
+    }
+    let home = Home::from_env()?;
+    let profile = &args.connect.profile.profile;
+    let record = home.load_profile(profile)?;
+    Ok(Some(DaemonHints {
+        daemon: LocalDaemon::from_env(&home),
+        identity: Identity::of_profile(profile, &record, args.connect.server.as_deref()),
+    }))
+}
+
 /// Turns a refused or missing signature into what to do about it.
 fn explain_signature_refusal(err: inbox_client::ClientError) -> anyhow::Error {
     let hint = match err.code() {
@@ -97,7 +119,9 @@ fn agent_config(options: &ListenOptions) -> anyhow::Result<AgentConfig> {
     let best = TransportKind::parse(&options.transport)
         .with_context(|| format!("--transport {:?} is not sse, long-poll or poll", options.transport))?;
     let allowed = match best {
-        TransportKind::Sse => vec![TransportKind::Sse, TransportKind::LongPoll, TransportKind::Poll],
+        TransportKind::Daemon | TransportKind::Sse => {
+            vec![TransportKind::Sse, TransportKind::LongPoll, TransportKind::Poll]
+        }
         TransportKind::LongPoll => vec![TransportKind::LongPoll, TransportKind::Poll],
         TransportKind::Poll => vec![TransportKind::Poll],
     };

@@ -20,12 +20,15 @@ use tokio::time::Instant;
 
 use crate::api::Api;
 use crate::error::ClientError;
+use crate::local_daemon::DaemonHints;
 use crate::schedule::{Backoff, LongPollWait, TransportPolicy};
 use crate::sse::SseParser;
 
 /// A way of hearing about new work, best first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TransportKind {
+    /// The local wake daemon's hints (`TransportConfig::local_daemon`): no connection of our own.
+    Daemon,
     Sse,
     LongPoll,
     Poll,
@@ -34,6 +37,7 @@ pub enum TransportKind {
 impl TransportKind {
     pub fn as_str(self) -> &'static str {
         match self {
+            TransportKind::Daemon => "daemon",
             TransportKind::Sse => "sse",
             TransportKind::LongPoll => "long-poll",
             TransportKind::Poll => "poll",
@@ -42,6 +46,7 @@ impl TransportKind {
 
     pub fn parse(text: &str) -> Option<TransportKind> {
         match text {
+            "daemon" => Some(TransportKind::Daemon),
             "sse" => Some(TransportKind::Sse),
             "long-poll" | "longpoll" => Some(TransportKind::LongPoll),
             "poll" => Some(TransportKind::Poll),
@@ -71,6 +76,10 @@ pub struct TransportConfig {
     /// A stream silent this long is presumed dead (a half-open connection after a network
     /// change). `None`: three of the service's heartbeat intervals, plus five seconds.
     pub stream_idle_timeout: Option<Duration>,
+    /// Hear hints from the local wake daemon first, when it answers; the transports in
+    /// `allowed` are the fallbacks, and a stream of our own is left for the daemon again once
+    /// it answers (checked every `policy.upgrade_after`).
+    pub local_daemon: Option<DaemonHints>,
 }
 
 impl Default for TransportConfig {
@@ -81,6 +90,7 @@ impl Default for TransportConfig {
             reconnect: Backoff::default(),
             long_poll_wait_seconds: 25,
             stream_idle_timeout: None,
+            local_daemon: None,
         }
     }
 }
@@ -156,7 +166,27 @@ impl Transport {
             }
             let kind = ladder[rung];
             let failed = match kind {
-                TransportKind::Sse => match self.stream().await {
+                TransportKind::Daemon => {
+                    let status = self.status.clone();
+                    let connected = move || {
+                        status.send_replace(TransportStatus { kind: TransportKind::Daemon, connected: true });
+                    };
+                    let heard = match &self.config.local_daemon {
+                        Some(daemon) => daemon.hear(&self.signals, connected).await,
+                        None => Ok(()),
+                    };
+                    if let Err(err) = heard {
+                        // Gone, stale or refusing: our own transports at once, no retries.
+                        tracing::debug!(error = %err, "the local daemon gives no hints; using our own transport");
+                        rung += 1;
+                        failures = 0;
+                        fallback_since = Some(Instant::now());
+                        self.set_status(ladder[rung], false);
+                        self.signals.hint.notify_one();
+                    }
+                    continue;
+                }
+                TransportKind::Sse => match self.stream(fallback_since.filter(|_| rung > 0)).await {
                     Ok(StreamEnd::Reconnect) => {
                         failures = 0;
                         continue;
@@ -239,13 +269,13 @@ impl Transport {
         }
     }
 
-    /// The transports to use, in order: streams only when the service offers them.
+    /// The transports to use, in order: the local daemon first when one is configured, then
+    /// streams only when the service offers them.
     fn ladder(&self) -> Vec<TransportKind> {
-        let mut ladder: Vec<TransportKind> = self
-            .config
-            .allowed
-            .iter()
-            .copied()
+        let daemon = self.config.local_daemon.is_some().then_some(TransportKind::Daemon);
+        let mut ladder: Vec<TransportKind> = daemon
+            .into_iter()
+            .chain(self.config.allowed.iter().copied().filter(|k| *k != TransportKind::Daemon))
             .filter(|k| *k != TransportKind::Sse || self.sse_path.is_some())
             .collect();
         ladder.dedup();
@@ -280,8 +310,10 @@ impl Transport {
         }
     }
 
-    /// One SSE stream, from opening to its end.
-    async fn stream(&mut self) -> Result<StreamEnd, ClientError> {
+    /// One SSE stream, from opening to its end. Fallen back to from the local daemon
+    /// (`fallback_since`), it ends once the daemon answers again, checked every
+    /// `upgrade_after`.
+    async fn stream(&mut self, fallback_since: Option<Instant>) -> Result<StreamEnd, ClientError> {
         let path = self.sse_path.clone().unwrap_or_else(|| "/v1/streams/sse".to_owned());
         let resume = self.signals.known_head.load(Ordering::Acquire);
         let opened = tokio::select! {
@@ -307,10 +339,16 @@ impl Transport {
         let idle_limit =
             self.config.stream_idle_timeout.unwrap_or(self.heartbeat_interval * 3 + Duration::from_secs(5));
         let mut parser = SseParser::new();
+        let mut daemon_back = std::pin::pin!(daemon_back(
+            self.config.local_daemon.as_ref(),
+            fallback_since,
+            self.config.policy.upgrade_after
+        ));
         loop {
             let chunk = tokio::select! {
                 chunk = tokio::time::timeout(idle_limit, response.chunk()) => chunk,
                 _ = self.signals.reconnect.notified() => return Ok(StreamEnd::Reconnect),
+                _ = &mut daemon_back => return Ok(StreamEnd::Reconnect),
             };
             let bytes = match chunk {
                 Ok(Ok(Some(bytes))) => bytes,
@@ -408,6 +446,16 @@ impl Transport {
     }
 }
 
+/// Completes once the local daemon answers again, asked every `every` from `since + every`;
+/// never without a daemon to go back to.
+async fn daemon_back(daemon: Option<&DaemonHints>, since: Option<Instant>, every: Duration) {
+    let (Some(daemon), Some(since)) = (daemon, since) else { return std::future::pending().await };
+    tokio::time::sleep_until(since + every).await;
+    while !daemon.answers().await {
+        tokio::time::sleep(every).await;
+    }
+}
+
 /// A number in `[0, 1)` from the operating system's random source, for jitter.
 pub(crate) fn jitter() -> f64 {
     let mut bytes = [0u8; 8];
@@ -423,7 +471,8 @@ mod tests {
 
     #[test]
     fn transport_names_round_trip() {
-        for kind in [TransportKind::Sse, TransportKind::LongPoll, TransportKind::Poll] {
+        for kind in [TransportKind::Daemon, TransportKind::Sse, TransportKind::LongPoll, TransportKind::Poll]
+        {
             assert_eq!(TransportKind::parse(kind.as_str()), Some(kind));
         }
         assert_eq!(TransportKind::parse("pigeon"), None);

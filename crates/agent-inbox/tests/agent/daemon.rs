@@ -15,7 +15,7 @@ use inbox_server::CallerKind;
 use serde_json::{Value, json};
 
 use crate::login::agent_inbox;
-use crate::support::{AGENT, BIN, Server, TempDir, wait_until};
+use crate::support::{AGENT, BIN, Listen, QUICK, Server, TempDir, append_handler, wait_until};
 
 /// A logged-in profile and where its daemon's socket goes.
 struct Local {
@@ -284,7 +284,8 @@ async fn another_users_process_is_refused() {
                       s = socket.socket(socket.AF_UNIX)\n\
                       try:\n    s.connect(sys.argv[1])\n\
                       except OSError as e:\n    print('connect failed:', e.strerror); sys.exit(0)\n\
-                      s.sendall(b'{\"v\":1,\"op\":\"status\"}\\n')\n\
+                      try:\n    s.sendall(b'{\"v\":1,\"op\":\"status\"}\\n')\n\
+                      except OSError:\n    pass  # refused before it asked: the answer is there to read\n\
                       print(s.makefile().readline().strip())\n";
         let out = Command::new("setpriv")
             .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c", script])
@@ -425,4 +426,51 @@ async fn bad_input_gets_a_clear_error_and_never_stops_the_daemon() {
     .await;
     assert!(daemon.child.try_wait().unwrap().is_none(), "the daemon still runs:\n{}", daemon.log());
     assert!(local.live_status().await.identities[0].fresh);
+}
+
+/// `listen` on a login profile hears the daemon's hints instead of holding a stream of its
+/// own: its events are handled while the service counts one stream, the daemon's. With the
+/// daemon killed it opens its own stream at once and goes on handling events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_hears_the_daemon_and_falls_back_to_its_own_stream() {
+    let server = Server::start(&[]).await;
+    let publisher = server.publisher_token().await;
+    let local = Local::log_in(&server, "daemon-listen").await;
+    let mut daemon = local.start_daemon();
+    local.live_status().await;
+    let mut command = local.command(&["listen", "--log-json", "--exec", &append_handler(&local.home)]);
+    command.args(QUICK).env("AGENT_INBOX_LOG", "info,inbox_client=debug");
+    let listen = Listen::spawn_command(command);
+    let on = |kind: &str| [("transport", json!(kind)), ("connected", json!(true))];
+    wait_until("listen hears the daemon", Duration::from_secs(20), || async {
+        listen.logged("transport", &on("daemon"))
+    })
+    .await;
+    let first = server.publish(&publisher, AGENT, "task", json!({"n": 1})).await;
+    wait_until("the event is handled", Duration::from_secs(20), || async {
+        local.home.lines("handled") == vec![first.clone()]
+    })
+    .await;
+    assert_eq!(
+        metric(&server, "agent_inbox_connected_streams{transport=\"sse\"}").await,
+        1.0,
+        "the daemon's only"
+    );
+    assert_eq!(
+        local.daemon().status().await.unwrap().identities[0].watchers,
+        1,
+        "listen watches the daemon:\n{}",
+        listen.dump()
+    );
+
+    daemon.kill();
+    wait_until("listen holds its own stream", Duration::from_secs(20), || async {
+        listen.logged("transport", &on("sse"))
+    })
+    .await;
+    let second = server.publish(&publisher, AGENT, "task", json!({"n": 2})).await;
+    wait_until("the next event is handled", Duration::from_secs(20), || async {
+        local.home.lines("handled") == vec![first.clone(), second.clone()]
+    })
+    .await;
 }

@@ -8,9 +8,11 @@
 //! - [`LocalDaemon`]: a client of it; [`wait_for_work_local_first`] asks it first and the
 //!   service when it is absent, stale or refuses, with the same answer either way.
 //! - [`InboxFollower`]: what the daemon runs per identity, on the runner's own transports.
+//! - [`DaemonHints`]: the daemon as a runner's best transport (`TransportConfig::local_daemon`).
 
 mod client;
 mod follow;
+mod hints;
 mod path;
 pub mod protocol;
 
@@ -18,6 +20,7 @@ use std::time::Duration;
 
 pub use client::{ANSWER_TIMEOUT, DaemonError, DaemonWait, DaemonWatch, Hint, LocalDaemon};
 pub use follow::{InboxFollower, InboxView, RECHECK_INTERVAL};
+pub use hints::DaemonHints;
 pub use path::{SOCKET_FILE, socket_path, socket_path_from};
 pub use protocol::Identity;
 use tokio::time::Instant;
