@@ -2,7 +2,8 @@
 and an ``Agent`` runner that hears about work over SSE, long polls or adaptive polling, keeps
 its cursor and processed events in a local SQLite file, heartbeats leases while handlers run,
 and acknowledges, releases (``Retry``), dead-letters (``Fatal``) or quarantines
-(``QuarantineError``) each event."""
+(``QuarantineError``) each event. ``wait_for_work`` blocks until work waits, asking the local
+wake daemon (``agent-inbox daemon``) first."""
 
 from ._agent import (
     Agent,
@@ -31,6 +32,13 @@ from ._errors import (
     ResyncFailed,
     SessionSuperseded,
     Unreachable,
+)
+from ._local_daemon import (
+    DaemonIdentity,
+    DaemonUnavailable,
+    LocalDaemon,
+    wait_for_work,
+    wait_for_work_async,
 )
 from ._local_state import LocalState
 from ._models import (
@@ -84,9 +92,10 @@ __all__ = [
     "AckEntry", "AckOutcome", "AcknowledgeRequest", "AcknowledgeResponse", "Agent", "AgentConfig",
     "AgentKeyRequest", "AgentKeyResponse", "AgentKeysResponse", "AsyncClient", "Backoff", "Claim",
     "ClaimRequest", "ClaimResponse", "Client", "ConfigError", "Correlation", "Credentials",
-    "CredentialsError", "DeliveryView", "Event", "EventEnvelope", "Fatal", "FileTokenStore",
+    "CredentialsError", "DaemonIdentity", "DaemonUnavailable", "DeliveryView", "Event",
+    "EventEnvelope", "Fatal", "FileTokenStore",
     "Handler", "HeadResponse", "HeartbeatEntry", "HeartbeatOutcome", "HeartbeatRequest",
-    "HeartbeatResponse", "InboxError", "ItemError", "LocalState", "LocalStateError",
+    "HeartbeatResponse", "InboxError", "ItemError", "LocalDaemon", "LocalState", "LocalStateError",
     "MemoryTokenStore", "Outcome", "PayloadRef", "PollRequest", "PollResponse", "PollSchedule",
     "ProblemError", "Progress", "ProtocolError", "QUARANTINE_CLASSES", "QuarantineError", "PublishRequest", "PublishResponse",
     "RecipientView", "RejectedEvent", "ReleaseRequest", "ReleaseResponse", "ResyncCallback",
@@ -94,5 +103,5 @@ __all__ = [
     "SessionHeartbeatResponse", "SessionSuperseded", "SigningKey", "SseEvent", "StreamTicketRequest",
     "StreamTicketResponse", "SubscribeRequest", "SubscribeResponse", "TenantPolicyRequest",
     "TenantPolicyResponse", "TokenResponse", "TokenStore", "TransportConfig", "TransportPolicy",
-    "TransportStatus", "Unreachable", "__version__",
+    "TransportStatus", "Unreachable", "__version__", "wait_for_work", "wait_for_work_async",
 ]
