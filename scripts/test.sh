@@ -29,8 +29,9 @@ if ! mariadb_up; then
     mariadb_up || { echo "MariaDB did not start within 60 s" >&2; exit 1; }
 fi
 
-# systemd-analyze checks the shipped systemd unit.
-install_missing_packages systemd:systemd-analyze
+# systemd-analyze checks the shipped systemd unit and the daemon's units; the daemon's tests run
+# it under systemd-socket-activate, and a process as another user with setpriv.
+install_missing_packages systemd:systemd-analyze systemd:systemd-socket-activate util-linux:setpriv
 
 if ! cargo nextest --version >/dev/null 2>&1; then
     cargo install --locked cargo-nextest
