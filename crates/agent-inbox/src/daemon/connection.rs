@@ -153,9 +153,12 @@ impl Client {
         let _waiting = followed.waiters.enter();
         let deadline = Instant::now().checked_add(timeout).unwrap_or_else(far_future);
         let mut view = followed.follower.view();
-        let settled = match tokio::time::timeout(SETTLE_BUDGET, settle(followed, &mut view)).await {
-            Ok(settled) => settled,
-            Err(_) => view.borrow().clone(),
+        let Ok(settled) = tokio::time::timeout(SETTLE_BUDGET, settle(followed, &mut view)).await else {
+            // Not live in time, or a count it could not confirm: never an unconfirmed answer.
+            let current = view.borrow().clone();
+            let refusal =
+                unusable(&current).unwrap_or_else(|| stale("the daemon could not read the inbox in time"));
+            return self.send(&refusal).await.is_ok();
         };
         if let Some(refusal) = unusable(&settled) {
             return self.send(&refusal).await.is_ok();

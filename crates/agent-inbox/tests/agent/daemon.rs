@@ -430,7 +430,8 @@ async fn bad_input_gets_a_clear_error_and_never_stops_the_daemon() {
 
 /// `listen` on a login profile hears the daemon's hints instead of holding a stream of its
 /// own: its events are handled while the service counts one stream, the daemon's. With the
-/// daemon killed it opens its own stream at once and goes on handling events.
+/// daemon killed it opens its own stream at once and goes on handling events; with the daemon
+/// back, it leaves its stream for the daemon's hints again (checked every --upgrade-after).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listen_hears_the_daemon_and_falls_back_to_its_own_stream() {
     let server = Server::start(&[]).await;
@@ -439,7 +440,7 @@ async fn listen_hears_the_daemon_and_falls_back_to_its_own_stream() {
     let mut daemon = local.start_daemon();
     local.live_status().await;
     let mut command = local.command(&["listen", "--log-json", "--exec", &append_handler(&local.home)]);
-    command.args(QUICK).env("AGENT_INBOX_LOG", "info,inbox_client=debug");
+    command.args(QUICK).args(["--upgrade-after", "1s"]).env("AGENT_INBOX_LOG", "info,inbox_client=debug");
     let listen = Listen::spawn_command(command);
     let on = |kind: &str| [("transport", json!(kind)), ("connected", json!(true))];
     wait_until("listen hears the daemon", Duration::from_secs(20), || async {
@@ -471,6 +472,22 @@ async fn listen_hears_the_daemon_and_falls_back_to_its_own_stream() {
     let second = server.publish(&publisher, AGENT, "task", json!({"n": 2})).await;
     wait_until("the next event is handled", Duration::from_secs(20), || async {
         local.home.lines("handled") == vec![first.clone(), second.clone()]
+    })
+    .await;
+
+    let _daemon = local.start_daemon();
+    local.live_status().await;
+    wait_until("listen hears the restarted daemon", Duration::from_secs(20), || async {
+        local.daemon().status().await.is_ok_and(|s| s.identities[0].watchers == 1)
+    })
+    .await;
+    wait_until("listen's own stream is closed", Duration::from_secs(20), || async {
+        metric(&server, "agent_inbox_connected_streams{transport=\"sse\"}").await == 1.0
+    })
+    .await;
+    let third = server.publish(&publisher, AGENT, "task", json!({"n": 3})).await;
+    wait_until("the event after the restart is handled", Duration::from_secs(20), || async {
+        local.home.lines("handled").last() == Some(&third)
     })
     .await;
 }

@@ -17,9 +17,21 @@ pub struct DaemonHints {
 }
 
 impl DaemonHints {
-    /// Whether the daemon answers now (a `status` round trip, no service call).
+    /// Whether the daemon would give hints now (a `status` round trip, no service call): it
+    /// answers, and follows this identity with a live view, or does not follow it yet (it
+    /// starts following a profile when first asked).
     pub(crate) async fn answers(&self) -> bool {
-        self.daemon.status().await.is_ok()
+        let Ok(status) = self.daemon.status().await else { return false };
+        let asked = &self.identity;
+        match status.identities.iter().find(|i| i.profile == asked.profile) {
+            None => true,
+            Some(followed) => {
+                followed.fresh
+                    && followed.agent_id == asked.agent_id
+                    && followed.tenant_id == asked.tenant_id
+                    && followed.server_url.trim_end_matches('/') == asked.server_url
+            }
+        }
     }
 
     /// Hears hints until the daemon stops giving them (`Err`), or the runner asks for a
