@@ -174,6 +174,14 @@ pub struct AckEntry {
     /// `result: quarantined`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
+    /// A hand-off: publishes (each the body of `POST /v1/events`, at most 16) committed in the
+    /// same transaction as this acknowledgement, and only while its lease holds; a stale lease
+    /// refuses both. Each gets the deduplication key `handoff:{event_id}:{index}`, so a
+    /// retried request answers the first publishes. Only with `result: completed`; needs the
+    /// `events.handoff` (or `events.publish`) scope; recipients are agents of the token's
+    /// tenant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub follow_ups: Vec<crate::PublishRequest>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -191,6 +199,10 @@ pub struct AckOutcome {
     pub ack_state: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ItemError>,
+    /// A hand-off's publishes, one per follow-up in request order (on a retry the first ones,
+    /// marked `deduplicated`); absent for a plain acknowledgement or a refused one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub follow_ups: Vec<crate::PublishResponse>,
 }
 
 /// `POST /v1/inbox/release`

@@ -56,6 +56,9 @@ scopes! {
     CallbackRegister => "callback.register",
     CallbackRotate => "callback.rotate",
     EventsPublish => "events.publish",
+    /// Publish only as part of an acknowledgement (a hand-off's follow-ups): to agents of the
+    /// token's tenant, only while the acknowledging lease holds. Agents get it by default.
+    EventsHandoff => "events.handoff",
     RoomsWrite => "rooms.write",
     /// Operators' endpoints.
     Admin => "admin",
@@ -67,7 +70,7 @@ impl Scope {
 
     /// The `scope` claim of an agent token issued without named scopes.
     pub const AGENT_DEFAULT: &'static str =
-        "inbox.poll inbox.claim inbox.ack inbox.release inbox.heartbeat stream.subscribe";
+        "inbox.poll inbox.claim inbox.ack inbox.release inbox.heartbeat stream.subscribe events.handoff";
 
     /// The `scope` claim of a publisher token issued without named scopes.
     pub const PUBLISHER_DEFAULT: &'static str = "events.publish rooms.write";

@@ -221,6 +221,7 @@ pub(crate) async fn acknowledge(
             result: Some(result.to_owned()),
             reason,
             class,
+            follow_ups: Vec::new(),
         }],
     };
     let answer = retrying(shared, || shared.api.acknowledge(&request)).await?;

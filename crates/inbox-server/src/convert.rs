@@ -6,10 +6,15 @@ use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_S
 use inbox_api::time::format_utc;
 use inbox_api::{
     AdminEventView, CallbackAttemptView, CallbackRegistrationResponse, DeliveryView, EventEnvelope,
-    PayloadRef,
+    PayloadRef, PublishRequest,
 };
-use inbox_core::{AckResult, EventBody, EventId, LeaseToken, Priority, QuarantineClass, UnixMillis};
-use inbox_store::{AckItem, CallbackAttempt, CallbackRegistration, Delivery, EventRecord, REASON_BYTES_MAX};
+use inbox_core::{
+    AckResult, DeduplicationKey, EventBody, EventId, EventType, LeaseToken, Priority, QuarantineClass,
+    Recipient, RecipientId, TenantId, UnixMillis,
+};
+use inbox_store::{
+    AckItem, CallbackAttempt, CallbackRegistration, Delivery, EventRecord, Publish, REASON_BYTES_MAX,
+};
 
 use crate::error::ApiError;
 
@@ -204,6 +209,60 @@ pub fn ack_item(
     }
     let class = quarantine_class(&class_field, class)?;
     Ok(AckItem { event_id, lease_token, result, reason, class })
+}
+
+/// The body of `POST /v1/events` (or a hand-off's follow-up, its fields named after `at`) as
+/// a publish of the caller's tenant; a body naming another tenant is refused.
+pub fn publish(at: &str, tenant_id: &TenantId, request: PublishRequest) -> Result<Publish, ApiError> {
+    if let Some(named) = request.tenant_id.as_deref()
+        && named != tenant_id.as_str()
+    {
+        return Err(ApiError::forbidden(
+            inbox_api::ProblemCode::TenantMismatch,
+            format!(
+                "the request names tenant {named:?} (in {at}tenant_id) but your token is for tenant {:?}",
+                tenant_id.as_str()
+            ),
+        ));
+    }
+    let recipients = request
+        .recipients
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            RecipientId::new(id.as_str())
+                .map(Recipient::agent)
+                .map_err(|e| ApiError::invalid_field(&format!("{at}recipients[{i}]"), e.problem))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let body = match (request.payload, request.payload_ref) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid_field(
+                &format!("{at}payload"),
+                "and payload_ref cannot both be set; send one",
+            ));
+        }
+        (Some(payload), None) => EventBody::Json(payload.to_string()),
+        (None, Some(r)) => EventBody::Reference(inbox_core::PayloadRef { kind: r.kind, id: r.id }),
+        (None, None) => EventBody::Empty,
+    };
+    Ok(Publish {
+        tenant_id: tenant_id.clone(),
+        recipients,
+        event_type: EventType::new(request.event_type)
+            .map_err(|e| ApiError::invalid_field(&format!("{at}event_type"), e.problem))?,
+        priority: priority(request.priority.as_deref())?,
+        available_at: time(&format!("{at}available_at_utc"), request.available_at_utc.as_deref())?,
+        expires_at: time(&format!("{at}expires_at_utc"), request.expires_at_utc.as_deref())?,
+        deduplication_key: request
+            .deduplication_key
+            .map(DeduplicationKey::new)
+            .transpose()
+            .map_err(|e| ApiError::invalid_field(&format!("{at}deduplication_key"), e.problem))?,
+        correlation: request.correlation,
+        body,
+        max_attempts: request.max_attempts,
+    })
 }
 
 pub fn time(field: &str, text: Option<&str>) -> Result<Option<UnixMillis>, ApiError> {

@@ -27,6 +27,7 @@ use crate::AppState;
 use crate::auth::Caller;
 use crate::convert::{self, envelope};
 use crate::error::{ApiError, item_error};
+use crate::ops::handoff;
 use crate::ops::sessions::require_active_session;
 use crate::ops::streams::Connected;
 
@@ -282,23 +283,48 @@ pub async fn acknowledge(
     caller.check_tenant(request.tenant_id.as_deref())?;
     caller.check_agent(request.recipient_id.as_deref())?;
     let session_id = session_id(request.session_id.as_deref())?;
-    let items = request
-        .acks
-        .iter()
-        .enumerate()
-        .map(|(i, a)| {
-            convert::ack_item(
-                &format!("acks[{i}]."),
-                &a.event_id,
-                &a.lease_token,
-                a.result.as_deref(),
-                a.reason.as_deref(),
-                a.class.as_deref(),
-            )
-        })
-        .collect::<Result<Vec<_>, ApiError>>()?;
-    let outcomes = acknowledge_items(state, caller, session_id, items).await?;
-    Ok(AcknowledgeResponse { results: outcomes.into_iter().map(ack_outcome).collect() })
+    // Entries with follow-ups are hand-offs, each its own transaction; the rest are
+    // acknowledged together. Answers keep the request's order.
+    let mut plain = Vec::new();
+    let mut hand_offs = Vec::new();
+    for (i, a) in request.acks.iter().enumerate() {
+        let at = format!("acks[{i}].");
+        let item = convert::ack_item(
+            &at,
+            &a.event_id,
+            &a.lease_token,
+            a.result.as_deref(),
+            a.reason.as_deref(),
+            a.class.as_deref(),
+        )?;
+        if a.follow_ups.is_empty() {
+            plain.push((i, item));
+        } else {
+            hand_offs.push((i, handoff::hand_off_of(&at, caller, session_id.clone(), item, a)?));
+        }
+    }
+    if !hand_offs.is_empty() {
+        caller.require(Scope::InboxAck)?;
+        handoff::require_handoff(caller)?;
+        let mut seen = std::collections::HashSet::new();
+        if let Some(twice) = request.acks.iter().find(|a| !seen.insert(a.event_id.as_str())) {
+            return Err(ApiError::invalid_field("acks", format!("names event {} twice", twice.event_id)));
+        }
+    }
+    let mut results: Vec<Option<AckOutcome>> = vec![None; request.acks.len()];
+    if !plain.is_empty() || hand_offs.is_empty() {
+        let (places, items): (Vec<usize>, Vec<AckItem>) = plain.into_iter().unzip();
+        let outcomes = acknowledge_items(state, caller, session_id, items).await?;
+        for (place, outcome) in places.into_iter().zip(outcomes) {
+            results[place] = Some(ack_outcome(outcome));
+        }
+    }
+    for (place, hand_off) in hand_offs {
+        results[place] = Some(handoff::hand_off(state, caller, hand_off).await?);
+    }
+    Ok(AcknowledgeResponse {
+        results: results.into_iter().map(|r| r.expect("one answer per entry")).collect(),
+    })
 }
 
 fn session_id(text: Option<&str>) -> Result<Option<SessionId>, ApiError> {
@@ -342,11 +368,13 @@ fn ack_outcome(outcome: ItemOutcome<AckReceipt>) -> AckOutcome {
             event_id: receipt.event_id.to_string(),
             ack_state: Some(receipt.state.as_str().to_owned()),
             error: None,
+            follow_ups: Vec::new(),
         },
         Err(refusal) => AckOutcome {
             event_id: refusal.event_id.to_string(),
             ack_state: None,
             error: Some(item_error(&refusal)),
+            follow_ups: Vec::new(),
         },
     }
 }

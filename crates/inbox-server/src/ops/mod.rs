@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod admin_views;
 pub mod callbacks;
+pub mod handoff;
 pub mod inbox;
 pub mod rooms;
 pub mod sessions;

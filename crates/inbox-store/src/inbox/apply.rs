@@ -40,12 +40,25 @@ impl Inbox<'_> {
         changes: &[Change<'_>],
         now: UnixMillis,
     ) -> Result<Vec<ItemOutcome<EventRecord>>, StoreError> {
+        let mut tx = self.store.pools().begin().await?;
+        let outcomes = self.apply_changes_in(&mut tx.conn(), inbox, changes, now).await?;
+        tx.commit().await?;
+        Ok(outcomes)
+    }
+
+    /// [`Self::apply_changes`] inside the caller's transaction, which the caller commits: a
+    /// hand-off (`handoff.rs`) publishes its follow-ups in the same one.
+    pub(crate) async fn apply_changes_in(
+        self,
+        conn: &mut DbConnection<'_>,
+        inbox: &RecipientKey,
+        changes: &[Change<'_>],
+        now: UnixMillis,
+    ) -> Result<Vec<ItemOutcome<EventRecord>>, StoreError> {
         let ids: Vec<EventId> = changes.iter().map(|c| c.event_id).collect();
         let record_history = self.store.config().record_history;
-        let mut tx = self.store.pools().begin().await?;
-        let mut conn = tx.conn();
         let mut records: HashMap<EventId, (EventRecord, Option<String>)> =
-            load_events_with_history(&mut conn, inbox, &ids, self.store.dialect().for_update())
+            load_events_with_history(conn, inbox, &ids, self.store.dialect().for_update())
                 .await?
                 .into_iter()
                 .map(|(r, h)| (r.event_id, (r, h)))
@@ -81,10 +94,10 @@ impl Inbox<'_> {
                             false => Vec::new(),
                         };
                         if entries.is_empty() {
-                            save(&mut conn, record, None).await?;
+                            save(conn, record, None).await?;
                         } else {
                             *history = Some(history::capped(history.as_deref(), &history::lines(&entries)));
-                            save(&mut conn, record, history.as_deref()).await?;
+                            save(conn, record, history.as_deref()).await?;
                         }
                     }
                     outcomes.push(Ok(record.clone()));
@@ -109,7 +122,6 @@ impl Inbox<'_> {
                 conn.execute(REDELIVER_CURRENT_HEAD, &args).await?;
             }
         }
-        tx.commit().await?;
         Ok(outcomes)
     }
 }

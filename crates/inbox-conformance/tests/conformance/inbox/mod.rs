@@ -2,6 +2,7 @@
 
 mod browse;
 mod concurrency;
+mod handoff;
 mod history;
 mod leases;
 mod publish;

@@ -6,8 +6,6 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
 use inbox_api::{PublishRequest, PublishResponse, Scope};
-use inbox_core::{DeduplicationKey, EventBody, EventType, PayloadRef, Recipient, RecipientId};
-use inbox_store::Publish;
 
 use crate::AppState;
 use crate::auth::Caller;
@@ -29,42 +27,7 @@ pub async fn publish(
     ApiJson(request): ApiJson<PublishRequest>,
 ) -> Result<(StatusCode, Json<PublishResponse>), ApiError> {
     caller.require(Scope::EventsPublish)?;
-    caller.check_tenant(request.tenant_id.as_deref())?;
-    let recipients = request
-        .recipients
-        .iter()
-        .enumerate()
-        .map(|(i, id)| {
-            RecipientId::new(id.as_str())
-                .map(Recipient::agent)
-                .map_err(|e| ApiError::invalid_field(&format!("recipients[{i}]"), e.problem))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let body = match (request.payload, request.payload_ref) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::invalid_field("payload", "and payload_ref cannot both be set; send one"));
-        }
-        (Some(payload), None) => EventBody::Json(payload.to_string()),
-        (None, Some(r)) => EventBody::Reference(PayloadRef { kind: r.kind, id: r.id }),
-        (None, None) => EventBody::Empty,
-    };
-    let publish = Publish {
-        tenant_id: caller.tenant_id.clone(),
-        recipients,
-        event_type: EventType::new(request.event_type)
-            .map_err(|e| ApiError::invalid_field("event_type", e.problem))?,
-        priority: convert::priority(request.priority.as_deref())?,
-        available_at: convert::time("available_at_utc", request.available_at_utc.as_deref())?,
-        expires_at: convert::time("expires_at_utc", request.expires_at_utc.as_deref())?,
-        deduplication_key: request
-            .deduplication_key
-            .map(DeduplicationKey::new)
-            .transpose()
-            .map_err(|e| ApiError::invalid_field("deduplication_key", e.problem))?,
-        correlation: request.correlation,
-        body,
-        max_attempts: request.max_attempts,
-    };
+    let publish = convert::publish("", &caller.tenant_id, request)?;
     let receipt = inbox::publish(&state, publish).await?;
     let status =
         if receipt.deliveries.iter().all(|d| d.deduplicated) { StatusCode::OK } else { StatusCode::CREATED };

@@ -1,0 +1,112 @@
+//! Hand-offs: an acknowledgement that carries follow-up publishes (`acks[i].follow_ups`).
+//! Here is where a hand-off is decided: who may hand off (the `events.handoff` scope, or
+//! `events.publish`, which already allows any publish), to whom (agents of the token's own
+//! tenant, never another's), and with which result (`completed` only). The store commits the
+//! acknowledgement and the follow-ups in one transaction only while the lease holds
+//! (`inbox_store::Inbox::hand_off`); after the commit this node's waiters are hinted, as for
+//! any publish.
+
+use std::time::Instant;
+
+use inbox_api::{AckEntry, AckOutcome, ProblemCode, PublishResponse, Scope};
+use inbox_core::{AckResult, SessionId};
+use inbox_store::{AckItem, FOLLOW_UPS_MAX, HandOff};
+
+use crate::AppState;
+use crate::auth::Caller;
+use crate::convert;
+use crate::error::{ApiError, item_error};
+use crate::ops::inbox::record_published;
+
+/// Refuses a caller that may not hand off: a hand-off publishes, so it needs a publishing
+/// scope, but `events.handoff` is enough: it publishes only what a live lease acknowledges.
+pub fn require_handoff(caller: &Caller) -> Result<(), ApiError> {
+    if caller.has(Scope::EventsHandoff) || caller.has(Scope::EventsPublish) {
+        return Ok(());
+    }
+    Err(ApiError::forbidden(
+        ProblemCode::ScopeMissing,
+        "a hand-off (follow_ups) needs the events.handoff scope; ask for a token that has it",
+    )
+    .with("scope", Scope::EventsHandoff.as_str()))
+}
+
+/// An acknowledgement entry with follow-ups as a hand-off of the caller's inbox.
+pub fn hand_off_of(
+    at: &str,
+    caller: &Caller,
+    session_id: Option<SessionId>,
+    item: AckItem,
+    entry: &AckEntry,
+) -> Result<HandOff, ApiError> {
+    if item.result != AckResult::Completed {
+        return Err(ApiError::invalid_field(
+            &format!("{at}follow_ups"),
+            "go only with result completed: a hand-off passes on finished work",
+        ));
+    }
+    if entry.follow_ups.len() > FOLLOW_UPS_MAX {
+        return Err(ApiError::invalid_field(
+            &format!("{at}follow_ups"),
+            format!("holds {} publishes; the limit is {FOLLOW_UPS_MAX}", entry.follow_ups.len()),
+        ));
+    }
+    let follow_ups = entry
+        .follow_ups
+        .iter()
+        .enumerate()
+        .map(|(i, request)| {
+            let field = format!("{at}follow_ups[{i}].");
+            if request.deduplication_key.is_some() {
+                return Err(ApiError::invalid_field(
+                    &format!("{field}deduplication_key"),
+                    "is given by the hand-off (handoff:{event_id}:{index}); leave it out",
+                ));
+            }
+            convert::publish(&field, &caller.tenant_id, request.clone())
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(HandOff {
+        inbox: caller.inbox(),
+        session_id,
+        event_id: item.event_id,
+        lease_token: item.lease_token,
+        follow_ups,
+    })
+}
+
+/// Commits one hand-off and answers its acknowledgement's outcome with the follow-ups'
+/// deliveries.
+pub async fn hand_off(state: &AppState, caller: &Caller, hand_off: HandOff) -> Result<AckOutcome, ApiError> {
+    let started = Instant::now();
+    let outcome = state.store.inbox().hand_off(&hand_off).await?;
+    state.metrics.ack_latency_seconds().observe([], started.elapsed());
+    state.hints.touched(&caller.tenant_id);
+    Ok(match outcome {
+        Ok(receipt) => {
+            let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
+            state.metrics.acks_total().add([tenant, receipt.ack.state.as_str().to_owned()], 1);
+            for published in &receipt.follow_ups {
+                record_published(state, &caller.tenant_id, published);
+            }
+            AckOutcome {
+                event_id: receipt.ack.event_id.to_string(),
+                ack_state: Some(receipt.ack.state.as_str().to_owned()),
+                error: None,
+                follow_ups: receipt
+                    .follow_ups
+                    .iter()
+                    .map(|r| PublishResponse {
+                        deliveries: r.deliveries.iter().map(convert::delivery).collect(),
+                    })
+                    .collect(),
+            }
+        }
+        Err(refusal) => AckOutcome {
+            event_id: refusal.event_id.to_string(),
+            ack_state: None,
+            error: Some(item_error(&refusal)),
+            follow_ups: Vec::new(),
+        },
+    })
+}
