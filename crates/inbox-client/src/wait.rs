@@ -61,7 +61,7 @@ pub async fn wait_for_work(
 
 /// How many claimable events the inbox holds now (at most [`CLAIMABLE_COUNTED_MAX`]), and its
 /// head: polls without waiting, paging past finished events and through a cursor reset.
-pub(crate) async fn claimable_now(api: &Api) -> Result<(usize, u64), ClientError> {
+pub async fn claimable_now(api: &Api) -> Result<(usize, u64), ClientError> {
     let mut after_seq = 0;
     for _ in 0..LOOKS_MAX {
         match look(api, after_seq, None).await? {

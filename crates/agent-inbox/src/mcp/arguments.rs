@@ -73,6 +73,28 @@ pub struct AckArgs {
     /// With result "quarantined": "prompt_injection", "malformed_payload", "bad_signature",
     /// "policy" or "other" (default).
     pub class: Option<String>,
+    /// Hand the work on (a hand-off): events for other agents of your tenant, published
+    /// together with this acknowledgement and only while your lease holds, so the next agent
+    /// gets them exactly once even if you retry. Only with result "completed"; at most 16.
+    #[schemars(length(min = 1, max = 16))]
+    pub follow_ups: Option<Vec<FollowUpArgs>>,
+}
+
+/// One event a hand-off publishes: `inbox_publish`'s arguments without a deduplication key
+/// (the hand-off gives each one its own, from the acknowledged event).
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct FollowUpArgs {
+    /// Agent ids of your tenant to deliver to.
+    #[schemars(length(min = 1, max = 1000))]
+    pub recipients: Vec<String>,
+    /// What it is, such as "task.review_requested".
+    pub event_type: String,
+    /// The event's data: a JSON object the recipients read.
+    pub payload: Option<Value>,
+    /// "urgent", "high", "normal" (default) or "low".
+    pub priority: Option<String>,
 }
 
 /// An acknowledgement's result, checked.
@@ -218,6 +240,22 @@ impl AckArgs {
             )));
         }
         let reason = self.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
+        if result != "completed" && self.follow_ups.is_some() {
+            return Err(Invalid(format!(
+                "follow_ups go with result \"completed\" only (result is {result:?})"
+            )));
+        }
+        for follow_up in self.follow_ups.iter().flatten() {
+            PublishArgs {
+                recipients: follow_up.recipients.clone(),
+                event_type: follow_up.event_type.clone(),
+                payload: follow_up.payload.clone(),
+                priority: follow_up.priority.clone(),
+                ..PublishArgs::default()
+            }
+            .check()
+            .map_err(|Invalid(sentence)| Invalid(format!("in follow_ups: {sentence}")))?;
+        }
         if result == "completed" {
             if reason.is_some() {
                 return Err(Invalid(
@@ -359,6 +397,7 @@ mod tests {
             result: Some("quarantined".into()),
             reason: reason.map(str::to_owned),
             class: class.map(str::to_owned),
+            follow_ups: None,
         };
         assert!(quarantine(None, None).check().unwrap_err().0.contains("needs a reason"));
         assert!(quarantine(Some("  "), None).check().unwrap_err().0.contains("needs a reason"));
@@ -381,6 +420,22 @@ mod tests {
             ..AckArgs::default()
         };
         assert!(completed_with_reason.check().unwrap_err().0.contains("not \"completed\""));
+        let follow_up =
+            FollowUpArgs { recipients: vec!["b".into()], event_type: "t".into(), ..FollowUpArgs::default() };
+        let hand_off =
+            AckArgs { reason: None, follow_ups: Some(vec![follow_up.clone()]), ..AckArgs::default() };
+        let hand_off = AckArgs { event_id: "e".into(), lease_token: "t".into(), ..hand_off };
+        assert!(hand_off.check().is_ok());
+        let failed_hand_off = AckArgs { result: Some("failed".into()), ..hand_off };
+        assert!(failed_hand_off.check().unwrap_err().0.contains("follow_ups go with result"));
+        let bad = FollowUpArgs { recipients: vec![], ..follow_up };
+        let bad = AckArgs {
+            event_id: "e".into(),
+            lease_token: "t".into(),
+            follow_ups: Some(vec![bad]),
+            ..AckArgs::default()
+        };
+        assert!(bad.check().unwrap_err().0.starts_with("in follow_ups: recipients"));
         let failed = AckArgs { result: Some("failed".into()), ..completed_with_reason };
         assert_eq!(failed.check().unwrap().reason.as_deref(), Some("x"), "a dead letter keeps its reason");
         let failed_with_class = AckArgs { class: Some("policy".into()), ..failed };

@@ -9,12 +9,13 @@ use inbox_api::{
     PublishRequest, ReleaseRequest,
 };
 use inbox_client::schedule::Backoff;
-use inbox_client::{Api, wait_for_work};
+use inbox_client::{Api, claimable_now, wait_for_work};
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
 use super::arguments::{
-    AckArgs, ClaimArgs, ClaimWhat, HeartbeatArgs, Invalid, PollArgs, PublishArgs, ReleaseArgs, WaitArgs,
+    AckArgs, ClaimArgs, ClaimWhat, FollowUpArgs, HeartbeatArgs, Invalid, PollArgs, PublishArgs, ReleaseArgs,
+    WaitArgs,
 };
 use super::outcome::{from_error, from_item, invalid_argument, success};
 use super::retry::{Repeat, retrying};
@@ -42,6 +43,26 @@ pub async fn wait(api: &Api, args: WaitArgs) -> Answer {
         "claimable_count_capped": claimable >= 100,
         "head_seq": head.head_seq,
     })))
+}
+
+/// One look for `inbox_wait`'s task: the wait's answer when work can be claimed, or with no
+/// work once the task has `ended`; `None` while it should keep waiting (or the service could
+/// not be asked this time: the next `tasks/get` asks again).
+pub async fn wait_now(api: &Api, ended: bool) -> Option<CallToolResult> {
+    match claimable_now(api).await {
+        Ok((claimable, head_seq)) if claimable > 0 || ended => Some(success(&json!({
+            "work_waiting": claimable > 0,
+            "claimable": claimable,
+            "claimable_count_capped": claimable >= 100,
+            "head_seq": head_seq,
+        }))),
+        Ok(_) => None,
+        Err(err) if ended => Some(from_error(&err)),
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot look for work for a waiting task; the next look tries again");
+            None
+        }
+    }
 }
 
 pub async fn poll(api: &Api, args: PollArgs) -> Answer {
@@ -84,6 +105,7 @@ pub async fn ack(api: &Api, args: AckArgs) -> Answer {
             result: Some(checked.result),
             reason: checked.reason,
             class: checked.class,
+            follow_ups: args.follow_ups.iter().flatten().map(follow_up).collect(),
         }],
     };
     let answer =
@@ -152,6 +174,22 @@ pub async fn publish(api: &Api, args: PublishArgs) -> Answer {
     };
     let answer = retrying(repeat, || api.publish(&request)).await.map_err(|err| from_error(&err))?;
     Ok(success(&answer))
+}
+
+fn follow_up(args: &FollowUpArgs) -> PublishRequest {
+    PublishRequest {
+        tenant_id: None,
+        recipients: args.recipients.clone(),
+        event_type: args.event_type.clone(),
+        priority: args.priority.clone(),
+        available_at_utc: None,
+        expires_at_utc: None,
+        deduplication_key: None,
+        correlation: Correlation::default(),
+        payload: args.payload.clone(),
+        payload_ref: None,
+        max_attempts: None,
+    }
 }
 
 fn invalid_answer(event_id: &str) -> CallToolResult {

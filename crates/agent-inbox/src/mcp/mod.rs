@@ -7,10 +7,12 @@ mod arguments;
 mod calls;
 mod head;
 mod outcome;
+mod output;
 mod retry;
 mod scopes;
 mod server;
 mod stdio;
+mod tasks;
 
 use anyhow::Context as _;
 use inbox_client::Api;
@@ -20,8 +22,9 @@ use rmcp::service::ServerInitializeError;
 use crate::cli::McpArgs;
 use crate::connect::{connect, with_profile_signing_key};
 use retry::{Repeat, retrying};
-use scopes::{Offer, token_scopes};
+use scopes::{Offer, token_identity, token_scopes};
 use server::InboxServer;
+use tasks::{Identity, Tasks};
 
 pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     init_logging(args.log_json);
@@ -29,6 +32,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let connection = connect(&connect_args)?;
     let api = with_profile_signing_key(&connect_args, connection.api).await?;
     let offer = offer(&api).await?;
+    let tasks = tasks(&api).await;
     tracing::info!(
         server = api.base_url(),
         signing_key_id = api.signing_key_id().unwrap_or("none"),
@@ -36,7 +40,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         "serving MCP on stdio"
     );
     let stdio = stdio::filtered_stdio();
-    match InboxServer::new(api, offer).serve((stdio.input, stdio.output)).await {
+    match InboxServer::new(api, offer, tasks).serve((stdio.input, stdio.output)).await {
         Ok(service) => {
             let reason = service.waiting().await.context("the MCP session failed")?;
             tracing::info!(?reason, "MCP session ended");
@@ -69,6 +73,25 @@ async fn offer(api: &Api) -> anyhow::Result<Offer> {
             Ok(Offer::AGENT)
         }
         Err(err) => Err(err).context("cannot get an access token"),
+    }
+}
+
+/// `inbox_wait`'s tasks, sealed for the token's identity with the key in the agent-inbox home;
+/// without a readable identity or key, clients get the bounded wait only.
+async fn tasks(api: &Api) -> Option<Tasks> {
+    let token = api.access_token().await.ok()?;
+    let Some((tenant, agent)) = token_identity(token.expose()) else {
+        tracing::warn!("the access token names no tenant and agent; inbox_wait is offered without tasks");
+        return None;
+    };
+    let identity = Identity { server: api.base_url().to_owned(), tenant, agent };
+    let home = inbox_client::Home::from_env().ok()?;
+    match Tasks::open(home.dir(), identity) {
+        Ok(tasks) => Some(tasks),
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot keep the task key; inbox_wait is offered without tasks");
+            None
+        }
     }
 }
 

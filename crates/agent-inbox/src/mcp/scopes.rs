@@ -39,11 +39,21 @@ impl Offer {
 
 /// The `scope` claim of a JWT (space-separated), or `None` when the token is not a readable JWT.
 pub fn token_scopes(token: &str) -> Option<BTreeSet<String>> {
-    let payload = token.split('.').nth(1)?;
-    let bytes = URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
-    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let claims = claims(token)?;
     let scope = claims.get("scope")?.as_str()?;
     Some(scope.split_whitespace().map(str::to_owned).collect())
+}
+
+/// The tenant (`tid`) and agent (`sub`) a JWT names, or `None` when it is not a readable JWT.
+pub fn token_identity(token: &str) -> Option<(String, String)> {
+    let claims = claims(token)?;
+    Some((claims.get("tid")?.as_str()?.to_owned(), claims.get("sub")?.as_str()?.to_owned()))
+}
+
+fn claims(token: &str) -> Option<serde_json::Value> {
+    let payload = token.split('.').nth(1)?;
+    let bytes = URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 #[cfg(test)]

@@ -62,6 +62,7 @@ class InboxServer:
         refresh: bool = False,
         ttl: str | None = None,
         tenant: str = TENANT,
+        scopes: str | None = None,
     ) -> list[str]:
         """Issues a token (and with `refresh` a refresh token) as an operator would."""
         args = [BIN, "token", "issue", "--tenant", tenant, "--subject", subject, "--kind", kind]
@@ -70,6 +71,8 @@ class InboxServer:
             args.append("--refresh")
         if ttl:
             args += ["--ttl", ttl]
+        if scopes:
+            args += ["--scope", scopes]
         out = subprocess.run(args, capture_output=True, text=True, timeout=30, env=clean_env(self.home))
         assert out.returncode == 0, out.stderr
         return out.stdout.split()
