@@ -306,7 +306,18 @@ Exit codes:
                             line the command wrote to stderr, cut to 200 bytes
   any other code            failed: dead-lettered for an operator, with the code and the last
                             stderr line as the reason
-  killed by a signal        released for a retry";
+  killed by a signal        released for a retry
+
+With --batch N, one run of the command gets up to N events, one event JSON per line on stdin
+(AGENT_INBOX_BATCH_SIZE says how many), and reports one outcome per event as a JSON line on
+stdout, taking effect as it arrives:
+  {\"event_id\": ID, \"outcome\": \"ack\"}              (may carry \"follow_ups\": [publish, ...],
+                                                   handed off with the acknowledgement)
+  {\"event_id\": ID, \"outcome\": \"retry\", \"retry_after_seconds\": N, \"reason\": TEXT}
+  {\"event_id\": ID, \"outcome\": \"fail\", \"reason\": TEXT}
+  {\"event_id\": ID, \"outcome\": \"quarantine\", \"reason\": TEXT, \"class\": CLASS}
+An event it does not report takes the exit code's meaning above when it reported none at all;
+otherwise, or when the command was killed, the event is released for a retry.";
 
 /// What `listen` does with events; shared with `service install`, which passes it on.
 #[derive(Debug, Clone, Args)]
@@ -321,6 +332,10 @@ pub struct ListenOptions {
     /// Events handled at once.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub concurrency: u16,
+    /// Run the command once for up to N events (1 to 256): one event JSON per line on its
+    /// stdin, one outcome JSON line per event on its stdout (see --help for the protocol).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub batch: Option<u16>,
     /// The exit code that means "try again later" (75 is EX_TEMPFAIL).
     #[arg(long, default_value_t = 75)]
     pub retry_exit_code: i32,
@@ -411,6 +426,10 @@ impl ListenOptions {
                 args.push(flag.to_owned());
                 args.push(value.clone());
             }
+        }
+        if let Some(batch) = self.batch {
+            args.push("--batch".to_owned());
+            args.push(batch.to_string());
         }
         if self.log_json {
             args.push("--log-json".to_owned());

@@ -44,11 +44,32 @@ pub fn shell(command: &str) -> tokio::process::Command {
 }
 
 /// Runs `command` with `input` on its stdin until it exits.
-pub async fn run_with_stdin(
+pub async fn run_with_stdin(command: tokio::process::Command, input: String) -> std::io::Result<Finished> {
+    run_with_stdin_lines(command, input, None).await
+}
+
+/// [`run_with_stdin`], sending each line the command writes to its stdout to `lines` as it
+/// comes (`listen --batch` reads its outcomes so), when given.
+pub async fn run_with_stdin_lines(
     mut command: tokio::process::Command,
     input: String,
+    lines: Option<tokio::sync::mpsc::UnboundedSender<String>>,
 ) -> std::io::Result<Finished> {
+    if lines.is_some() {
+        command.stdout(Stdio::piped());
+    }
     let mut child = command.spawn()?;
+    if let (Some(stdout), Some(lines)) = (child.stdout.take(), lines) {
+        tokio::spawn(async move {
+            use tokio::io::AsyncBufReadExt as _;
+            let mut reader = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                if lines.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+    }
     let stdin = child.stdin.take();
     let mut stderr = child.stderr.take();
     let exited = async {

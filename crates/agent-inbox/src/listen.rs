@@ -8,6 +8,7 @@
 //! identity took over under the tenant's single-active-session policy, so a service manager can
 //! tell "replaced" from "failed" and not restart it into a tug of war.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -15,10 +16,11 @@ use inbox_api::{ProblemCode, ResyncResponse};
 use inbox_client::local_daemon::{DaemonHints, Identity, LocalDaemon};
 use inbox_client::schedule::{Backoff, PollSchedule, TransportPolicy};
 use inbox_client::{
-    Agent, AgentConfig, ClientError, ContinueAfterReset, Event, Handler, HandlerError, Home, LocalState,
-    PROCESSED_CAPACITY_DEFAULT, Resync, TransportConfig, TransportKind,
+    Agent, AgentConfig, ClientError, ContinueAfterReset, Done, Event, Handler, HandlerError, Home,
+    LocalState, PROCESSED_CAPACITY_DEFAULT, Resync, TransportConfig, TransportKind,
 };
 
+use crate::batch::{Batcher, ExitOutcome};
 use crate::cli::{ListenArgs, ListenOptions};
 use crate::connect::{connect, duration, with_profile_signing_key};
 use crate::exec::{Finished, run_with_stdin, shell};
@@ -41,11 +43,16 @@ pub async fn listen(args: ListenArgs) -> anyhow::Result<()> {
     let mut config = agent_config(&args.options)?;
     config.observer = Some(reporter.clone());
     config.transport.local_daemon = local_daemon(&args)?;
-    let handler = ExecHandler {
-        command: args.options.exec.clone(),
-        codes: ExitCodes::of(&args.options)?,
-        retry_after: duration("--retry-after", &args.options.retry_after)?,
-    };
+    let codes = ExitCodes::of(&args.options)?;
+    let retry_after = duration("--retry-after", &args.options.retry_after)?;
+    let batch = args.options.batch.map(|max| {
+        // Every event of a batch is a running handler, its lease heartbeated meanwhile.
+        config.concurrency = config.concurrency.max(usize::from(max));
+        let exit: ExitOutcome =
+            Arc::new(move |finished| exit_outcome(finished, codes, retry_after).map(Done::from));
+        Batcher::start(args.options.exec.clone(), usize::from(max), retry_after, exit)
+    });
+    let handler = ExecHandler { command: args.options.exec.clone(), codes, retry_after, batch };
     let resync = match &args.options.on_resync {
         Some(command) => CliResync::Command(command.clone()),
         None => CliResync::Continue,
@@ -183,10 +190,15 @@ struct ExecHandler {
     command: String,
     codes: ExitCodes,
     retry_after: Duration,
+    /// `--batch N`: events go to one run of the command per batch.
+    batch: Option<Batcher>,
 }
 
 impl Handler for ExecHandler {
-    async fn handle(&self, event: Event) -> Result<(), HandlerError> {
+    async fn handle(&self, event: Event) -> Result<Done, HandlerError> {
+        if let Some(batch) = &self.batch {
+            return batch.handle(event).await;
+        }
         let mut command = shell(&self.command);
         command
             .env("AGENT_INBOX_EVENT_ID", event.event_id())
@@ -196,7 +208,7 @@ impl Handler for ExecHandler {
         let finished = run_with_stdin(command, event.to_json())
             .await
             .map_err(|err| HandlerError::retry(self.retry_after, format!("cannot run the command: {err}")))?;
-        exit_outcome(&finished, self.codes, self.retry_after)
+        exit_outcome(&finished, self.codes, self.retry_after).map(Done::from)
     }
 }
 

@@ -7,6 +7,7 @@
 
 mod admin;
 mod archive;
+mod batch;
 mod cli;
 mod connect;
 mod daemon;

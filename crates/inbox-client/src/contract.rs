@@ -97,11 +97,34 @@ impl fmt::Display for HandlerError {
     }
 }
 
-/// Runs one event. Any `Fn(Event) -> impl Future<Output = Result<(), HandlerError>>` is one.
+/// What a handler that finished hands on: follow-up publishes (each the body of
+/// `POST /v1/events`) committed with the acknowledgement, in its transaction and only while the
+/// lease holds, so the next agent of a chain gets each exactly once (a hand-off). A handler
+/// that returns `Ok(())` hands on nothing.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Done {
+    pub follow_ups: Vec<inbox_api::PublishRequest>,
+}
+
+impl Done {
+    /// Finished, handing these publishes on with the acknowledgement.
+    pub fn hand_off(follow_ups: Vec<inbox_api::PublishRequest>) -> Done {
+        Done { follow_ups }
+    }
+}
+
+impl From<()> for Done {
+    fn from((): ()) -> Done {
+        Done::default()
+    }
+}
+
+/// Runs one event. Any `Fn(Event) -> impl Future<Output = Result<(), HandlerError>>` is one;
+/// wrap a closure that returns [`Done`] in [`HandingOff`] to hand work on.
 /// Side effects should be idempotent where they can be: a lease can be lost (a network
 /// partition longer than the lease), and then another process may run the event too.
 pub trait Handler: Send + Sync + 'static {
-    fn handle(&self, event: Event) -> impl Future<Output = Result<(), HandlerError>> + Send;
+    fn handle(&self, event: Event) -> impl Future<Output = Result<Done, HandlerError>> + Send;
 }
 
 impl<F, Fut> Handler for F
@@ -109,8 +132,23 @@ where
     F: Fn(Event) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), HandlerError>> + Send,
 {
-    fn handle(&self, event: Event) -> impl Future<Output = Result<(), HandlerError>> + Send {
-        self(event)
+    fn handle(&self, event: Event) -> impl Future<Output = Result<Done, HandlerError>> + Send {
+        let running = self(event);
+        async move { running.await.map(Done::from) }
+    }
+}
+
+/// A handler whose closure returns [`Done`]: `Ok(Done::hand_off(follow_ups))` acknowledges
+/// the event and publishes the follow-ups in one transaction, only while the lease holds.
+pub struct HandingOff<F>(pub F);
+
+impl<F, Fut> Handler for HandingOff<F>
+where
+    F: Fn(Event) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Done, HandlerError>> + Send,
+{
+    fn handle(&self, event: Event) -> impl Future<Output = Result<Done, HandlerError>> + Send {
+        (self.0)(event)
     }
 }
 

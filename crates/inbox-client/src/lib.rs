@@ -54,8 +54,8 @@ pub use admin::{Admin, AdminAnswer, EventsQuery, ParkedQuery};
 pub use agent::Agent;
 pub use api::{Api, check_base_url};
 pub use contract::{
-    AgentConfig, ContinueAfterReset, Event, Handler, HandlerError, Observer, Outcome, Progress, Resync,
-    RunSummary,
+    AgentConfig, ContinueAfterReset, Done, Event, HandingOff, Handler, HandlerError, Observer, Outcome,
+    Progress, Resync, RunSummary,
 };
 pub use credentials::Credentials;
 pub use error::ClientError;

@@ -99,9 +99,9 @@ pub(crate) async fn work<H: Handler>(shared: &Shared, handler: &H, claim: &Claim
     let event =
         Event { envelope: claim.event.clone(), lease_until_utc: claim.visibility_lease_until_utc.clone() };
     let result = with_heartbeats(shared, claim, &token, handler.handle(event)).await;
-    let (processed, reason) = match result {
-        Ok(()) => (Processed::Completed, String::new()),
-        Err(HandlerError::Permanent { reason }) => (Processed::Failed, reason),
+    let (processed, reason, follow_ups) = match result {
+        Ok(done) => (Processed::Completed, String::new(), done.follow_ups),
+        Err(HandlerError::Permanent { reason }) => (Processed::Failed, reason, Vec::new()),
         Err(HandlerError::Retry { after, reason }) => {
             return match release(shared, claim, &token, after, &reason).await {
                 Ok(()) => Outcome::Released { after, reason },
@@ -118,11 +118,18 @@ pub(crate) async fn work<H: Handler>(shared: &Shared, handler: &H, claim: &Claim
             };
         }
     };
-    if let Err(err) =
-        shared.state.record_processed(&shared.inbox, &claim.event_id, claim.event.inbox_seq, processed).await
-    {
-        tracing::warn!(event_id = %claim.event_id, error = %err, "could not record the event as processed");
+    // A hand-off is recorded only once it committed: until then nothing was handed on, and a
+    // redelivered event must run again to make its follow-ups (a plain ack of it would lose them).
+    if !follow_ups.is_empty() {
+        return match acknowledge(shared, claim, &token, Verdict::HandOff(follow_ups)).await {
+            Ok(()) => {
+                record(shared, claim, processed).await;
+                Outcome::Acked
+            }
+            Err(err) => Outcome::Unconfirmed { error: err.to_string() },
+        };
     }
+    record(shared, claim, processed).await;
     let verdict = match processed {
         Processed::Completed => Verdict::Processed(processed),
         Processed::Failed => Verdict::Failed { reason: fit_reason(&reason) },
@@ -180,8 +187,16 @@ pub(crate) async fn with_heartbeats<T>(
     }
 }
 
+async fn record(shared: &Shared, claim: &Claim, processed: Processed) {
+    if let Err(err) =
+        shared.state.record_processed(&shared.inbox, &claim.event_id, claim.event.inbox_seq, processed).await
+    {
+        tracing::warn!(event_id = %claim.event_id, error = %err, "could not record the event as processed");
+    }
+}
+
 /// What an acknowledgement says about the event.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Verdict {
     /// As the local record has it (a redelivery of an event processed before).
     Processed(Processed),
@@ -193,6 +208,8 @@ pub(crate) enum Verdict {
         reason: String,
         class: QuarantineClass,
     },
+    /// Completed, handing these publishes on in the acknowledgement's transaction.
+    HandOff(Vec<inbox_api::PublishRequest>),
 }
 
 /// Acknowledges one event, repeating on network failure (the same token twice is success).
@@ -202,8 +219,13 @@ pub(crate) async fn acknowledge(
     token: &Secret,
     verdict: Verdict,
 ) -> Result<(), ClientError> {
+    let mut follow_ups = Vec::new();
     let (result, reason, class) = match verdict {
         Verdict::Processed(processed) => (processed.as_str(), None, None),
+        Verdict::HandOff(publishes) => {
+            follow_ups = publishes;
+            (Processed::Completed.as_str(), None, None)
+        }
         Verdict::Failed { reason } => {
             (Processed::Failed.as_str(), Some(reason).filter(|r| !r.is_empty()), None)
         }
@@ -221,7 +243,7 @@ pub(crate) async fn acknowledge(
             result: Some(result.to_owned()),
             reason,
             class,
-            follow_ups: Vec::new(),
+            follow_ups,
         }],
     };
     let answer = retrying(shared, || shared.api.acknowledge(&request)).await?;

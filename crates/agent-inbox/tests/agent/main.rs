@@ -4,6 +4,7 @@
 //!
 //! Tests wait on conditions with deadlines, never on bare sleeps.
 
+mod batch;
 mod daemon;
 mod exec;
 mod faults;
