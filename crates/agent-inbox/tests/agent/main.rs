@@ -8,6 +8,7 @@ mod batch;
 mod daemon;
 mod exec;
 mod faults;
+mod handoff_chain;
 mod login;
 mod proxy;
 mod sdk;
