@@ -12,7 +12,7 @@ import type { Backoff, PollSchedule } from "./schedule.js";
 import type { LocalState, ProcessedResult } from "./state.js";
 import type { TabGroupTiming } from "./tabs.js";
 import type { TransportConfig, TransportStatus } from "./transport.js";
-import type { EventEnvelope, JsonObject, QuarantineClass, ResyncResponse } from "./wire.js";
+import type { EventEnvelope, JsonObject, PublishRequest, QuarantineClass, ResyncResponse } from "./wire.js";
 
 /** One claimed event, as the handler gets it. */
 export interface InboxEvent {
@@ -39,7 +39,21 @@ export interface HandlerContext {
  * be: a lease can be lost (a partition longer than the lease), and then another tab or process
  * may run the event too.
  */
-export type Handler = (event: InboxEvent, context: HandlerContext) => Promise<void> | void;
+export type Handler = (event: InboxEvent, context: HandlerContext) => Promise<void | HandOff> | void | HandOff;
+
+/**
+ * What a handler returns to hand its work on: the follow-up publishes are committed with the
+ * event's acknowledgement, in one transaction and only while the lease holds, so the next agent
+ * of a chain gets each exactly once (a retried acknowledgement finds the first publishes).
+ */
+export interface HandOff {
+  readonly followUps: readonly PublishRequest[];
+}
+
+/** Finished: acknowledge the event and publish `followUps` with it (a hand-off). */
+export function handOff(followUps: readonly PublishRequest[]): HandOff {
+  return { followUps };
+}
 
 /**
  * Rebuilds the agent's view after `410 cursor_reset_required` (away longer than the service

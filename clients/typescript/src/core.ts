@@ -1,7 +1,8 @@
 /** Everything that is the same in browsers and in Node. */
 
 export { Agent, resyncSnapshot, setDefaultPlatform } from "./agent.js";
-export type { AgentOptions, Handler, HandlerContext, InboxEvent, Outcome, Progress, ResyncHandler, RunSummary } from "./contract.js";
+export type { AgentOptions, HandOff, Handler, HandlerContext, InboxEvent, Outcome, Progress, ResyncHandler, RunSummary } from "./contract.js";
+export { handOff } from "./contract.js";
 export { InboxApi, checkBaseUrl } from "./api.js";
 export type { AccessTokenProvider, CallOptions, HeadResult, InboxApiOptions } from "./api.js";
 export {

@@ -10,7 +10,7 @@
 import { retrying } from "./acks.js";
 import type { AckBatcher, RetryPolicy } from "./acks.js";
 import type { InboxApi } from "./api.js";
-import type { Handler, InboxEvent, Outcome, Progress } from "./contract.js";
+import type { HandOff, Handler, InboxEvent, Outcome, Progress } from "./contract.js";
 import { Fatal, InboxError, ProblemError, QuarantineError, RetryLater } from "./errors.js";
 import { heartbeatDelay, heartbeatRetryDelay } from "./schedule.js";
 import type { LocalState, ProcessedResult, QuarantineDetail } from "./state.js";
@@ -106,8 +106,9 @@ export class Delivery {
     let result: ProcessedResult;
     let reason = "";
     let detail: QuarantineDetail | undefined;
+    let done: void | HandOff = undefined;
     try {
-      await this.#withHeartbeats(claim, async () => this.#context.handler(event, { signal }));
+      done = await this.#withHeartbeats(claim, async () => this.#context.handler(event, { signal }));
       result = "completed";
     } catch (error) {
       if (error instanceof Fatal) {
@@ -127,6 +128,7 @@ export class Delivery {
         return this.#release(claim, after, error instanceof Error ? error.message : String(error));
       }
     }
+    if (result === "completed" && done && done.followUps.length > 0) return this.#handOff(claim, done);
     try {
       await state.recordProcessed(inbox, claim.event_id, claim.event.inbox_seq, result, detail);
     } catch {
@@ -142,6 +144,29 @@ export class Delivery {
     }
     if (detail !== undefined) return { kind: "quarantined", reason: detail.reason, class: detail.class };
     return result === "completed" ? { kind: "acked" } : { kind: "failed", reason };
+  }
+
+  /**
+   * Acknowledges with the follow-ups and records the event only once that committed: until then
+   * nothing was handed on, and a redelivery must run again to make them. The running event keeps
+   * no result, so a tab that goes away meanwhile gives the lease back rather than resend a plain
+   * acknowledgement without them.
+   */
+  async #handOff(claim: Claim, done: HandOff): Promise<Outcome> {
+    const { state, inbox } = this.#context;
+    this.#context.recorded(claim.event_id);
+    const entry: AckEntry = { ...ackEntry(claim, "completed", undefined), follow_ups: [...done.followUps] };
+    try {
+      await this.#context.acks.acknowledge(entry);
+    } catch (error) {
+      return { kind: "unconfirmed", error: String(error) };
+    }
+    try {
+      await state.recordProcessed(inbox, claim.event_id, claim.event.inbox_seq, "completed", undefined);
+    } catch {
+      // Committed: a redelivery (rare) runs again and its hand-off finds the first publishes.
+    }
+    return { kind: "acked" };
   }
 
   async #release(claim: Claim, retryAfterSeconds: number, reason: string): Promise<Outcome> {

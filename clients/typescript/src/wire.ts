@@ -149,6 +149,8 @@ export interface AckEntry {
   reason?: string;
   /** With `quarantined`: one of {@link QuarantineClass}; default `other`. */
   class?: QuarantineClass;
+  /** A hand-off: publishes committed with this acknowledgement, only while its lease holds. */
+  follow_ups?: PublishRequest[];
 }
 
 export interface AcknowledgeRequest {
@@ -160,6 +162,8 @@ export interface AckOutcome {
   event_id: string;
   ack_state?: string | null;
   error?: ItemError | null;
+  /** A hand-off's publishes, one per follow-up. */
+  follow_ups?: PublishResponse[];
 }
 
 export interface AcknowledgeResponse {

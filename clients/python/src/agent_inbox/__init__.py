@@ -17,7 +17,7 @@ from ._agent import (
     Retry,
     RunSummary,
 )
-from ._contract import QUARANTINE_CLASSES, QuarantineError, quarantine_reason
+from ._contract import QUARANTINE_CLASSES, HandOff, QuarantineError, quarantine_reason
 from ._async_client import AsyncClient
 from ._client import Client
 from ._core import RetryPolicy
@@ -93,7 +93,7 @@ __all__ = [
     "AgentKeyRequest", "AgentKeyResponse", "AgentKeysResponse", "AsyncClient", "Backoff", "Claim",
     "ClaimRequest", "ClaimResponse", "Client", "ConfigError", "Correlation", "Credentials",
     "CredentialsError", "DaemonIdentity", "DaemonUnavailable", "DeliveryView", "Event",
-    "EventEnvelope", "Fatal", "FileTokenStore",
+    "EventEnvelope", "Fatal", "FileTokenStore", "HandOff",
     "Handler", "HeadResponse", "HeartbeatEntry", "HeartbeatOutcome", "HeartbeatRequest",
     "HeartbeatResponse", "InboxError", "ItemError", "LocalDaemon", "LocalState", "LocalStateError",
     "MemoryTokenStore", "Outcome", "PayloadRef", "PollRequest", "PollResponse", "PollSchedule",

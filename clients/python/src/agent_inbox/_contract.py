@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from ._models import EventEnvelope, ResyncResponse
+from ._models import EventEnvelope, PublishRequest, ResyncResponse
 from ._schedule import Backoff, PollSchedule
 from ._transport import TransportConfig
 
@@ -149,7 +149,16 @@ class AgentConfig:
     observer: Callable[[Progress], None] | None = None
 
 
-Handler = Callable[[Event], Union[Awaitable[None], None]]
+@dataclass
+class HandOff:
+    """What a handler returns to hand its work on: the follow-up publishes are committed with
+    the event's acknowledgement, in one transaction and only while the lease holds, so the next
+    agent of a chain gets each exactly once (a retry finds the first publishes)."""
+
+    follow_ups: list[PublishRequest]
+
+
+Handler = Callable[[Event], Union[Awaitable[Union[HandOff, None]], HandOff, None]]
 ResyncCallback = Callable[[ResyncResponse], Union[Awaitable[None], None]]
 
 
@@ -159,14 +168,14 @@ def _is_async(function: Callable[..., Any]) -> bool:
     )
 
 
-async def _invoke(function: Callable[[Any], Any], is_async: bool, argument: Any) -> None:
-    """Awaits an async callback; runs a plain one in a worker thread."""
+async def _invoke(function: Callable[[Any], Any], is_async: bool, argument: Any) -> Any:
+    """Awaits an async callback; runs a plain one in a worker thread. Answers what it returned."""
     if is_async:
-        await function(argument)
-    else:
-        result = await asyncio.to_thread(function, argument)
-        if inspect.isawaitable(result):
-            await result
+        return await function(argument)
+    result = await asyncio.to_thread(function, argument)
+    if inspect.isawaitable(result):
+        return await result
+    return result
 
 
 def _now_ms() -> int:

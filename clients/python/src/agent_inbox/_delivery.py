@@ -13,7 +13,9 @@ from collections.abc import Awaitable, Callable
 
 from ._acks import AckSender
 from ._async_client import AsyncClient
-from ._contract import AgentConfig, Event, Fatal, Handler, Outcome, QuarantineError, Retry, _invoke, _is_async
+from ._contract import (
+    AgentConfig, Event, Fatal, Handler, HandOff, Outcome, QuarantineError, Retry, _invoke, _is_async,
+)
 from ._errors import InboxError
 from ._local_state import LocalState
 from ._models import AckEntry, Claim, HeartbeatEntry, HeartbeatRequest, ReleaseRequest
@@ -82,8 +84,9 @@ class Delivery:
                 return Outcome("unconfirmed", str(err))
             return Outcome("deduplicated", previous)
         event = Event(claim.event, claim.visibility_lease_until_utc)
+        done: object = None
         try:
-            await self._with_heartbeats(claim, _invoke(self.handler, self.handler_async, event))
+            done = await self._with_heartbeats(claim, _invoke(self.handler, self.handler_async, event))
             result, reason = "completed", ""
             quarantine: tuple[str, str] | None = None
         except Retry as err:
@@ -100,6 +103,8 @@ class Delivery:
             return await self._released(
                 claim, self.config.unexpected_error_retry_seconds, f"{type(err).__name__}: {err}"
             )
+        if isinstance(done, HandOff) and done.follow_ups and result == "completed":
+            return await self._handed_off(claim, done)
         try:
             await asyncio.to_thread(
                 self.state.record_processed,
@@ -116,6 +121,23 @@ class Delivery:
             return Outcome("quarantined", quarantine[0], quarantine_class=quarantine[1])
         return Outcome("acked") if result == "completed" else Outcome("failed", reason)
 
+    async def _handed_off(self, claim: Claim, done: HandOff) -> Outcome:
+        """Acknowledges with the follow-ups, and records the event only once that committed:
+        until then nothing was handed on, and a redelivery must run again to make them."""
+        self.slot_free(claim.event_id)
+        entry = AckEntry(claim.event_id, claim.lease_token, "completed", follow_ups=list(done.follow_ups))
+        try:
+            await self.acks.acknowledge(entry)
+        except InboxError as err:
+            return Outcome("unconfirmed", str(err))
+        try:
+            await asyncio.to_thread(
+                self.state.record_processed, self.inbox, claim.event_id, claim.event.inbox_seq, "completed", None
+            )
+        except InboxError as err:
+            log.warning("could not record %s as processed: %s", claim.event_id, err)
+        return Outcome("acked")
+
     async def _released(self, claim: Claim, after: float, reason: str) -> Outcome:
         request = ReleaseRequest(
             event_id=claim.event_id,
@@ -129,7 +151,7 @@ class Delivery:
             return Outcome("unconfirmed", str(err))
         return Outcome("released", reason, after)
 
-    async def _with_heartbeats(self, claim: Claim, work: Awaitable[None]) -> None:
+    async def _with_heartbeats(self, claim: Claim, work: Awaitable[object]) -> object:
         """Runs ``work`` while extending the lease at half its length. A lost lease cannot be
         won back: the handler is left to finish, its result recorded for deduplication."""
         task = asyncio.ensure_future(work)

@@ -178,6 +178,9 @@ class AckEntry:
     reason: str | None = None
     #: With ``quarantined``: one of ``QUARANTINE_CLASSES`` (default ``other``); ``class`` on the wire.
     class_: str | None = field(default=None, metadata={"name": "class"})
+    #: A hand-off: publishes committed with this acknowledgement, only while its lease holds
+    #: (``completed`` only; deduplicated by the acknowledged event).
+    follow_ups: list[PublishRequest] | None = None
 
 
 @dataclass
@@ -191,6 +194,8 @@ class AckOutcome:
     event_id: str
     ack_state: str | None = None
     error: ItemError | None = None
+    #: A hand-off's publishes, one per follow-up.
+    follow_ups: list[PublishResponse] | None = None
 
 
 @dataclass
