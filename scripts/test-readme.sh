@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the README's walk-through, word for word, so the README cannot drift from the product:
-# the shell blocks marked `<!-- readme-test: serve | walkthrough | agent -->` are taken out of
+# the shell blocks marked `<!-- readme-test: serve | walkthrough | agent | llm -->` are taken out of
 # README.md and run in order in a fresh directory, with `agent-inbox` on the PATH as the README
 # sets it up. The only change made to them is the port (a free one instead of 8080, which may
 # be taken). Fails on any command that fails or any answer of 400 or more.
@@ -43,7 +43,7 @@ block() {
         inside { print }
     ' "$repo/README.md" | sed "s/:8080/:$port/g"
 }
-for name in serve walkthrough agent; do
+for name in serve walkthrough agent llm; do
     [ -n "$(block "$name")" ] || { echo "test-readme: README.md has no '$name' block" >&2; exit 1; }
 done
 
@@ -71,22 +71,37 @@ echo "test-readme: walk-through and agent" >&2
     echo 'curl() { command curl --fail-with-body "$@"; }'
     block walkthrough
     block agent | sed 's/^\(agent-inbox listen .*\)$/\1 >"$LISTEN_LOG" 2>\&1 \& echo $! >"$LISTEN_PID_FILE"/'
+    block llm | sed 's/^\(agent-inbox listen .*\)$/\1 >"$LLM_LOG" 2>\&1 \& echo $! >"$LLM_PID_FILE"/'
     # Checks of what the commands left behind, not part of the README.
     echo 'command curl -sf "localhost:'"$port"'/v1/events" -H "authorization: Bearer $APP" -H "content-type: application/json" -d "{\"recipients\":[\"agent_alpha\"],\"event_type\":\"readme.check\",\"payload\":{\"n\":1}}" >/dev/null'
+    echo 'command curl -sf "localhost:'"$port"'/v1/events" -H "authorization: Bearer $APP" -H "content-type: application/json" -d "{\"recipients\":[\"agent_llm\"],\"event_type\":\"readme.llm\",\"payload\":{\"n\":1}}" >/dev/null'
 } >"$work/walkthrough.sh"
+# The LLM recipe's model: a stand-in that keeps the events it was given and acknowledges each.
+cat >"$work/bin/stand-in-llm" <<'EOF'
+#!/bin/sh
+grep '^{"event_id":"' | tee -a llm-events.jsonl | jq -c '{event_id, outcome: "ack"}'
+EOF
+chmod +x "$work/bin/stand-in-llm"
 LISTEN_LOG="$work/listen.log" LISTEN_PID_FILE="$work/listen.pid" \
+LLM_LOG="$work/llm.log" LLM_PID_FILE="$work/llm.pid" LLM_CLI=stand-in-llm \
     bash "$work/walkthrough.sh" >"$work/walkthrough.out" 2>&1 || {
         echo "test-readme: the walk-through failed:" >&2
         cat "$work/walkthrough.out" "$work/serve.log" >&2
         exit 1
     }
 [ -f "$work/listen.pid" ] && pids+=("$(cat "$work/listen.pid")")
+[ -f "$work/llm.pid" ] && pids+=("$(cat "$work/llm.pid")")
 # curl prints answers without a final newline: the status code ends a line of its own output.
 grep -qE '(^|[]}])304$' "$work/walkthrough.out" \
     || { echo "test-readme: the If-None-Match request did not answer 304:" >&2; cat "$work/walkthrough.out" >&2; exit 1; }
 grep -q '"deduplication_key":"msg:room_7:1"' "$work/walkthrough.out" \
     || { echo "test-readme: the poll did not show the published event" >&2; cat "$work/walkthrough.out" >&2; exit 1; }
+grep -q '"ack_state":"acked","follow_ups":\[{"deliveries":\[{"recipient_kind":"agent","recipient_id":"agent_beta"' "$work/walkthrough.out" \
+    || { echo "test-readme: the acknowledgement did not hand off to agent_beta" >&2; cat "$work/walkthrough.out" >&2; exit 1; }
 wait_for "listen ran handle-event.sh for the published event" 60 \
     grep -qs '"event_type":"readme.check"' "$work/run/handled-events.jsonl" \
     || { cat "$work/listen.log" >&2; exit 1; }
+wait_for "the LLM recipe's batch command got the published event" 60 \
+    grep -qs '"event_type":"readme.llm"' "$work/run/llm-events.jsonl" \
+    || { cat "$work/llm.log" >&2; exit 1; }
 echo "test-readme: ok (the README's serve, walk-through and agent commands work as written)" >&2
