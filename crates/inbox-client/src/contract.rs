@@ -142,6 +142,12 @@ where
 /// the event and publishes the follow-ups in one transaction, only while the lease holds.
 pub struct HandingOff<F>(pub F);
 
+impl<F> std::fmt::Debug for HandingOff<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HandingOff(..)")
+    }
+}
+
 impl<F, Fut> Handler for HandingOff<F>
 where
     F: Fn(Event) -> Fut + Send + Sync + 'static,

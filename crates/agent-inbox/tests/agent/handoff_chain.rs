@@ -92,7 +92,7 @@ async fn a_chain_hands_off_exactly_once_through_faults(backend: Backend) {
     let dir = TempDir::new("handoff-chain");
     let to_b = link_command(&dir, "a", "chain_b");
     let to_c = link_command(&dir, "b", "chain_c");
-    let mut workers = vec![
+    let mut workers = [
         Worker::spawn(&server, &dir, "a1", &a, &to_b),
         Worker::spawn(&server, &dir, "a2", &a, &to_b),
         Worker::spawn(&server, &dir, "b1", &b, &to_c),

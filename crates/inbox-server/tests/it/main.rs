@@ -12,6 +12,7 @@ mod callbacks;
 mod console;
 mod contract;
 mod external_idp;
+mod handoff;
 mod isolation;
 mod nudges;
 mod refusals;
