@@ -16,6 +16,7 @@ mod keys;
 mod listen;
 mod login;
 mod mcp;
+mod open_files;
 mod progress;
 mod serve;
 mod service;

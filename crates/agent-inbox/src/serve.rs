@@ -62,6 +62,7 @@ pub(crate) fn init_logging(json: bool) {
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(args.log_json);
     let config = load_config(&args)?;
+    crate::open_files::raise_for(&config);
     let listener = tokio::net::TcpListener::bind(&config.http.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.http.listen))?;

@@ -94,6 +94,7 @@ problem_codes! {
     SignatureInvalid => "signature_invalid",
     SignatureReplayed => "signature_replayed",
     SignatureRequired => "signature_required",
+    StreamsAtCapacity => "streams_at_capacity",
     TenantMismatch => "tenant_mismatch",
     TokenExpired => "token_expired",
     TooManyWaiters => "too_many_waiters",

@@ -10,6 +10,7 @@ usage: inbox-bench store [--publishes N] [--events N]
        inbox-bench galera [--seconds N] [--events N]
        inbox-bench agent [--events-max N]
        inbox-bench history [--events N] [--http-events N] [--backend mysql|sqlite|both]
+       inbox-bench streams [--streams N] [--fanout N[,N...]] [--publishes N]
 
   store          benchmark inbox_store::SqlStore against raw SQL on MariaDB/MySQL
   --publishes N  publishes per publish row (default 3000)
@@ -55,6 +56,15 @@ usage: inbox-bench store [--publishes N] [--events N]
   --http-events N  the same for the HTTP row, 16 agents with an inbox each (default 8000)
   --backend B    mysql, sqlite or both (default both)
 
+  streams        what connected agents cost one node on SQLite (in a child process): RSS per
+                 idle SSE and WebSocket stream, idle CPU per 1,000 streams, time to open them,
+                 and publish -> hint to the last of N subscribers of one inbox; the clients run
+                 in processes of their own, from 127.x.y.z source addresses
+  --streams N    idle streams, half of each transport (default 16000; the node needs an
+                 open-files limit above it)
+  --fanout N,..  subscriber counts of the fan-out rows (default 1000,10000)
+  --publishes N  publishes per fan-out row, one every 250 ms (default 40)
+
 The server is AGENT_INBOX_BENCH_MYSQL_URL, else AGENT_INBOX_TEST_MYSQL_URL, else
 mysql://root@127.0.0.1:3306/test. The benchmark creates and drops its own database there
 (`agent` uses a SQLite file in a temporary directory instead).";
@@ -75,6 +85,9 @@ pub enum Command {
     History(crate::history::HistoryArgs),
     /// The hidden child process of `hints`: idle SSE clients for the node at this address.
     HintsIdleClients(String),
+    Streams(crate::streams::StreamsArgs),
+    /// The hidden child process of `streams`: stream clients for the node at this address.
+    StreamsClients(String),
     /// The hidden child process of `http`: a service node on this database URL, listening on
     /// this address.
     Node {
@@ -111,6 +124,11 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
         Some("galera") => return parse_galera(args),
         Some("agent") => return parse_agent(args),
         Some("history") => return parse_history(args),
+        Some("streams") => return parse_streams(args),
+        Some("streams-clients") => {
+            let addr = args.next().ok_or("streams-clients needs the node's address")?;
+            return Ok(Command::StreamsClients(addr));
+        }
         Some("hints-idle-clients") => {
             let addr = args.next().ok_or("hints-idle-clients needs the node's address")?;
             return Ok(Command::HintsIdleClients(addr));
@@ -136,12 +154,12 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
         Some("--help" | "-h" | "help") => return Ok(Command::Help),
         Some(other) => {
             return Err(format!(
-                "unknown command {other:?}; use `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent` or `history`"
+                "unknown command {other:?}; use `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent`, `history` or `streams`"
             ));
         }
         None => {
             return Err(
-                "name a benchmark to run: `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent` or `history`"
+                "name a benchmark to run: `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent`, `history` or `streams`"
                     .to_owned(),
             );
         }
@@ -179,6 +197,29 @@ fn parse_history(mut args: impl Iterator<Item = String>) -> Result<Command, Stri
         }
     }
     Ok(Command::History(history))
+}
+
+fn parse_streams(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
+    let mut streams = crate::streams::StreamsArgs::default();
+    while let Some(flag) = args.next() {
+        match flag.as_str() {
+            "--streams" => streams.streams = count_after(&flag, &mut args)?,
+            "--publishes" => streams.publishes = count_after(&flag, &mut args)?,
+            "--fanout" => {
+                let list = args.next().ok_or("--fanout needs a list of counts")?;
+                streams.fanout = list
+                    .split(',')
+                    .map(|n| match n.parse::<usize>() {
+                        Ok(n) if (1..=COUNT_MAX).contains(&n) => Ok(n),
+                        _ => Err(format!("--fanout takes counts from 1 to {COUNT_MAX}, not {n:?}")),
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            "--help" | "-h" => return Ok(Command::Help),
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(Command::Streams(streams))
 }
 
 fn parse_hints(mut args: impl Iterator<Item = String>) -> Result<Command, String> {

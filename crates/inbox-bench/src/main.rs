@@ -20,6 +20,7 @@ mod publish;
 mod publishing;
 mod raw;
 mod report;
+mod streams;
 mod subjects;
 mod trust;
 mod verify;
@@ -77,6 +78,8 @@ async fn main() -> ExitCode {
         Ok(Command::Agent(agent_args)) => return agent::main(agent_args).await,
         Ok(Command::History(history_args)) => return history::main(history_args).await,
         Ok(Command::HintsIdleClients(addr)) => return hints::idle_clients(addr).await,
+        Ok(Command::Streams(streams_args)) => return streams::main(streams_args).await,
+        Ok(Command::StreamsClients(addr)) => return streams::clients(addr).await,
         Ok(Command::Node { database_url, listen, history }) => {
             return node::serve_child(database_url, listen, history).await;
         }

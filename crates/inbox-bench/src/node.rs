@@ -34,7 +34,8 @@ impl Node {
         config.limits.tenant_requests_burst = 1_000_000;
         config.limits.agent_requests_per_second = 1_000_000;
         config.limits.agent_requests_burst = 1_000_000;
-        config.limits.waiters_per_agent = 64;
+        config.limits.waiters_per_agent = 100_000;
+        config.limits.waiters_per_tenant = 1_000_000;
         config
     }
 

@@ -53,6 +53,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("listen", "http", "listen"),
     ("cors_origins", "http", "cors_origins"),
     ("trusted_proxies", "http", "trusted_proxies"),
+    ("write_stall_timeout", "http", "write_stall_timeout"),
     ("tls_cert", "tls", "cert"),
     ("tls_key", "tls", "key"),
     ("lease_default", "inbox", "lease_default"),
@@ -100,6 +101,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("auth_failures_per_minute", "limits", "auth_failures_per_minute"),
     ("waiters_per_agent", "limits", "waiters_per_agent"),
     ("waiters_per_tenant", "limits", "waiters_per_tenant"),
+    ("streams_max", "limits", "streams_max"),
 ];
 
 /// A configuration that cannot be used, with what to fix.

@@ -10,12 +10,17 @@
 //! A watch channel holds one value, so reports coalesce to the highest head: a subscriber that
 //! is slow to read sees the latest head when it reads, and a report never waits for anyone.
 //!
+//! The streams of one inbox (thousands, when many processes share an agent identity) each
+//! announce a hint with seed 001's `approximate_unacked`; the inbox's [`UnackedMemo`] counts
+//! it once per hint for all of them instead of once per stream.
+//!
 //! Views of a whole tenant (the console's live overview) watch the tenant instead: a counter
 //! that moves on every report for any of its inboxes, and on [`Hints::touched`] for changes
 //! that move no head (claims, acknowledgements, releases, an operator's actions).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use inbox_core::{InboxSeq, RecipientKey, TenantId};
 use tokio::sync::watch;
@@ -37,9 +42,48 @@ pub struct InboxWake {
     pub nudges: u64,
 }
 
+/// How long a count stays good for another stream announcing the same wake-up.
+const UNACKED_FRESH: Duration = Duration::from_secs(1);
+
+/// An inbox's channel and the count its streams share.
+#[derive(Debug)]
+struct Channel {
+    sender: watch::Sender<InboxWake>,
+    unacked: Arc<UnackedMemo>,
+}
+
+/// The approximate count of an inbox's unacknowledged events, made once per wake-up and read
+/// by every stream of the inbox that announces it (within [`UNACKED_FRESH`]).
+#[derive(Debug, Default)]
+pub struct UnackedMemo(tokio::sync::Mutex<Option<Counted>>);
+
+#[derive(Debug)]
+struct Counted {
+    wake: InboxWake,
+    at: Instant,
+    unacked: Option<u64>,
+}
+
+impl UnackedMemo {
+    /// The count for `wake`: the one made for it less than [`UNACKED_FRESH`] ago, or `count`'s.
+    pub async fn get_or_count(
+        &self,
+        wake: InboxWake,
+        count: impl AsyncFnOnce() -> Option<u64>,
+    ) -> Option<u64> {
+        let mut memo = self.0.lock().await;
+        if let Some(counted) = memo.as_ref().filter(|c| c.wake == wake && c.at.elapsed() < UNACKED_FRESH) {
+            return counted.unacked;
+        }
+        let unacked = count().await;
+        *memo = Some(Counted { wake, at: Instant::now(), unacked });
+        unacked
+    }
+}
+
 #[derive(Debug, Default)]
 struct Table {
-    inboxes: HashMap<RecipientKey, watch::Sender<InboxWake>>,
+    inboxes: HashMap<RecipientKey, Channel>,
     /// Per tenant, how many changes were reported; only tenants someone watches are kept.
     tenants: HashMap<TenantId, watch::Sender<u64>>,
     /// Size at which the next sweep runs: twice the live channels after the last one, so
@@ -52,16 +96,21 @@ impl Hints {
     /// is nudged. Subscribe before reading the head from the database, so no report between
     /// the two is missed.
     pub fn watch(&self, inbox: &RecipientKey) -> watch::Receiver<InboxWake> {
+        self.watch_counted(inbox).0
+    }
+
+    /// [`Hints::watch`], with the inbox's shared count of unacknowledged events.
+    pub fn watch_counted(&self, inbox: &RecipientKey) -> (watch::Receiver<InboxWake>, Arc<UnackedMemo>) {
         let mut table = self.table.lock().expect("hints lock");
         if table.inboxes.len() >= table.sweep_at.max(SWEEP_FLOOR) {
-            table.inboxes.retain(|_, sender| sender.receiver_count() > 0);
+            table.inboxes.retain(|_, channel| channel.sender.receiver_count() > 0);
             table.sweep_at = table.inboxes.len() * 2;
         }
-        table
-            .inboxes
-            .entry(inbox.clone())
-            .or_insert_with(|| watch::channel(InboxWake::default()).0)
-            .subscribe()
+        let channel = table.inboxes.entry(inbox.clone()).or_insert_with(|| Channel {
+            sender: watch::channel(InboxWake::default()).0,
+            unacked: Arc::default(),
+        });
+        (channel.sender.subscribe(), channel.unacked.clone())
     }
 
     /// A receiver that changes whenever anything is reported for one of the tenant's inboxes
@@ -85,7 +134,7 @@ impl Hints {
     pub fn advanced(&self, inbox: &RecipientKey, head: InboxSeq) -> bool {
         let table = self.table.lock().expect("hints lock");
         table.touch(&inbox.tenant_id);
-        let Some(sender) = table.inboxes.get(inbox) else { return false };
+        let Some(Channel { sender, .. }) = table.inboxes.get(inbox) else { return false };
         sender.send_if_modified(|seen| {
             let newer = head.get() > seen.head;
             if newer {
@@ -101,7 +150,7 @@ impl Hints {
     pub fn nudged(&self, inbox: &RecipientKey) -> bool {
         let table = self.table.lock().expect("hints lock");
         table.touch(&inbox.tenant_id);
-        let Some(sender) = table.inboxes.get(inbox) else { return false };
+        let Some(Channel { sender, .. }) = table.inboxes.get(inbox) else { return false };
         sender.send_modify(|seen| seen.nudges = seen.nudges.wrapping_add(1));
         sender.receiver_count() > 0
     }
@@ -169,6 +218,29 @@ mod tests {
         assert!(tenant.has_changed().unwrap());
         assert!(!other.has_changed().unwrap(), "another tenant's watch does not move");
         other.mark_unchanged();
+    }
+
+    #[tokio::test]
+    async fn the_streams_of_one_inbox_share_one_count_per_wake_up() {
+        let hints = Hints::default();
+        let (_a, memo) = hints.watch_counted(&inbox("a"));
+        let (_b, same) = hints.watch_counted(&inbox("a"));
+        assert!(Arc::ptr_eq(&memo, &same), "one memo per inbox");
+        let counts = std::sync::atomic::AtomicU64::new(0);
+        let count = async || Some(counts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 10);
+        let first = InboxWake { head: 1, nudges: 0 };
+        assert_eq!(memo.get_or_count(first, count).await, Some(10));
+        assert_eq!(same.get_or_count(first, count).await, Some(10), "counted once for this wake-up");
+        assert_eq!(
+            memo.get_or_count(InboxWake { head: 2, nudges: 0 }, count).await,
+            Some(11),
+            "a new head counts again"
+        );
+        assert_eq!(
+            memo.get_or_count(InboxWake { head: 2, nudges: 1 }, count).await,
+            Some(12),
+            "so does a nudge"
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod config;
 mod convert;
 mod error;
 mod group_commit;
+mod heartbeats;
 mod hints;
 mod http;
 mod limits;
@@ -60,6 +61,7 @@ pub struct AppState {
     proxies: Arc<proxies::TrustedProxies>,
     metrics: Arc<metrics::Metrics>,
     hints: Arc<hints::Hints>,
+    heartbeats: Arc<heartbeats::Heartbeats>,
     tenant_policies: Arc<tenant_policies::TenantPolicies>,
     session_changes: Arc<session_changes::SessionChanges>,
     trust: Arc<trust::Trust>,
@@ -170,8 +172,10 @@ async fn prepare(
     let trust = Arc::new(trust::Trust::new(&config, &overrides.callback_resolver));
     let nonces = nonce_writer::NonceWriter::start(store.clone(), metrics.clone());
     let publisher = publish_batcher::PublishBatcher::start(store.clone(), metrics.clone(), &config);
+    let heartbeats = heartbeats::Heartbeats::start(config.sessions.heartbeat_interval, shutdown.clone());
     Ok(AppState {
         store,
+        heartbeats,
         limits: Arc::new(limits::Limits::new(&config)),
         proxies: Arc::new(proxies),
         config: Arc::new(config),
@@ -296,7 +300,8 @@ pub async fn run_with(
         ready: ready.clone(),
         waiting: startup::waiting_router(waiting.clone(), metrics.clone()),
     };
-    let app = Router::new().fallback_service(dispatch).into_make_service_with_connect_info::<SocketAddr>();
+    let service = Router::new().fallback_service(dispatch);
+    let app = service.clone().into_make_service_with_connect_info::<SocketAddr>();
     let graceful = {
         let stopping = stopping.clone();
         async move {
@@ -308,20 +313,36 @@ pub async fn run_with(
         }
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
+    let stall_limit = config.http.write_stall_timeout;
     let serving: futures_util::future::BoxFuture<'static, std::io::Result<()>> = match tls {
         Some((files, first)) => {
-            let listener = tls::TlsListener::start(listener, files, first, metrics.clone(), stopping.clone())
-                .map_err(|e| ServerError(format!("cannot start TLS: {e}")))?;
+            let listener = tls::TlsListener::start(
+                listener,
+                stall_limit,
+                files,
+                first,
+                metrics.clone(),
+                stopping.clone(),
+            )
+            .map_err(|e| ServerError(format!("cannot start TLS: {e}")))?;
+            let listener = http::stall::StallGuarded::new(listener, stall_limit, metrics.clone());
             // `tap_io` gives the listener's peer address to `ConnectInfo`, as for plain TCP.
             let listener = axum::serve::ListenerExt::tap_io(listener, |_| {});
             Box::pin(axum::serve(listener, app).with_graceful_shutdown(graceful).into_future())
         }
         None => {
-            // A hint is a small write on an otherwise idle stream: Nagle's algorithm would hold
-            // it back until the previous segment's ACK (the TLS listener sets this too).
-            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
+            // SSE streams over HTTP/1.1 are served by the front itself; it hands every other
+            // connection on (and sets TCP_NODELAY and the user timeout on all).
+            let listener = http::sse_front::SseFront::start(
+                listener,
+                service,
+                stall_limit,
+                metrics.clone(),
+                stopping.clone(),
+            )
+            .map_err(|e| ServerError(format!("cannot listen: {e}")))?;
+            let listener = http::stall::StallGuarded::new(listener, stall_limit, metrics.clone());
+            let listener = axum::serve::ListenerExt::tap_io(listener, |_| {});
             Box::pin(axum::serve(listener, app).with_graceful_shutdown(graceful).into_future())
         }
     };

@@ -1,10 +1,12 @@
 //! Per-node limits: request rates per tenant and per agent (token buckets), throttling of
-//! failed authentication per client address, and caps on concurrent long polls and streams.
+//! failed authentication per client address, caps on concurrent long polls and streams per
+//! agent and tenant, and the node's cap on open streams (`streams_max`).
 //! Every table here is bounded: idle entries are swept when a table grows past its cap.
 
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -68,7 +70,13 @@ pub struct Limits {
     waiters_per_agent: u32,
     waiters_per_tenant: u32,
     waiters: Arc<Mutex<HashMap<String, u32>>>,
+    streams_max: u32,
+    streams: Arc<AtomicU32>,
 }
+
+/// Seconds a client refused for the node's capacity is asked to wait before it tries again
+/// (its reconnect may reach another node behind the load balancer sooner).
+const STREAMS_AT_CAPACITY_RETRY_SECONDS: u64 = 5;
 
 impl Limits {
     pub fn new(config: &Config) -> Self {
@@ -88,6 +96,28 @@ impl Limits {
             waiters_per_agent: config.limits.waiters_per_agent,
             waiters_per_tenant: config.limits.waiters_per_tenant,
             waiters: Arc::default(),
+            streams_max: config.limits.streams_max,
+            streams: Arc::default(),
+        }
+    }
+
+    /// Reserves one of the node's `streams_max` stream slots, given back when the guard drops;
+    /// past the cap, `503 streams_at_capacity` with `Retry-After`, never a hang.
+    pub fn hold_stream(&self) -> Result<StreamSlot, ApiError> {
+        let taken = self.streams.fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
+            (open < self.streams_max).then_some(open + 1)
+        });
+        match taken {
+            Ok(_) => Ok(StreamSlot { streams: self.streams.clone() }),
+            Err(_) => Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ProblemCode::StreamsAtCapacity,
+                format!(
+                    "this node holds its most open streams ({}, streams_max); reconnect after Retry-After, or poll meanwhile",
+                    self.streams_max
+                ),
+            )
+            .retry_after(STREAMS_AT_CAPACITY_RETRY_SECONDS)),
         }
     }
 
@@ -168,6 +198,18 @@ impl Limits {
     }
 }
 
+/// One of the node's open streams, counted until it drops.
+#[derive(Debug)]
+pub struct StreamSlot {
+    streams: Arc<AtomicU32>,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.streams.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// A held long-poll or stream slot.
 #[derive(Debug)]
 pub struct WaiterGuard {
@@ -192,6 +234,23 @@ impl Drop for WaiterGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_node_holds_at_most_streams_max_streams() {
+        let mut config = Config::default();
+        config.limits.streams_max = 2;
+        let limits = Limits::new(&config);
+        let a = limits.hold_stream().unwrap();
+        let _b = limits.hold_stream().unwrap();
+        let refused = limits.hold_stream().unwrap_err();
+        assert_eq!(
+            (refused.status, refused.code),
+            (StatusCode::SERVICE_UNAVAILABLE, ProblemCode::StreamsAtCapacity)
+        );
+        assert_eq!(refused.retry_after_seconds, Some(STREAMS_AT_CAPACITY_RETRY_SECONDS));
+        drop(a);
+        assert!(limits.hold_stream().is_ok(), "a closed stream gives its slot back");
+    }
 
     #[test]
     fn buckets_allow_the_burst_then_refuse_with_a_wait() {

@@ -73,9 +73,11 @@ pub struct TlsListener {
 
 impl TlsListener {
     /// Starts accepting on `tcp` with the certificate in `files` (already checked by [`load`]),
-    /// and watches the files until `shutdown`.
+    /// and watches the files until `shutdown`. Accepted sockets get `user_timeout` as their TCP
+    /// user timeout (`http/stall.rs`).
     pub(crate) fn start(
         tcp: TcpListener,
+        user_timeout: Duration,
         files: TlsFiles,
         first: Arc<CertifiedKey>,
         metrics: Arc<Metrics>,
@@ -92,7 +94,7 @@ impl TlsListener {
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let acceptor = TlsAcceptor::from(Arc::new(config));
         let (sender, ready) = mpsc::channel(HANDSHAKES_MAX);
-        tokio::spawn(accept_loop(tcp, acceptor, sender, shutdown.clone()));
+        tokio::spawn(accept_loop(tcp, user_timeout, acceptor, sender, shutdown.clone()));
         tokio::spawn(reload_loop(files, resolver, metrics, shutdown));
         Ok(TlsListener { ready, local_addr })
     }
@@ -117,6 +119,7 @@ impl axum::serve::Listener for TlsListener {
 
 async fn accept_loop(
     tcp: TcpListener,
+    user_timeout: Duration,
     acceptor: TlsAcceptor,
     ready: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
     shutdown: Shutdown,
@@ -137,6 +140,7 @@ async fn accept_loop(
             _ = shutdown.cancelled() => return,
         };
         let _ = stream.set_nodelay(true);
+        crate::http::stall::set_user_timeout(&stream, user_timeout);
         let acceptor = acceptor.clone();
         let ready = ready.clone();
         tokio::spawn(async move {

@@ -123,6 +123,12 @@ impl Config {
         if self.limits.tenant_requests_per_second == 0 || self.limits.agent_requests_per_second == 0 {
             return bad("request rates must be at least 1 per second".into());
         }
+        if !(1..=1_000_000).contains(&self.limits.streams_max) {
+            return bad("streams_max must be between 1 and 1000000".into());
+        }
+        if !(Duration::from_secs(1)..=Duration::from_secs(600)).contains(&self.http.write_stall_timeout) {
+            return bad("write_stall_timeout must be between 1s and 10m".into());
+        }
         if self.tls.cert.is_some() != self.tls.key.is_some() {
             return bad("tls_cert and tls_key go together: give both PEM files, or neither".into());
         }

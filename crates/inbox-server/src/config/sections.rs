@@ -58,11 +58,21 @@ pub struct HttpConfig {
     /// none, and those headers are ignored. A comma-separated list in the environment or a flag.
     #[serde(with = "super::forms::string_list")]
     pub trusted_proxies: Vec<String>,
+    /// How long a connection may stay unwritable (its client reads nothing) before it is
+    /// closed; also the TCP user timeout, so a peer that vanished (half-open TCP) is found
+    /// within one heartbeat interval plus this.
+    #[serde(with = "super::forms::human_duration")]
+    pub write_stall_timeout: Duration,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
-        Self { listen: "127.0.0.1:8080".into(), cors_origins: Vec::new(), trusted_proxies: Vec::new() }
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            cors_origins: Vec::new(),
+            trusted_proxies: Vec::new(),
+            write_stall_timeout: Duration::from_secs(30),
+        }
     }
 }
 
@@ -303,6 +313,10 @@ pub struct LimitsConfig {
     /// Concurrent long polls and streams one agent, and one tenant, may hold open.
     pub waiters_per_agent: u32,
     pub waiters_per_tenant: u32,
+    /// Open SSE and WebSocket streams this node holds at most; past it a new stream is
+    /// answered `503 streams_at_capacity` with `Retry-After` (another node, or later). Each
+    /// needs a file descriptor: `serve` raises its open-files limit and warns when it is lower.
+    pub streams_max: u32,
 }
 
 impl Default for LimitsConfig {
@@ -315,6 +329,7 @@ impl Default for LimitsConfig {
             auth_failures_per_minute: 30,
             waiters_per_agent: 8,
             waiters_per_tenant: 2_000,
+            streams_max: 10_000,
         }
     }
 }

@@ -9,4 +9,6 @@ pub mod middleware;
 pub mod openapi;
 pub mod routes;
 pub mod signed;
+pub mod sse_front;
+pub mod stall;
 pub mod stream_params;

@@ -80,6 +80,10 @@ declare_metrics! {
         "Streams opened with a Last-Event-ID (a client resuming), by transport";
     Gauge connected_streams("transport")
         "Open streams and waiting long polls on this node, by transport";
+    Counter streams_refused_total("transport", "code")
+        "Streams refused for capacity, by transport and problem code (streams_at_capacity: the node's streams_max; too_many_waiters: an agent's or tenant's cap)";
+    Counter connections_closed_stalled_total()
+        "Connections closed because nothing they were sent was taken for write_stall_timeout: a client that stopped reading, or a peer that vanished (TCP user timeout)";
     Counter hints_sent_total("tenant", "transport")
         "inbox.updated hints written to streams, by tenant and transport; fetches/hints is the hint-to-fetch ratio";
     Counter fetches_total("tenant", "kind")

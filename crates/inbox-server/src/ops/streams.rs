@@ -8,6 +8,11 @@
 //! behind the head back in the inbox, [`crate::hints`]) is announced with the head last
 //! announced: clients claim on every hint, so it reaches events behind their cursor.
 //!
+//! A stream's idle cost is kept small on purpose (a node may hold tens of thousands): its
+//! heartbeat is a place in the node's shared [`crate::heartbeats`] wheel rather than a timer of
+//! its own, the count of unacknowledged events is shared by the streams of one inbox, and it
+//! holds one of the node's `streams_max` slots.
+//!
 //! Under the single-active-session policy (`ops/sessions.rs`) a stream must name its agent's
 //! newest session to open, and ends with a final `session.superseded` signal when a newer
 //! subscribe supersedes that session: at once when the notifier reports it, at the latest at
@@ -17,14 +22,16 @@ use inbox_api::time::format_utc;
 use inbox_api::{Scope, StreamSignal};
 use inbox_core::{EventId, RecipientKey, SessionId};
 use inbox_store::SessionTouch;
+use std::sync::Arc;
+
 use tokio::sync::watch;
-use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::hints::InboxWake;
-use crate::limits::WaiterGuard;
+use crate::heartbeats::Beat;
+use crate::hints::{InboxWake, UnackedMemo};
+use crate::limits::{StreamSlot, WaiterGuard};
 use crate::ops::sessions::{is_superseded, require_active_session, touch};
 
 /// What woke a subscription.
@@ -49,6 +56,8 @@ pub(crate) struct Subscription {
     transport: &'static str,
     session_id: Option<SessionId>,
     hints: watch::Receiver<InboxWake>,
+    /// The count of unacknowledged events, shared with the inbox's other streams.
+    unacked: Arc<UnackedMemo>,
     /// Reports that a subscribe superseded sessions of this agent (with a session only).
     session_changes: Option<watch::Receiver<u64>>,
     announced: u64,
@@ -58,17 +67,19 @@ pub(crate) struct Subscription {
     /// Nudges seen on `hints`, and whether one still has to be announced.
     nudges_seen: u64,
     nudge_pending: bool,
-    heartbeat: Interval,
+    heartbeat: Beat,
     tenant_label: String,
+    _stream: StreamSlot,
     _slot: WaiterGuard,
     _connected: Connected,
 }
 
 impl Subscription {
     /// Opens a stream for `caller`: checks the scope and the session policy (409
-    /// `session_superseded` or `session_required`), takes a waiter slot (429
-    /// `too_many_waiters` past the caps), touches the session, and returns the signal to send
-    /// at once when the head is already past `last_event_id` (missing counts as 0).
+    /// `session_superseded` or `session_required`), takes one of the node's stream slots (503
+    /// `streams_at_capacity` past `streams_max`) and a waiter slot (429 `too_many_waiters`
+    /// past the caps), touches the session, and returns the signal to send at once when the
+    /// head is already past `last_event_id` (missing counts as 0).
     pub async fn open(
         state: &AppState,
         caller: &Caller,
@@ -81,12 +92,18 @@ impl Subscription {
         let session_changes =
             session_id.as_ref().map(|_| state.session_changes.watch(&caller.tenant_id, &caller.subject));
         require_active_session(state, caller, session_id.as_ref()).await?;
-        let slot = state.limits.hold_waiter(caller.tenant_id.as_str(), caller.subject.as_str())?;
+        let refused = |err: ApiError| {
+            state.metrics.streams_refused_total().add([transport.to_owned(), err.code.to_string()], 1);
+            err
+        };
+        let stream = state.limits.hold_stream().map_err(refused)?;
+        let slot =
+            state.limits.hold_waiter(caller.tenant_id.as_str(), caller.subject.as_str()).map_err(refused)?;
         let inbox = caller.inbox();
         if let Some(session_id) = &session_id {
             touch(state, caller, session_id, Some(transport)).await?;
         }
-        let hints = state.hints.watch(&inbox);
+        let (hints, unacked) = state.hints.watch_counted(&inbox);
         let nudges_seen = hints.borrow().nudges;
         let head = state.store.inbox().head(&inbox).await?.head_seq.get();
         let labels = [transport.to_owned()];
@@ -94,9 +111,6 @@ impl Subscription {
         if last_event_id.is_some() {
             state.metrics.stream_reconnects_total().add(labels, 1);
         }
-        let period = state.config.sessions.heartbeat_interval;
-        let mut heartbeat = tokio::time::interval_at(Instant::now() + period, period);
-        heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut subscription = Subscription {
             state: state.clone(),
             tenant_label: state.metrics.tenant_label(inbox.tenant_id.as_str()),
@@ -104,12 +118,14 @@ impl Subscription {
             transport,
             session_id,
             hints,
+            unacked,
             session_changes,
             announced: last_event_id.unwrap_or(0),
             pending: None,
             nudges_seen,
             nudge_pending: false,
-            heartbeat,
+            heartbeat: state.heartbeats.join(),
+            _stream: stream,
             _slot: slot,
             _connected: Connected::new(state, transport),
         };
@@ -122,7 +138,9 @@ impl Subscription {
     /// `select!` wins.
     pub async fn next(&mut self) -> Wake {
         loop {
-            if let Some(signal) = self.announce().await {
+            // Boxed here and below: the database calls' futures are large and short-lived; kept
+            // inline they would make every idle stream's task as large as the largest of them.
+            if let Some(signal) = Box::pin(self.announce()).await {
                 return Wake::Signal(signal);
             }
             tokio::select! {
@@ -158,8 +176,11 @@ impl Subscription {
     /// signal to send before closing when the session has been superseded (this is how a
     /// supersede is learnt when its signal was missed).
     pub async fn beat(&self) -> Option<StreamSignal> {
-        self.touch().await;
-        self.superseded().await
+        Box::pin(async {
+            self.touch().await;
+            self.superseded().await
+        })
+        .await
     }
 
     /// The final `session.superseded` signal when this stream's session is no longer its
@@ -168,7 +189,7 @@ impl Subscription {
     pub async fn superseded(&self) -> Option<StreamSignal> {
         let session_id = self.session_id.as_ref()?;
         let (tenant, agent) = (&self.inbox.tenant_id, &self.inbox.recipient.id);
-        match is_superseded(&self.state, tenant, agent, session_id).await {
+        match Box::pin(is_superseded(&self.state, tenant, agent, session_id)).await {
             Ok(true) => Some(signal(&self.state, &self.inbox, SESSION_SUPERSEDED, self.announced)),
             Ok(false) => None,
             Err(err) => {
@@ -208,13 +229,18 @@ impl Subscription {
             None if self.nudge_pending => self.announced,
             None => return None,
         };
-        let unacked = match self.state.store.inbox().unacked_estimate(&self.inbox).await {
-            Ok(n) => Some(n),
-            Err(err) => {
-                tracing::debug!(error = %err, "a hint goes out without approximate_unacked");
-                None
-            }
-        };
+        let wake = InboxWake { head, nudges: self.nudges_seen };
+        let (store, inbox) = (&self.state.store, &self.inbox);
+        let unacked = self
+            .unacked
+            .get_or_count(wake, async || match store.inbox().unacked_estimate(inbox).await {
+                Ok(n) => Some(n),
+                Err(err) => {
+                    tracing::debug!(error = %err, "a hint goes out without approximate_unacked");
+                    None
+                }
+            })
+            .await;
         self.pending = None;
         self.nudge_pending = false;
         self.announced = head;

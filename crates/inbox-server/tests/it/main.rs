@@ -20,6 +20,7 @@ mod rooms;
 mod rotation;
 mod sessions;
 mod signatures;
+mod stream_capacity;
 mod stream_clients;
 mod stream_credentials;
 mod streams;

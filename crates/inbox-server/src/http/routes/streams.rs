@@ -6,14 +6,15 @@
 //! The stream carries hints only. Each `inbox.updated` event has `id:` = its `head_seq`, so a
 //! browser reconnecting with `Last-Event-ID` gets an immediate event when the head moved while
 //! it was away. Keep-alives are seed 000's `event: heartbeat` / `data: {}` every
-//! `heartbeat_interval`; the stream starts with `retry:` advice.
+//! `heartbeat_interval`; the stream starts with `retry:` advice. The frames are written here,
+//! in the few lines of the SSE format the stream uses, rather than through axum's `Sse`, so a
+//! heartbeat is a static slice and a stream keeps no encoder of its own.
 
 use std::convert::Infallible;
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::sse::{Event, Sse};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -78,45 +79,52 @@ enum Names {
 async fn open_sse(state: AppState, caller: StreamCaller, names: Names) -> Result<Response, ApiError> {
     let (subscription, first) =
         Subscription::open(&state, &caller.caller, "sse", caller.session_id, caller.last_event_id).await?;
-    let mut opening = Event::default().retry(state.config.sessions.sse_retry);
-    if let Some(signal) = &first {
-        opening = hint_event(opening, signal, names);
+    // The first frame: the reconnect advice, with the hint when the head is already past the
+    // client's last event.
+    let mut opening = format!("retry: {}\n", state.config.sessions.sse_retry.as_millis());
+    match &first {
+        Some(signal) => opening.push_str(&hint_frame(signal, names)),
+        None => opening.push('\n'),
     }
-    let mut response = Sse::new(events(subscription, opening, names)).into_response();
-    // Ask buffering proxies (nginx) to pass events through as they are written.
-    response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(response)
+    let body = Body::from_stream(frames(subscription, Bytes::from(opening), names));
+    let headers = [
+        (header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")),
+        (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        // Ask buffering proxies (nginx) to pass events through as they are written.
+        (HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no")),
+    ];
+    Ok((headers, body).into_response())
 }
+
+/// A heartbeat frame: the same bytes every time, so a beat allocates nothing.
+const HEARTBEAT_FRAME: &[u8] = b"event: heartbeat\ndata: {}\n\n";
 
 /// The event stream: the opening frame, then hints and heartbeats until the client goes away
 /// (the response body is dropped), the server shuts down, or the session is superseded (a last
 /// `session.superseded` event, then the end). A frame is made only when the connection asks
 /// for the next one, so a client that stops reading costs nothing but its socket buffers, and
-/// the hint it gets when it reads again is the latest head.
-fn events(
+/// the hint it gets when it reads again is the latest head; a client that reads nothing for
+/// `write_stall_timeout` is disconnected by the listener (`http/stall.rs`).
+fn frames(
     subscription: Subscription,
-    opening: Event,
+    opening: Bytes,
     names: Names,
-) -> impl Stream<Item = Result<Event, Infallible>> {
+) -> impl Stream<Item = Result<Bytes, Infallible>> {
     let start = (Some(subscription), Some(opening));
     futures_util::stream::unfold(start, move |(subscription, opening)| async move {
         // No subscription: the last event went out.
         let mut subscription = subscription?;
-        if let Some(event) = opening {
-            return Some((Ok(event), (Some(subscription), None)));
+        if let Some(frame) = opening {
+            return Some((Ok(frame), (Some(subscription), None)));
         }
         let final_signal = loop {
             match subscription.next().await {
                 Wake::Signal(signal) => {
-                    return Some((
-                        Ok(hint_event(Event::default(), &signal, names)),
-                        (Some(subscription), None),
-                    ));
+                    return Some((Ok(Bytes::from(hint_frame(&signal, names))), (Some(subscription), None)));
                 }
                 Wake::Heartbeat => match subscription.beat().await {
                     None => {
-                        let beat = Event::default().event("heartbeat").data("{}");
-                        return Some((Ok(beat), (Some(subscription), None)));
+                        return Some((Ok(Bytes::from_static(HEARTBEAT_FRAME)), (Some(subscription), None)));
                     }
                     Some(last) => break last,
                 },
@@ -129,21 +137,21 @@ fn events(
             }
         };
         let data = serde_json::to_string(&final_signal).unwrap_or_default();
-        Some((Ok(Event::default().event(SESSION_SUPERSEDED).data(data)), (None, None)))
+        Some((Ok(Bytes::from(format!("event: {SESSION_SUPERSEDED}\ndata: {data}\n\n"))), (None, None)))
     })
 }
 
-fn hint_event(event: Event, signal: &StreamSignal, names: Names) -> Event {
-    let event = event.id(signal.head_seq.to_string());
-    match names {
-        Names::Seed001 => {
-            event.event("inbox.updated").data(serde_json::to_string(signal).unwrap_or_default())
-        }
+/// One `inbox.updated` event (`inbox_updated` with `cursor_hint` in seed 000's names), its id
+/// the head, so a reconnecting `EventSource` sends it back as `Last-Event-ID`.
+fn hint_frame(signal: &StreamSignal, names: Names) -> String {
+    let (event, data) = match names {
+        Names::Seed001 => ("inbox.updated", serde_json::to_string(signal).unwrap_or_default()),
         Names::Seed000 => {
             let seed_000 = Seed000Signal { signal: signal.clone(), cursor_hint: signal.head_seq };
-            event.event("inbox_updated").data(serde_json::to_string(&seed_000).unwrap_or_default())
+            ("inbox_updated", serde_json::to_string(&seed_000).unwrap_or_default())
         }
-    }
+    };
+    format!("id: {}\nevent: {event}\ndata: {data}\n\n", signal.head_seq)
 }
 
 /// Mints a single-use stream ticket for the caller, valid for at most 60 s on any node.

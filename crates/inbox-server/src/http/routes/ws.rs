@@ -38,6 +38,11 @@ use crate::ops::streams::{Subscription, Wake};
 /// is dropped (SSE needs none: its frames are produced only when the connection can take them).
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The socket's read buffer to begin with: an operation is a few hundred bytes, and a larger
+/// message grows the buffer to its size (tungstenite's default, 128 KiB, was most of an idle
+/// socket's memory).
+const READ_BUFFER_BYTES: usize = 1024;
+
 pub fn router() -> Router<AppState> {
     // `any`: HTTP/1.1 upgrades with GET, HTTP/2 (RFC 8441) with an extended CONNECT.
     Router::new().route("/v1/streams/ws", any(websocket))
@@ -78,6 +83,9 @@ pub async fn websocket(
     let connection = Connection { caller: caller.caller, session_id };
     Ok(upgrade
         .max_message_size(message_bytes_max)
+        .read_buffer_size(READ_BUFFER_BYTES)
+        // Every message is written at once (one at a time), so none waits in a buffer.
+        .write_buffer_size(0)
         .on_upgrade(move |socket| serve(socket, state, connection, subscription, first)))
 }
 
@@ -121,7 +129,9 @@ async fn serve(
     loop {
         let outgoing = tokio::select! {
             received = socket.recv() => match received {
-                Some(Ok(Message::Text(text))) => Outgoing::Reply(answer(&state, &connection, text.as_str()).await),
+                // Boxed: the operation's future is large and rare, and would otherwise make every
+                // idle socket's task as large as the biggest request it could ever run.
+                Some(Ok(Message::Text(text))) => Outgoing::Reply(Box::pin(answer(&state, &connection, text.as_str())).await),
                 Some(Ok(Message::Binary(_))) => Outgoing::Reply(refuse(None, ApiError::bad_request(
                     ProblemCode::UnsupportedMessage,
                     "send operations as JSON text messages, not binary ones",

@@ -1,0 +1,689 @@
+//! `inbox-bench streams`: what connected agents cost one node. The node runs on SQLite in a
+//! child process (`inbox-bench node`), the streams are opened by client processes of their
+//! own (`inbox-bench streams-clients`) from many loopback source addresses (127.0.0.0/8, so
+//! ephemeral ports do not run out), and the report gives:
+//!
+//! - the node's resident memory per idle stream, for SSE and for WebSocket (VmRSS of the node
+//!   before and after each transport's streams open);
+//! - the node's CPU while every stream idles, per 1,000 streams, over one heartbeat interval
+//!   (so each stream sends one heartbeat in the window), less the same window with no stream;
+//! - the time to open them;
+//! - publish → hint latency to the last of 1,000 and of 10,000 subscribers of one inbox (half
+//!   SSE, half WebSocket), from the moment the publish request is sent.
+//!
+//! Every count is bounded (`COUNT_MAX` in `args.rs`) and everything runs on loopback.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::process::{ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use inbox_core::{RecipientId, TenantId};
+use inbox_server::{CallerKind, TokenService};
+use inbox_store::{ConnectOptions, SqlStore, StoreConfig};
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader, Lines};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+use crate::BenchError;
+use crate::cpu::pid_cpu;
+use crate::node::Node;
+use crate::report::percentile;
+
+/// Sizes of the `streams` benchmark.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamsArgs {
+    /// Idle streams in all, half SSE and half WebSocket.
+    pub streams: usize,
+    /// Subscriber counts of the fan-out rows.
+    pub fanout: Vec<usize>,
+    /// Publishes per fan-out row.
+    pub publishes: usize,
+}
+
+impl Default for StreamsArgs {
+    fn default() -> Self {
+        Self { streams: 16_000, fanout: vec![1_000, 10_000], publishes: 40 }
+    }
+}
+
+/// Streams one client process holds at most (its open-files limit must allow them).
+const STREAMS_PER_CLIENT: usize = 8_000;
+/// Connections a client process opens at once.
+const CONNECT_BATCH: usize = 256;
+/// The node's heartbeat interval (the default): the CPU window is one interval long.
+const HEARTBEAT: Duration = Duration::from_secs(30);
+/// Time between two publishes of a fan-out row, so one hint's fan-out ends before the next.
+const PACE: Duration = Duration::from_millis(250);
+const TENANT: &str = "bench";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transport {
+    Sse,
+    WebSocket,
+}
+
+impl Transport {
+    fn name(self) -> &'static str {
+        match self {
+            Transport::Sse => "sse",
+            Transport::WebSocket => "ws",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Transport> {
+        match text {
+            "sse" => Some(Transport::Sse),
+            "ws" => Some(Transport::WebSocket),
+            _ => None,
+        }
+    }
+}
+
+/// Runs the benchmark on a SQLite database in a temporary directory and prints the report.
+pub async fn main(args: StreamsArgs) -> ExitCode {
+    let dir = std::env::temp_dir().join(format!("inbox-bench-streams-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let url = format!("sqlite://{}", dir.join("inbox.db").display());
+    let outcome = run(&args, &url).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    match outcome {
+        Ok(report) => {
+            println!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("inbox-bench streams: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: &StreamsArgs, url: &str) -> Result<String, BenchError> {
+    let node = Node::spawn(url).await?;
+    let pid = node.pid().ok_or("the node runs in a child process")?;
+    let store = SqlStore::connect(&ConnectOptions::new(url), StoreConfig::default()).await?;
+    let tokens = TokenService::new(store.clone(), &Node::config(url)).await?;
+    let tenant = TenantId::new(TENANT)?;
+    let issue = async |subject: &str, kind: CallerKind, scope: &str| -> Result<String, BenchError> {
+        let subject = RecipientId::new(subject)?;
+        Ok(tokens
+            .issue(&tenant, &subject, kind, scope, None, false)
+            .await
+            .map_err(|e| e.detail)?
+            .access_token)
+    };
+
+    eprintln!("idle: {} tokens", args.streams);
+    let mut idle_tokens = Vec::with_capacity(args.streams);
+    for n in 0..args.streams {
+        idle_tokens.push(issue(&format!("idle_{n:06}"), CallerKind::Agent, "stream.subscribe").await?);
+    }
+    eprintln!("idle: the node's CPU over {} s without streams", HEARTBEAT.as_secs());
+    let quiet_cpu = cpu_over(pid, HEARTBEAT).await?;
+    let half = args.streams / 2;
+    let mut idle = Vec::new();
+    let mut clients = Vec::new();
+    let mut source = 0;
+    for (transport, tokens) in
+        [(Transport::Sse, &idle_tokens[..half]), (Transport::WebSocket, &idle_tokens[half..])]
+    {
+        eprintln!("idle: opening {} {} streams", tokens.len(), transport.name());
+        let rss_before = vm_rss_kib(pid)?;
+        let started = Instant::now();
+        let (opened, mut group) = open_clients(&node, transport, Mode::Idle, tokens, &mut source).await?;
+        let open_time = started.elapsed();
+        wait_for_gauge(&node, transport, opened).await?;
+        settle().await;
+        let rss_after = vm_rss_kib(pid)?;
+        idle.push(IdleRow { transport, asked: tokens.len(), opened, open_time, rss_before, rss_after });
+        clients.append(&mut group);
+    }
+    drop(idle_tokens);
+    let opened: usize = idle.iter().map(|row| row.opened).sum();
+    eprintln!("idle: the node's CPU over {} s with {opened} idle streams", HEARTBEAT.as_secs());
+    let busy_cpu = cpu_over(pid, HEARTBEAT).await?;
+    let rss_end = vm_rss_kib(pid)?;
+    for client in clients {
+        client.close().await;
+    }
+    for transport in [Transport::Sse, Transport::WebSocket] {
+        wait_for_gauge(&node, transport, 0).await?;
+    }
+
+    let publisher = issue("publisher", CallerKind::Publisher, "events.publish").await?;
+    let mut fanout = Vec::new();
+    for &subscribers in &args.fanout {
+        let agent = format!("fanout_{subscribers}");
+        let token = issue(&agent, CallerKind::Agent, "stream.subscribe").await?;
+        eprintln!("fan-out: {subscribers} subscribers of {agent}, {} publishes", args.publishes);
+        fanout.push(
+            fan_out(&node, &publisher, &agent, &token, subscribers, args.publishes, &mut source).await?,
+        );
+    }
+    node.stop().await;
+    store.close().await;
+    let cpu = CpuRow { quiet: quiet_cpu, busy: busy_cpu, streams: opened, rss_end };
+    Ok(render(args, &idle, &cpu, &fanout))
+}
+
+/// Waits a moment for the allocator and the node's tasks to settle before reading its RSS.
+async fn settle() {
+    tokio::time::sleep(Duration::from_secs(2)).await;
+}
+
+/// What a client process does with its streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Open them and never read.
+    Idle,
+    /// Read every hint and report when all its streams have seen each head.
+    Watch,
+}
+
+/// One running client process.
+struct ClientProcess {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl ClientProcess {
+    async fn close(mut self) {
+        drop(self.stdin);
+        let _ = self.child.wait().await;
+    }
+}
+
+/// Starts client processes holding one `transport` stream per token; returns how many opened.
+async fn open_clients(
+    node: &Node,
+    transport: Transport,
+    mode: Mode,
+    tokens: &[String],
+    source: &mut usize,
+) -> Result<(usize, Vec<ClientProcess>), BenchError> {
+    let mut clients = Vec::new();
+    for share in tokens.chunks(STREAMS_PER_CLIENT) {
+        let mut child = tokio::process::Command::new(std::env::current_exe()?)
+            .args(["streams-clients", node.authority()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let mut stdin = child.stdin.take().ok_or("no stdin for a client process")?;
+        let stdout = child.stdout.take().ok_or("no stdout for a client process")?;
+        let mode_name = if mode == Mode::Idle { "idle" } else { "watch" };
+        let mut text = format!("{} {mode_name} {}\n", transport.name(), *source);
+        *source += 1;
+        for token in share {
+            text.push_str(token);
+            text.push('\n');
+        }
+        text.push('\n');
+        stdin.write_all(text.as_bytes()).await?;
+        clients.push(ClientProcess { child, stdin, lines: BufReader::new(stdout).lines() });
+    }
+    let mut opened = 0;
+    for client in &mut clients {
+        let ready = client.lines.next_line().await?.ok_or("a client process exited early")?;
+        let mut words = ready.split_whitespace().skip(1);
+        let (ok, failed) = (words.next(), words.next());
+        let ok: usize = ok.and_then(|n| n.parse().ok()).ok_or_else(|| format!("a client said {ready:?}"))?;
+        if failed != Some("0") {
+            eprintln!("streams: a client process could not open every stream: {ready}");
+        }
+        opened += ok;
+    }
+    Ok((opened, clients))
+}
+
+/// Waits until the node counts `count` open streams of `transport`.
+async fn wait_for_gauge(node: &Node, transport: Transport, count: usize) -> Result<(), BenchError> {
+    let series = format!("agent_inbox_connected_streams{{transport=\"{}\"}}", gauge_label(transport));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while node.metric(&series).await? as usize != count {
+        if Instant::now() > deadline {
+            let now = node.metric(&series).await?;
+            return Err(format!("the node counts {now} {} streams, not {count}", transport.name()).into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+fn gauge_label(transport: Transport) -> &'static str {
+    match transport {
+        Transport::Sse => "sse",
+        Transport::WebSocket => "websocket",
+    }
+}
+
+/// The node's CPU time over `window`.
+async fn cpu_over(pid: u32, window: Duration) -> Result<Duration, BenchError> {
+    let before = pid_cpu(pid).ok_or("this platform does not report a process's CPU time")?;
+    tokio::time::sleep(window).await;
+    let after = pid_cpu(pid).ok_or("this platform does not report a process's CPU time")?;
+    Ok(after.saturating_sub(before))
+}
+
+/// A process's resident memory in KiB (`VmRSS` of `/proc/PID/status`, Linux only).
+fn vm_rss_kib(pid: u32) -> Result<u64, BenchError> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).ok_or("no VmRSS in /proc")?;
+    Ok(line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()).ok_or("VmRSS unreadable")?)
+}
+
+struct IdleRow {
+    transport: Transport,
+    asked: usize,
+    opened: usize,
+    open_time: Duration,
+    rss_before: u64,
+    rss_after: u64,
+}
+
+struct CpuRow {
+    quiet: Duration,
+    busy: Duration,
+    streams: usize,
+    rss_end: u64,
+}
+
+struct FanoutRow {
+    subscribers: usize,
+    opened: usize,
+    /// Publish request sent → the last subscriber read the hint, per publish.
+    to_last: Vec<Duration>,
+    lost: usize,
+}
+
+/// Opens `subscribers` streams of `agent` (half SSE, half WebSocket), publishes to it
+/// `publishes` times, one every [`PACE`], and measures each publish → the last hint read.
+async fn fan_out(
+    node: &Node,
+    publisher: &str,
+    agent: &str,
+    token: &str,
+    subscribers: usize,
+    publishes: usize,
+    source: &mut usize,
+) -> Result<FanoutRow, BenchError> {
+    let tokens = vec![token.to_owned(); subscribers];
+    let half = subscribers / 2;
+    let (sse, mut clients) = open_clients(node, Transport::Sse, Mode::Watch, &tokens[..half], source).await?;
+    let (ws, mut more) =
+        open_clients(node, Transport::WebSocket, Mode::Watch, &tokens[half..], source).await?;
+    clients.append(&mut more);
+    let opened = sse + ws;
+    // Each client reports `hint HEAD UNIX_MICROS` once all its streams have read HEAD.
+    let reports = Arc::new(Mutex::new(vec![Vec::<u64>::new(); publishes + 1]));
+    let mut readers = Vec::new();
+    for client in &mut clients {
+        let mut lines = std::mem::replace(&mut client.lines, empty_lines()?);
+        let reports = reports.clone();
+        readers.push(tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut words = line.split_whitespace().skip(1).map(|w| w.parse::<u64>().ok());
+                if let (Some(Some(head)), Some(Some(at))) = (words.next(), words.next()) {
+                    if let Some(slot) = reports.lock().expect("reports").get_mut(head as usize) {
+                        slot.push(at);
+                    }
+                }
+            }
+        }));
+    }
+    let mut sent = Vec::with_capacity(publishes);
+    let mut pace = tokio::time::interval(PACE);
+    for n in 1..=publishes {
+        pace.tick().await;
+        sent.push(unix_micros());
+        let response = node
+            .client
+            .post(format!("{}/v1/events", node.base))
+            .bearer_auth(publisher)
+            .json(&serde_json::json!({"recipients": [agent], "event_type": "bench.fanout", "payload": {"n": n}}))
+            .send()
+            .await?;
+        if !response.status().is_success() {
+            return Err(format!("publish {n} answered {}", response.status()).into());
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let complete =
+        |reports: &Mutex<Vec<Vec<u64>>>| reports.lock().expect("reports")[publishes].len() == clients.len();
+    while !complete(&reports) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for client in clients {
+        client.close().await;
+    }
+    for reader in readers {
+        reader.abort();
+    }
+    let reports = reports.lock().expect("reports");
+    let mut to_last = Vec::new();
+    let mut lost = 0;
+    for (n, sent_at) in sent.iter().enumerate() {
+        let seen = &reports[n + 1];
+        if seen.len() < opened.div_ceil(STREAMS_PER_CLIENT).max(1) {
+            lost += 1;
+            continue;
+        }
+        let last = seen.iter().copied().max().unwrap_or(*sent_at);
+        to_last.push(Duration::from_micros(last.saturating_sub(*sent_at)));
+    }
+    to_last.sort_unstable();
+    Ok(FanoutRow { subscribers, opened, to_last, lost })
+}
+
+/// A line reader that is already at its end, to take a client's own out of it.
+fn empty_lines() -> Result<Lines<BufReader<ChildStdout>>, BenchError> {
+    let mut child = std::process::Command::new("true").stdout(Stdio::piped()).spawn()?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let _ = child.wait();
+    Ok(BufReader::new(ChildStdout::from_std(stdout)?).lines())
+}
+
+fn unix_micros() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
+fn render(args: &StreamsArgs, idle: &[IdleRow], cpu: &CpuRow, fanout: &[FanoutRow]) -> String {
+    use std::fmt::Write as _;
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "inbox-bench streams: one node on SQLite in a child process, {cores} cores shared with the clients\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:<10} {:>8} {:>8} {:>10} {:>12} {:>12} {:>14}",
+        "idle", "asked", "opened", "open (s)", "RSS before", "RSS after", "KiB/stream"
+    );
+    for row in idle {
+        let per = (row.rss_after.saturating_sub(row.rss_before)) as f64 / row.opened.max(1) as f64;
+        let _ = writeln!(
+            out,
+            "{:<10} {:>8} {:>8} {:>10.1} {:>9} KiB {:>9} KiB {:>14.2}",
+            row.transport.name(),
+            row.asked,
+            row.opened,
+            row.open_time.as_secs_f64(),
+            row.rss_before,
+            row.rss_after,
+            per
+        );
+    }
+    let extra = cpu.busy.saturating_sub(cpu.quiet).as_secs_f64();
+    let per_thousand = extra / HEARTBEAT.as_secs_f64() * 100.0 / (cpu.streams.max(1) as f64 / 1_000.0);
+    let _ = writeln!(
+        out,
+        "\nidle CPU with {} streams over {} s (one heartbeat each): {:.3} s ({:.3} s without streams)\n  \
+         = {:.4} % of a core per 1,000 streams, {:.3} % per 10,000; node RSS {} KiB",
+        cpu.streams,
+        HEARTBEAT.as_secs(),
+        cpu.busy.as_secs_f64(),
+        cpu.quiet.as_secs_f64(),
+        per_thousand,
+        per_thousand * 10.0,
+        cpu.rss_end
+    );
+    let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
+    let _ = writeln!(
+        out,
+        "\n{:<26} {:>8} {:>8} {:>8} {:>8} {:>6}",
+        format!("fan-out, {} publishes", args.publishes),
+        "opened",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "lost"
+    );
+    for row in fanout {
+        let _ = writeln!(
+            out,
+            "{:<26} {:>8} {:>8} {:>8} {:>8} {:>6}",
+            format!("publish -> last of {}", row.subscribers),
+            row.opened,
+            ms(percentile(&row.to_last, 50.0)),
+            ms(percentile(&row.to_last, 99.0)),
+            ms(row.to_last.last().copied().unwrap_or_default()),
+            row.lost
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nidle streams: half SSE, half WebSocket (bearer header), each of its own agent, from 127.x.y.z \
+         source addresses; fan-out: half of each transport on one agent's inbox, a publish every {} ms",
+        PACE.as_millis()
+    );
+    out
+}
+
+/// The child process of `streams`: reads `TRANSPORT MODE SOURCE` and one access token per line
+/// from stdin (until an empty line), opens one stream per token to `addr` from source
+/// addresses of its own, prints `ready OPENED FAILED`, then (in `watch` mode) reads every hint
+/// and prints `hint HEAD UNIX_MICROS` when all its streams have read HEAD, until stdin closes.
+pub async fn clients(addr: String) -> ExitCode {
+    match run_clients(addr).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("inbox-bench streams-clients: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run_clients(addr: String) -> Result<(), BenchError> {
+    let addr: SocketAddr = addr.parse()?;
+    let mut stdin = BufReader::new(tokio::io::stdin()).lines();
+    let header = stdin.next_line().await?.ok_or("no header line")?;
+    let mut words = header.split_whitespace();
+    let transport = words.next().and_then(Transport::parse).ok_or("the header names no transport")?;
+    let mode = match words.next() {
+        Some("idle") => Mode::Idle,
+        Some("watch") => Mode::Watch,
+        _ => return Err("the header names no mode".into()),
+    };
+    let source: u8 = words.next().and_then(|n| n.parse().ok()).ok_or("the header names no source")?;
+    let mut tokens = Vec::new();
+    while let Some(line) = stdin.next_line().await? {
+        if line.is_empty() {
+            break;
+        }
+        tokens.push(line);
+    }
+    let total = tokens.len();
+    let heads = Arc::new(HeadLog::new(total));
+    let mut streams = Vec::with_capacity(total);
+    let mut failed = 0usize;
+    let mut first_error = None;
+    let mut index = 0usize;
+    for batch in tokens.chunks(CONNECT_BATCH) {
+        let mut opening = Vec::new();
+        for token in batch {
+            let from = source_address(source, index);
+            index += 1;
+            opening.push(tokio::spawn(open_stream(addr, from, transport, token.clone())));
+        }
+        for task in opening {
+            match task.await? {
+                Ok(stream) => streams.push(stream),
+                Err(err) => {
+                    failed += 1;
+                    first_error.get_or_insert(err.to_string());
+                }
+            }
+        }
+    }
+    if let Some(err) = first_error {
+        eprintln!("inbox-bench streams-clients: {failed} streams failed to open; the first: {err}");
+    }
+    heads.expect(streams.len());
+    println!("ready {} {failed}", streams.len());
+    let mut readers = Vec::new();
+    if mode == Mode::Watch {
+        for (stream, leftover) in streams.drain(..) {
+            readers.push(tokio::spawn(watch(stream, leftover, transport, heads.clone())));
+        }
+    }
+    while let Ok(Some(_)) = stdin.next_line().await {}
+    for reader in readers {
+        reader.abort();
+    }
+    drop(streams);
+    Ok(())
+}
+
+/// Source address number `index` of client process `source`: 127.S.x.y, a few streams each.
+fn source_address(source: u8, index: usize) -> Ipv4Addr {
+    let spread = index / 4;
+    Ipv4Addr::new(127, source.wrapping_add(10), (spread / 250) as u8, (spread % 250) as u8 + 1)
+}
+
+/// Opens one stream and waits for the server to accept it; returns it with the bytes read past
+/// the response head.
+async fn open_stream(
+    addr: SocketAddr,
+    from: Ipv4Addr,
+    transport: Transport,
+    token: String,
+) -> Result<(TcpStream, Vec<u8>), BenchError> {
+    let socket = TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::V4(SocketAddrV4::new(from, 0)))?;
+    let mut stream = socket.connect(addr).await?;
+    let request = match transport {
+        Transport::Sse => format!(
+            "GET /v1/streams/sse HTTP/1.1\r\nhost: {addr}\r\naccept: text/event-stream\r\nauthorization: Bearer {token}\r\n\r\n"
+        ),
+        Transport::WebSocket => format!(
+            "GET /v1/streams/ws HTTP/1.1\r\nhost: {addr}\r\nupgrade: websocket\r\nconnection: Upgrade\r\n\
+             sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\
+             authorization: Bearer {token}\r\n\r\n"
+        ),
+    };
+    stream.write_all(request.as_bytes()).await?;
+    let mut seen = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        if let Some(end) = find(&seen, b"\r\n\r\n") {
+            let accepted = match transport {
+                Transport::Sse => seen.starts_with(b"HTTP/1.1 200"),
+                Transport::WebSocket => seen.starts_with(b"HTTP/1.1 101"),
+            };
+            if !accepted {
+                let status = String::from_utf8_lossy(&seen);
+                return Err(format!("refused: {}", status.lines().next().unwrap_or("")).into());
+            }
+            // SSE: wait for the opening frame, so the stream is open on the node.
+            if transport == Transport::WebSocket || find(&seen[end..], b"retry:").is_some() {
+                return Ok((stream, seen.split_off(end + 4)));
+            }
+        }
+        let n = tokio::time::timeout(Duration::from_secs(60), stream.read(&mut chunk)).await??;
+        if n == 0 {
+            return Err(format!("closed before it opened: {}", String::from_utf8_lossy(&seen)).into());
+        }
+        seen.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|window| window == needle)
+}
+
+/// Per head, how many of this process's streams have read it, and when the last one did.
+struct HeadLog {
+    streams: Mutex<usize>,
+    seen: Mutex<Vec<(usize, u64)>>,
+}
+
+impl HeadLog {
+    fn new(capacity: usize) -> HeadLog {
+        HeadLog { streams: Mutex::new(capacity), seen: Mutex::new(Vec::new()) }
+    }
+
+    fn expect(&self, streams: usize) {
+        *self.streams.lock().expect("head log") = streams;
+    }
+
+    /// A stream read `head` after `last`: it learned of every head in between.
+    fn read(&self, last: u64, head: u64, at: u64) {
+        let streams = *self.streams.lock().expect("head log");
+        let mut seen = self.seen.lock().expect("head log");
+        for k in (last + 1)..=head {
+            let k = k as usize;
+            if seen.len() <= k {
+                seen.resize(k + 1, (0, 0));
+            }
+            let entry = &mut seen[k];
+            entry.0 += 1;
+            entry.1 = entry.1.max(at);
+            if entry.0 == streams {
+                println!("hint {k} {}", entry.1);
+            }
+        }
+    }
+}
+
+/// Reads one stream's hints until it ends, logging each new head. Fan-out inboxes are new
+/// (head 0), so a stream starts at 0.
+async fn watch(mut stream: TcpStream, mut pending: Vec<u8>, transport: Transport, heads: Arc<HeadLog>) {
+    let mut last = 0u64;
+    let mut chunk = [0u8; 2048];
+    loop {
+        let at = unix_micros();
+        let mut newest = None;
+        match transport {
+            Transport::Sse => {
+                while let Some(end) = find(&pending, b"\n\n") {
+                    let frame: Vec<u8> = pending.drain(..end + 2).collect();
+                    let text = String::from_utf8_lossy(&frame);
+                    if let Some(head) =
+                        text.lines().find_map(|l| l.strip_prefix("id: ")).and_then(|h| h.parse().ok())
+                    {
+                        newest = Some(head);
+                    }
+                }
+            }
+            Transport::WebSocket => {
+                while let Some((payload, used)) = ws_frame(&pending) {
+                    let text = String::from_utf8_lossy(payload);
+                    if text.contains("\"inbox.updated\"") {
+                        newest = json_number(&text, "\"head_seq\":");
+                    }
+                    pending.drain(..used);
+                }
+            }
+        }
+        if let Some(head) = newest.filter(|head| *head > last) {
+            heads.read(last, head, at);
+            last = head;
+        }
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => pending.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// The payload and length of the first whole server-to-client (unmasked) frame in `bytes`.
+fn ws_frame(bytes: &[u8]) -> Option<(&[u8], usize)> {
+    let second = *bytes.get(1)?;
+    let (len, start) = match second & 0x7f {
+        126 => (u16::from_be_bytes([*bytes.get(2)?, *bytes.get(3)?]) as usize, 4),
+        127 => (u64::from_be_bytes(bytes.get(2..10)?.try_into().ok()?) as usize, 10),
+        n => (n as usize, 2),
+    };
+    let payload = bytes.get(start..start + len)?;
+    Some((payload, start + len))
+}
+
+fn json_number(text: &str, key: &str) -> Option<u64> {
+    let rest = &text[text.find(key)? + key.len()..];
+    let digits: String =
+        rest.chars().skip_while(|c| c.is_whitespace()).take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
