@@ -36,6 +36,7 @@ impl Node {
         config.limits.agent_requests_burst = 1_000_000;
         config.limits.waiters_per_agent = 100_000;
         config.limits.waiters_per_tenant = 1_000_000;
+        config.limits.streams_max = 1_000_000;
         config
     }
 

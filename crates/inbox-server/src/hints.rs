@@ -10,18 +10,21 @@
 //! A watch channel holds one value, so reports coalesce to the highest head: a subscriber that
 //! is slow to read sees the latest head when it reads, and a report never waits for anyone.
 //!
-//! The streams of one inbox (thousands, when many processes share an agent identity) each
-//! announce a hint with seed 001's `approximate_unacked`; the inbox's [`UnackedMemo`] counts
-//! it once per hint for all of them instead of once per stream.
+//! The streams of one inbox (thousands, when many processes share an agent identity) announce
+//! the same wake-up: the inbox's [`HintMemo`] makes its signal (with seed 001's
+//! `approximate_unacked`, one count) and its frames once, and every stream writes the same bytes.
 //!
 //! Views of a whole tenant (the console's live overview) watch the tenant instead: a counter
 //! that moves on every report for any of its inboxes, and on [`Hints::touched`] for changes
 //! that move no head (claims, acknowledgements, releases, an operator's actions).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use axum::body::Bytes;
+use axum::extract::ws::Utf8Bytes;
+use inbox_api::StreamSignal;
 use inbox_core::{InboxSeq, RecipientKey, TenantId};
 use tokio::sync::watch;
 
@@ -42,42 +45,72 @@ pub struct InboxWake {
     pub nudges: u64,
 }
 
-/// How long a count stays good for another stream announcing the same wake-up.
-const UNACKED_FRESH: Duration = Duration::from_secs(1);
+/// How long a made hint stays good for another stream announcing the same wake-up.
+const HINT_FRESH: Duration = Duration::from_secs(1);
 
-/// An inbox's channel and the count its streams share.
+/// An inbox's channel and the hint its streams share.
 #[derive(Debug)]
 struct Channel {
     sender: watch::Sender<InboxWake>,
-    unacked: Arc<UnackedMemo>,
+    memo: Arc<HintMemo>,
 }
 
-/// The approximate count of an inbox's unacknowledged events, made once per wake-up and read
-/// by every stream of the inbox that announces it (within [`UNACKED_FRESH`]).
-#[derive(Debug, Default)]
-pub struct UnackedMemo(tokio::sync::Mutex<Option<Counted>>);
-
+/// One wake-up's signal, made once and written by every stream of the inbox: its
+/// `delivery_id` names the hint, the same on each stream. Its frames are made on first use.
 #[derive(Debug)]
-struct Counted {
-    wake: InboxWake,
-    at: Instant,
-    unacked: Option<u64>,
+pub struct SharedHint {
+    pub signal: StreamSignal,
+    sse_frame: OnceLock<Bytes>,
+    json: OnceLock<Utf8Bytes>,
 }
 
-impl UnackedMemo {
-    /// The count for `wake`: the one made for it less than [`UNACKED_FRESH`] ago, or `count`'s.
-    pub async fn get_or_count(
+impl SharedHint {
+    pub fn new(signal: StreamSignal) -> SharedHint {
+        SharedHint { signal, sse_frame: OnceLock::new(), json: OnceLock::new() }
+    }
+
+    /// The SSE frame, made by `render` for the first stream that asks.
+    pub fn sse_frame(&self, render: impl FnOnce(&StreamSignal) -> Bytes) -> Bytes {
+        self.sse_frame.get_or_init(|| render(&self.signal)).clone()
+    }
+
+    /// The signal as a JSON text (a WebSocket message).
+    pub fn json(&self) -> Utf8Bytes {
+        self.json.get_or_init(|| serde_json::to_string(&self.signal).unwrap_or_default().into()).clone()
+    }
+}
+
+/// The last hint made for an inbox, reused by every stream announcing the same wake-up within
+/// [`HINT_FRESH`]; one stream makes it while the others wait for it.
+#[derive(Debug, Default)]
+pub struct HintMemo {
+    last: Mutex<Option<(InboxWake, Instant, Arc<SharedHint>)>>,
+    making: tokio::sync::Mutex<()>,
+}
+
+impl HintMemo {
+    /// The hint for `wake`: the one made for it less than [`HINT_FRESH`] ago, or `make`'s.
+    pub async fn get_or_make(
         &self,
         wake: InboxWake,
-        count: impl AsyncFnOnce() -> Option<u64>,
-    ) -> Option<u64> {
-        let mut memo = self.0.lock().await;
-        if let Some(counted) = memo.as_ref().filter(|c| c.wake == wake && c.at.elapsed() < UNACKED_FRESH) {
-            return counted.unacked;
+        make: impl AsyncFnOnce() -> StreamSignal,
+    ) -> Arc<SharedHint> {
+        if let Some(hint) = self.fresh(wake) {
+            return hint;
         }
-        let unacked = count().await;
-        *memo = Some(Counted { wake, at: Instant::now(), unacked });
-        unacked
+        let _making = self.making.lock().await;
+        if let Some(hint) = self.fresh(wake) {
+            return hint;
+        }
+        let hint = Arc::new(SharedHint::new(make().await));
+        *self.last.lock().expect("hint memo") = Some((wake, Instant::now(), hint.clone()));
+        hint
+    }
+
+    fn fresh(&self, wake: InboxWake) -> Option<Arc<SharedHint>> {
+        let last = self.last.lock().expect("hint memo");
+        let (made_for, at, hint) = last.as_ref()?;
+        (*made_for == wake && at.elapsed() < HINT_FRESH).then(|| hint.clone())
     }
 }
 
@@ -96,11 +129,11 @@ impl Hints {
     /// is nudged. Subscribe before reading the head from the database, so no report between
     /// the two is missed.
     pub fn watch(&self, inbox: &RecipientKey) -> watch::Receiver<InboxWake> {
-        self.watch_counted(inbox).0
+        self.watch_shared(inbox).0
     }
 
-    /// [`Hints::watch`], with the inbox's shared count of unacknowledged events.
-    pub fn watch_counted(&self, inbox: &RecipientKey) -> (watch::Receiver<InboxWake>, Arc<UnackedMemo>) {
+    /// [`Hints::watch`], with the hint memo the inbox's streams share.
+    pub fn watch_shared(&self, inbox: &RecipientKey) -> (watch::Receiver<InboxWake>, Arc<HintMemo>) {
         let mut table = self.table.lock().expect("hints lock");
         if table.inboxes.len() >= table.sweep_at.max(SWEEP_FLOOR) {
             table.inboxes.retain(|_, channel| channel.sender.receiver_count() > 0);
@@ -108,9 +141,9 @@ impl Hints {
         }
         let channel = table.inboxes.entry(inbox.clone()).or_insert_with(|| Channel {
             sender: watch::channel(InboxWake::default()).0,
-            unacked: Arc::default(),
+            memo: Arc::default(),
         });
-        (channel.sender.subscribe(), channel.unacked.clone())
+        (channel.sender.subscribe(), channel.memo.clone())
     }
 
     /// A receiver that changes whenever anything is reported for one of the tenant's inboxes
@@ -220,27 +253,37 @@ mod tests {
         other.mark_unchanged();
     }
 
+    fn signal(head: u64, delivery: &str) -> StreamSignal {
+        StreamSignal {
+            signal_type: "inbox.updated".into(),
+            tenant_id: "t1".into(),
+            recipient_id: "a".into(),
+            head_seq: head,
+            approximate_unacked: None,
+            sent_at_utc: "2026-01-01T00:00:00Z".into(),
+            delivery_id: delivery.into(),
+        }
+    }
+
     #[tokio::test]
-    async fn the_streams_of_one_inbox_share_one_count_per_wake_up() {
+    async fn the_streams_of_one_inbox_share_one_hint_per_wake_up() {
         let hints = Hints::default();
-        let (_a, memo) = hints.watch_counted(&inbox("a"));
-        let (_b, same) = hints.watch_counted(&inbox("a"));
+        let (_a, memo) = hints.watch_shared(&inbox("a"));
+        let (_b, same) = hints.watch_shared(&inbox("a"));
         assert!(Arc::ptr_eq(&memo, &same), "one memo per inbox");
-        let counts = std::sync::atomic::AtomicU64::new(0);
-        let count = async || Some(counts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 10);
         let first = InboxWake { head: 1, nudges: 0 };
-        assert_eq!(memo.get_or_count(first, count).await, Some(10));
-        assert_eq!(same.get_or_count(first, count).await, Some(10), "counted once for this wake-up");
-        assert_eq!(
-            memo.get_or_count(InboxWake { head: 2, nudges: 0 }, count).await,
-            Some(11),
-            "a new head counts again"
-        );
-        assert_eq!(
-            memo.get_or_count(InboxWake { head: 2, nudges: 1 }, count).await,
-            Some(12),
-            "so does a nudge"
-        );
+        let one = memo.get_or_make(first, async || signal(1, "d1")).await;
+        let again = same.get_or_make(first, async || signal(1, "d2")).await;
+        assert!(Arc::ptr_eq(&one, &again), "made once for this wake-up");
+        assert_eq!(again.signal.delivery_id, "d1");
+        let frame = one.sse_frame(|s| Bytes::from(format!("id: {}\n\n", s.head_seq)));
+        assert_eq!(&again.sse_frame(|_| Bytes::from_static(b"not made twice"))[..], b"id: 1\n\n");
+        assert_eq!(frame, again.sse_frame(|_| Bytes::new()));
+        assert!(one.json().as_str().contains("\"head_seq\":1"));
+        let next = memo.get_or_make(InboxWake { head: 2, nudges: 0 }, async || signal(2, "d3")).await;
+        assert_eq!(next.signal.delivery_id, "d3", "a new head makes a new hint");
+        let nudged = memo.get_or_make(InboxWake { head: 2, nudges: 1 }, async || signal(2, "d4")).await;
+        assert_eq!(nudged.signal.delivery_id, "d4", "so does a nudge");
     }
 
     #[test]

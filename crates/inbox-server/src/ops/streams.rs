@@ -30,15 +30,16 @@ use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::heartbeats::Beat;
-use crate::hints::{InboxWake, UnackedMemo};
+use crate::hints::{HintMemo, InboxWake, SharedHint};
 use crate::limits::{StreamSlot, WaiterGuard};
 use crate::ops::sessions::{is_superseded, require_active_session, touch};
 
 /// What woke a subscription.
 #[derive(Debug)]
 pub(crate) enum Wake {
-    /// The head moved past what was last announced: send this.
-    Signal(StreamSignal),
+    /// The head moved past what was last announced (or events behind it are back): send this
+    /// hint, shared with the inbox's other streams.
+    Signal(Arc<SharedHint>),
     /// Time for a keep-alive (and a session touch, [`Subscription::beat`]).
     Heartbeat,
     /// A subscribe superseded sessions of this agent; ask [`Subscription::superseded`] whether
@@ -56,8 +57,8 @@ pub(crate) struct Subscription {
     transport: &'static str,
     session_id: Option<SessionId>,
     hints: watch::Receiver<InboxWake>,
-    /// The count of unacknowledged events, shared with the inbox's other streams.
-    unacked: Arc<UnackedMemo>,
+    /// The hint each wake-up announces, made once for all of the inbox's streams.
+    memo: Arc<HintMemo>,
     /// Reports that a subscribe superseded sessions of this agent (with a session only).
     session_changes: Option<watch::Receiver<u64>>,
     announced: u64,
@@ -86,7 +87,7 @@ impl Subscription {
         transport: &'static str,
         session_id: Option<SessionId>,
         last_event_id: Option<u64>,
-    ) -> Result<(Subscription, Option<StreamSignal>), ApiError> {
+    ) -> Result<(Subscription, Option<Arc<SharedHint>>), ApiError> {
         caller.require(Scope::StreamSubscribe)?;
         // Watch before checking, so a supersede between the two still wakes this stream.
         let session_changes =
@@ -103,7 +104,7 @@ impl Subscription {
         if let Some(session_id) = &session_id {
             touch(state, caller, session_id, Some(transport)).await?;
         }
-        let (hints, unacked) = state.hints.watch_counted(&inbox);
+        let (hints, memo) = state.hints.watch_shared(&inbox);
         let nudges_seen = hints.borrow().nudges;
         let head = state.store.inbox().head(&inbox).await?.head_seq.get();
         let labels = [transport.to_owned()];
@@ -118,7 +119,7 @@ impl Subscription {
             transport,
             session_id,
             hints,
-            unacked,
+            memo,
             session_changes,
             announced: last_event_id.unwrap_or(0),
             pending: None,
@@ -221,24 +222,28 @@ impl Subscription {
         }
     }
 
-    /// The signal for the pending head or nudge, if any, with seed 001's `approximate_unacked`; counted
-    /// as a hint sent. The count is best effort: without it the hint still goes out.
-    async fn announce(&mut self) -> Option<StreamSignal> {
+    /// The hint for the pending head or nudge, if any, with seed 001's `approximate_unacked`;
+    /// counted as a hint sent. The count is best effort: without it the hint still goes out.
+    async fn announce(&mut self) -> Option<Arc<SharedHint>> {
         let head = match self.pending {
             Some(head) => head,
             None if self.nudge_pending => self.announced,
             None => return None,
         };
         let wake = InboxWake { head, nudges: self.nudges_seen };
-        let (store, inbox) = (&self.state.store, &self.inbox);
-        let unacked = self
-            .unacked
-            .get_or_count(wake, async || match store.inbox().unacked_estimate(inbox).await {
-                Ok(n) => Some(n),
-                Err(err) => {
-                    tracing::debug!(error = %err, "a hint goes out without approximate_unacked");
-                    None
-                }
+        let (state, inbox) = (&self.state, &self.inbox);
+        let hint = self
+            .memo
+            .get_or_make(wake, async || {
+                let mut signal = signal(state, inbox, "inbox.updated", head);
+                signal.approximate_unacked = match state.store.inbox().unacked_estimate(inbox).await {
+                    Ok(n) => Some(n),
+                    Err(err) => {
+                        tracing::debug!(error = %err, "a hint goes out without approximate_unacked");
+                        None
+                    }
+                };
+                signal
             })
             .await;
         self.pending = None;
@@ -246,9 +251,7 @@ impl Subscription {
         self.announced = head;
         let labels = [self.tenant_label.clone(), self.transport.to_owned()];
         self.state.metrics.hints_sent_total().add(labels, 1);
-        let mut signal = signal(&self.state, &self.inbox, "inbox.updated", head);
-        signal.approximate_unacked = unacked;
-        Some(signal)
+        Some(hint)
     }
 
     pub fn heartbeat_signal(&self) -> StreamSignal {

@@ -29,6 +29,7 @@ use sha2::{Digest, Sha256};
 use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::hints::SharedHint;
 use crate::http::extract::{
     COOKIE_PREFIX, STREAM_COOKIE, StreamCaller, StreamQuery, TICKET_PREFIX, parse_json,
 };
@@ -81,10 +82,11 @@ async fn open_sse(state: AppState, caller: StreamCaller, names: Names) -> Result
         Subscription::open(&state, &caller.caller, "sse", caller.session_id, caller.last_event_id).await?;
     // The first frame: the reconnect advice, with the hint when the head is already past the
     // client's last event.
-    let mut opening = format!("retry: {}\n", state.config.sessions.sse_retry.as_millis());
+    let opening = format!("retry: {}\n", state.config.sessions.sse_retry.as_millis());
+    let mut opening = opening.into_bytes();
     match &first {
-        Some(signal) => opening.push_str(&hint_frame(signal, names)),
-        None => opening.push('\n'),
+        Some(hint) => opening.extend_from_slice(&hint_frame(hint, names)),
+        None => opening.push(b'\n'),
     }
     let body = Body::from_stream(frames(subscription, Bytes::from(opening), names));
     let headers = [
@@ -119,8 +121,8 @@ fn frames(
         }
         let final_signal = loop {
             match subscription.next().await {
-                Wake::Signal(signal) => {
-                    return Some((Ok(Bytes::from(hint_frame(&signal, names))), (Some(subscription), None)));
+                Wake::Signal(hint) => {
+                    return Some((Ok(hint_frame(&hint, names)), (Some(subscription), None)));
                 }
                 Wake::Heartbeat => match subscription.beat().await {
                     None => {
@@ -142,16 +144,22 @@ fn frames(
 }
 
 /// One `inbox.updated` event (`inbox_updated` with `cursor_hint` in seed 000's names), its id
-/// the head, so a reconnecting `EventSource` sends it back as `Last-Event-ID`.
-fn hint_frame(signal: &StreamSignal, names: Names) -> String {
-    let (event, data) = match names {
-        Names::Seed001 => ("inbox.updated", serde_json::to_string(signal).unwrap_or_default()),
-        Names::Seed000 => {
-            let seed_000 = Seed000Signal { signal: signal.clone(), cursor_hint: signal.head_seq };
-            ("inbox_updated", serde_json::to_string(&seed_000).unwrap_or_default())
-        }
+/// the head, so a reconnecting `EventSource` sends it back as `Last-Event-ID`. Seed 001's frame
+/// is made once per hint for all of the inbox's streams.
+fn hint_frame(hint: &SharedHint, names: Names) -> Bytes {
+    let frame = |event: &str, data: String, head: u64| {
+        Bytes::from(format!("id: {head}\nevent: {event}\ndata: {data}\n\n"))
     };
-    format!("id: {}\nevent: {event}\ndata: {data}\n\n", signal.head_seq)
+    match names {
+        Names::Seed001 => hint.sse_frame(|signal| {
+            frame("inbox.updated", serde_json::to_string(signal).unwrap_or_default(), signal.head_seq)
+        }),
+        Names::Seed000 => {
+            let signal = &hint.signal;
+            let seed_000 = Seed000Signal { signal: signal.clone(), cursor_hint: signal.head_seq };
+            frame("inbox_updated", serde_json::to_string(&seed_000).unwrap_or_default(), signal.head_seq)
+        }
+    }
 }
 
 /// Mints a single-use stream ticket for the caller, valid for at most 60 s on any node.

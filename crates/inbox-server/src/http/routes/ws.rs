@@ -12,11 +12,12 @@
 //! Under the single-active-session policy, a socket whose session is superseded gets a last
 //! `session.superseded` signal and is closed with 1008 (policy violation).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use axum::routing::any;
@@ -30,6 +31,7 @@ use serde::Serialize;
 use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::hints::SharedHint;
 use crate::http::extract::{StreamAuth, StreamCaller, StreamQuery, parse_json};
 use crate::ops::inbox;
 use crate::ops::streams::{Subscription, Wake};
@@ -41,7 +43,7 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 /// The socket's read buffer to begin with: an operation is a few hundred bytes, and a larger
 /// message grows the buffer to its size (tungstenite's default, 128 KiB, was most of an idle
 /// socket's memory).
-const READ_BUFFER_BYTES: usize = 1024;
+const READ_BUFFER_BYTES: usize = 256;
 
 pub fn router() -> Router<AppState> {
     // `any`: HTTP/1.1 upgrades with GET, HTTP/2 (RFC 8441) with an extended CONNECT.
@@ -119,10 +121,10 @@ async fn serve(
     state: AppState,
     connection: Connection,
     mut subscription: Subscription,
-    first: Option<StreamSignal>,
+    first: Option<Arc<SharedHint>>,
 ) {
-    if let Some(signal) = first {
-        if send_json(&mut socket, &signal).await.is_err() {
+    if let Some(hint) = first {
+        if send_text(&mut socket, hint.json()).await.is_err() {
             return;
         }
     }
@@ -141,9 +143,9 @@ async fn serve(
                 Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
             },
             wake = subscription.next() => match wake {
-                Wake::Signal(signal) => Outgoing::Signal(signal),
+                Wake::Signal(hint) => Outgoing::Hint(hint),
                 Wake::Heartbeat => match subscription.beat().await {
-                    None => Outgoing::Signal(subscription.heartbeat_signal()),
+                    None => Outgoing::Heartbeat(subscription.heartbeat_signal()),
                     Some(last) => return superseded(&mut socket, &last).await,
                 },
                 Wake::SessionChanged => match subscription.superseded().await {
@@ -159,7 +161,8 @@ async fn serve(
         };
         let sent = match &outgoing {
             Outgoing::Reply(reply) => send_json(&mut socket, reply).await,
-            Outgoing::Signal(signal) => send_json(&mut socket, signal).await,
+            Outgoing::Hint(hint) => send_text(&mut socket, hint.json()).await,
+            Outgoing::Heartbeat(signal) => send_json(&mut socket, signal).await,
         };
         if sent.is_err() {
             return;
@@ -177,14 +180,21 @@ async fn superseded(socket: &mut WebSocket, last: &StreamSignal) {
 
 enum Outgoing {
     Reply(WsResponse),
-    Signal(StreamSignal),
+    /// A hint, its JSON made once for all of the inbox's streams.
+    Hint(Arc<SharedHint>),
+    Heartbeat(StreamSignal),
 }
 
-/// Sends one JSON message; a client that does not take it within [`SEND_TIMEOUT`] is dropped
-/// so it cannot hold its stream slot forever.
+/// Sends one JSON message.
 async fn send_json(socket: &mut WebSocket, message: &impl Serialize) -> Result<(), ()> {
     let text = serde_json::to_string(message).map_err(|_| ())?;
-    match tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Text(text.into()))).await {
+    send_text(socket, text.into()).await
+}
+
+/// Sends one text message; a client that does not take it within [`SEND_TIMEOUT`] is dropped
+/// so it cannot hold its stream slot forever.
+async fn send_text(socket: &mut WebSocket, text: Utf8Bytes) -> Result<(), ()> {
+    match tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Text(text))).await {
         Ok(Ok(())) => Ok(()),
         _ => Err(()),
     }
