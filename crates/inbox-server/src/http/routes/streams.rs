@@ -51,7 +51,8 @@ pub fn router() -> Router<AppState> {
         (status = 200, description = "text/event-stream of inbox.updated events (data: StreamSignal) and heartbeats", body = StreamSignal, content_type = "text/event-stream"),
         (status = 401, description = "unauthorized, invalid_ticket or invalid_stream_cookie", body = inbox_api::Problem),
         (status = 409, description = "session_superseded or session_required: the tenant allows one active session per agent, and this stream does not name the agent's newest one. A stream whose session is superseded while open gets a last `session.superseded` event, then ends", body = inbox_api::Problem),
-        (status = 429, description = "too_many_waiters", body = inbox_api::Problem)))]
+        (status = 429, description = "too_many_waiters", body = inbox_api::Problem),
+        (status = 503, description = "streams_at_capacity (this node holds streams_max streams; another node may take it sooner, and polling still works) or database_unavailable: come back after Retry-After seconds", body = inbox_api::Problem)))]
 pub async fn sse(State(state): State<AppState>, caller: StreamCaller) -> Result<Response, ApiError> {
     open_sse(state, caller, Names::Seed001).await
 }

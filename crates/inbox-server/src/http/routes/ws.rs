@@ -58,7 +58,8 @@ pub fn router() -> Router<AppState> {
         (status = 401, description = "unauthorized, invalid_ticket or invalid_stream_cookie", body = inbox_api::Problem),
         (status = 403, description = "scope_missing or origin_mismatch", body = inbox_api::Problem),
         (status = 409, description = "session_superseded or session_required (single-active-session policy)", body = inbox_api::Problem),
-        (status = 429, description = "too_many_waiters", body = inbox_api::Problem)))]
+        (status = 429, description = "too_many_waiters", body = inbox_api::Problem),
+        (status = 503, description = "streams_at_capacity (this node holds streams_max streams; another node may take it sooner, and polling still works) or database_unavailable: come back after Retry-After seconds", body = inbox_api::Problem)))]
 pub async fn websocket(
     State(state): State<AppState>,
     caller: StreamCaller,
