@@ -158,7 +158,7 @@ async fn run(args: &StreamsArgs, url: &str) -> Result<String, BenchError> {
         let token = issue(&agent, CallerKind::Agent, "stream.subscribe").await?;
         eprintln!("fan-out: {subscribers} subscribers of {agent}, {} publishes", args.publishes);
         fanout.push(
-            fan_out(&node, &publisher, &agent, &token, subscribers, args.publishes, &mut source).await?,
+            fan_out(&node, pid, &publisher, &agent, &token, subscribers, args.publishes, &mut source).await?,
         );
     }
     node.stop().await;
@@ -293,6 +293,9 @@ struct CpuRow {
 struct FanoutRow {
     subscribers: usize,
     opened: usize,
+    /// CPU time per publish of the node, and of the client processes reading the hints.
+    node_cpu: Duration,
+    clients_cpu: Duration,
     /// Publish request sent → the last subscriber read the hint, per publish.
     to_last: Vec<Duration>,
     lost: usize,
@@ -300,8 +303,10 @@ struct FanoutRow {
 
 /// Opens `subscribers` streams of `agent` (half SSE, half WebSocket), publishes to it
 /// `publishes` times, one every [`PACE`], and measures each publish → the last hint read.
+#[allow(clippy::too_many_arguments)]
 async fn fan_out(
     node: &Node,
+    pid: u32,
     publisher: &str,
     agent: &str,
     token: &str,
@@ -333,6 +338,9 @@ async fn fan_out(
             }
         }));
     }
+    let client_pids: Vec<u32> = clients.iter().filter_map(|c| c.child.id()).collect();
+    let clients_cpu = || client_pids.iter().filter_map(|pid| pid_cpu(*pid)).sum::<Duration>();
+    let (node_before, clients_before) = (pid_cpu(pid).unwrap_or_default(), clients_cpu());
     let mut sent = Vec::with_capacity(publishes);
     let mut pace = tokio::time::interval(PACE);
     for n in 1..=publishes {
@@ -355,6 +363,9 @@ async fn fan_out(
     while !complete(&reports) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let per_publish = |d: Duration| d / publishes.max(1) as u32;
+    let node_cpu = per_publish(pid_cpu(pid).unwrap_or_default().saturating_sub(node_before));
+    let clients_cpu = per_publish(clients_cpu().saturating_sub(clients_before));
     for client in clients {
         client.close().await;
     }
@@ -374,7 +385,7 @@ async fn fan_out(
         to_last.push(Duration::from_micros(last.saturating_sub(*sent_at)));
     }
     to_last.sort_unstable();
-    Ok(FanoutRow { subscribers, opened, to_last, lost })
+    Ok(FanoutRow { subscribers, opened, node_cpu, clients_cpu, to_last, lost })
 }
 
 /// A line reader that is already at its end, to take a client's own out of it.
@@ -433,24 +444,28 @@ fn render(args: &StreamsArgs, idle: &[IdleRow], cpu: &CpuRow, fanout: &[FanoutRo
     let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
     let _ = writeln!(
         out,
-        "\n{:<26} {:>8} {:>8} {:>8} {:>8} {:>6}",
+        "\n{:<26} {:>8} {:>8} {:>8} {:>8} {:>6} {:>14} {:>14}",
         format!("fan-out, {} publishes", args.publishes),
         "opened",
         "p50 ms",
         "p99 ms",
         "max ms",
-        "lost"
+        "lost",
+        "node CPU/hint",
+        "clients CPU"
     );
     for row in fanout {
         let _ = writeln!(
             out,
-            "{:<26} {:>8} {:>8} {:>8} {:>8} {:>6}",
+            "{:<26} {:>8} {:>8} {:>8} {:>8} {:>6} {:>11} ms {:>11} ms",
             format!("publish -> last of {}", row.subscribers),
             row.opened,
             ms(percentile(&row.to_last, 50.0)),
             ms(percentile(&row.to_last, 99.0)),
             ms(row.to_last.last().copied().unwrap_or_default()),
-            row.lost
+            row.lost,
+            ms(row.node_cpu),
+            ms(row.clients_cpu)
         );
     }
     let _ = writeln!(
