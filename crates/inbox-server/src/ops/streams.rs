@@ -32,6 +32,7 @@ use crate::error::ApiError;
 use crate::heartbeats::Beat;
 use crate::hints::{HintMemo, InboxWake, SharedHint};
 use crate::limits::{StreamSlot, WaiterGuard};
+use crate::metrics::CounterSeries;
 use crate::ops::sessions::{is_superseded, require_active_session, touch};
 
 /// What woke a subscription.
@@ -69,7 +70,8 @@ pub(crate) struct Subscription {
     nudges_seen: u64,
     nudge_pending: bool,
     heartbeat: Beat,
-    tenant_label: String,
+    /// `hints_sent_total` for this stream's tenant and transport, resolved once.
+    hints_sent: CounterSeries,
     _stream: StreamSlot,
     _slot: WaiterGuard,
     _connected: Connected,
@@ -114,7 +116,10 @@ impl Subscription {
         }
         let mut subscription = Subscription {
             state: state.clone(),
-            tenant_label: state.metrics.tenant_label(inbox.tenant_id.as_str()),
+            hints_sent: state
+                .metrics
+                .hints_sent_total()
+                .series([state.metrics.tenant_label(inbox.tenant_id.as_str()), transport.to_owned()]),
             inbox,
             transport,
             session_id,
@@ -249,8 +254,7 @@ impl Subscription {
         self.pending = None;
         self.nudge_pending = false;
         self.announced = head;
-        let labels = [self.tenant_label.clone(), self.transport.to_owned()];
-        self.state.metrics.hints_sent_total().add(labels, 1);
+        self.hints_sent.add(1);
         Some(hint)
     }
 
