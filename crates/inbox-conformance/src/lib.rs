@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use inbox_core::ManualClock;
-use inbox_store::{ConnectOptions, SqlStore, StoreConfig};
+use inbox_store::{ConnectOptions, SecretsKeys, SqlStore, StoreConfig};
 use sqlx::{Connection as _, Executor as _, Row as _};
 
 use crate::vocabulary::{ack_of, claim_next, inbox_of, publish_to};
@@ -68,6 +68,8 @@ pub struct Harness {
     pub clock: Arc<ManualClock>,
     /// The URL of this harness's own database, for a second store or a host connection.
     pub url: String,
+    /// The secrets key file's keys every store of this harness seals and opens secrets with.
+    pub secrets_keys: SecretsKeys,
     /// On Galera, the URL of this database on the second member.
     second_url: Option<String>,
     _forwarder: Option<proxy::Forwarder>,
@@ -124,11 +126,21 @@ impl Harness {
             .await
             .expect("connect to the test database");
         store.migrate().await.expect("migrate the test database");
-        Harness { backend, store, clock, url, second_url, _forwarder: forwarder, cleanup }
+        let secrets_keys = SecretsKeys::generate();
+        store.secrets().prepare(secrets_keys.clone()).await.expect("load the secrets key");
+        Harness { backend, store, clock, url, secrets_keys, second_url, _forwarder: forwarder, cleanup }
     }
 
     /// A second store on the same database, as a second service node would have.
     pub async fn second_node(&self) -> SqlStore {
+        let store = self.second_node_without_keys().await;
+        store.secrets().prepare(self.secrets_keys.clone()).await.expect("load the secrets key");
+        store
+    }
+
+    /// A second store on the same database that has loaded no secrets key yet, for cases
+    /// that load keys themselves.
+    pub async fn second_node_without_keys(&self) -> SqlStore {
         SqlStore::connect_with_clock(
             &ConnectOptions::new(self.second_url.as_deref().unwrap_or(&self.url)),
             self.store.config().clone(),

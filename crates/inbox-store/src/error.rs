@@ -81,6 +81,11 @@ pub enum StoreError {
     #[error("unexpected database error: {0}")]
     Database(#[source] sqlx::Error),
 
+    /// A secret could not be sealed or opened: no secrets key is loaded, the key file lacks a
+    /// key in use, or a sealed value does not belong to its row. Never names a secret.
+    #[error("secrets: {0}")]
+    Sealing(String),
+
     /// A stored row that does not decode: a bug or manual tampering, never bad input.
     #[error("stored row is corrupt: {0}")]
     Corrupt(String),

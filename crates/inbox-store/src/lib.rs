@@ -5,7 +5,8 @@
 //!
 //! [`SqlStore`] owns the pools, the clock and the configuration and lends out one handle per
 //! subsystem: [`SqlStore::inbox`], [`SqlStore::sessions`], [`SqlStore::tokens`],
-//! [`SqlStore::signatures`], [`SqlStore::callbacks`] and [`SqlStore::signals`]. A host
+//! [`SqlStore::signatures`], [`SqlStore::callbacks`] and [`SqlStore::signals`]; secrets in
+//! those subsystems are sealed with keys the database never holds ([`SqlStore::secrets`]). A host
 //! application publishes inside its own transaction with [`Inbox::publish_in`], on its own
 //! connection or on one of the store's ([`host`]); the meeting rooms (`inbox-rooms`) are
 //! built that way.
@@ -26,6 +27,7 @@ pub mod host;
 mod inbox;
 mod migrate;
 mod queries;
+mod secrets;
 mod sessions;
 mod signals;
 mod signatures;
@@ -52,6 +54,10 @@ pub use inbox::{
     PublishReceipt, QuarantineRequest, REASON_BYTES_MAX, RETRY_AFTER_MS_MAX, Release, ReleaseReceipt,
     ScavengeReport, UNACKED_ESTIMATE_MAX, archive_key_of_line, handoff_key,
 };
+pub use secrets::{
+    PrepareReport, SECRETS_KEY_LINE_PREFIX, SECRETS_KEYS_PER_FILE_MAX, SealedCensus, SecretBytes, Secrets,
+    SecretsKey, SecretsKeyError, SecretsKeys,
+};
 pub use sessions::{
     OpenedSession, SESSIONS_LIST_MAX, SessionRecord, SessionStanding, SessionTouch, SessionView, Sessions,
     StreamCredential, StreamGrant,
@@ -62,4 +68,6 @@ pub use signatures::{
     SignatureNonce, Signatures, TenantPolicy, TenantPolicyChange,
 };
 pub use store::SqlStore;
-pub use tokens::{RefreshGrant, RefreshRefusal, SIGNING_KEY_OVERLAP_MS_MIN, SigningKey, Tokens};
+pub use tokens::{
+    RefreshGrant, RefreshRefusal, SIGNING_KEY_OVERLAP_MS_MIN, SigningKey, TokenAlgorithm, Tokens,
+};

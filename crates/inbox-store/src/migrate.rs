@@ -47,6 +47,11 @@ const MYSQL: &[Migration] = &[
         name: "signed-out tokens",
         sql: include_str!("migrations/mysql/0010_signed_out_tokens.sql"),
     },
+    Migration {
+        version: 11,
+        name: "sealed secrets",
+        sql: include_str!("migrations/mysql/0011_sealed_secrets.sql"),
+    },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -69,6 +74,11 @@ const SQLITE: &[Migration] = &[
         version: 10,
         name: "signed-out tokens",
         sql: include_str!("migrations/sqlite/0010_signed_out_tokens.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "sealed secrets",
+        sql: include_str!("migrations/sqlite/0011_sealed_secrets.sql"),
     },
 ];
 

@@ -25,6 +25,8 @@ struct Inner {
     clock: Arc<dyn Clock>,
     /// Present when `clock` follows the database; [`SqlStore::sync_clock`] re-measures it.
     database_clock: Option<Arc<DatabaseClock>>,
+    /// The keys secrets are sealed with, and what was opened (see `secrets`).
+    sealer: crate::secrets::Sealer,
     /// Transactions retried after a deadlock, lock wait or (on Galera) certification conflict.
     contention_retries: std::sync::atomic::AtomicU64,
 }
@@ -93,6 +95,7 @@ impl SqlStore {
                 config,
                 clock,
                 database_clock,
+                sealer: Default::default(),
                 contention_retries: Default::default(),
             }),
         })
@@ -127,6 +130,10 @@ impl SqlStore {
 
     pub fn dialect(&self) -> Dialect {
         self.inner.pools.dialect()
+    }
+
+    pub(crate) fn sealer(&self) -> &crate::secrets::Sealer {
+        &self.inner.sealer
     }
 
     pub(crate) fn pools(&self) -> &Pools {

@@ -13,7 +13,7 @@ fn registration(tenant_name: &str, agent: &str) -> NewCallbackRegistration {
         recipient_id: agent_id(agent),
         callback_url: "https://agent.example.net/hook".to_owned(),
         key_id: KeyId::new("cbk_1").unwrap(),
-        secret: vec![9; 32],
+        secret: vec![9; 32].into(),
         max_rate_per_minute: 60,
         replay_window_seconds: 300,
     }

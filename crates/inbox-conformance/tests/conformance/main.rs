@@ -61,6 +61,7 @@ mod callbacks;
 mod engine;
 mod inbox;
 mod rooms;
+mod secrets;
 mod sessions;
 mod signals;
 mod signatures;

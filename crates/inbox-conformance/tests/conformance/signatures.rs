@@ -12,7 +12,7 @@ fn new_key(tenant_name: &str, agent: &str, key_id: &str) -> NewAgentKey {
         key_id: KeyId::new(key_id).unwrap(),
         agent_id: agent_id(agent),
         algorithm: inbox_trust::Algorithm::Ed25519,
-        key_material: vec![7; 32],
+        key_material: vec![7; 32].into(),
         signed: true,
     }
 }
@@ -107,7 +107,7 @@ case! {
         let found =
             h.store.signatures().agent_key(&tenant("t1"), &KeyId::new("ak_1").unwrap()).await.unwrap().unwrap();
         assert_eq!(found.agent_id, agent_id("alpha"));
-        assert_eq!(found.key_material, vec![7; 32]);
+        assert_eq!(found.key_material.as_slice(), [7; 32]);
         let ak1 = KeyId::new("ak_1").unwrap();
         assert!(
             !h.store.signatures().retire_agent_key(&tenant("t1"), &agent_id("beta"), &ak1, 0).await.unwrap(),

@@ -25,7 +25,7 @@ impl Callbacks<'_> {
         rows.iter()
             .map(|row| {
                 Ok(DueDelivery {
-                    registration: registration_from_row(row)?,
+                    registration: registration_from_row(self.store, row)?,
                     head_seq: InboxSeq::new(row.i64("head_seq")?.max(0) as u64)?,
                 })
             })

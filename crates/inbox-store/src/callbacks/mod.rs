@@ -19,6 +19,7 @@ use std::fmt;
 use inbox_core::{IdError, InboxSeq, RecipientId, TenantId, UnixMillis};
 
 use crate::db::DbRow;
+use crate::secrets::{Place, SecretBytes};
 use crate::signatures::KeyId;
 use crate::{SqlStore, StoreError};
 
@@ -72,8 +73,8 @@ pub struct NewCallbackRegistration {
     /// The canonical URL, already checked against the SSRF rules.
     pub callback_url: String,
     pub key_id: KeyId,
-    /// The hmac-sha256 shared secret deliveries are signed with.
-    pub secret: Vec<u8>,
+    /// The hmac-sha256 shared secret deliveries are signed with (stored sealed).
+    pub secret: SecretBytes,
     pub max_rate_per_minute: u32,
     pub replay_window_seconds: u32,
 }
@@ -92,7 +93,7 @@ impl fmt::Debug for NewCallbackRegistration {
 #[derive(Clone, PartialEq, Eq)]
 pub struct PreviousSecret {
     pub key_id: KeyId,
-    pub secret: Vec<u8>,
+    pub secret: SecretBytes,
     pub retires_at: UnixMillis,
 }
 
@@ -115,7 +116,8 @@ pub struct CallbackRegistration {
     pub state: VerificationState,
     pub auth_mode: String,
     pub key_id: KeyId,
-    pub secret: Vec<u8>,
+    /// The current shared secret, opened from its sealed form.
+    pub secret: SecretBytes,
     pub previous: Option<PreviousSecret>,
     pub replay_window_seconds: u32,
     pub max_rate_per_minute: u32,
@@ -218,32 +220,44 @@ fn truncate(text: &str) -> &str {
     &text[..end]
 }
 
-fn registration_from_row(row: &DbRow) -> Result<CallbackRegistration, StoreError> {
+/// A registration read from its row, its secrets opened with the store's keys.
+fn registration_from_row(store: &SqlStore, row: &DbRow) -> Result<CallbackRegistration, StoreError> {
     let corrupt = |e: IdError| StoreError::Corrupt(format!("callback_registration: {e}"));
+    let tenant_id = row.string("tenant_id")?;
+    let registration_id = row.string("registration_id")?;
+    let open = |secret_id: &str, sealed: &[u8], sealed_by: Option<String>| {
+        let place = Place::callback_secret(&tenant_id, &registration_id, secret_id);
+        store.sealer().open(&place, sealed_by.as_deref(), sealed)
+    };
     let previous = match (
         row.opt_string("previous_key_id")?,
         row.opt_bytes("previous_secret")?,
         row.opt_i64("previous_retires_at_utc")?,
     ) {
         (Some(key_id), Some(secret), Some(retires_at)) => Some(PreviousSecret {
+            secret: open(&key_id, &secret, row.opt_string("previous_secret_sealed_by")?)?,
             key_id: KeyId::new(key_id).map_err(corrupt)?,
-            secret,
             retires_at: UnixMillis(retires_at),
         }),
         _ => None,
+    };
+    let key_id = row.string("key_id")?;
+    let secret = match row.opt_bytes("secret")? {
+        Some(sealed) => open(&key_id, &sealed, row.opt_string("secret_sealed_by")?)?,
+        None => SecretBytes::default(),
     };
     let small = |col: &str| -> Result<u32, StoreError> {
         u32::try_from(row.i64(col)?).map_err(|_| StoreError::Corrupt(format!("callback_registration.{col}")))
     };
     Ok(CallbackRegistration {
-        registration_id: RegistrationId::new(row.string("registration_id")?).map_err(corrupt)?,
-        tenant_id: TenantId::new(row.string("tenant_id")?).map_err(corrupt)?,
+        registration_id: RegistrationId::new(registration_id).map_err(corrupt)?,
+        tenant_id: TenantId::new(tenant_id).map_err(corrupt)?,
         recipient_id: RecipientId::new(row.string("recipient_id")?).map_err(corrupt)?,
         callback_url: row.string("callback_url")?,
         state: VerificationState::parse(&row.string("verification_state")?)?,
         auth_mode: row.string("auth_mode")?,
-        key_id: KeyId::new(row.string("key_id")?).map_err(corrupt)?,
-        secret: row.opt_bytes("secret")?.unwrap_or_default(),
+        key_id: KeyId::new(key_id).map_err(corrupt)?,
+        secret,
         previous,
         replay_window_seconds: small("replay_window_seconds")?,
         max_rate_per_minute: small("max_rate_per_minute")?,

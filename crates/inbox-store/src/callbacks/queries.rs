@@ -7,7 +7,8 @@ use crate::dialect::placeholders;
 macro_rules! registration_columns {
     () => {
         "r.registration_id, r.tenant_id, r.recipient_id, r.callback_url, \
-         r.verification_state, r.auth_mode, r.key_id, r.secret, r.previous_key_id, r.previous_secret, \
+         r.verification_state, r.auth_mode, r.key_id, r.secret, r.secret_sealed_by, r.previous_key_id, \
+         r.previous_secret, r.previous_secret_sealed_by, \
          r.previous_retires_at_utc, r.replay_window_seconds, r.max_rate_per_minute, r.delivered_head_seq, \
          r.next_attempt_at_utc, r.failed_attempts, r.last_error, r.created_at_utc, r.verified_at_utc"
     };
@@ -33,12 +34,12 @@ pub(super) const COUNT_OF_TENANT: &str =
     "SELECT COUNT(*) AS n FROM callback_registration WHERE tenant_id = ?";
 
 /// A new `pending_verification` registration, never yet delivered (id, tenant, recipient, url,
-/// key id, replay window, max rate, created at, secret, updated at).
+/// key id, replay window, max rate, created at, sealed secret, sealing key id, updated at).
 pub(super) const INSERT_REGISTRATION: &str = "INSERT INTO callback_registration (registration_id, tenant_id, \
     recipient_id, callback_url, verification_state, auth_mode, key_id, secret_hash, public_key, \
-    replay_window_seconds, max_rate_per_minute, created_at_utc, rotates_after_utc, secret, delivered_head_seq, \
-    next_attempt_at_utc, failed_attempts, updated_at_utc) \
-    VALUES (?, ?, ?, ?, 'pending_verification', 'hmac-sha256', ?, NULL, NULL, ?, ?, ?, NULL, ?, 0, 0, 0, ?)";
+    replay_window_seconds, max_rate_per_minute, created_at_utc, rotates_after_utc, secret, secret_sealed_by, \
+    delivered_head_seq, next_attempt_at_utc, failed_attempts, updated_at_utc) \
+    VALUES (?, ?, ?, ?, 'pending_verification', 'hmac-sha256', ?, NULL, NULL, ?, ?, ?, NULL, ?, ?, 0, 0, 0, ?)";
 
 /// One registration of a tenant (tenant, registration).
 pub(super) const REGISTRATION_BY_ID: &str = concat!(
@@ -75,10 +76,12 @@ pub(super) const MARK_VERIFIED: &str = "UPDATE callback_registration SET verific
 pub(super) const RECORD_ERROR: &str = "UPDATE callback_registration SET last_error = ?, updated_at_utc = ? \
     WHERE tenant_id = ? AND registration_id = ?";
 
-/// The current secret becomes the previous one, retiring later, unless the new key id is the
-/// current one (retires at, key id, secret, updated at, tenant, registration, key id).
+/// The current secret becomes the previous one (still sealed for its own secret id, which moves
+/// with it), retiring later, unless the new key id is the current one (retires at, key id,
+/// sealed secret, sealing key id, updated at, tenant, registration, key id).
 pub(super) const ROTATE_SECRET: &str = "UPDATE callback_registration SET previous_key_id = key_id, \
-    previous_secret = secret, previous_retires_at_utc = ?, key_id = ?, secret = ?, updated_at_utc = ? \
+    previous_secret = secret, previous_secret_sealed_by = secret_sealed_by, previous_retires_at_utc = ?, \
+    key_id = ?, secret = ?, secret_sealed_by = ?, updated_at_utc = ? \
     WHERE tenant_id = ? AND registration_id = ? AND key_id <> ?";
 
 // ---- deliveries ----

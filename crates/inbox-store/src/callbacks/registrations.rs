@@ -9,6 +9,7 @@ use super::{
 };
 use crate::StoreError;
 use crate::db::{Arg, DbRow};
+use crate::secrets::{Place, seal_for_storing};
 use crate::signatures::{KeyId, lock_tenant};
 use crate::store::with_retries;
 
@@ -60,6 +61,8 @@ impl Callbacks<'_> {
                 limit: limits.per_tenant_max,
             });
         }
+        let place = Place::callback_secret(new.tenant_id.as_str(), id.as_str(), new.key_id.as_str());
+        let (sealed, sealed_by) = seal_for_storing(self.store, &mut conn, &place, &new.secret).await?;
         conn.execute(
             queries::INSERT_REGISTRATION,
             &[
@@ -71,7 +74,8 @@ impl Callbacks<'_> {
                 Arg::I64(i64::from(new.replay_window_seconds)),
                 Arg::I64(i64::from(new.max_rate_per_minute)),
                 Arg::I64(now.get()),
-                Arg::Bytes(&new.secret),
+                Arg::Bytes(&sealed),
+                Arg::Str(&sealed_by),
                 Arg::I64(now.get()),
             ],
         )
@@ -112,7 +116,7 @@ impl Callbacks<'_> {
                 &[Arg::Str(tenant_id.as_str()), Arg::Str(registration_id.as_str())],
             )
             .await?;
-        row.as_ref().map(registration_from_row).transpose()
+        row.as_ref().map(|row| registration_from_row(self.store, row)).transpose()
     }
 
     /// The tenant's registrations (of one recipient, when named), oldest first.
@@ -130,7 +134,7 @@ impl Callbacks<'_> {
             None => (queries::REGISTRATIONS_OF_TENANT, vec![Arg::Str(tenant_id.as_str())]),
         };
         let rows = pooled.conn().fetch_all(sql, &args).await?;
-        rows.iter().map(registration_from_row).collect()
+        rows.iter().map(|row| registration_from_row(self.store, row)).collect()
     }
 
     /// Deletes a registration; its delivery log stays until retention. Whether it existed.
@@ -213,14 +217,17 @@ impl Callbacks<'_> {
         }
         let now = self.store.now();
         let mut pooled = self.store.pools().writer().await?;
-        let done = pooled
-            .conn()
+        let mut conn = pooled.conn();
+        let place = Place::callback_secret(tenant_id.as_str(), registration_id.as_str(), key_id.as_str());
+        let (sealed, sealed_by) = seal_for_storing(self.store, &mut conn, &place, secret).await?;
+        let done = conn
             .execute(
                 queries::ROTATE_SECRET,
                 &[
                     Arg::I64(now.plus_ms(overlap_ms).get()),
                     Arg::Str(key_id.as_str()),
-                    Arg::Bytes(secret),
+                    Arg::Bytes(&sealed),
+                    Arg::Str(&sealed_by),
                     Arg::I64(now.get()),
                     Arg::Str(tenant_id.as_str()),
                     Arg::Str(registration_id.as_str()),
@@ -228,6 +235,7 @@ impl Callbacks<'_> {
                 ],
             )
             .await?;
+        drop(conn);
         drop(pooled);
         let current = self.registration(tenant_id, registration_id).await?;
         if done.rows_affected == 0 && current.as_ref().is_some_and(|r| &r.key_id == key_id) {

@@ -8,10 +8,11 @@ use std::fmt;
 use inbox_core::{IdError, RecipientId, TenantId, UnixMillis};
 
 use super::{Signatures, queries};
-use crate::StoreError;
 use crate::db::{Arg, DbRow};
+use crate::secrets::{Place, SecretBytes, seal_for_storing};
 use crate::signatures::tenant_policy::lock_tenant;
 use crate::store::with_retries;
+use crate::{SqlStore, StoreError};
 
 /// Live keys one agent may hold at once: enough for a rotation overlap on a few devices.
 pub const AGENT_KEYS_PER_AGENT_MAX: u64 = 10;
@@ -19,7 +20,8 @@ pub const AGENT_KEYS_PER_AGENT_MAX: u64 = 10;
 /// Keys one tenant-wide listing returns at most.
 pub const AGENT_KEYS_LIST_MAX: u32 = 1_000;
 
-/// Longest key material stored (a 32-byte public key or secret; 64 leaves room).
+/// Longest key material accepted (a 32-byte public key or secret; 64 leaves room; sealed, it
+/// takes 40 bytes more).
 pub const KEY_MATERIAL_BYTES_MAX: usize = 64;
 
 /// Defined by the core's id macro; re-exported where the store always had it.
@@ -33,7 +35,8 @@ pub struct AgentKey {
     pub agent_id: RecipientId,
     /// Stored as its RFC 9421 registry name (`ed25519`, `hmac-sha256`).
     pub algorithm: Algorithm,
-    pub key_material: Vec<u8>,
+    /// An ed25519 public key, or an hmac-sha256 shared secret (stored sealed).
+    pub key_material: SecretBytes,
     pub created_at: UnixMillis,
     pub retired_at: Option<UnixMillis>,
 }
@@ -64,7 +67,7 @@ pub struct NewAgentKey {
     pub key_id: KeyId,
     pub agent_id: RecipientId,
     pub algorithm: Algorithm,
-    pub key_material: Vec<u8>,
+    pub key_material: SecretBytes,
     /// Whether the request that registers this key was signed with one of the agent's live
     /// keys (the caller verified the signature). An agent's first key needs no signature;
     /// once it has a live key, another is registered only when this is true.
@@ -114,6 +117,16 @@ impl Signatures<'_> {
         if live as u64 >= AGENT_KEYS_PER_AGENT_MAX {
             return Err(StoreError::LimitReached { what: "signing key", limit: AGENT_KEYS_PER_AGENT_MAX });
         }
+        // A shared secret is sealed; a public key needs no sealing.
+        let (stored, sealed_by) = match key.algorithm {
+            Algorithm::Ed25519 => (key.key_material.to_vec(), None),
+            Algorithm::HmacSha256 => {
+                let place = key_place(&key.tenant_id, &key.key_id, &key.agent_id, key.algorithm);
+                let (sealed, sealed_by) =
+                    seal_for_storing(self.store, &mut conn, &place, &key.key_material).await?;
+                (sealed, Some(sealed_by))
+            }
+        };
         let inserted = conn
             .execute(
                 queries::INSERT_KEY,
@@ -122,7 +135,8 @@ impl Signatures<'_> {
                     Arg::Str(key.key_id.as_str()),
                     Arg::Str(key.agent_id.as_str()),
                     Arg::Str(key.algorithm.name()),
-                    Arg::Bytes(&key.key_material),
+                    Arg::Bytes(&stored),
+                    Arg::OptStr(sealed_by.as_deref()),
                     Arg::I64(now.get()),
                 ],
             )
@@ -156,7 +170,7 @@ impl Signatures<'_> {
             .conn()
             .fetch_optional(queries::KEY_BY_ID, &[Arg::Str(tenant_id.as_str()), Arg::Str(key_id.as_str())])
             .await?;
-        row.as_ref().map(key_from_row).transpose()
+        row.as_ref().map(|row| key_from_row(self.store, row)).transpose()
     }
 
     /// The agent's live keys, oldest first.
@@ -174,7 +188,7 @@ impl Signatures<'_> {
                 &[Arg::Str(tenant_id.as_str()), Arg::Str(agent_id.as_str()), Arg::I64(now.get())],
             )
             .await?;
-        rows.iter().map(key_from_row).collect()
+        rows.iter().map(|row| key_from_row(self.store, row)).collect()
     }
 
     /// Every key of a tenant, live and retired, by agent then age, at most `limit` (for
@@ -195,7 +209,7 @@ impl Signatures<'_> {
             .conn()
             .fetch_all(queries::KEYS_OF_TENANT, &[Arg::Str(tenant_id.as_str()), Arg::I64(i64::from(limit))])
             .await?;
-        rows.iter().map(key_from_row).collect()
+        rows.iter().map(|row| key_from_row(self.store, row)).collect()
     }
 
     /// Retires the agent's key `after_ms` from now (0: at once). Returns whether a live key of
@@ -234,19 +248,37 @@ impl Signatures<'_> {
     }
 }
 
-fn key_from_row(row: &DbRow) -> Result<AgentKey, StoreError> {
+/// Where an agent's shared secret is sealed.
+fn key_place(tenant_id: &TenantId, key_id: &KeyId, agent_id: &RecipientId, algorithm: Algorithm) -> Place {
+    Place::agent_key(tenant_id.as_str(), key_id.as_str(), agent_id.as_str(), algorithm.name())
+}
+
+/// A key read from its row, a shared secret opened with the store's keys.
+fn key_from_row(store: &SqlStore, row: &DbRow) -> Result<AgentKey, StoreError> {
     let corrupt = |e: IdError| StoreError::Corrupt(format!("agent_signing_key: {e}"));
+    let tenant_id = TenantId::new(row.string("tenant_id")?).map_err(corrupt)?;
+    let key_id = KeyId::new(row.string("key_id")?).map_err(corrupt)?;
+    let agent_id = RecipientId::new(row.string("agent_id")?).map_err(corrupt)?;
+    let algorithm = {
+        let name = row.string("algorithm")?;
+        Algorithm::from_name(&name)
+            .ok_or_else(|| StoreError::Corrupt(format!("agent_signing_key: unknown algorithm {name:?}")))?
+    };
+    let stored = row.bytes("key_material")?;
+    let key_material = match algorithm {
+        Algorithm::Ed25519 => SecretBytes::new(stored),
+        Algorithm::HmacSha256 => {
+            let sealed_by = row.opt_string("key_material_sealed_by")?;
+            let place = key_place(&tenant_id, &key_id, &agent_id, algorithm);
+            store.sealer().open(&place, sealed_by.as_deref(), &stored)?
+        }
+    };
     Ok(AgentKey {
-        tenant_id: TenantId::new(row.string("tenant_id")?).map_err(corrupt)?,
-        key_id: KeyId::new(row.string("key_id")?).map_err(corrupt)?,
-        agent_id: RecipientId::new(row.string("agent_id")?).map_err(corrupt)?,
-        algorithm: {
-            let name = row.string("algorithm")?;
-            Algorithm::from_name(&name).ok_or_else(|| {
-                StoreError::Corrupt(format!("agent_signing_key: unknown algorithm {name:?}"))
-            })?
-        },
-        key_material: row.bytes("key_material")?,
+        tenant_id,
+        key_id,
+        agent_id,
+        algorithm,
+        key_material,
         created_at: UnixMillis(row.i64("created_at_utc")?),
         retired_at: row.opt_i64("retired_at_utc")?.map(UnixMillis),
     })

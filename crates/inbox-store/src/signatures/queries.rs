@@ -6,7 +6,7 @@ use crate::dialect::{Sql, placeholders, push_repeated};
 /// Columns of `agent_signing_key` read into an `AgentKey`, in schema order.
 macro_rules! key_columns {
     () => {
-        "tenant_id, key_id, agent_id, algorithm, key_material, created_at_utc, retired_at_utc"
+        "tenant_id, key_id, agent_id, algorithm, key_material, key_material_sealed_by, created_at_utc, retired_at_utc"
     };
 }
 
@@ -23,9 +23,10 @@ macro_rules! policy_columns {
 pub(super) const COUNT_LIVE_KEYS: &str = "SELECT COUNT(*) AS n FROM agent_signing_key \
     WHERE tenant_id = ? AND agent_id = ? AND (retired_at_utc IS NULL OR retired_at_utc > ?)";
 
-/// One new, unretired key (tenant, key id, agent, algorithm, material, created at).
+/// One new, unretired key (tenant, key id, agent, algorithm, material, sealing key id or NULL
+/// for a public key, created at).
 pub(super) const INSERT_KEY: &str =
-    concat!("INSERT INTO agent_signing_key (", key_columns!(), ") VALUES (?, ?, ?, ?, ?, ?, NULL)");
+    concat!("INSERT INTO agent_signing_key (", key_columns!(), ") VALUES (?, ?, ?, ?, ?, ?, ?, NULL)");
 
 /// A key by id, live or retired (tenant, key id).
 pub(super) const KEY_BY_ID: &str =

@@ -6,17 +6,49 @@ mod sign_outs;
 
 use inbox_core::{TenantId, UnixMillis};
 
-use crate::db::Arg;
+use crate::db::{Arg, DbConnection, DbRow};
 use crate::entropy::random_bytes;
+use crate::secrets::{Place, SecretBytes, seal_for_storing};
 use crate::store::with_retries;
 use crate::{SqlStore, StoreError};
 
-/// A symmetric key for signing the service's own tokens.
+/// How the service signs its access tokens; a key has one, for its whole life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TokenAlgorithm {
+    /// HMAC-SHA256 with a shared 256-bit secret: only the service can verify.
+    #[default]
+    Hs256,
+    /// Ed25519 signatures: anyone can verify with the public key (`/.well-known/jwks.json`).
+    EdDsa,
+}
+
+impl TokenAlgorithm {
+    /// The JWS `alg` name, also what the `algorithm` column holds.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenAlgorithm::Hs256 => "HS256",
+            TokenAlgorithm::EdDsa => "EdDSA",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<TokenAlgorithm> {
+        match text {
+            "HS256" => Some(TokenAlgorithm::Hs256),
+            "EdDSA" => Some(TokenAlgorithm::EdDsa),
+            _ => None,
+        }
+    }
+}
+
+/// A key the service signs its own tokens with: an HS256 secret or an Ed25519 private key
+/// (its 32-byte seed), sealed in the database and wiped from memory when dropped.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SigningKey {
     pub key_id: String,
-    pub algorithm: String,
-    pub secret: Vec<u8>,
+    pub algorithm: TokenAlgorithm,
+    pub secret: SecretBytes,
+    /// An Ed25519 key's public key (32 bytes), published at `/.well-known/jwks.json`.
+    pub public_key: Option<Vec<u8>>,
     pub created_at: UnixMillis,
     pub retires_at: Option<UnixMillis>,
     /// Before this time the key only verifies; an older key keeps signing until then, so
@@ -90,42 +122,49 @@ impl SqlStore {
 
 impl Tokens<'_> {
     /// The access-token signing keys not yet retired, newest first. Creates the first key
-    /// when there is none, so a fresh install needs no set-up.
-    pub async fn access_signing_keys(self) -> Result<Vec<SigningKey>, StoreError> {
+    /// (of `algorithm`) when there is none, so a fresh install needs no set-up.
+    pub async fn access_signing_keys(self, algorithm: TokenAlgorithm) -> Result<Vec<SigningKey>, StoreError> {
         let keys = self.load_signing_keys().await?;
         if !keys.is_empty() {
             return Ok(keys);
         }
-        self.create_signing_key().await?;
+        self.create_signing_key(algorithm).await?;
         self.load_signing_keys().await
     }
 
-    /// Adds a new signing key; it becomes the one new tokens are signed with.
-    pub async fn create_signing_key(self) -> Result<SigningKey, StoreError> {
+    /// Adds a new signing key of `algorithm`; it becomes the one new tokens are signed with.
+    pub async fn create_signing_key(self, algorithm: TokenAlgorithm) -> Result<SigningKey, StoreError> {
         let now = self.store.now();
-        let key = SigningKey {
-            key_id: format!("k{}-{}", now.get(), hex::encode(random_bytes::<4>())),
-            algorithm: "HS256".to_owned(),
-            secret: random_bytes::<32>().to_vec(),
-            created_at: now,
-            retires_at: None,
-            activates_at: None,
-        };
+        let key = new_signing_key(now, algorithm, None);
         let mut pooled = self.store.pools().writer().await?;
-        pooled
-            .conn()
-            .execute(
-                queries::INSERT_SIGNING_KEY,
-                &[
-                    Arg::Str(&key.key_id),
-                    Arg::Str(PURPOSE_ACCESS),
-                    Arg::Str(&key.algorithm),
-                    Arg::Bytes(&key.secret),
-                    Arg::I64(now.get()),
-                ],
-            )
-            .await?;
+        let mut conn = pooled.conn();
+        self.insert_signing_key(&mut conn, &key).await?;
         Ok(key)
+    }
+
+    /// Stores `key` with its secret sealed.
+    async fn insert_signing_key(
+        self,
+        conn: &mut DbConnection<'_>,
+        key: &SigningKey,
+    ) -> Result<(), StoreError> {
+        let place = Place::signing_key(PURPOSE_ACCESS, &key.key_id, key.algorithm.as_str());
+        let (sealed, sealed_by) = seal_for_storing(self.store, conn, &place, &key.secret).await?;
+        conn.execute(
+            queries::INSERT_SIGNING_KEY,
+            &[
+                Arg::Str(&key.key_id),
+                Arg::Str(PURPOSE_ACCESS),
+                Arg::Str(key.algorithm.as_str()),
+                Arg::Bytes(&sealed),
+                Arg::Str(&sealed_by),
+                Arg::OptBytes(key.public_key.as_deref()),
+                Arg::I64(key.created_at.get()),
+                Arg::OptI64(key.activates_at.map(UnixMillis::get)),
+            ],
+        )
+        .await?;
+        Ok(())
     }
 
     async fn load_signing_keys(self) -> Result<Vec<SigningKey>, StoreError> {
@@ -135,28 +174,39 @@ impl Tokens<'_> {
             .conn()
             .fetch_all(queries::LIVE_SIGNING_KEYS, &[Arg::Str(PURPOSE_ACCESS), Arg::I64(now.get())])
             .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(SigningKey {
-                    key_id: row.string("key_id")?,
-                    algorithm: row.string("algorithm")?,
-                    secret: row.bytes("secret")?,
-                    created_at: UnixMillis(row.i64("created_at_utc")?),
-                    retires_at: row.opt_i64("retires_at_utc")?.map(UnixMillis),
-                    activates_at: row.opt_i64("activates_at_utc")?.map(UnixMillis),
-                })
-            })
-            .collect()
+        rows.iter().map(|row| self.signing_key_from_row(row)).collect()
     }
 
-    /// Rotates the access-token keys without a restart: adds a new key that signs from
-    /// `activation_ms` on, and retires every older live key `overlap_ms` from now (keys already
-    /// retiring sooner keep their time). Until then old tokens verify and, before activation,
-    /// old keys keep signing. Returns the new key and how many older keys got a retirement.
+    fn signing_key_from_row(self, row: &DbRow) -> Result<SigningKey, StoreError> {
+        let key_id = row.string("key_id")?;
+        let algorithm_name = row.string("algorithm")?;
+        let algorithm = TokenAlgorithm::parse(&algorithm_name).ok_or_else(|| {
+            StoreError::Corrupt(format!("signing_key {key_id}: algorithm {algorithm_name:?}"))
+        })?;
+        let place = Place::signing_key(PURPOSE_ACCESS, &key_id, &algorithm_name);
+        let sealed_by = row.opt_string("secret_sealed_by")?;
+        let secret = self.store.sealer().open(&place, sealed_by.as_deref(), &row.bytes("secret")?)?;
+        Ok(SigningKey {
+            key_id,
+            algorithm,
+            secret,
+            public_key: row.opt_bytes("public_key")?,
+            created_at: UnixMillis(row.i64("created_at_utc")?),
+            retires_at: row.opt_i64("retires_at_utc")?.map(UnixMillis),
+            activates_at: row.opt_i64("activates_at_utc")?.map(UnixMillis),
+        })
+    }
+
+    /// Rotates the access-token keys without a restart: adds a new key of `algorithm` that
+    /// signs from `activation_ms` on, and retires every older live key `overlap_ms` from now
+    /// (keys already retiring sooner keep their time). Until then old tokens verify and, before
+    /// activation, old keys keep signing. Returns the new key and how many older keys got a
+    /// retirement.
     pub async fn rotate_signing_keys(
         self,
         overlap_ms: u64,
         activation_ms: u64,
+        algorithm: TokenAlgorithm,
     ) -> Result<(SigningKey, u64), StoreError> {
         if overlap_ms < SIGNING_KEY_OVERLAP_MS_MIN {
             return Err(StoreError::invalid(
@@ -179,14 +229,7 @@ impl Tokens<'_> {
             .transpose()?
             .flatten();
         let created_at = UnixMillis(newest.map_or(now.get(), |newest| now.get().max(newest + 1)));
-        let key = SigningKey {
-            key_id: format!("k{}-{}", created_at.get(), hex::encode(random_bytes::<4>())),
-            algorithm: "HS256".to_owned(),
-            secret: random_bytes::<32>().to_vec(),
-            created_at,
-            retires_at: None,
-            activates_at: Some(now.plus_ms(activation_ms.min(overlap_ms))),
-        };
+        let key = new_signing_key(created_at, algorithm, Some(now.plus_ms(activation_ms.min(overlap_ms))));
         let retired = conn
             .execute(
                 queries::RETIRE_SIGNING_KEYS,
@@ -194,18 +237,7 @@ impl Tokens<'_> {
             )
             .await?
             .rows_affected;
-        conn.execute(
-            queries::INSERT_ROTATED_SIGNING_KEY,
-            &[
-                Arg::Str(&key.key_id),
-                Arg::Str(PURPOSE_ACCESS),
-                Arg::Str(&key.algorithm),
-                Arg::Bytes(&key.secret),
-                Arg::I64(created_at.get()),
-                Arg::OptI64(key.activates_at.map(UnixMillis::get)),
-            ],
-        )
-        .await?;
+        self.insert_signing_key(&mut conn, &key).await?;
         tx.commit().await?;
         Ok((key, retired))
     }
@@ -273,6 +305,32 @@ impl Tokens<'_> {
             .await?;
         tx.commit().await?;
         Ok(Ok(grant))
+    }
+}
+
+/// A fresh key of `algorithm`, created at `created_at` (an id sorting after older keys').
+fn new_signing_key(
+    created_at: UnixMillis,
+    algorithm: TokenAlgorithm,
+    activates_at: Option<UnixMillis>,
+) -> SigningKey {
+    let secret = SecretBytes::new(random_bytes::<32>().to_vec());
+    let public_key = match algorithm {
+        TokenAlgorithm::Hs256 => None,
+        TokenAlgorithm::EdDsa => {
+            let seed: &[u8; 32] = secret.as_slice().try_into().expect("a 32-byte seed");
+            let signing = inbox_trust::message_signatures::SigningKey::ed25519_from_seed(seed);
+            signing.verifying_key().ed25519_public_bytes().map(|bytes| bytes.to_vec())
+        }
+    };
+    SigningKey {
+        key_id: format!("k{}-{}", created_at.get(), hex::encode(random_bytes::<4>())),
+        algorithm,
+        secret,
+        public_key,
+        created_at,
+        retires_at: None,
+        activates_at,
     }
 }
 

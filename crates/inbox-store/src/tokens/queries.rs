@@ -2,12 +2,14 @@
 
 use crate::dialect::Sql;
 
-/// A signing key that signs at once (key id, purpose, algorithm, secret, created at).
-pub(super) const INSERT_SIGNING_KEY: &str = "INSERT INTO signing_key (key_id, purpose, algorithm, secret, created_at_utc, retires_at_utc) \
-    VALUES (?, ?, ?, ?, ?, NULL)";
+/// A signing key, signing at once or from its activation (key id, purpose, algorithm, sealed
+/// secret, sealing key id, public key, created at, activates at).
+pub(super) const INSERT_SIGNING_KEY: &str = "INSERT INTO signing_key (key_id, purpose, algorithm, secret, \
+    secret_sealed_by, public_key, created_at_utc, retires_at_utc, activates_at_utc) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)";
 
 /// The purpose's unretired keys, newest first (purpose, now).
-pub(super) const LIVE_SIGNING_KEYS: &str = "SELECT key_id, algorithm, secret, created_at_utc, retires_at_utc, activates_at_utc FROM signing_key \
+pub(super) const LIVE_SIGNING_KEYS: &str = "SELECT key_id, algorithm, secret, secret_sealed_by, public_key, \
+    created_at_utc, retires_at_utc, activates_at_utc FROM signing_key \
     WHERE purpose = ? AND (retires_at_utc IS NULL OR retires_at_utc > ?) \
     ORDER BY created_at_utc DESC, key_id DESC";
 
@@ -18,10 +20,6 @@ pub(super) const NEWEST_SIGNING_KEY: &str =
 /// Retires the purpose's keys unless they retire sooner (retire at, purpose, retire at).
 pub(super) const RETIRE_SIGNING_KEYS: &str = "UPDATE signing_key SET retires_at_utc = ? WHERE purpose = ? \
     AND (retires_at_utc IS NULL OR retires_at_utc > ?)";
-
-/// A rotation's new key, signing from its activation (key id, purpose, algorithm, secret, created at, activates at).
-pub(super) const INSERT_ROTATED_SIGNING_KEY: &str = "INSERT INTO signing_key (key_id, purpose, algorithm, secret, created_at_utc, retires_at_utc, \
-    activates_at_utc) VALUES (?, ?, ?, ?, ?, NULL, ?)";
 
 /// A fresh refresh token (hash, family, tenant, subject, kind, scope, issued at, expires at).
 pub(super) const INSERT_REFRESH_TOKEN: &str = "INSERT INTO refresh_token (token_hash, family_id, tenant_id, subject, kind, scope, issued_at_utc, \
