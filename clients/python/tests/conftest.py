@@ -57,6 +57,9 @@ class Database:
 
     def __init__(self, backend: str, directory: Path) -> None:
         self.backend = backend
+        # The secrets key file: beside a SQLite file `serve` makes its own; MariaDB needs one
+        # named, shared by the server and `token issue`.
+        self.key_args: list[str] = []
         if backend == "sqlite":
             self.path = directory / "inbox.db"
             self.url = f"sqlite://{self.path}"
@@ -66,6 +69,11 @@ class Database:
             self.name = f"pyinbox_{uuid.uuid4().hex[:12]}"
             self.url = f"{base.scheme}://{base.netloc}/{self.name}"
             self._mysql(f"CREATE DATABASE {self.name}")
+            key_file = directory / "secrets.key"
+            made = subprocess.run([binary(), "keys", "new-secrets-key"], check=True, capture_output=True, text=True)
+            key_file.write_text(made.stdout)
+            key_file.chmod(0o600)
+            self.key_args = ["--secrets-key-file", str(key_file)]
 
     def _mysql(self, sql: str, database: str | None = None) -> None:
         base = urlsplit(mysql_base_url())
@@ -144,7 +152,7 @@ class Server:
         env.update(self.env)
         self.process = subprocess.Popen(
             [binary(), "serve", "--listen", f"127.0.0.1:{self.port}", "--database-url", self.db.url,
-             "--lease-default", "2s", *self.flags],
+             *self.db.key_args, "--lease-default", "2s", *self.flags],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -173,7 +181,7 @@ class Server:
               refresh: bool = False, ttl: str | None = None) -> str:
         """The access token (and with ``refresh``, ``"access\\nrefresh"``)."""
         args = [binary(), "token", "issue", "--tenant", tenant, "--subject", subject, "--kind", kind,
-                "--database-url", self.db.url]
+                "--database-url", self.db.url, *self.db.key_args]
         if refresh:
             args.append("--refresh")
         if ttl:

@@ -46,7 +46,8 @@ pub enum Command {
         #[command(subcommand)]
         command: ServiceCommand,
     },
-    /// Rotate or list the keys the service signs access tokens with (no restart needed).
+    /// Rotate or list the keys the service signs access tokens with (no restart needed); make
+    /// a secrets key, or seal every secret under a new one.
     Keys {
         #[command(subcommand)]
         command: KeysCommand,
@@ -87,6 +88,14 @@ pub enum KeysCommand {
     Rotate(RotateArgs),
     /// List the live token signing keys, newest first.
     List(DatabaseArgs),
+    /// Print a new secrets key file on stdout (redirect it to a file only its service can
+    /// read: `agent-inbox keys new-secrets-key > secrets.key`). The key seals the database's
+    /// secrets; keep it apart from the database and its backups.
+    NewSecretsKey,
+    /// Seal every secret under the first key of --new-secrets-key-file while nodes serve. Every
+    /// node's key file must hold the new key first (add it; nodes reload within seconds); once
+    /// this is done, nodes may drop the old key.
+    Rewrap(RewrapArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -97,6 +106,18 @@ pub struct RotateArgs {
     /// access token lifetime, or tokens issued just before the rotation stop early.
     #[arg(long, default_value = "24h")]
     pub overlap: String,
+    /// The new key's algorithm: HS256 or EdDSA [default: the token_algorithm setting, HS256].
+    #[arg(long, value_parser = ["HS256", "EdDSA"])]
+    pub algorithm: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RewrapArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// The key file holding the new key (its first key; `keys new-secrets-key` makes one).
+    #[arg(long)]
+    pub new_secrets_key_file: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]
@@ -153,6 +174,11 @@ pub struct ServeArgs {
     /// CIDRs or addresses, such as 10.0.0.0/8,::1 [default: none].
     #[arg(long)]
     pub trusted_proxies: Option<String>,
+    /// The secrets key file that seals the database's secrets [default: the systemd credential
+    /// agent-inbox-secrets-key, else for SQLite <database file>.secrets-key, made at the first
+    /// start; MySQL/MariaDB need one: `agent-inbox keys new-secrets-key > FILE`].
+    #[arg(long)]
+    pub secrets_key_file: Option<String>,
     /// Log as JSON lines instead of text.
     #[arg(long, env = "AGENT_INBOX_LOG_JSON")]
     pub log_json: bool,
@@ -180,6 +206,7 @@ impl ServeArgs {
         push("tls_key", self.tls_key.clone());
         push("cors_origins", self.cors_origins.clone());
         push("trusted_proxies", self.trusted_proxies.clone());
+        push("secrets_key_file", self.secrets_key_file.clone());
         pairs
     }
 }
@@ -195,16 +222,22 @@ pub struct DatabaseArgs {
     /// [default: sqlite://./data/agent-inbox.db, relative to the current directory].
     #[arg(long)]
     pub database_url: Option<String>,
-    /// Create the SQLite database if it does not exist yet. Without it a missing database is
-    /// refused, since tokens signed by a new database's keys are refused by a running server.
+    /// Create the SQLite database (and its secrets key file) if it does not exist yet. Without
+    /// it a missing database is refused, since tokens signed by a new database's keys are
+    /// refused by a running server.
     #[arg(long)]
     pub create_database: bool,
+    /// The secrets key file the server uses (the same one) [default: as for `serve`].
+    #[arg(long)]
+    pub secrets_key_file: Option<String>,
 }
 
 impl DatabaseArgs {
     /// The flags that were given, as configuration (key, value) pairs.
     pub fn overrides(&self) -> Vec<(String, String)> {
-        self.database_url.iter().map(|url| ("database_url".to_owned(), url.clone())).collect()
+        let url = self.database_url.iter().map(|url| ("database_url".to_owned(), url.clone()));
+        let key = self.secrets_key_file.iter().map(|file| ("secrets_key_file".to_owned(), file.clone()));
+        url.chain(key).collect()
     }
 }
 

@@ -16,7 +16,7 @@ use inbox_store::{CallbackLimits, NewCallbackRegistration};
 use inbox_testkit::ServeChild;
 use serde_json::{Value, json};
 
-use common::{BIN, post, start, wait_ready};
+use common::{BIN, post, start_on, wait_ready};
 
 const TENANT: &str = "t1";
 const AGENT: &str = "agent_alpha";
@@ -49,7 +49,7 @@ impl Setup {
         let admin = issue("ops", CallerKind::Admin, "admin").await;
         let agent = issue(AGENT, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES).await;
         let publisher = issue("app", CallerKind::Publisher, "events.publish").await;
-        let server = start(&db.url, &[]);
+        let server = start_on(&db, &[]);
         let client = reqwest::Client::new();
         wait_ready(&client, &server.base).await;
         let dir = std::env::temp_dir().join(format!("agent-inbox-admin-{name}-{}", std::process::id()));
@@ -181,7 +181,7 @@ async fn every_subcommand_as_a_table_and_as_json() {
                 recipient_id: RecipientId::new(AGENT).unwrap(),
                 callback_url: "https://hooks.example.invalid/agent".to_owned(),
                 key_id: "cbk_admin_cli".parse().unwrap(),
-                secret: vec![7; 32],
+                secret: vec![7; 32].into(),
                 max_rate_per_minute: 60,
                 replay_window_seconds: 300,
             },

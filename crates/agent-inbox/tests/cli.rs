@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use common::{post, start, wait_ready};
+use common::{post, start, start_on, wait_ready};
 
 fn agent_inbox(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_agent-inbox")).args(args).output().expect("run agent-inbox")
@@ -326,7 +326,8 @@ async fn serve_refuses_an_engine_whose_skip_locked_does_not_skip() {
         Forwarder::rewriting(h.server_addr(), Rewrite { from: " FOR UPDATE SKIP LOCKED", to: "" }).await;
     let url = h.url_through(forwarder.addr);
     let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", &url])
+        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", &url, "--secrets-key-file"])
+        .arg(&h.secrets_key_file)
         .kill_on_drop(true)
         .output();
     let out = tokio::time::timeout(Duration::from_secs(30), child)
@@ -342,7 +343,7 @@ async fn serve_refuses_an_engine_whose_skip_locked_does_not_skip() {
         "the refusal names the engine and the property: {stderr}"
     );
     // The same server reached directly is accepted.
-    let mut server = start(&h.url, &[]);
+    let mut server = start_on(&h, &[]);
     wait_ready(&reqwest::Client::new(), &server.base).await;
     let _ = server.child.kill();
     let _ = server.child.wait();

@@ -14,7 +14,7 @@ use inbox_core::{RecipientId, TenantId};
 use inbox_server::{CallerKind, Config, TokenService};
 use serde_json::{Value, json};
 
-use common::{poll_all, post, start, wait_ready};
+use common::{poll_all, post, start_on, wait_ready};
 
 async fn crash_and_recover(backend: Backend) {
     let db = Harness::new(backend).await;
@@ -31,7 +31,7 @@ async fn crash_and_recover(backend: Backend) {
     let agent = issue("agent_alpha", CallerKind::Agent, inbox_server::auth::AGENT_SCOPES).await;
     let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
 
-    let mut server = start(&db.url, &[]);
+    let mut server = start_on(&db, &[]);
     wait_ready(&client, &server.base).await;
     let committed: Arc<Mutex<HashSet<String>>> = Arc::default();
     let acked: Arc<Mutex<HashSet<String>>> = Arc::default();
@@ -108,7 +108,7 @@ async fn crash_and_recover(backend: Backend) {
     let committed = committed.lock().unwrap().clone();
     let acked = acked.lock().unwrap().clone();
 
-    let mut server = start(&db.url, &[]);
+    let mut server = start_on(&db, &[]);
     wait_ready(&client, &server.base).await;
     let all = poll_all(&client, &server.base, &agent).await;
     let present: HashSet<String> = all.iter().map(|e| e["event_id"].as_str().unwrap().to_owned()).collect();

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use common::issue_token;
+use common::{issue_token, secrets_key_file};
 use inbox_testkit::{Serve, ServeChild};
 
 const RECIPIENTS: [&str; 2] = ["agent_a", "agent_b"];
@@ -113,6 +113,7 @@ const RECOVERY: Duration = Duration::from_secs(90);
 
 fn serve(url: &str, log: &Path) -> ServeChild {
     Serve::new(common::BIN, url)
+        .arg_path("--secrets-key-file", &secrets_key_file(log.parent().expect("a log in a directory")))
         // Longer than a cluster reconfiguration (the survivors wait evs.suspect_timeout, 3 s,
         // before they evict a silent member), so nodes on healthy members wait it out.
         .env("AGENT_INBOX_DATABASE_STATEMENT_TIMEOUT", "8s")
@@ -187,8 +188,11 @@ async fn galera_members_killed_and_paused_lose_nothing() {
     for node in &nodes {
         common::wait_ready(&client, &node.base).await;
     }
-    let publisher = issue_token(&urls[0], "app", "publisher");
-    let agents: Vec<String> = RECIPIENTS.iter().map(|r| issue_token(&urls[0], r, "agent")).collect();
+    let publisher = issue_token(&urls[0], &secrets_key_file(&cluster.dir), "app", "publisher");
+    let agents: Vec<String> = RECIPIENTS
+        .iter()
+        .map(|r| issue_token(&urls[0], &secrets_key_file(&cluster.dir), r, "agent"))
+        .collect();
     let bases: Vec<String> = nodes.iter().map(|n| n.base.clone()).collect();
 
     let seen: Arc<Mutex<Seen>> = Arc::default();

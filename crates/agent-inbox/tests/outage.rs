@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use common::mariadb::PrivateMariaDb;
-use common::{issue_token, poll_all};
+use common::{issue_token, poll_all, secrets_key_file};
 use inbox_testkit::{Serve, ServeChild};
 
 /// The server's bounded waits in these tests: a request must be answered within the acquire
@@ -28,6 +28,7 @@ const ANSWER_WITHIN: Duration = Duration::from_millis(2_000 + 800);
 /// `serve` on a port chosen beforehand, so its address is known before it is ready.
 fn serve(database_url: &str, log: &Path) -> ServeChild {
     Serve::new(common::BIN, database_url)
+        .arg_path("--secrets-key-file", &secrets_key_file(log.parent().expect("a log in a directory")))
         .args(["--lease-default", "3s"])
         .env("AGENT_INBOX_DATABASE_ACQUIRE_TIMEOUT", ACQUIRE_TIMEOUT)
         .env("AGENT_INBOX_DATABASE_STATEMENT_TIMEOUT", STATEMENT_TIMEOUT)
@@ -113,8 +114,10 @@ async fn a_node_started_before_its_database_serves_once_the_database_is_up() {
     assert!(took < Duration::from_secs(3), "ready only {took:?} after the database was up");
 
     let url = db.url();
-    let (publisher, agent) =
-        (issue_token(&url, "app", "publisher"), issue_token(&url, "agent_late", "agent"));
+    let (publisher, agent) = (
+        issue_token(&url, &secrets_key_file(db.dir()), "app", "publisher"),
+        issue_token(&url, &secrets_key_file(db.dir()), "agent_late", "agent"),
+    );
     let published = publish(&client, &node.base, &publisher, "agent_late", 1).await.unwrap();
     assert_eq!(published.status(), 201);
     let (status, claimed) =
@@ -146,9 +149,9 @@ async fn a_paused_then_killed_database_loses_nothing_and_everything_resumes() {
     let node = serve(&url, &db.dir().join("serve.log"));
     let client = client();
     common::wait_ready(&client, &node.base).await;
-    let publisher = issue_token(&url, "app", "publisher");
-    let claimer = issue_token(&url, "agent_claim", "agent");
-    let listener_token = issue_token(&url, "agent_listen", "agent");
+    let publisher = issue_token(&url, &secrets_key_file(db.dir()), "app", "publisher");
+    let claimer = issue_token(&url, &secrets_key_file(db.dir()), "agent_claim", "agent");
+    let listener_token = issue_token(&url, &secrets_key_file(db.dir()), "agent_listen", "agent");
 
     let handled_file = db.dir().join("handled.txt");
     let mut listen = Command::new(env!("CARGO_BIN_EXE_agent-inbox"))

@@ -65,6 +65,7 @@ async fn run(args: HintsArgs, url: String) -> Result<String, BenchError> {
     let a = Node::start(config.clone()).await?;
     let b = Node::start(config.clone()).await?;
     let store = SqlStore::connect(&ConnectOptions::new(&url), StoreConfig::default()).await?;
+    crate::secrets::prepare(&store, &url).await?;
     let tokens = TokenService::new(store.clone(), &config).await?;
     let issue = async |subject: &str, kind: CallerKind, scope: &str| -> Result<String, BenchError> {
         let tenant = TenantId::new(TENANT).map_err(|e| e.to_string())?;

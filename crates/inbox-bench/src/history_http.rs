@@ -52,6 +52,7 @@ impl Side {
 pub async fn report(backend: &str, url: &str, events: usize) -> Result<String, BenchError> {
     let store = SqlStore::connect(&ConnectOptions::new(url), StoreConfig::default()).await?;
     store.migrate().await?;
+    crate::secrets::prepare(&store, url).await?;
     let outcome = measure(&store, url, events).await;
     store.close().await;
     let [with, without] = outcome?;

@@ -20,6 +20,7 @@ mod publish;
 mod publishing;
 mod raw;
 mod report;
+mod secrets;
 mod streams;
 mod subjects;
 mod trust;

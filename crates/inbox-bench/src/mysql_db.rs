@@ -91,6 +91,7 @@ impl BenchDatabase {
     /// Drops the database; a failure is reported on stderr, never raised, because it runs
     /// while another error may already be on its way out.
     pub async fn drop_best_effort(self) {
+        crate::secrets::forget(&self.url);
         let dropped = async {
             let mut conn = server_connection(&self.server_url).await?;
             conn.execute(sqlx::raw_sql(&format!("SET SESSION lock_wait_timeout = {DROP_LOCK_WAIT_SECONDS}")))

@@ -30,6 +30,7 @@ impl Node {
     pub fn config(database_url: &str) -> Config {
         let mut config = Config::default();
         config.database.url = database_url.to_owned();
+        config.secrets.key_file = Some(crate::secrets::key_file(database_url));
         config.limits.tenant_requests_per_second = 1_000_000;
         config.limits.tenant_requests_burst = 1_000_000;
         config.limits.agent_requests_per_second = 1_000_000;

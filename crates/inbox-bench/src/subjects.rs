@@ -48,6 +48,7 @@ impl Subjects {
         options.acquire_timeout = ACQUIRE_TIMEOUT;
         let store = SqlStore::connect(&options, StoreConfig::default()).await?;
         store.migrate().await?;
+        crate::secrets::prepare(&store, url).await?;
 
         let connect = MySqlConnectOptions::from_str(url)?;
         let raw = MySqlPoolOptions::new()

@@ -145,6 +145,7 @@ impl Mode {
 async fn http(args: TrustArgs, url: String) -> Result<String, BenchError> {
     let store = SqlStore::connect(&ConnectOptions::new(&url), StoreConfig::default()).await?;
     store.migrate().await?;
+    crate::secrets::prepare(&store, &url).await?;
     let config = Node::config(&url);
     let node = Node::spawn(&url).await?;
     let node_pid = node.pid();

@@ -70,6 +70,9 @@ pub struct Harness {
     pub url: String,
     /// The secrets key file's keys every store of this harness seals and opens secrets with.
     pub secrets_keys: SecretsKeys,
+    /// The same keys as a key file (mode 0600, deleted with the harness), for servers started
+    /// on this database (`secrets_key_file`).
+    pub secrets_key_file: std::path::PathBuf,
     /// On Galera, the URL of this database on the second member.
     second_url: Option<String>,
     _forwarder: Option<proxy::Forwarder>,
@@ -83,6 +86,7 @@ impl Harness {
 
     pub async fn with_config(backend: Backend, config: StoreConfig) -> Harness {
         let name = format!("agent_inbox_t_{}", hex::encode(inbox_store::random_bytes::<8>()));
+        let secrets_key_file = std::env::temp_dir().join(format!("{name}.secrets-key"));
         let mut second_url = None;
         let mut forwarder = None;
         let (url, cleanup) = match backend {
@@ -128,7 +132,18 @@ impl Harness {
         store.migrate().await.expect("migrate the test database");
         let secrets_keys = SecretsKeys::generate();
         store.secrets().prepare(secrets_keys.clone()).await.expect("load the secrets key");
-        Harness { backend, store, clock, url, secrets_keys, second_url, _forwarder: forwarder, cleanup }
+        write_private(&secrets_key_file, secrets_keys.to_file_text().as_bytes());
+        Harness {
+            backend,
+            store,
+            clock,
+            url,
+            secrets_keys,
+            secrets_key_file,
+            second_url,
+            _forwarder: forwarder,
+            cleanup,
+        }
     }
 
     /// A second store on the same database, as a second service node would have.
@@ -223,8 +238,20 @@ enum Cleanup {
     RemoveFile(std::path::PathBuf),
 }
 
+/// Writes a file only its owner can read (a key file).
+pub fn write_private(path: &std::path::Path, bytes: &[u8]) {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    file.write_all(bytes).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+}
+
 impl Drop for Harness {
     fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.secrets_key_file);
         match &self.cleanup {
             Cleanup::RemoveFile(path) => {
                 for suffix in ["", "-wal", "-shm"] {

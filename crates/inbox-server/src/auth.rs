@@ -5,13 +5,14 @@
 //! The tenant and agent of every request come from here, never from the request body.
 
 use std::collections::BTreeSet;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use inbox_api::{ProblemCode, Scope};
 use inbox_core::{Recipient, RecipientId, RecipientKey, TenantId, UnixMillis};
 use inbox_store::{
     RefreshGrant, RefreshRefusal, SIGNING_KEY_OVERLAP_MS_MIN, SigningKey, SqlStore, StoreError,
+    TokenAlgorithm,
 };
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
@@ -227,6 +228,8 @@ const SIGN_OUT_KEPT_PAST_EXPIRY_S: i64 = 4 * LEEWAY_S as i64;
 /// Issues and verifies tokens.
 pub struct TokenService {
     store: SqlStore,
+    /// The algorithm of keys this service makes (the first one, when there is none).
+    algorithm: TokenAlgorithm,
     issuer: String,
     access_ttl: Duration,
     refresh_ttl: Duration,
@@ -238,14 +241,57 @@ pub struct TokenService {
     external: Option<External>,
 }
 
-/// The signing keys as read from the database at one time.
+/// The signing keys as read from the database at one time, each ready to sign and verify.
 struct KeySnapshot {
-    keys: Vec<SigningKey>,
+    keys: Vec<Arc<PreparedKey>>,
     /// Store time until which the snapshot knows every retirement that can have taken effect:
     /// a rotation after the read retires keys at least [`SIGNING_KEY_OVERLAP_MS_MIN`] later.
     /// Past it, the keys are read again before one verifies or signs anything.
     trusted_until: UnixMillis,
 }
+
+/// A signing key with the library's key objects made once, when the key was first loaded, so
+/// verifying a token copies no secret and opens nothing.
+struct PreparedKey {
+    stored: SigningKey,
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    validation: Validation,
+}
+
+impl PreparedKey {
+    fn new(stored: SigningKey, issuer: &str) -> Result<PreparedKey, String> {
+        let (encoding, decoding, algorithm) = match stored.algorithm {
+            TokenAlgorithm::Hs256 => (
+                EncodingKey::from_secret(&stored.secret),
+                DecodingKey::from_secret(&stored.secret),
+                Algorithm::HS256,
+            ),
+            TokenAlgorithm::EdDsa => {
+                let public = stored
+                    .public_key
+                    .as_deref()
+                    .filter(|p| p.len() == 32)
+                    .ok_or_else(|| format!("EdDSA signing key {} has no public key", stored.key_id))?;
+                let mut der = zeroize::Zeroizing::new(PKCS8_ED25519_PREFIX.to_vec());
+                der.extend_from_slice(&stored.secret);
+                (EncodingKey::from_ed_der(&der), DecodingKey::from_ed_der(public), Algorithm::EdDSA)
+            }
+        };
+        // The key decides the algorithm, never the token's header: a token naming another
+        // algorithm for this key id is refused.
+        let mut validation = Validation::new(algorithm);
+        validation.set_issuer(&[issuer]);
+        validation.leeway = LEEWAY_S;
+        validation.validate_aud = false;
+        validation.set_required_spec_claims(&["exp", "iss", "sub"]);
+        Ok(PreparedKey { stored, encoding, decoding, validation })
+    }
+}
+
+/// RFC 8410's PKCS #8 v1 header of an Ed25519 private key: what precedes its 32-byte seed.
+const PKCS8_ED25519_PREFIX: [u8; 16] =
+    [0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20];
 
 struct External {
     keys: JwkSet,
@@ -267,11 +313,13 @@ const RELOAD_FAILURE_SHARED: Duration = Duration::from_secs(1);
 impl TokenService {
     pub async fn new(store: SqlStore, config: &crate::Config) -> Result<TokenService, String> {
         let read_at = store.now();
+        let algorithm = config.tokens.algorithm();
         let keys = store
             .tokens()
-            .access_signing_keys()
+            .access_signing_keys(algorithm)
             .await
             .map_err(|e| format!("cannot load signing keys: {e}"))?;
+        let keys = prepare_keys(keys, &[], &config.tokens.issuer)?;
         let own_keys = KeySnapshot { keys, trusted_until: read_at.plus_ms(SIGNING_KEY_OVERLAP_MS_MIN) };
         let external = match &config.tokens.jwks_file {
             None => None,
@@ -289,6 +337,7 @@ impl TokenService {
         };
         Ok(TokenService {
             store,
+            algorithm,
             issuer: config.tokens.issuer.clone(),
             access_ttl: config.tokens.access_token_ttl,
             refresh_ttl: config.tokens.refresh_token_ttl,
@@ -432,8 +481,8 @@ impl TokenService {
             let snapshot = self.own_keys.read().expect("key lock");
             let keys = &snapshot.keys;
             keys.iter()
-                .find(|k| k.signs_at(store_now))
-                .or_else(|| keys.iter().find(|k| k.is_live(store_now)))
+                .find(|k| k.stored.signs_at(store_now))
+                .or_else(|| keys.iter().find(|k| k.stored.is_live(store_now)))
                 .or_else(|| keys.first())
                 .cloned()
         }
@@ -450,8 +499,9 @@ impl TokenService {
             jti: hex::encode(inbox_store::random_bytes::<12>()),
             sid: sign_in,
         };
-        let header = Header { kid: Some(key.key_id.clone()), ..Header::new(Algorithm::HS256) };
-        jsonwebtoken::encode(&header, &claims, &EncodingKey::from_secret(&key.secret))
+        let header =
+            Header { kid: Some(key.stored.key_id.clone()), ..Header::new(key.validation.algorithms[0]) };
+        jsonwebtoken::encode(&header, &claims, &key.encoding)
             .map_err(|e| ApiError::internal(format!("signing a token: {e}")))
     }
 
@@ -524,26 +574,51 @@ impl TokenService {
     }
 
     /// Checks a token's signature by one of this service's keys, its issuer and its expiry.
-    fn decode_own(&self, token: &str, key: &SigningKey) -> Result<AccessClaims, AuthFailure> {
-        let mut validation = Validation::new(Algorithm::HS256);
-        validation.set_issuer(&[&self.issuer]);
-        validation.leeway = LEEWAY_S;
-        validation.validate_aud = false;
-        validation.set_required_spec_claims(&["exp", "iss", "sub"]);
-        jsonwebtoken::decode::<AccessClaims>(token, &DecodingKey::from_secret(&key.secret), &validation)
+    fn decode_own(&self, token: &str, key: &PreparedKey) -> Result<AccessClaims, AuthFailure> {
+        jsonwebtoken::decode::<AccessClaims>(token, &key.decoding, &key.validation)
             .map(|data| data.claims)
             .map_err(jwt_failure)
+    }
+
+    /// The public keys of the live EdDSA signing keys (including one not yet signing, so
+    /// verifiers have it before its first token), as a JWK set for `/.well-known/jwks.json`.
+    /// Empty while the service signs with HS256 only.
+    pub async fn public_keys(&self) -> Result<inbox_api::PublicKeySet, AuthFailure> {
+        self.fresh_keys().await.map_err(AuthFailure::KeysUnavailable)?;
+        let now = self.store.now();
+        let snapshot = self.own_keys.read().expect("key lock");
+        let keys = snapshot
+            .keys
+            .iter()
+            .filter(|k| k.stored.is_live(now))
+            .filter_map(|k| {
+                let public = k.stored.public_key.as_deref()?;
+                Some(inbox_api::PublicKey {
+                    kty: "OKP".to_owned(),
+                    crv: "Ed25519".to_owned(),
+                    alg: "EdDSA".to_owned(),
+                    key_use: "sig".to_owned(),
+                    kid: k.stored.key_id.clone(),
+                    x: base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, public),
+                })
+            })
+            .collect();
+        Ok(inbox_api::PublicKeySet { keys })
     }
 
     /// A signing key by id, re-reading the database (at most every few seconds) for ids this
     /// node has not seen, so keys created by another node or a rotation are picked up.
     /// `Ok(None)`: no such key, or one retired by now.
-    async fn own_key(&self, kid: &str) -> Result<Option<SigningKey>, AuthFailure> {
+    async fn own_key(&self, kid: &str) -> Result<Option<Arc<PreparedKey>>, AuthFailure> {
         self.fresh_keys().await.map_err(AuthFailure::KeysUnavailable)?;
         let live = |snapshot: &KeySnapshot| {
             // A key whose rotation overlap has ended verifies nothing, to the millisecond.
             let now = self.store.now();
-            snapshot.keys.iter().find(|k| k.key_id == kid).map(|k| k.is_live(now).then(|| k.clone()))
+            snapshot
+                .keys
+                .iter()
+                .find(|k| k.stored.key_id == kid)
+                .map(|k| k.stored.is_live(now).then(|| k.clone()))
         };
         if let Some(found) = live(&self.own_keys.read().expect("key lock")) {
             return Ok(found);
@@ -592,11 +667,39 @@ impl TokenService {
     /// Reads the signing keys from the database again (after a rotation).
     pub async fn reload_keys(&self) -> Result<(), StoreError> {
         let read_at = self.store.now();
-        let keys = self.store.tokens().access_signing_keys().await?;
+        let keys = self.store.tokens().access_signing_keys(self.algorithm).await?;
+        let previous = self.own_keys.read().expect("key lock").keys.clone();
+        let keys = prepare_keys(keys, &previous, &self.issuer).map_err(StoreError::Corrupt)?;
         *self.own_keys.write().expect("key lock") =
             KeySnapshot { keys, trusted_until: read_at.plus_ms(SIGNING_KEY_OVERLAP_MS_MIN) };
         Ok(())
     }
+}
+
+/// Each key ready to use, keeping the key objects of `previous` for keys already prepared
+/// (their material never changes; their retirement may, so the stored record is the new one).
+fn prepare_keys(
+    keys: Vec<SigningKey>,
+    previous: &[Arc<PreparedKey>],
+    issuer: &str,
+) -> Result<Vec<Arc<PreparedKey>>, String> {
+    keys.into_iter()
+        .map(|stored| {
+            let known = previous
+                .iter()
+                .find(|p| p.stored.key_id == stored.key_id && p.stored.secret == stored.secret);
+            match known {
+                Some(known) if known.stored == stored => Ok(known.clone()),
+                Some(known) => Ok(Arc::new(PreparedKey {
+                    stored,
+                    encoding: known.encoding.clone(),
+                    decoding: known.decoding.clone(),
+                    validation: known.validation.clone(),
+                })),
+                None => PreparedKey::new(stored, issuer).map(Arc::new),
+            }
+        })
+        .collect()
 }
 
 fn jwt_failure(err: jsonwebtoken::errors::Error) -> AuthFailure {

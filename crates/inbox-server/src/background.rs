@@ -48,6 +48,7 @@ pub fn spawn(state: AppState) -> Vec<JoinHandle<()>> {
             ReloadSigningKeys,
         )),
         tokio::spawn(every(s(), CLEAN_UP_INTERVAL, Start::Now, CleanUp)),
+        tokio::spawn(every(s(), crate::secrets_key::CHECK_INTERVAL, Start::AfterInterval, ReloadSecretsKey)),
         tokio::spawn(every(s(), config.inbox.scavenge_interval, Start::Now, Scavenger)),
         tokio::spawn(every(s(), STATS_INTERVAL, Start::Now, Stats)),
         tokio::spawn(every(s(), DATABASE_CHECK_INTERVAL, Start::Now, DatabaseHealth { was_up: true })),
@@ -139,6 +140,45 @@ impl Job for ReloadSigningKeys {
             .reload_keys()
             .await
             .map_err(|err| Failure::new("reloading token signing keys (keeping the loaded ones)", err))
+    }
+}
+
+/// Re-reads the secrets key file when it changed: a new key is learned before a rewrap names
+/// it, an old one dropped after. A file that lacks a key still in use is refused (the loaded
+/// keys stay), and tried again on the next tick.
+struct ReloadSecretsKey;
+
+impl Job for ReloadSecretsKey {
+    const NAME: &'static str = "secrets key reload";
+
+    async fn tick(&mut self, state: &AppState) -> Outcome {
+        let Some(path) = state.secrets_key.file() else { return Ok(()) };
+        let stamp = crate::secrets_key::FileStamp::of(path)
+            .map_err(|err| Failure::new("reading the secrets key file (keeping the loaded keys)", err))?;
+        if !state.secrets_key.changed(stamp) {
+            return Ok(());
+        }
+        let refused = |err: String| {
+            state.metrics.secrets_key_reloads_total().add(["refused".to_owned()], 1);
+            Failure::new("loading the changed secrets key file (keeping the loaded keys)", err)
+        };
+        let keys = crate::secrets_key::read(path).map_err(refused)?;
+        state
+            .store
+            .secrets()
+            .check(&keys)
+            .await
+            .map_err(|err| refused(format!("{}: {err}", path.display())))?;
+        state.store.secrets().use_keys(keys.clone());
+        for key_id in state.secrets_key.loaded(stamp, &keys) {
+            state.metrics.secrets_key_loaded().set([key_id], 0.0);
+        }
+        for key_id in keys.ids() {
+            state.metrics.secrets_key_loaded().set([key_id.to_owned()], 1.0);
+        }
+        state.metrics.secrets_key_reloads_total().add(["loaded".to_owned()], 1);
+        tracing::info!(file = %path.display(), keys = %keys.ids().join(","), "secrets key file reloaded");
+        Ok(())
     }
 }
 

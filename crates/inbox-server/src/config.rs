@@ -19,8 +19,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use sections::{
-    CallbacksConfig, DatabaseConfig, HttpConfig, InboxConfig, LimitsConfig, SessionsConfig, SignalsConfig,
-    SignaturesConfig, TlsConfig, TokensConfig,
+    CallbacksConfig, DatabaseConfig, HttpConfig, InboxConfig, LimitsConfig, SecretsConfig, SessionsConfig,
+    SignalsConfig, SignaturesConfig, TlsConfig, TokensConfig,
 };
 
 /// Prefix of the environment variables that override configuration keys.
@@ -36,6 +36,7 @@ pub struct Config {
     pub inbox: InboxConfig,
     pub sessions: SessionsConfig,
     pub tokens: TokensConfig,
+    pub secrets: SecretsConfig,
     pub signatures: SignaturesConfig,
     pub callbacks: CallbacksConfig,
     pub signals: SignalsConfig,
@@ -78,7 +79,9 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("jwks_file", "tokens", "jwks_file"),
     ("jwks_issuer", "tokens", "jwks_issuer"),
     ("jwks_audience", "tokens", "jwks_audience"),
+    ("token_algorithm", "tokens", "algorithm"),
     ("signing_keys_reload_interval", "tokens", "signing_keys_reload_interval"),
+    ("secrets_key_file", "secrets", "key_file"),
     ("signatures_authority", "signatures", "authority"),
     ("callbacks_allow_http_loopback", "callbacks", "allow_http_loopback"),
     ("callbacks_allow_hosts", "callbacks", "allow_hosts"),

@@ -22,6 +22,7 @@ mod ops;
 mod periodic;
 mod proxies;
 mod publish_batcher;
+pub mod secrets_key;
 mod session_changes;
 mod startup;
 mod tenant_policies;
@@ -65,6 +66,7 @@ pub struct AppState {
     tenant_policies: Arc<tenant_policies::TenantPolicies>,
     session_changes: Arc<session_changes::SessionChanges>,
     trust: Arc<trust::Trust>,
+    secrets_key: Arc<secrets_key::Watch>,
     nonces: nonce_writer::NonceWriter,
     publisher: publish_batcher::PublishBatcher,
     shutdown: Shutdown,
@@ -152,16 +154,53 @@ fn store_config(config: &Config) -> StoreConfig {
     }
 }
 
-/// Builds the application state: connects, migrates and loads signing keys.
+/// Loads the secrets key file (making the SQLite default's with `create_default`) and prepares
+/// `store` with it: the keys must open what the database holds; secrets not yet sealed under
+/// the sealing key are sealed now. For operator commands; `serve` does the same at start.
+pub async fn prepare_secrets(
+    store: &SqlStore,
+    config: &Config,
+    create_default: bool,
+) -> Result<secrets_key::LoadedKeys, ServerError> {
+    let loaded = secrets_key::load(config, create_default).map_err(ServerError)?;
+    use_secrets(store, &loaded).await.map_err(|e| ServerError(e.into_reason()))?;
+    Ok(loaded)
+}
+
+/// Checks `loaded` against the database and seals what is not yet sealed under the sealing key.
+async fn use_secrets(store: &SqlStore, loaded: &secrets_key::LoadedKeys) -> Result<(), Retry> {
+    let report = store.secrets().prepare(loaded.keys.clone()).await.map_err(|err| match err {
+        StoreError::Sealing(why) => Retry::Never(match &loaded.file {
+            Some(file) => format!("secrets key file {}: {why}", file.display()),
+            None => why,
+        }),
+        other => retry(other),
+    })?;
+    tracing::info!(
+        file = %loaded.file.as_deref().map_or_else(|| "(in memory)".into(), |f| f.display().to_string()),
+        keys = %loaded.keys.ids().join(","),
+        sealing_key = %report.sealing_key_id,
+        resealed = report.resealed,
+        "secrets key loaded"
+    );
+    Ok(())
+}
+
+/// Builds the application state: connects, migrates, loads the secrets key and signing keys.
 async fn prepare(
     config: Config,
     overrides: &Overrides,
     metrics: Arc<metrics::Metrics>,
     shutdown: Shutdown,
+    secrets: Arc<secrets_key::LoadedKeys>,
 ) -> Result<AppState, Retry> {
     let store = connect(&config).await?;
     check_engine(&store).await?;
     store.migrate().await.map_err(retry)?;
+    use_secrets(&store, &secrets).await?;
+    for key_id in secrets.keys.ids() {
+        metrics.secrets_key_loaded().set([key_id.to_owned()], 1.0);
+    }
     let tokens = match TokenService::new(store.clone(), &config).await {
         Ok(tokens) => tokens,
         // Was it the database, gone again, or the configuration (an unreadable JWKS file)?
@@ -185,6 +224,7 @@ async fn prepare(
         tenant_policies: Arc::default(),
         session_changes: Arc::default(),
         trust,
+        secrets_key: Arc::new(secrets_key::Watch::new(secrets.file.clone(), secrets.keys.clone())),
         nonces,
         publisher,
         shutdown,
@@ -289,6 +329,8 @@ pub async fn run_with(
         }
         _ => None,
     };
+    // An unreadable or malformed key file stops the start before anything listens.
+    let secrets = Arc::new(secrets_key::load(&config, true).map_err(ServerError)?);
     let addr = listener.local_addr().map_err(|e| ServerError(e.to_string()))?;
     let stopping = Shutdown::new();
     let metrics = Arc::new(metrics::Metrics::default());
@@ -351,7 +393,7 @@ pub async fn run_with(
 
     let prepared = tokio::select! {
         prepared = startup::until_reachable(&waiting, config.database.wait_max, |text| redact(&config, text), || {
-            prepare(config.clone(), &overrides, metrics.clone(), stopping.clone())
+            prepare(config.clone(), &overrides, metrics.clone(), stopping.clone(), secrets.clone())
         }) => Some(prepared),
         _ = stopping.cancelled() => None,
     };

@@ -57,6 +57,11 @@ impl Serve {
         self
     }
 
+    /// A flag and the path it names.
+    pub fn arg_path(self, flag: &str, path: &Path) -> Serve {
+        self.args([OsString::from(flag), path.as_os_str().to_owned()])
+    }
+
     pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Serve {
         self.envs.push((key.into(), value.into()));
         self

@@ -89,6 +89,7 @@ impl Server {
         let tokens = TokenService::new(db.store.clone(), &config).await.expect("token service");
         let port = free_port();
         let serve = Serve::new(BIN, &db.url)
+            .arg_path("--secrets-key-file", &db.secrets_key_file)
             .on_port(port)
             .args(["--lease-default", "2s"])
             .args(flags)

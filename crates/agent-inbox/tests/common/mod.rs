@@ -5,6 +5,7 @@
 
 pub mod mariadb;
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -14,8 +15,19 @@ use serde_json::{Value, json};
 pub const BIN: &str = env!("CARGO_BIN_EXE_agent-inbox");
 
 /// Starts `agent-inbox serve` on port 0 (with extra flags) and reads the address it prints.
+/// `agent-inbox serve` on a SQLite file (its secrets key file beside it, made at the first
+/// start) or the harness's database (with the harness's key file).
 pub fn start(database_url: &str, flags: &[&str]) -> ServeChild {
-    Serve::new(BIN, database_url)
+    serve(Serve::new(BIN, database_url), flags)
+}
+
+/// `agent-inbox serve` on the harness's database, with its secrets key file.
+pub fn start_on(db: &inbox_conformance::Harness, flags: &[&str]) -> ServeChild {
+    serve(Serve::new(BIN, &db.url).arg_path("--secrets-key-file", &db.secrets_key_file), flags)
+}
+
+fn serve(serve: Serve, flags: &[&str]) -> ServeChild {
+    serve
         .args(["--lease-default", "2s"])
         .args(flags)
         .env("AGENT_INBOX_SCAVENGE_INTERVAL", "200ms")
@@ -29,14 +41,28 @@ pub async fn wait_ready(client: &reqwest::Client, base: &str) {
 }
 
 /// An access token issued by the binary (`token issue`) for `subject` of tenant `acme`.
-pub fn issue_token(database_url: &str, subject: &str, kind: &str) -> String {
+pub fn issue_token(database_url: &str, secrets_key_file: &Path, subject: &str, kind: &str) -> String {
     let out = Command::new(BIN)
         .args(["token", "issue", "--tenant", "acme", "--subject", subject, "--kind", kind])
-        .args(["--database-url", database_url])
+        .args(["--database-url", database_url, "--secrets-key-file"])
+        .arg(secrets_key_file)
         .output()
         .expect("token issue runs");
     assert!(out.status.success(), "token issue: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// `dir/secrets.key`, made by `agent-inbox keys new-secrets-key` the first time: the key file
+/// the nodes of a test on its own MariaDB share.
+pub fn secrets_key_file(dir: &Path) -> PathBuf {
+    let path = dir.join("secrets.key");
+    if !path.exists() {
+        let out =
+            Command::new(BIN).args(["keys", "new-secrets-key"]).output().expect("keys new-secrets-key runs");
+        assert!(out.status.success(), "keys new-secrets-key: {}", String::from_utf8_lossy(&out.stderr));
+        inbox_conformance::write_private(&path, &out.stdout);
+    }
+    path
 }
 
 pub async fn post(

@@ -57,6 +57,9 @@ impl Config {
         {
             return bad("access_token_ttl must be between 1m and 24h".into());
         }
+        if inbox_store::TokenAlgorithm::parse(&self.tokens.algorithm).is_none() {
+            return bad(format!("token_algorithm is {:?}; use HS256 or EdDSA", self.tokens.algorithm));
+        }
         if self.inbox.scavenge_interval < Duration::from_millis(100)
             || !(1..=500).contains(&self.inbox.scavenge_batch)
         {

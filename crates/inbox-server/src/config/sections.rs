@@ -191,6 +191,11 @@ pub struct TokensConfig {
     /// Issuer and audience required of external tokens (when set).
     pub jwks_issuer: Option<String>,
     pub jwks_audience: Option<String>,
+    /// The algorithm of the token signing keys this service makes (the first key, and each
+    /// `agent-inbox keys rotate`): `HS256` (the default; only the service can verify) or `EdDSA`
+    /// (Ed25519: anyone can verify with the public keys at `/.well-known/jwks.json`). A key
+    /// keeps its algorithm for life, so a change takes effect at the next rotation.
+    pub algorithm: String,
     /// How often every node re-reads the token signing keys, so a rotation (`agent-inbox keys
     /// rotate`) takes effect without a restart. Retirement is exact regardless: a node re-reads
     /// keys it has held longer than the shortest overlap (1 s) before verifying with them.
@@ -207,9 +212,28 @@ impl Default for TokensConfig {
             jwks_file: None,
             jwks_issuer: None,
             jwks_audience: None,
+            algorithm: "HS256".into(),
             signing_keys_reload_interval: Duration::from_secs(30),
         }
     }
+}
+
+impl TokensConfig {
+    /// [`Self::algorithm`], checked when the configuration loads.
+    pub fn algorithm(&self) -> inbox_store::TokenAlgorithm {
+        inbox_store::TokenAlgorithm::parse(&self.algorithm).unwrap_or_default()
+    }
+}
+
+/// The key file that seals the database's secrets (token keys, callback secrets, agents'
+/// hmac keys), kept outside the database (see `secrets_key.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SecretsConfig {
+    /// The secrets key file (`agent-inbox keys new-secrets-key` makes one). Unset: the systemd
+    /// credential `agent-inbox-secrets-key`, else for SQLite `<database file>.secrets-key`, made
+    /// at the first start; MySQL/MariaDB refuse to start without one.
+    pub key_file: Option<PathBuf>,
 }
 
 /// Inbound RFC 9421 request signatures.

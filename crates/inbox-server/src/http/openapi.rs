@@ -30,7 +30,7 @@ use crate::ops::admin_views::ACTIVITY_MINUTES_MAX;
         admin::list_parked, admin::requeue, admin::purge, admin::quarantine, admin::release_quarantined,
         admin::inboxes, admin_events::events, admin_events::event,
         admin_views::sessions, admin_views::callbacks, admin_views::agent_keys, admin_views::activity,
-        auth::refresh,
+        auth::refresh, auth::jwks,
         agent_keys::register, agent_keys::list, agent_keys::retire,
         tenant_policy::get_policy, tenant_policy::set_policy,
         callbacks::register, callbacks::list, callbacks::read, callbacks::remove, callbacks::verify,

@@ -58,6 +58,10 @@ declare_metrics! {
         "Requests answered 503 database_unavailable because the database could not be reached";
     Counter tls_reloads_total("result")
         "TLS certificate reloads, by result (loaded or refused)";
+    Gauge secrets_key_loaded("key_id")
+        "1 for each key of the secrets key file this node holds (0 once removed); every node needs a key before `keys rewrap` names it";
+    Counter secrets_key_reloads_total("result")
+        "Secrets key file reloads after a change, by result (loaded or refused)";
     Gauge backlog("tenant")
         "Unacknowledged events (available, scheduled, claimed) per tenant";
     Gauge parked("tenant")

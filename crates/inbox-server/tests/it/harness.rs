@@ -38,6 +38,22 @@ impl TestServer {
         Self::start_on(Arc::new(Harness::new(backend).await), overrides, tune).await
     }
 
+    /// A server on `db`, an existing harness's database, with its key file.
+    pub async fn start_on_harness(db: Arc<Harness>) -> TestServer {
+        Self::start_on(db, Overrides::default(), |_| {}).await
+    }
+
+    /// A handle on a node that runs elsewhere (another test server's address), for calls;
+    /// stopping it does nothing.
+    pub fn at(
+        base: &str,
+        client: reqwest::Client,
+        tokens: Arc<TokenService>,
+        db: Arc<Harness>,
+    ) -> TestServer {
+        TestServer { base: base.to_owned(), tokens, client, running: None, db }
+    }
+
     /// A second node: another server on this server's database, which stays until both stop.
     pub async fn start_beside(&self, tune: impl FnOnce(&mut Config)) -> TestServer {
         Self::start_on(self.db.clone(), Overrides::default(), tune).await
@@ -46,6 +62,7 @@ impl TestServer {
     async fn start_on(db: Arc<Harness>, overrides: Overrides, tune: impl FnOnce(&mut Config)) -> TestServer {
         let mut config = Config::default();
         config.database.url = db.url.clone();
+        config.secrets.key_file = Some(db.secrets_key_file.clone());
         config.inbox.scavenge_interval = std::time::Duration::from_millis(200);
         tune(&mut config);
         let server_config = config.clone();

@@ -18,6 +18,7 @@ mod nudges;
 mod refusals;
 mod rooms;
 mod rotation;
+mod secrets;
 mod sessions;
 mod signatures;
 mod stream_capacity;

@@ -9,7 +9,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use inbox_core::{RecipientId, TenantId};
 use inbox_server::{CallerKind, Config, TokenService};
-use inbox_store::{ConnectOptions, SqlStore, StoreConfig};
+use inbox_store::{ConnectOptions, SqlStore, StoreConfig, TokenAlgorithm};
 use reqwest::{Method, StatusCode};
 
 use crate::harness::{TestServer, both_backends};
@@ -59,10 +59,11 @@ async fn rotation_keeps_old_tokens_through_the_overlap_and_refuses_them_after(ba
     // What the CLI does: a store on the real (database) clock, one call.
     let store =
         SqlStore::connect(&ConnectOptions::new(&server.db.url), StoreConfig::default()).await.unwrap();
+    store.secrets().prepare(server.db.secrets_keys.clone()).await.unwrap();
     let rotated_at = Instant::now();
     let (new_key, retired) = store
         .tokens()
-        .rotate_signing_keys(OVERLAP.as_millis() as u64, ACTIVATION.as_millis() as u64)
+        .rotate_signing_keys(OVERLAP.as_millis() as u64, ACTIVATION.as_millis() as u64, TokenAlgorithm::Hs256)
         .await
         .unwrap();
     assert!(
@@ -135,14 +136,22 @@ async fn a_retired_key_is_refused_the_moment_its_overlap_ends(backend: Backend) 
     }
     let store =
         SqlStore::connect(&ConnectOptions::new(&server.db.url), StoreConfig::default()).await.unwrap();
-    let too_short = store.tokens().rotate_signing_keys(inbox_store::SIGNING_KEY_OVERLAP_MS_MIN - 1, 0).await;
+    store.secrets().prepare(server.db.secrets_keys.clone()).await.unwrap();
+    let too_short = store
+        .tokens()
+        .rotate_signing_keys(inbox_store::SIGNING_KEY_OVERLAP_MS_MIN - 1, 0, TokenAlgorithm::Hs256)
+        .await;
     assert!(
         matches!(too_short, Err(inbox_store::StoreError::Invalid { field: "overlap", .. })),
         "{too_short:?}"
     );
 
     let overlap = Duration::from_secs(2);
-    let (_, retired) = store.tokens().rotate_signing_keys(overlap.as_millis() as u64, 0).await.unwrap();
+    let (_, retired) = store
+        .tokens()
+        .rotate_signing_keys(overlap.as_millis() as u64, 0, TokenAlgorithm::Hs256)
+        .await
+        .unwrap();
     assert!(retired >= 1);
     let retires_at = store.now().plus_ms(overlap.as_millis() as u64);
     let rotated_at = Instant::now();

@@ -66,7 +66,7 @@ fn signed(
 }
 
 /// Sends `body` to `path`, signed with a fresh nonce now.
-async fn send_signed(
+pub(crate) async fn send_signed(
     server: &TestServer,
     token: &str,
     key: &SigningKey,

@@ -7,6 +7,7 @@
 use ed25519_dalek::Signer as _;
 use hmac::{Hmac, Mac as _};
 use sha2::Sha256;
+use zeroize::Zeroizing;
 
 /// Shortest HMAC secret we accept: as many bytes as the sha-256 output (RFC 2104 §3).
 pub const HMAC_SECRET_BYTES_MIN: usize = 32;
@@ -62,10 +63,11 @@ pub enum KeyError {
 #[derive(Clone)]
 pub struct SigningKey(SigningKeyInner);
 
+/// Secrets are wiped from memory when dropped (ed25519-dalek's key does this itself).
 #[derive(Clone)]
 enum SigningKeyInner {
     Ed25519(ed25519_dalek::SigningKey),
-    HmacSha256(Vec<u8>),
+    HmacSha256(Zeroizing<Vec<u8>>),
 }
 
 impl SigningKey {
@@ -87,7 +89,7 @@ impl SigningKey {
     /// An hmac-sha256 key from a shared secret of at least [`HMAC_SECRET_BYTES_MIN`] bytes.
     pub fn hmac_sha256(secret: &[u8]) -> Result<Self, KeyError> {
         check_hmac_secret(secret)?;
-        Ok(SigningKey(SigningKeyInner::HmacSha256(secret.to_vec())))
+        Ok(SigningKey(SigningKeyInner::HmacSha256(Zeroizing::new(secret.to_vec()))))
     }
 
     pub fn algorithm(&self) -> Algorithm {
@@ -133,7 +135,7 @@ pub struct VerifyingKey(VerifyingKeyInner);
 #[derive(Clone, PartialEq, Eq)]
 enum VerifyingKeyInner {
     Ed25519(ed25519_dalek::VerifyingKey),
-    HmacSha256(Vec<u8>),
+    HmacSha256(Zeroizing<Vec<u8>>),
 }
 
 impl VerifyingKey {
@@ -161,7 +163,7 @@ impl VerifyingKey {
     /// An hmac-sha256 key from a shared secret of at least [`HMAC_SECRET_BYTES_MIN`] bytes.
     pub fn hmac_sha256(secret: &[u8]) -> Result<Self, KeyError> {
         check_hmac_secret(secret)?;
-        Ok(VerifyingKey(VerifyingKeyInner::HmacSha256(secret.to_vec())))
+        Ok(VerifyingKey(VerifyingKeyInner::HmacSha256(Zeroizing::new(secret.to_vec()))))
     }
 
     pub fn algorithm(&self) -> Algorithm {

@@ -15,7 +15,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use inbox_api::time::format_utc;
 use inbox_api::{AgentKeyRequest, AgentKeyResponse, AgentKeysResponse, ProblemCode, Scope};
-use inbox_store::{AgentKey, KeyId, NewAgentKey};
+use inbox_store::{AgentKey, KeyId, NewAgentKey, SecretBytes};
 use inbox_trust::Algorithm;
 use inbox_trust::message_signatures::VerifyingKey;
 use serde::Deserialize;
@@ -66,7 +66,7 @@ pub async fn register(
             .map_err(|e| {
                 ApiError::invalid_field("public_key", format!("is not an ed25519 public key: {e}"))
             })?;
-            (key.ed25519_public_bytes().map(Vec::from).unwrap_or_default(), None)
+            (SecretBytes::new(key.ed25519_public_bytes().map(Vec::from).unwrap_or_default()), None)
         }
         Algorithm::HmacSha256 => {
             if request.public_key.is_some() {
@@ -75,8 +75,9 @@ pub async fn register(
                     "must be absent for hmac-sha256; the service generates the shared secret",
                 ));
             }
-            let secret = inbox_store::random_bytes::<32>().to_vec();
-            (secret.clone(), Some(URL_SAFE_NO_PAD.encode(&secret)))
+            let secret = SecretBytes::new(inbox_store::random_bytes::<32>().to_vec());
+            let text = URL_SAFE_NO_PAD.encode(secret.as_slice());
+            (secret, Some(text))
         }
     };
     let key_id = match request.key_id {

@@ -19,7 +19,7 @@ use inbox_api::{
     CallbackRegistrationsResponse, ProblemCode, RotateCallbackSecretRequest, Scope,
 };
 use inbox_core::{RecipientId, TenantId};
-use inbox_store::{CallbackRegistration, KeyId, RegistrationId};
+use inbox_store::{CallbackRegistration, KeyId, RegistrationId, SecretBytes};
 
 use crate::AppState;
 use crate::auth::{Caller, CallerKind};
@@ -286,10 +286,10 @@ fn not_found(registration_id: &str) -> ApiError {
 }
 
 /// The supplied secret (base64, 32 to 64 bytes), or a generated one to return once.
-fn secret_from(supplied: Option<&str>) -> Result<(Vec<u8>, Option<String>), ApiError> {
+fn secret_from(supplied: Option<&str>) -> Result<(SecretBytes, Option<String>), ApiError> {
     match supplied {
         Some(text) => {
-            let secret = decode_base64("secret", text)?;
+            let secret = SecretBytes::new(decode_base64("secret", text)?);
             if !(32..=64).contains(&secret.len()) {
                 return Err(ApiError::invalid_field(
                     "secret",
@@ -299,8 +299,8 @@ fn secret_from(supplied: Option<&str>) -> Result<(Vec<u8>, Option<String>), ApiE
             Ok((secret, None))
         }
         None => {
-            let secret = inbox_store::random_bytes::<32>().to_vec();
-            let text = URL_SAFE_NO_PAD.encode(&secret);
+            let secret = SecretBytes::new(inbox_store::random_bytes::<32>().to_vec());
+            let text = URL_SAFE_NO_PAD.encode(secret.as_slice());
             Ok((secret, Some(text)))
         }
     }

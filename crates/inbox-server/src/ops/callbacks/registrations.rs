@@ -4,7 +4,9 @@
 
 use inbox_api::ProblemCode;
 use inbox_core::{RecipientId, TenantId};
-use inbox_store::{CallbackLimits, CallbackRegistration, KeyId, NewCallbackRegistration, RegistrationId};
+use inbox_store::{
+    CallbackLimits, CallbackRegistration, KeyId, NewCallbackRegistration, RegistrationId, SecretBytes,
+};
 use inbox_trust::ssrf::UrlRefusal;
 
 use super::{ChallengeOutcome, SendError, challenge};
@@ -18,7 +20,7 @@ pub struct NewRegistration {
     pub recipient_id: RecipientId,
     pub callback_url: String,
     pub key_id: KeyId,
-    pub secret: Vec<u8>,
+    pub secret: SecretBytes,
     /// Whether the service generated `secret`: it is returned once and no challenge is sent
     /// yet, since the receiver cannot know the secret before the caller hands it over.
     pub secret_generated: bool,

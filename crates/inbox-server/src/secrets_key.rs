@@ -1,0 +1,275 @@
+//! Where this node's secrets key file is, reading it, making it for the embedded SQLite
+//! default, and noticing when it changes. The keys seal every secret the database holds
+//! (`inbox_store::SqlStore::secrets`), so the file lives outside the database by design.
+//!
+//! The file is, in order: `secrets_key_file` (`--secrets-key-file`,
+//! `AGENT_INBOX_SECRETS_KEY_FILE`); else the systemd credential `agent-inbox-secrets-key`
+//! (`$CREDENTIALS_DIRECTORY`); else, for a SQLite file, `<database file>.secrets-key` beside it,
+//! made at the first start (mode 0600) so the two-command start stays two commands. MySQL and
+//! MariaDB, whose nodes must share one key, refuse to start without a file.
+//!
+//! A serving node re-reads the file when it changes (checked every few seconds): that is how it
+//! learns a new key before a rewrap, and drops an old one after.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use inbox_store::SecretsKeys;
+
+use crate::Config;
+
+/// The systemd credential name a unit passes the key file as (`LoadCredential=`).
+pub const CREDENTIAL_NAME: &str = "agent-inbox-secrets-key";
+
+/// The keys of a node and where they came from.
+#[derive(Debug)]
+pub struct LoadedKeys {
+    pub keys: SecretsKeys,
+    /// The file, or none for an in-memory SQLite database (whose secrets die with it).
+    pub file: Option<PathBuf>,
+    /// Whether the file was made just now.
+    pub created: bool,
+}
+
+/// The file's size and modification time, to notice a change without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+impl FileStamp {
+    pub fn of(path: &Path) -> std::io::Result<FileStamp> {
+        let meta = std::fs::metadata(path)?;
+        Ok(FileStamp { len: meta.len(), modified: meta.modified().ok() })
+    }
+}
+
+/// How often a serving node checks whether its key file changed.
+pub const CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A serving node's key file, and what it last loaded from it.
+#[derive(Debug)]
+pub struct Watch {
+    file: Option<PathBuf>,
+    loaded: std::sync::Mutex<(Option<FileStamp>, Vec<String>)>,
+}
+
+impl Watch {
+    pub fn new(file: Option<PathBuf>, keys: SecretsKeys) -> Watch {
+        let stamp = file.as_deref().and_then(|f| FileStamp::of(f).ok());
+        let ids = keys.ids().into_iter().map(str::to_owned).collect();
+        Watch { file, loaded: std::sync::Mutex::new((stamp, ids)) }
+    }
+
+    pub fn file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+
+    /// Whether the file differs from what was last loaded.
+    pub fn changed(&self, stamp: FileStamp) -> bool {
+        self.loaded.lock().expect("secrets key watch").0 != Some(stamp)
+    }
+
+    /// Records a successful load; returns the ids it no longer holds.
+    pub fn loaded(&self, stamp: FileStamp, keys: &SecretsKeys) -> Vec<String> {
+        let mut loaded = self.loaded.lock().expect("secrets key watch");
+        let ids: Vec<String> = keys.ids().into_iter().map(str::to_owned).collect();
+        let dropped = loaded.1.iter().filter(|id| !ids.contains(id)).cloned().collect();
+        *loaded = (Some(stamp), ids);
+        dropped
+    }
+}
+
+/// Finds, reads (or, for the SQLite default with `create_default`, makes) this node's key file.
+/// Every refusal names the file and what to do.
+pub fn load(config: &Config, create_default: bool) -> Result<LoadedKeys, String> {
+    load_with(config, std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from), create_default)
+}
+
+fn load_with(
+    config: &Config,
+    credentials: Option<PathBuf>,
+    create_default: bool,
+) -> Result<LoadedKeys, String> {
+    if let Some(path) = &config.secrets.key_file {
+        return read(path).map(|keys| LoadedKeys { keys, file: Some(path.clone()), created: false });
+    }
+    if let Some(path) = credentials.map(|dir| dir.join(CREDENTIAL_NAME)).filter(|path| path.exists()) {
+        return read(&path).map(|keys| LoadedKeys { keys, file: Some(path), created: false });
+    }
+    match sqlite_file(&config.database.url) {
+        Some(SqliteFile::Memory) => {
+            Ok(LoadedKeys { keys: SecretsKeys::generate(), file: None, created: true })
+        }
+        Some(SqliteFile::Path(database)) => {
+            let path = default_path(&database);
+            if path.exists() || !create_default {
+                return read(&path).map(|keys| LoadedKeys { keys, file: Some(path), created: false });
+            }
+            create(&path).map(|keys| LoadedKeys { keys, file: Some(path), created: true })
+        }
+        None => Err(format!(
+            "no secrets key file: every node of a MySQL/MariaDB deployment needs the same one, and the database \
+             must not hold it. Make one with `agent-inbox keys new-secrets-key > /etc/agent-inbox/secrets.key` \
+             (then chmod 600, copy it to every node, and keep it apart from database backups) and name it with \
+             secrets_key_file, --secrets-key-file or AGENT_INBOX_SECRETS_KEY_FILE, or pass it as the systemd \
+             credential {CREDENTIAL_NAME}"
+        )),
+    }
+}
+
+/// Reads and parses a key file, naming it in every refusal.
+pub fn read(path: &Path) -> Result<SecretsKeys, String> {
+    let text = zeroize::Zeroizing::new(std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "cannot read the secrets key file {}: {e} (make one with `agent-inbox keys new-secrets-key > FILE`)",
+            path.display()
+        )
+    })?);
+    warn_if_readable_by_others(path);
+    SecretsKeys::parse(&text).map_err(|e| format!("the secrets key file {} {e}", path.display()))
+}
+
+/// `<database file>.secrets-key`: beside the database, named after it.
+pub fn default_path(database: &Path) -> PathBuf {
+    let mut name = database.as_os_str().to_owned();
+    name.push(".secrets-key");
+    PathBuf::from(name)
+}
+
+/// Makes a key file with one fresh key, readable by its owner only; never overwrites one
+/// (a second process starting at the same moment reads the first one's file instead).
+fn create(path: &Path) -> Result<SecretsKeys, String> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            format!("cannot create the directory of the secrets key file {}: {e}", path.display())
+        })?;
+    }
+    let keys = SecretsKeys::generate();
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = match options.open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return read(path),
+        Err(e) => return Err(format!("cannot create the secrets key file {}: {e}", path.display())),
+    };
+    file.write_all(keys.to_file_text().as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|e| format!("cannot write the secrets key file {}: {e}", path.display()))?;
+    tracing::info!(
+        file = %path.display(),
+        key_id = keys.first().id(),
+        "made a secrets key file beside the SQLite database; back it up apart from the database (docs/deploy.md)"
+    );
+    Ok(keys)
+}
+
+#[cfg(unix)]
+fn warn_if_readable_by_others(path: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    if let Ok(meta) = std::fs::metadata(path) {
+        if meta.permissions().mode() & 0o077 != 0 {
+            tracing::warn!(file = %path.display(), "the secrets key file can be read by other users; chmod 600 it");
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn warn_if_readable_by_others(_path: &Path) {}
+
+enum SqliteFile {
+    Memory,
+    Path(PathBuf),
+}
+
+/// The file of a `sqlite:` URL; none for MySQL.
+fn sqlite_file(url: &str) -> Option<SqliteFile> {
+    let rest = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split('?').next().unwrap_or(rest);
+    if path.is_empty() || path.contains(":memory:") || url.contains("mode=memory") {
+        return Some(SqliteFile::Memory);
+    }
+    Some(SqliteFile::Path(PathBuf::from(path)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("agent-inbox-secrets-key-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn config(url: &str, key_file: Option<&Path>) -> Config {
+        let mut config = Config::default();
+        config.database.url = url.to_owned();
+        config.secrets.key_file = key_file.map(Path::to_path_buf);
+        config
+    }
+
+    #[test]
+    fn sqlite_makes_its_key_beside_the_database_once() {
+        let dir = dir("sqlite");
+        let url = format!("sqlite://{}/inbox.db", dir.display());
+        let first = load_with(&config(&url, None), None, true).unwrap();
+        assert!(first.created);
+        let path = dir.join("inbox.db.secrets-key");
+        assert_eq!(first.file.as_deref(), Some(path.as_path()));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        }
+        let again = load_with(&config(&url, None), None, true).unwrap();
+        assert!(!again.created);
+        assert_eq!(again.keys, first.keys);
+        let other = format!("sqlite://{}/other.db", dir.display());
+        let err = load_with(&config(&other, None), None, false).unwrap_err();
+        assert!(err.contains("other.db.secrets-key"), "{err}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn mysql_without_a_key_file_says_how_to_make_one() {
+        let err = load_with(&config("mysql://root@db/inbox", None), None, true).unwrap_err();
+        assert!(err.contains("agent-inbox keys new-secrets-key >"), "{err}");
+    }
+
+    #[test]
+    fn a_named_file_wins_then_the_systemd_credential() {
+        let dir = dir("named");
+        let named = dir.join("named.key");
+        let named_keys = SecretsKeys::generate();
+        std::fs::write(&named, named_keys.to_file_text().as_bytes()).unwrap();
+        let credentials = dir.join("credentials");
+        std::fs::create_dir_all(&credentials).unwrap();
+        let credential_keys = SecretsKeys::generate();
+        std::fs::write(credentials.join(CREDENTIAL_NAME), credential_keys.to_file_text().as_bytes()).unwrap();
+        let url = "mysql://root@db/inbox";
+        let loaded = load_with(&config(url, Some(&named)), Some(credentials.clone()), true).unwrap();
+        assert_eq!(loaded.keys, named_keys);
+        let loaded = load_with(&config(url, None), Some(credentials), true).unwrap();
+        assert_eq!(loaded.keys, credential_keys);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn unreadable_and_wrong_files_are_named() {
+        let dir = dir("wrong");
+        let missing = dir.join("missing.key");
+        let err = load_with(&config("mysql://root@db/inbox", Some(&missing)), None, true).unwrap_err();
+        assert!(err.contains("missing.key") && err.contains("cannot read"), "{err}");
+        let garbage = dir.join("garbage.key");
+        std::fs::write(&garbage, "not a key\n").unwrap();
+        let err = load_with(&config("mysql://root@db/inbox", Some(&garbage)), None, true).unwrap_err();
+        assert!(err.contains("garbage.key") && err.contains("line 1 is not a secrets key"), "{err}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
