@@ -2,7 +2,7 @@
 //! scavenger (leases, expiry, retention), the sweep of silent sessions, the clean-up of old
 //! signals and stream credentials, the notifier (`ops/signals.rs`), the callback dispatcher
 //! (`ops/callbacks.rs`), the reload of token signing keys (so `agent-inbox keys rotate` needs
-//! no restart), the clean-up of expired nonces and old delivery log entries, the backlog
+//! no restart) and of a changed secrets key file, the clean-up of expired nonces and old delivery log entries, the backlog
 //! snapshot behind the per-tenant gauges, and the database check behind
 //! `agent_inbox_database_up`. Each stops when the server shuts down; failures are logged and
 //! the job carries on.

@@ -62,6 +62,8 @@ declare_metrics! {
         "1 for each key of the secrets key file this node holds (0 once removed); every node needs a key before `keys rewrap` names it";
     Counter secrets_key_reloads_total("result")
         "Secrets key file reloads after a change, by result (loaded or refused)";
+    Gauge secrets_decryptions()
+        "Sealed secrets this node decrypted since it started; a secret read again comes from memory, so this moves when keys are created, loaded or rewrapped, never per request";
     Gauge backlog("tenant")
         "Unacknowledged events (available, scheduled, claimed) per tenant";
     Gauge parked("tenant")

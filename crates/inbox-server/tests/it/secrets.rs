@@ -27,6 +27,7 @@ both_backends!(
     rewrap_with_two_nodes_serving_fails_nothing,
     a_wrong_or_unreadable_key_file_refuses_to_start,
     eddsa_tokens_verify_with_the_published_keys,
+    requests_never_decrypt_a_secret,
 );
 
 const SECRET: [u8; 32] = [0x42; 32];
@@ -504,4 +505,61 @@ async fn eddsa_tokens_verify_with_the_published_keys(backend: Backend) {
     assert_eq!(jsonwebtoken::decode_header(&token).unwrap().alg, Algorithm::HS256, "HS256 stays the default");
     assert_eq!(hs256.db.store.tokens().access_signing_keys(TokenAlgorithm::Hs256).await.unwrap().len(), 1);
     hs256.stop().await;
+}
+
+/// The node's count of decrypted secrets (`agent_inbox_secrets_decryptions`).
+async fn decryptions(server: &TestServer) -> u64 {
+    let (_, text) = server.call(Method::GET, "/metrics", None, None).await;
+    let text = text.as_str().unwrap().to_owned();
+    let line = text.lines().find(|l| l.starts_with("agent_inbox_secrets_decryptions ")).expect("the gauge");
+    line.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64
+}
+
+/// Once a node has opened the secrets it uses, serving requests decrypts nothing more: token
+/// checks, hmac-signed claims and acknowledgements and signed webhook deliveries, across the
+/// reloads of token keys (every second), agent keys and due registrations.
+async fn requests_never_decrypt_a_secret(backend: Backend) {
+    let server = TestServer::start_with(backend, development).await;
+    let publisher = server.publisher("t1").await;
+    let agent = callback_agent(&server, "t1", "alpha").await;
+    let (status, issued) = server.post("/v1/agent-keys", &agent, json!({"algorithm": "hmac-sha256"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{issued}");
+    let hmac = SigningKey::hmac_sha256(&URL_SAFE_NO_PAD.decode(issued["secret"].as_str().unwrap()).unwrap())
+        .unwrap();
+    let hmac_id = issued["key_id"].as_str().unwrap().to_owned();
+    let receiver = Receiver::start(&SECRET).await;
+    let (status, registered) = server
+        .post(
+            "/v1/callback-registrations",
+            &agent,
+            json!({"callback_url": receiver.url("/hook"), "secret_id": "s1", "secret": secret_b64(&SECRET),
+                   "max_rate_per_minute": 600}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{registered}");
+    let round = async |n: u64| {
+        let seen = receiver.hints("/hook").len();
+        server.publish(&publisher, &["alpha"], json!({"n": n})).await;
+        let (status, claimed) =
+            send_signed(&server, &agent, &hmac, &hmac_id, "/v1/inbox/claim", &json!({"limit": 10})).await;
+        assert_eq!(status, StatusCode::OK, "{claimed}");
+        for claim in claimed["claims"].as_array().unwrap() {
+            let ack = json!({"acks": [{"event_id": claim["event_id"], "lease_token": claim["lease_token"], "result": "completed"}]});
+            let (status, acked) =
+                send_signed(&server, &agent, &hmac, &hmac_id, "/v1/inbox/acknowledge", &ack).await;
+            assert_eq!(status, StatusCode::OK, "{acked}");
+        }
+        wait_for("a hint", || receiver.hints("/hook").into_iter().nth(seen)).await;
+    };
+    round(0).await;
+    let before = decryptions(&server).await;
+    assert!(before >= 1, "the node opened its secrets once: {before}");
+    let started = Instant::now();
+    let mut n = 1;
+    while n < 20 || started.elapsed() < Duration::from_millis(2_500) {
+        round(n).await;
+        n += 1;
+    }
+    assert_eq!(decryptions(&server).await, before, "{n} rounds of requests decrypted secrets");
+    server.stop().await;
 }

@@ -110,6 +110,12 @@ impl Secrets<'_> {
         )))
     }
 
+    /// How many sealed values this store decrypted since it connected: a value read again is
+    /// found among those already opened, so serving requests does not move this.
+    pub fn decryptions(self) -> u64 {
+        self.store.sealer().decryptions()
+    }
+
     /// Uses `keys` from now on (a key file changed while serving); call [`Self::check`] first.
     pub fn use_keys(self, keys: SecretsKeys) {
         self.store.sealer().set_keys(keys);

@@ -66,6 +66,8 @@ impl Place {
 pub(crate) struct Sealer {
     keys: RwLock<Option<Arc<SecretsKeys>>>,
     opened: Mutex<HashMap<Vec<u8>, Opened>>,
+    /// Values decrypted since the store connected (not those found in `opened`).
+    decryptions: std::sync::atomic::AtomicU64,
 }
 
 struct Opened {
@@ -86,6 +88,11 @@ impl Sealer {
     pub(crate) fn set_keys(&self, keys: SecretsKeys) {
         *self.keys.write().expect("sealer keys") = Some(Arc::new(keys));
         self.opened.lock().expect("opened secrets").clear();
+    }
+
+    /// How many values were decrypted (rather than found opened) since the store connected.
+    pub(crate) fn decryptions(&self) -> u64 {
+        self.decryptions.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub(crate) fn keys(&self) -> Result<Arc<SecretsKeys>, StoreError> {
@@ -144,6 +151,7 @@ impl Sealer {
         let (nonce, sealed) = stored.split_at(NONCE_BYTES);
         let nonce: [u8; NONCE_BYTES] = nonce.try_into().expect("split at the nonce's length");
         let cipher = XChaCha20Poly1305::new(&Key::from(*key.bytes()));
+        self.decryptions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let plaintext = Zeroizing::new(
             cipher
                 .decrypt(&XNonce::from(nonce), Payload { msg: sealed, aad: &place.aad })

@@ -40,6 +40,7 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Value>
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    state.metrics.secrets_decryptions().set([], state.store.secrets().decryptions() as f64);
     metrics_text(&state.metrics)
 }
 
