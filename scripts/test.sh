@@ -30,8 +30,10 @@ if ! mariadb_up; then
 fi
 
 # systemd-analyze checks the shipped systemd unit and the daemon's units; the daemon's tests run
-# it under systemd-socket-activate, and a process as another user with setpriv.
-install_missing_packages systemd:systemd-analyze systemd:systemd-socket-activate util-linux:setpriv
+# it under systemd-socket-activate, and a process as another user with setpriv; mariadb-dump and
+# the mariadb client copy a database in the secrets tests.
+install_missing_packages systemd:systemd-analyze systemd:systemd-socket-activate util-linux:setpriv \
+    mariadb-client:mariadb-dump
 
 if ! cargo nextest --version >/dev/null 2>&1; then
     cargo install --locked cargo-nextest

@@ -64,8 +64,16 @@ class Server:
             port = s.getsockname()[1]
         self.url = database_url
         self.base = f"http://127.0.0.1:{port}"
+        # MariaDB needs a secrets key file named (SQLite makes its own beside the database).
+        self.key_args: list[str] = []
+        if not database_url.startswith("sqlite"):
+            key_file = Path(tempfile.mkdtemp()) / "secrets.key"
+            made = subprocess.run([binary(), "keys", "new-secrets-key"], check=True, capture_output=True, text=True)
+            key_file.write_text(made.stdout)
+            key_file.chmod(0o600)
+            self.key_args = ["--secrets-key-file", str(key_file)]
         self.process = subprocess.Popen(
-            [binary(), "serve", "--listen", f"127.0.0.1:{port}", "--database-url", database_url],
+            [binary(), "serve", "--listen", f"127.0.0.1:{port}", "--database-url", database_url, *self.key_args],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ, **LIFTED},
         )
         assert self.process.stderr is not None
@@ -80,7 +88,7 @@ class Server:
     def token(self, subject: str, kind: str = "agent") -> str:
         out = subprocess.run(
             [binary(), "token", "issue", "--tenant", "bench", "--subject", subject, "--kind", kind,
-             "--ttl", "1h", "--database-url", self.url],
+             "--ttl", "1h", "--database-url", self.url, *self.key_args],
             check=True, capture_output=True, text=True,
         )
         token = out.stdout.strip()

@@ -17,13 +17,13 @@
 // is sent (in whichever tab) -> its answer -> the handler starts; and the hint's trip over the
 // BroadcastChannel to the other tabs, the claims per tab, and how many came back empty.
 import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs, promisify } from "node:util";
 
 import { agentContext, launch, reportsOf, servePages } from "../test/support/browser.mjs";
-import { publish, startServer, waitFor } from "../test/support/server.mjs";
+import { BIN, publish, startServer, waitFor } from "../test/support/server.mjs";
 
 const run = promisify(execFile);
 const { values } = parseArgs({
@@ -62,6 +62,12 @@ if (values.mysql) {
   await mysql(`CREATE DATABASE ${name}`);
   dropDatabase = () => mysql(`DROP DATABASE IF EXISTS ${name}`);
   databaseUrl = `${values.mysql.replace(/\/+$/, "")}/${name}`;
+  // MariaDB needs a secrets key file named, for the server and `token issue` alike.
+  const keyFile = join(await mkdtemp(join(tmpdir(), "inbox-bench-key-")), "secrets.key");
+  const { stdout: key } = await run(BIN, ["keys", "new-secrets-key"]);
+  await writeFile(keyFile, key);
+  await chmod(keyFile, 0o600);
+  process.env.AGENT_INBOX_SECRETS_KEY_FILE = keyFile;
 }
 const server = await startServer({
   args: ["--cors-origins", pages.origin, ...(tls ? ["--tls-cert", tls.cert, "--tls-key", tls.key] : [])],

@@ -45,11 +45,11 @@ fn new_secrets_key() -> anyhow::Result<()> {
 /// keys and the new ones.
 async fn rewrap(args: RewrapArgs) -> anyhow::Result<()> {
     let config = load_database_config(&args.database)?;
-    let current = inbox_server::secrets_key::load(&config, false).map_err(anyhow::Error::msg)?;
     let new = inbox_server::secrets_key::read(&args.new_secrets_key_file).map_err(anyhow::Error::msg)?;
     let target = new.first().id().to_owned();
     let store = inbox_server::connect_store(&config).await?;
     store.migrate().await?;
+    let current = inbox_server::prepare_secrets(&store, &config).await?;
     let before = store.secrets().census().await?;
     store.secrets().use_keys(current.keys.and(&new));
     let resealed = store.secrets().rewrap(&target).await.map_err(|err| {
@@ -100,7 +100,7 @@ async fn rotate(args: RotateArgs) -> anyhow::Result<()> {
     };
     let store = inbox_server::connect_store(&config).await?;
     store.migrate().await?;
-    inbox_server::prepare_secrets(&store, &config, args.database.create_database).await?;
+    inbox_server::prepare_secrets(&store, &config).await?;
     let (key, retired) = store
         .tokens()
         .rotate_signing_keys(overlap.as_millis() as u64, ACTIVATION_DELAY.as_millis() as u64, algorithm)
@@ -119,7 +119,7 @@ async fn list(args: DatabaseArgs) -> anyhow::Result<()> {
     let config = load_database_config(&args)?;
     let store = inbox_server::connect_store(&config).await?;
     store.migrate().await?;
-    inbox_server::prepare_secrets(&store, &config, args.create_database).await?;
+    inbox_server::prepare_secrets(&store, &config).await?;
     let now = store.now();
     let mut signer_found = false;
     for key in store.tokens().access_signing_keys(config.tokens.algorithm()).await? {

@@ -18,7 +18,7 @@ pub async fn issue(args: IssueArgs) -> anyhow::Result<()> {
     let ttl = args.ttl.map(|t| crate::connect::duration("--ttl", &t)).transpose()?;
     let store = inbox_server::connect_store(&config).await?;
     store.migrate().await?;
-    inbox_server::prepare_secrets(&store, &config, args.database.create_database).await?;
+    inbox_server::prepare_secrets(&store, &config).await?;
     let tokens = TokenService::new(store.clone(), &config).await.map_err(anyhow::Error::msg)?;
     let issued = tokens
         .issue(&tenant, &subject, kind, &scope, ttl, args.refresh)

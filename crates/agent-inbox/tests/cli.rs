@@ -447,3 +447,71 @@ fn the_shipped_systemd_unit_verifies_cleanly() {
         "systemd-analyze verify: {complaints}"
     );
 }
+
+/// The secrets key as an operator handles it: `serve` on a new SQLite database makes its key
+/// file beside it, `keys new-secrets-key` prints another, `keys rewrap` moves every secret
+/// under it (the old file still in place), and after the switch the old key alone is refused,
+/// naming the file, while tokens issued before keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_secrets_key_is_made_rewrapped_and_checked() {
+    let dir = temp_dir("secrets-key");
+    let url = format!("sqlite://{}", dir.join("inbox.db").display());
+    let key_file = dir.join("inbox.db.secrets-key");
+    let mut server = start(&url, &[]);
+    let client = reqwest::Client::new();
+    wait_ready(&client, &server.base).await;
+    assert!(key_file.exists(), "serve made the key file beside the database");
+    let old_key = std::fs::read_to_string(&key_file).unwrap();
+    let issue =
+        || agent_inbox(&["token", "issue", "--database-url", &url, "--tenant", "demo", "--subject", "a1"]);
+    let issued = issue();
+    assert!(issued.status.success(), "{}", String::from_utf8_lossy(&issued.stderr));
+    let token = String::from_utf8(issued.stdout).unwrap().trim().to_owned();
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+
+    let made = agent_inbox(&["keys", "new-secrets-key"]);
+    assert!(made.status.success());
+    let new_key = String::from_utf8(made.stdout).unwrap();
+    assert!(new_key.contains("agent-inbox-secrets-key:v1:"), "{new_key}");
+    let new_file = dir.join("new.key");
+    std::fs::write(&new_file, &new_key).unwrap();
+    let rewrap = agent_inbox(&["keys", "rewrap", "--database-url", &url, "--new-secrets-key-file"]);
+    assert!(!rewrap.status.success(), "--new-secrets-key-file needs a value");
+    let rewrap = Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
+        .args(["keys", "rewrap", "--database-url", &url, "--new-secrets-key-file"])
+        .arg(&new_file)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&rewrap.stdout);
+    assert!(rewrap.status.success(), "{}", String::from_utf8_lossy(&rewrap.stderr));
+    assert!(
+        said.contains("resealed 1 secret(s) under key sk_") && said.contains("may now drop key(s) sk_"),
+        "{said}"
+    );
+
+    // The old key alone no longer opens the database's secrets: refused, naming the file.
+    let refused = issue();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "the old key file was accepted");
+    assert!(stderr.contains(&key_file.display().to_string()) && stderr.contains("sealed under"), "{stderr}");
+    // The new key in its place: the token issued before verifies, new ones are issued.
+    std::fs::write(&key_file, &new_key).unwrap();
+    let mut server = start(&url, &[]);
+    wait_ready(&client, &server.base).await;
+    let head = client.get(format!("{}/v1/inbox/head", server.base)).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(head.status(), 200, "a token issued before the rewrap");
+    assert!(issue().status.success());
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+
+    // A wrong key file stops serve with its name.
+    std::fs::write(&key_file, &old_key).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_agent-inbox"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", &url])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains(&key_file.display().to_string()), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -74,7 +74,7 @@ async fn run(args: &AgentArgs, binary: &Path, dir: &Path) -> Result<(), BenchErr
     config.database.url = database_url.clone();
     let store = inbox_server::connect_store(&config).await?;
     store.migrate().await?;
-    inbox_server::prepare_secrets(&store, &config, true).await?;
+    inbox_server::prepare_secrets(&store, &config).await?;
     let tokens = TokenService::new(store.clone(), &config).await?;
     let server = serve(binary, &database_url)?;
     let base = server.base.clone();

@@ -154,21 +154,26 @@ fn store_config(config: &Config) -> StoreConfig {
     }
 }
 
-/// Loads the secrets key file (making the SQLite default's with `create_default`) and prepares
-/// `store` with it: the keys must open what the database holds; secrets not yet sealed under
-/// the sealing key are sealed now. For operator commands; `serve` does the same at start.
+/// Finds the secrets key file (making the SQLite default's for a database that never sealed
+/// anything) and prepares `store` with it: the keys must open what the database holds; secrets
+/// not yet sealed under the sealing key are sealed now. For operator commands; `serve` does the
+/// same at start.
 pub async fn prepare_secrets(
     store: &SqlStore,
     config: &Config,
-    create_default: bool,
 ) -> Result<secrets_key::LoadedKeys, ServerError> {
-    let loaded = secrets_key::load(config, create_default).map_err(ServerError)?;
-    use_secrets(store, &loaded).await.map_err(|e| ServerError(e.into_reason()))?;
-    Ok(loaded)
+    let located = secrets_key::locate(config).map_err(ServerError)?;
+    use_secrets(store, &located).await.map_err(|e| ServerError(e.into_reason()))
 }
 
-/// Checks `loaded` against the database and seals what is not yet sealed under the sealing key.
-async fn use_secrets(store: &SqlStore, loaded: &secrets_key::LoadedKeys) -> Result<(), Retry> {
+/// The keys of `located` (see [`secrets_key::resolve`]), checked against the database; seals
+/// what is not yet sealed under the sealing key.
+async fn use_secrets(
+    store: &SqlStore,
+    located: &secrets_key::Located,
+) -> Result<secrets_key::LoadedKeys, Retry> {
+    let recorded = store.secrets().recorded_sealing_key().await.map_err(retry)?;
+    let loaded = secrets_key::resolve(located, recorded.as_deref()).map_err(Retry::Never)?;
     let report = store.secrets().prepare(loaded.keys.clone()).await.map_err(|err| match err {
         StoreError::Sealing(why) => Retry::Never(match &loaded.file {
             Some(file) => format!("secrets key file {}: {why}", file.display()),
@@ -183,7 +188,7 @@ async fn use_secrets(store: &SqlStore, loaded: &secrets_key::LoadedKeys) -> Resu
         resealed = report.resealed,
         "secrets key loaded"
     );
-    Ok(())
+    Ok(loaded)
 }
 
 /// Builds the application state: connects, migrates, loads the secrets key and signing keys.
@@ -192,12 +197,12 @@ async fn prepare(
     overrides: &Overrides,
     metrics: Arc<metrics::Metrics>,
     shutdown: Shutdown,
-    secrets: Arc<secrets_key::LoadedKeys>,
+    located: Arc<secrets_key::Located>,
 ) -> Result<AppState, Retry> {
     let store = connect(&config).await?;
     check_engine(&store).await?;
     store.migrate().await.map_err(retry)?;
-    use_secrets(&store, &secrets).await?;
+    let secrets = use_secrets(&store, &located).await?;
     for key_id in secrets.keys.ids() {
         metrics.secrets_key_loaded().set([key_id.to_owned()], 1.0);
     }
@@ -330,7 +335,7 @@ pub async fn run_with(
         _ => None,
     };
     // An unreadable or malformed key file stops the start before anything listens.
-    let secrets = Arc::new(secrets_key::load(&config, true).map_err(ServerError)?);
+    let secrets = Arc::new(secrets_key::locate(&config).map_err(ServerError)?);
     let addr = listener.local_addr().map_err(|e| ServerError(e.to_string()))?;
     let stopping = Shutdown::new();
     let metrics = Arc::new(metrics::Metrics::default());

@@ -23,7 +23,7 @@ use crate::Config;
 pub const CREDENTIAL_NAME: &str = "agent-inbox-secrets-key";
 
 /// The keys of a node and where they came from.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct LoadedKeys {
     pub keys: SecretsKeys,
     /// The file, or none for an in-memory SQLite database (whose secrets die with it).
@@ -82,33 +82,42 @@ impl Watch {
     }
 }
 
-/// Finds, reads (or, for the SQLite default with `create_default`, makes) this node's key file.
-/// Every refusal names the file and what to do.
-pub fn load(config: &Config, create_default: bool) -> Result<LoadedKeys, String> {
-    load_with(config, std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from), create_default)
+/// Where this node's keys are, before the database is reached: read from the file that was
+/// named (or the systemd credential, or the SQLite default beside the database), or the SQLite
+/// default's path when no file is there yet. Never makes a file: [`resolve`] decides that once
+/// the database says whether it already holds sealed secrets. Every refusal names the file.
+pub fn locate(config: &Config) -> Result<Located, String> {
+    locate_with(config, std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from))
 }
 
-fn load_with(
-    config: &Config,
-    credentials: Option<PathBuf>,
-    create_default: bool,
-) -> Result<LoadedKeys, String> {
+/// What [`locate`] found.
+#[derive(Debug, Clone)]
+pub enum Located {
+    Loaded(LoadedKeys),
+    /// The SQLite default key file, not made yet.
+    MissingDefault(PathBuf),
+}
+
+fn locate_with(config: &Config, credentials: Option<PathBuf>) -> Result<Located, String> {
     if let Some(path) = &config.secrets.key_file {
-        return read(path).map(|keys| LoadedKeys { keys, file: Some(path.clone()), created: false });
+        return read(path)
+            .map(|keys| Located::Loaded(LoadedKeys { keys, file: Some(path.clone()), created: false }));
     }
     if let Some(path) = credentials.map(|dir| dir.join(CREDENTIAL_NAME)).filter(|path| path.exists()) {
-        return read(&path).map(|keys| LoadedKeys { keys, file: Some(path), created: false });
+        return read(&path)
+            .map(|keys| Located::Loaded(LoadedKeys { keys, file: Some(path), created: false }));
     }
     match sqlite_file(&config.database.url) {
         Some(SqliteFile::Memory) => {
-            Ok(LoadedKeys { keys: SecretsKeys::generate(), file: None, created: true })
+            Ok(Located::Loaded(LoadedKeys { keys: SecretsKeys::generate(), file: None, created: true }))
         }
         Some(SqliteFile::Path(database)) => {
             let path = default_path(&database);
-            if path.exists() || !create_default {
-                return read(&path).map(|keys| LoadedKeys { keys, file: Some(path), created: false });
+            if path.exists() {
+                return read(&path)
+                    .map(|keys| Located::Loaded(LoadedKeys { keys, file: Some(path), created: false }));
             }
-            create(&path).map(|keys| LoadedKeys { keys, file: Some(path), created: true })
+            Ok(Located::MissingDefault(path))
         }
         None => Err(format!(
             "no secrets key file: every node of a MySQL/MariaDB deployment needs the same one, and the database \
@@ -116,6 +125,23 @@ fn load_with(
              (then chmod 600, copy it to every node, and keep it apart from database backups) and name it with \
              secrets_key_file, --secrets-key-file or AGENT_INBOX_SECRETS_KEY_FILE, or pass it as the systemd \
              credential {CREDENTIAL_NAME}"
+        )),
+    }
+}
+
+/// The keys of `located`, making the SQLite default's key file when the database has never
+/// sealed anything (`sealing_key` is the key it records as sealing, if any); a database that
+/// has is refused, since a new key cannot open what the lost one sealed.
+pub fn resolve(located: &Located, sealing_key: Option<&str>) -> Result<LoadedKeys, String> {
+    match (located, sealing_key) {
+        (Located::Loaded(loaded), _) => Ok(loaded.clone()),
+        (Located::MissingDefault(path), None) => {
+            create(path).map(|keys| LoadedKeys { keys, file: Some(path.clone()), created: true })
+        }
+        (Located::MissingDefault(path), Some(key_id)) => Err(format!(
+            "the secrets key file {} is missing, and the database holds secrets sealed under its key {key_id}: \
+             restore the file from its backup, or name where it is with secrets_key_file (--secrets-key-file)",
+            path.display()
         )),
     }
 }
@@ -214,31 +240,45 @@ mod tests {
         config
     }
 
+    fn loaded(located: Located) -> LoadedKeys {
+        match located {
+            Located::Loaded(loaded) => loaded,
+            Located::MissingDefault(path) => panic!("no key file at {}", path.display()),
+        }
+    }
+
     #[test]
-    fn sqlite_makes_its_key_beside_the_database_once() {
+    fn sqlite_makes_its_key_beside_a_database_that_never_sealed_anything() {
         let dir = dir("sqlite");
         let url = format!("sqlite://{}/inbox.db", dir.display());
-        let first = load_with(&config(&url, None), None, true).unwrap();
-        assert!(first.created);
         let path = dir.join("inbox.db.secrets-key");
+        let located = locate_with(&config(&url, None), None).unwrap();
+        assert!(matches!(&located, Located::MissingDefault(p) if *p == path), "{located:?}");
+        let err = resolve(&located, Some("sk_0123456789ab")).unwrap_err();
+        assert!(err.contains("is missing") && err.contains("sk_0123456789ab"), "{err}");
+        assert!(!path.exists(), "no key is made for a database that sealed with another");
+        let first = resolve(&located, None).unwrap();
+        assert!(first.created);
         assert_eq!(first.file.as_deref(), Some(path.as_path()));
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt as _;
             assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         }
-        let again = load_with(&config(&url, None), None, true).unwrap();
+        let again = loaded(locate_with(&config(&url, None), None).unwrap());
         assert!(!again.created);
         assert_eq!(again.keys, first.keys);
-        let other = format!("sqlite://{}/other.db", dir.display());
-        let err = load_with(&config(&other, None), None, false).unwrap_err();
-        assert!(err.contains("other.db.secrets-key"), "{err}");
+        assert_eq!(
+            resolve(&located, None).unwrap().keys,
+            first.keys,
+            "a file made meanwhile is read, not replaced"
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn mysql_without_a_key_file_says_how_to_make_one() {
-        let err = load_with(&config("mysql://root@db/inbox", None), None, true).unwrap_err();
+        let err = locate_with(&config("mysql://root@db/inbox", None), None).unwrap_err();
         assert!(err.contains("agent-inbox keys new-secrets-key >"), "{err}");
     }
 
@@ -253,10 +293,10 @@ mod tests {
         let credential_keys = SecretsKeys::generate();
         std::fs::write(credentials.join(CREDENTIAL_NAME), credential_keys.to_file_text().as_bytes()).unwrap();
         let url = "mysql://root@db/inbox";
-        let loaded = load_with(&config(url, Some(&named)), Some(credentials.clone()), true).unwrap();
-        assert_eq!(loaded.keys, named_keys);
-        let loaded = load_with(&config(url, None), Some(credentials), true).unwrap();
-        assert_eq!(loaded.keys, credential_keys);
+        let found = loaded(locate_with(&config(url, Some(&named)), Some(credentials.clone())).unwrap());
+        assert_eq!(found.keys, named_keys);
+        let found = loaded(locate_with(&config(url, None), Some(credentials)).unwrap());
+        assert_eq!(found.keys, credential_keys);
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -264,11 +304,11 @@ mod tests {
     fn unreadable_and_wrong_files_are_named() {
         let dir = dir("wrong");
         let missing = dir.join("missing.key");
-        let err = load_with(&config("mysql://root@db/inbox", Some(&missing)), None, true).unwrap_err();
+        let err = locate_with(&config("mysql://root@db/inbox", Some(&missing)), None).unwrap_err();
         assert!(err.contains("missing.key") && err.contains("cannot read"), "{err}");
         let garbage = dir.join("garbage.key");
         std::fs::write(&garbage, "not a key\n").unwrap();
-        let err = load_with(&config("mysql://root@db/inbox", Some(&garbage)), None, true).unwrap_err();
+        let err = locate_with(&config("mysql://root@db/inbox", Some(&garbage)), None).unwrap_err();
         assert!(err.contains("garbage.key") && err.contains("line 1 is not a secrets key"), "{err}");
         std::fs::remove_dir_all(dir).unwrap();
     }

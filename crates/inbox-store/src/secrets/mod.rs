@@ -171,7 +171,9 @@ impl Secrets<'_> {
         }
     }
 
-    async fn recorded_sealing_key(self) -> Result<Option<String>, StoreError> {
+    /// The sealing key the database records; none until a node first prepared it (so nothing
+    /// was ever sealed in it).
+    pub async fn recorded_sealing_key(self) -> Result<Option<String>, StoreError> {
         let mut pooled = self.store.pools().reader().await?;
         let row = pooled.conn().fetch_optional(queries::SEALING_KEY, &[]).await?;
         row.map(|row| row.string("key_id")).transpose()
