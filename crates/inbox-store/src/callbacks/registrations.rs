@@ -235,7 +235,6 @@ impl Callbacks<'_> {
                 ],
             )
             .await?;
-        drop(conn);
         drop(pooled);
         let current = self.registration(tenant_id, registration_id).await?;
         if done.rows_affected == 0 && current.as_ref().is_some_and(|r| &r.key_id == key_id) {
