@@ -166,7 +166,8 @@ pub fn default_path(database: &Path) -> PathBuf {
 }
 
 /// Makes a key file with one fresh key, readable by its owner only; never overwrites one
-/// (a second process starting at the same moment reads the first one's file instead).
+/// (a second process starting at the same moment reads the first one's file instead). The key
+/// is written to a file of its own first and linked into place whole, so no reader sees half.
 fn create(path: &Path) -> Result<SecretsKeys, String> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|e| {
@@ -174,24 +175,34 @@ fn create(path: &Path) -> Result<SecretsKeys, String> {
         })?;
     }
     let keys = SecretsKeys::generate();
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = match options.open(path) {
-        Ok(file) => file,
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(format!(".partial-{}", hex::encode(inbox_store::random_bytes::<6>())));
+    let partial = PathBuf::from(partial);
+    let written = write_private(&partial, keys.to_file_text().as_bytes())
+        .and_then(|()| std::fs::hard_link(&partial, path));
+    let _ = std::fs::remove_file(&partial);
+    match written {
+        Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return read(path),
         Err(e) => return Err(format!("cannot create the secrets key file {}: {e}", path.display())),
-    };
-    file.write_all(keys.to_file_text().as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(|e| format!("cannot write the secrets key file {}: {e}", path.display()))?;
+    }
     tracing::info!(
         file = %path.display(),
         key_id = keys.first().id(),
         "made a secrets key file beside the SQLite database; back it up apart from the database (docs/deploy.md)"
     );
     Ok(keys)
+}
+
+/// Writes a new file only its owner can read, and syncs it.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
 }
 
 #[cfg(unix)]
