@@ -83,9 +83,16 @@ impl Secrets<'_> {
     pub async fn prepare(self, keys: SecretsKeys) -> Result<PrepareReport, StoreError> {
         self.check(&keys).await?;
         self.store.sealer().set_keys(keys.clone());
-        with_retries!(self.store, self.record_sealing_key(keys.first().id(), false))?;
+        // Reads first: a start (or an operator command beside a busy node) that finds everything
+        // in place writes nothing, so it never waits for SQLite's one writer.
+        if self.recorded_sealing_key().await?.is_none() {
+            with_retries!(self.store, self.record_sealing_key(keys.first().id(), false))?;
+        }
         let sealing_key_id = self.sealing_key_id().await?;
-        let resealed = self.reseal_under(&sealing_key_id).await?;
+        let resealed = match self.census().await?.not_under(&sealing_key_id) {
+            0 => 0,
+            _ => self.reseal_under(&sealing_key_id).await?,
+        };
         Ok(PrepareReport { sealing_key_id, resealed })
     }
 
