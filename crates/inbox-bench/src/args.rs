@@ -11,6 +11,8 @@ usage: inbox-bench store [--publishes N] [--events N]
        inbox-bench agent [--events-max N]
        inbox-bench history [--events N] [--http-events N] [--backend mysql|sqlite|both]
        inbox-bench streams [--streams N] [--fanout N[,N...]] [--publishes N]
+       inbox-bench readview [--seed-events N] [--agents N] [--rate N] [--before-seconds N]
+                            [--view-seconds N] [--after-seconds N] [--no-view]
 
   store          benchmark inbox_store::SqlStore against raw SQL on MariaDB/MySQL
   --publishes N  publishes per publish row (default 3000)
@@ -64,6 +66,15 @@ usage: inbox-bench store [--publishes N] [--events N]
                  open-files limit above it)
   --fanout N,..  subscriber counts of the fan-out rows (default 1000,10000)
   --publishes N  publishes per fan-out row, one every 250 ms (default 40)
+  readview       claims while one connection holds an old read view (as a backup does), on
+                 MariaDB: per 10 s window claim p50/p99, the claim statement's cost under
+                 ANALYZE and InnoDB's history list length
+  --seed-events N  acknowledged events seeded first, over all agents (default 1000000)
+  --agents N     agents, an inbox each (default 8)
+  --rate N       events published per second (default 150)
+  --before-seconds N, --view-seconds N, --after-seconds N
+                 load before, while and after the view is held (default 90, 600, 30)
+  --no-view      hold no view: the control run
 
 The server is AGENT_INBOX_BENCH_MYSQL_URL, else AGENT_INBOX_TEST_MYSQL_URL, else
 mysql://root@127.0.0.1:3306/test. The benchmark creates and drops its own database there
@@ -83,6 +94,7 @@ pub enum Command {
     Galera(crate::galera::GaleraArgs),
     Agent(crate::agent::AgentArgs),
     History(crate::history::HistoryArgs),
+    ReadView(crate::readview::ReadViewArgs),
     /// The hidden child process of `hints`: idle SSE clients for the node at this address.
     HintsIdleClients(String),
     Streams(crate::streams::StreamsArgs),
@@ -129,6 +141,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
             let addr = args.next().ok_or("streams-clients needs the node's address")?;
             return Ok(Command::StreamsClients(addr));
         }
+        Some("readview") => return parse_readview(args),
         Some("hints-idle-clients") => {
             let addr = args.next().ok_or("hints-idle-clients needs the node's address")?;
             return Ok(Command::HintsIdleClients(addr));
@@ -154,12 +167,12 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
         Some("--help" | "-h" | "help") => return Ok(Command::Help),
         Some(other) => {
             return Err(format!(
-                "unknown command {other:?}; use `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent`, `history` or `streams`"
+                "unknown command {other:?}; use `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent`, `history`, `streams` or `readview`"
             ));
         }
         None => {
             return Err(
-                "name a benchmark to run: `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent`, `history` or `streams`"
+                "name a benchmark to run: `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent`, `history`, `streams` or `readview`"
                     .to_owned(),
             );
         }
@@ -220,6 +233,34 @@ fn parse_streams(mut args: impl Iterator<Item = String>) -> Result<Command, Stri
         }
     }
     Ok(Command::Streams(streams))
+}
+
+fn parse_readview(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
+    let mut readview = crate::readview::ReadViewArgs::default();
+    while let Some(flag) = args.next() {
+        match flag.as_str() {
+            "--help" | "-h" => return Ok(Command::Help),
+            "--no-view" => readview.no_view = true,
+            "--seed-events" => readview.seed_events = number_after(&flag, &mut args, 10_000_000)?,
+            "--agents" => readview.agents = number_after(&flag, &mut args, 64)? as usize,
+            "--rate" => readview.rate = number_after(&flag, &mut args, 5_000)?,
+            "--before-seconds" => readview.before_seconds = number_after(&flag, &mut args, 7_200)?,
+            "--view-seconds" => readview.view_seconds = number_after(&flag, &mut args, 7_200)?,
+            "--after-seconds" => readview.after_seconds = number_after(&flag, &mut args, 7_200)?,
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(Command::ReadView(readview))
+}
+
+/// The whole number that follows `flag`, within `1..=max`.
+fn number_after(flag: &str, args: &mut impl Iterator<Item = String>, max: u64) -> Result<u64, String> {
+    let value = args.next().ok_or_else(|| format!("{flag} needs a number after it"))?;
+    value
+        .parse::<u64>()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| format!("{flag} is {value:?}; give a whole number from 1 to {max}"))
 }
 
 fn parse_hints(mut args: impl Iterator<Item = String>) -> Result<Command, String> {

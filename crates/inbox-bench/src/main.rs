@@ -19,6 +19,7 @@ mod node;
 mod publish;
 mod publishing;
 mod raw;
+mod readview;
 mod report;
 mod secrets;
 mod streams;
@@ -78,6 +79,7 @@ async fn main() -> ExitCode {
         Ok(Command::Galera(galera_args)) => return galera::main(galera_args).await,
         Ok(Command::Agent(agent_args)) => return agent::main(agent_args).await,
         Ok(Command::History(history_args)) => return history::main(history_args).await,
+        Ok(Command::ReadView(readview_args)) => return readview::main(readview_args).await,
         Ok(Command::HintsIdleClients(addr)) => return hints::idle_clients(addr).await,
         Ok(Command::Streams(streams_args)) => return streams::main(streams_args).await,
         Ok(Command::StreamsClients(addr)) => return streams::clients(addr).await,

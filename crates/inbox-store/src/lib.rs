@@ -46,7 +46,7 @@ pub use engine::{Engine, EngineReport, GALERA_SYNC_WAIT, Product};
 pub use entropy::random_bytes;
 pub use error::{ItemOutcome, ItemRefusal, Refusal, StoreError};
 pub use inbox::{
-    ACTIVITY_WINDOW_MS_MAX, ACTOR_SUBJECT_BYTES_MAX, ARCHIVE_BATCH_MAX, AckItem, AckReceipt, Acknowledge,
+    ACTIVITY_WINDOW_MS_MAX, ACTOR_SUBJECT_BYTES_MAX, ARCHIVE_BATCH_MAX, AckItem, CLAIM_INDEX, ClaimPlan, AckReceipt, Acknowledge,
     Actor, ArchiveKey, ArchivedRow, BACKLOGS_MAX, Backlog, ClaimByIds, ClaimNext, ClaimedEvent, Delivery,
     EventDetail, EventRecord, EventStateFilter, EventsQuery, FOLLOW_UPS_MAX, HANDOFF_KEY_PREFIX,
     HISTORY_ENTRIES_MAX, HandOff, HandOffReceipt, Heartbeat, HeartbeatItem, HeartbeatReceipt, HistoryAction,

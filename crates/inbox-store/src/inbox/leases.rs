@@ -17,6 +17,7 @@ use super::{Inbox, queries};
 use crate::db::{Arg, DbConnection};
 use crate::entropy::random_bytes;
 use crate::inbox::apply::Change;
+use crate::inbox::claim_plan::ClaimStatement;
 use crate::inbox::history::{Actor, AppendAroundAttempt, Attribution, HistoryAction, HistoryEntry};
 use crate::inbox::read::{inbox_args, load_events};
 use crate::inbox::record::{event_from_row, seq_arg, settle};
@@ -25,6 +26,19 @@ use crate::{
     AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, EventRecord, Heartbeat, HeartbeatReceipt,
     ItemOutcome, ItemRefusal, Refusal, Release, ReleaseReceipt, StoreError,
 };
+
+/// The claim statement for `limit` events of `inbox` at `now`, with its binds: what
+/// [`Inbox::claim_next`] runs and `claim_plan.rs` analyses.
+pub(crate) async fn claim_statement<'a>(
+    conn: &mut DbConnection<'_>,
+    inbox: &'a RecipientKey,
+    limit: u32,
+    now: UnixMillis,
+) -> Result<ClaimStatement<'a>, StoreError> {
+    let mut args = inbox_args(inbox);
+    args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(i64::from(limit))]);
+    Ok((queries::CLAIM_NEXT.text(conn.dialect()).to_owned(), args))
+}
 
 /// The longest `retry_after` a release may ask for: one week.
 pub const RETRY_AFTER_MS_MAX: u64 = 7 * 24 * 3_600_000;
@@ -47,16 +61,10 @@ impl Inbox<'_> {
     ) -> Result<Vec<ClaimedEvent>, StoreError> {
         let now = self.store.now();
         let mut tx = self.store.pools().begin().await?;
-        let mut args = inbox_args(&claim.inbox);
-        args.extend([
-            Arg::I64(now.get()),
-            Arg::I64(now.get()),
-            Arg::I64(now.get()),
-            Arg::I64(i64::from(claim.limit)),
-        ]);
+        let (sql, args) = claim_statement(&mut tx.conn(), &claim.inbox, claim.limit, now).await?;
         let records = tx
             .conn()
-            .fetch_all(queries::CLAIM_NEXT.text(self.store.dialect()), &args)
+            .fetch_all(&sql, &args)
             .await?
             .iter()
             .map(event_from_row)

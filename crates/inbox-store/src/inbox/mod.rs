@@ -7,6 +7,7 @@
 mod admin;
 mod apply;
 mod browse;
+mod claim_plan;
 mod cold_storage;
 mod handoff;
 pub(crate) mod history;
@@ -21,6 +22,7 @@ mod scavenge;
 
 pub use admin::{BACKLOGS_MAX, Backlog};
 pub use browse::ACTIVITY_WINDOW_MS_MAX;
+pub use claim_plan::{CLAIM_INDEX, ClaimPlan};
 pub use cold_storage::{ARCHIVE_BATCH_MAX, ArchiveKey, ArchivedRow, archive_key_of_line};
 pub use handoff::{FOLLOW_UPS_MAX, HANDOFF_KEY_PREFIX, HandOff, HandOffReceipt, handoff_key};
 pub use history::{ACTOR_SUBJECT_BYTES_MAX, Actor, HISTORY_ENTRIES_MAX, HistoryAction, HistoryEntry};
