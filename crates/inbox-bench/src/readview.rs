@@ -216,7 +216,11 @@ fn render(args: &ReadViewArgs, version: &str, rows: &[WindowRow]) -> String {
         args.rate,
         LEASE_MS / 1_000,
         if args.no_view {
-            format!("no read view (control), view period {}-{} s", args.before_seconds, args.before_seconds + args.view_seconds)
+            format!(
+                "no read view (control), view period {}-{} s",
+                args.before_seconds,
+                args.before_seconds + args.view_seconds
+            )
         } else {
             format!("read view held {}-{} s", args.before_seconds, args.before_seconds + args.view_seconds)
         }
@@ -276,22 +280,22 @@ async fn seed(
     let event_type = EventType::new("bench.readview")?;
     for (n, inbox) in inboxes.iter().enumerate() {
         let body = EventBody::json("{\"seed\":true}".to_owned())?;
-        let publish = Publish::new(inbox.tenant_id.clone(), vec![inbox.recipient.clone()], event_type.clone(), body);
+        let publish =
+            Publish::new(inbox.tenant_id.clone(), vec![inbox.recipient.clone()], event_type.clone(), body);
         store.inbox().publish(&publish).await?;
         let claim = ClaimNext { inbox: inbox.clone(), session_id: None, limit: 1, lease_ms: None };
         let claimed = store.inbox().claim_next(&claim).await?;
-        let items =
-            claimed.into_iter().map(|c| AckItem::new(c.event.event_id, c.lease_token, AckResult::Completed)).collect();
+        let items = claimed
+            .into_iter()
+            .map(|c| AckItem::new(c.event.event_id, c.lease_token, AckResult::Completed))
+            .collect();
         store.inbox().acknowledge(&Acknowledge { inbox: inbox.clone(), session_id: None, items }).await?;
         let started = Instant::now();
         let mut from = 1;
         while from <= per_inbox {
             let to = (from + SEED_CHUNK - 1).min(per_inbox);
             let sql = seed_statement(n, from, to);
-            sqlx::query(&sql)
-                .bind(inbox.recipient.id.as_str())
-                .execute(&mut *raw)
-                .await?;
+            sqlx::query(&sql).bind(inbox.recipient.id.as_str()).execute(&mut *raw).await?;
             from = to + 1;
         }
         sqlx::query("UPDATE inbox_head SET head_seq = ? WHERE recipient_id = ?")
@@ -299,7 +303,11 @@ async fn seed(
             .bind(inbox.recipient.id.as_str())
             .execute(&mut *raw)
             .await?;
-        eprintln!("seeded {} with {per_inbox} acknowledged events in {:.0?}", inbox.recipient.id, started.elapsed());
+        eprintln!(
+            "seeded {} with {per_inbox} acknowledged events in {:.0?}",
+            inbox.recipient.id,
+            started.elapsed()
+        );
     }
     raw.execute("ANALYZE TABLE agent_inbox").await?;
     Ok(())
@@ -308,13 +316,41 @@ async fn seed(
 /// Copies of inbox seq 1 as seqs `from + 1 ..= to + 1` (binds: recipient id).
 fn seed_statement(inbox_index: usize, from: u64, to: u64) -> String {
     const COLUMNS: [&str; 35] = [
-        "tenant_id", "recipient_kind", "recipient_id", "inbox_seq", "event_id", "event_type", "priority",
-        "availability_at_utc", "expires_at_utc", "deduplication_key", "ack_state", "delivery_attempts",
-        "max_attempts", "visibility_lease_until_utc", "lease_token_hash", "lease_owner_session_id",
-        "next_retry_at_utc", "dead_letter_state", "company_id", "workspace_id", "project_id", "meeting_room_id",
-        "message_id", "routing_decision_id", "memory_update_id", "assignment_id", "payload_json",
-        "payload_ref_type", "payload_ref_id", "created_at_utc", "acked_at_utc", "updated_at_utc",
-        "terminal_at_utc", "last_error", "history_json",
+        "tenant_id",
+        "recipient_kind",
+        "recipient_id",
+        "inbox_seq",
+        "event_id",
+        "event_type",
+        "priority",
+        "availability_at_utc",
+        "expires_at_utc",
+        "deduplication_key",
+        "ack_state",
+        "delivery_attempts",
+        "max_attempts",
+        "visibility_lease_until_utc",
+        "lease_token_hash",
+        "lease_owner_session_id",
+        "next_retry_at_utc",
+        "dead_letter_state",
+        "company_id",
+        "workspace_id",
+        "project_id",
+        "meeting_room_id",
+        "message_id",
+        "routing_decision_id",
+        "memory_update_id",
+        "assignment_id",
+        "payload_json",
+        "payload_ref_type",
+        "payload_ref_id",
+        "created_at_utc",
+        "acked_at_utc",
+        "updated_at_utc",
+        "terminal_at_utc",
+        "last_error",
+        "history_json",
     ];
     let values: Vec<String> = COLUMNS
         .iter()
@@ -349,8 +385,12 @@ async fn publisher(
             let inbox = &inboxes[n % inboxes.len()];
             n += 1;
             let body = EventBody::json(format!("{{\"n\":{n}}}"))?;
-            let publish =
-                Publish::new(inbox.tenant_id.clone(), vec![inbox.recipient.clone()], event_type.clone(), body);
+            let publish = Publish::new(
+                inbox.tenant_id.clone(),
+                vec![inbox.recipient.clone()],
+                event_type.clone(),
+                body,
+            );
             store.inbox().publish(&publish).await?;
         }
         next += tick;
@@ -369,7 +409,12 @@ async fn agent(
 ) -> Result<(), BenchError> {
     let mut claimed_total = 0u64;
     while !stop.load(Ordering::Relaxed) {
-        let claim = ClaimNext { inbox: inbox.clone(), session_id: None, limit: CLAIM_LIMIT, lease_ms: Some(LEASE_MS) };
+        let claim = ClaimNext {
+            inbox: inbox.clone(),
+            session_id: None,
+            limit: CLAIM_LIMIT,
+            lease_ms: Some(LEASE_MS),
+        };
         let started = Instant::now();
         let claimed = store.inbox().claim_next(&claim).await?;
         window.lock().await.claims.push(started.elapsed());
@@ -392,7 +437,11 @@ async fn agent(
 }
 
 /// The scavenger, every second, as a node runs it.
-async fn scavenger(store: SqlStore, window: Arc<Mutex<Window>>, stop: Arc<AtomicBool>) -> Result<(), BenchError> {
+async fn scavenger(
+    store: SqlStore,
+    window: Arc<Mutex<Window>>,
+    stop: Arc<AtomicBool>,
+) -> Result<(), BenchError> {
     let mut next = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();

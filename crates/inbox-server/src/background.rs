@@ -3,7 +3,7 @@
 //! signals and stream credentials, the notifier (`ops/signals.rs`), the callback dispatcher
 //! (`ops/callbacks.rs`), the reload of token signing keys (so `agent-inbox keys rotate` needs
 //! no restart) and of a changed secrets key file, the clean-up of expired nonces and old delivery log entries, the backlog
-//! snapshot behind the per-tenant gauges, and the database check behind
+//! snapshot behind the per-tenant gauges and InnoDB's purge lag, and the database check behind
 //! `agent_inbox_database_up`. Each stops when the server shuts down; failures are logged and
 //! the job carries on.
 
@@ -279,6 +279,11 @@ impl Job for Stats {
             }
         }
         state.metrics.inbox_depth().replace(depth_series);
+        // InnoDB's purge lag: an old read view makes claims read dead index entries.
+        let lag = state.store.purge_lag().await.map_err(|err| Failure::new("purge lag", err))?;
+        let series = |value: Option<u64>| value.map(|v| vec![([], v as f64)]).unwrap_or_default();
+        state.metrics.db_history_list_length().replace(series(lag.history_list_length));
+        state.metrics.db_oldest_transaction_age_seconds().replace(series(lag.oldest_transaction_age_seconds));
         Ok(())
     }
 }

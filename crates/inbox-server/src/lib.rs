@@ -206,6 +206,7 @@ async fn prepare(
     for key_id in secrets.keys.ids() {
         metrics.secrets_key_loaded().set([key_id.to_owned()], 1.0);
     }
+    check_claim_plan(&store).await?;
     let tokens = match TokenService::new(store.clone(), &config).await {
         Ok(tokens) => tokens,
         // Was it the database, gone again, or the configuration (an unreadable JWKS file)?
@@ -251,6 +252,20 @@ async fn check_engine(store: &SqlStore) -> Result<(), Retry> {
     }
     if !report.locks_checked {
         tracing::warn!(engine = %report.engine, "the engine check found no two connections on one server (a proxy spreading connections over members?); row locking was not checked");
+    }
+    Ok(())
+}
+
+/// Asks the planner how it will run the claim statement, once the schema is migrated: a
+/// schema that lost the claim index stops the start, a plan that passes it by is logged as a
+/// warning (see `SqlStore::check_claim_plan` for why only a warning).
+async fn check_claim_plan(store: &SqlStore) -> Result<(), Retry> {
+    match store.check_claim_plan().await.map_err(retry)? {
+        inbox_store::ClaimPlanCheck::Warning(_, sentence) => tracing::warn!("{sentence}"),
+        inbox_store::ClaimPlanCheck::UsesClaimIndex(plan) => {
+            tracing::info!(access = %plan.access_type, "the claim statement is planned through the claim index")
+        }
+        inbox_store::ClaimPlanCheck::NotApplicable => {}
     }
     Ok(())
 }

@@ -256,6 +256,16 @@ impl Tx {
         }
         Ok(())
     }
+
+    /// Ends the transaction without its changes, at once (not when the connection is next
+    /// used): before the caller opens another, which on SQLite needs the one writer.
+    pub(crate) async fn rollback(self) -> Result<(), StoreError> {
+        match self {
+            Tx::MySql(tx, limit) => within(limit, tx.rollback()).await?,
+            Tx::Sqlite(tx) => tx.rollback().await?,
+        }
+        Ok(())
+    }
 }
 
 /// A connection checked out of a store pool, outside any explicit transaction.

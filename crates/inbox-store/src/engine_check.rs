@@ -1,10 +1,12 @@
-//! Proof at start that the database engine keeps the two promises claims rest on. Some MySQL-compatible engines accept `FOR UPDATE SKIP LOCKED` and silently
+//! Proof at start that the database engine keeps the two promises claims rest on, and (after
+//! migrating) that it plans the claim statement through the claim index. Some MySQL-compatible engines accept `FOR UPDATE SKIP LOCKED` and silently
 //! neither lock nor skip, which would hand one event to two holders; an engine that ignores
 //! `READ COMMITTED` would hide commits from claimers. Both are checked with two connections
 //! against a scratch table, so an engine that fails is refused by name before anything is served.
 
 use crate::db::{Arg, DbConnection, Pooled};
 use crate::engine::{EngineReport, Product};
+use crate::inbox::{CLAIM_INDEX, ClaimPlan};
 use crate::{SqlStore, StoreError, queries};
 
 /// How many extra pooled connections to try for one on the same server as the first.
@@ -47,6 +49,59 @@ impl SqlStore {
             None => Ok(EngineReport { engine, locks_checked: true }),
             Some(property) => Err(StoreError::EngineRefused { engine: engine.to_string(), property }),
         }
+    }
+}
+
+/// What the claim-plan check found besides a refusal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimPlanCheck {
+    /// SQLite: its planner is told the index (`INDEXED BY`) where it matters.
+    NotApplicable,
+    /// The planner reads the claim index, in claim order.
+    UsesClaimIndex(ClaimPlan),
+    /// The planner could use the claim index but chose otherwise; a sentence for the log.
+    Warning(ClaimPlan, String),
+}
+
+impl SqlStore {
+    /// Asks the planner (`EXPLAIN`, nothing runs) how it would run the claim statement of an
+    /// inbox that does not exist, after migrating.
+    ///
+    /// Refuses ([`StoreError::ClaimIndexUnusable`]) when the claim index is not among the
+    /// indexes the planner can use: the schema lost it, and no statistics will bring it back,
+    /// so every claim would read the inbox's whole history. Only warns when the index could be
+    /// used but another plan was chosen (or rows would be sorted): that choice rests on table
+    /// statistics, which differ between an empty table at start and a full one under load, and
+    /// `ANALYZE TABLE agent_inbox` corrects them, so refusing to serve over it would stop
+    /// nodes that claim well.
+    pub async fn check_claim_plan(&self) -> Result<ClaimPlanCheck, StoreError> {
+        let inbox = inbox_core::RecipientKey {
+            tenant_id: inbox_core::TenantId::new("agent-inbox-engine-check")?,
+            recipient: inbox_core::Recipient::agent(inbox_core::RecipientId::new("claim-plan")?),
+        };
+        let Some(plan) = self.inbox().explain_claim(&inbox, 10).await? else {
+            return Ok(ClaimPlanCheck::NotApplicable);
+        };
+        if !plan.possible_keys.iter().any(|k| k == CLAIM_INDEX) {
+            return Err(StoreError::ClaimIndexUnusable(format!(
+                "the planner can use only {}",
+                if plan.possible_keys.is_empty() {
+                    "a full table scan".to_owned()
+                } else {
+                    plan.possible_keys.join(", ")
+                }
+            )));
+        }
+        if plan.key.as_deref() != Some(CLAIM_INDEX) || plan.filesort {
+            let sentence = format!(
+                "the planner reads the claim statement through {} ({}{}) instead of {CLAIM_INDEX}; claims will read more than they return until `ANALYZE TABLE agent_inbox` refreshes the table's statistics",
+                plan.key.as_deref().unwrap_or("no index"),
+                plan.access_type,
+                if plan.filesort { ", sorting the rows" } else { "" }
+            );
+            return Ok(ClaimPlanCheck::Warning(plan, sentence));
+        }
+        Ok(ClaimPlanCheck::UsesClaimIndex(plan))
     }
 }
 

@@ -75,6 +75,13 @@ pub enum StoreError {
     )]
     EngineRefused { engine: String, property: String },
 
+    /// The claim statement's plan cannot use the claim index (see
+    /// `SqlStore::check_claim_plan`): every claim would read the whole inbox.
+    #[error(
+        "the claim statement cannot use index ix_agent_inbox_claim ({0}), so every claim would read the whole inbox; recreate the index as migration 0012 defines it (the index may have been dropped or altered by hand)"
+    )]
+    ClaimIndexUnusable(String),
+
     #[error("schema migration failed: {0}")]
     Migration(String),
 

@@ -26,6 +26,7 @@ mod error;
 pub mod host;
 mod inbox;
 mod migrate;
+mod purge_lag;
 mod queries;
 mod secrets;
 mod sessions;
@@ -43,6 +44,7 @@ pub use config::StoreConfig;
 pub use db::{ConnectOptions, DbConnection};
 pub use dialect::Dialect;
 pub use engine::{Engine, EngineReport, GALERA_SYNC_WAIT, Product};
+pub use engine_check::ClaimPlanCheck;
 pub use entropy::random_bytes;
 pub use error::{ItemOutcome, ItemRefusal, Refusal, StoreError};
 pub use inbox::{
@@ -58,6 +60,7 @@ pub use secrets::{
     PrepareReport, SECRETS_KEY_LINE_PREFIX, SECRETS_KEYS_PER_FILE_MAX, SealedCensus, SecretBytes, Secrets,
     SecretsKey, SecretsKeyError, SecretsKeys,
 };
+pub use purge_lag::PurgeLag;
 pub use sessions::{
     OpenedSession, SESSIONS_LIST_MAX, SessionRecord, SessionStanding, SessionTouch, SessionView, Sessions,
     StreamCredential, StreamGrant,

@@ -52,6 +52,11 @@ const MYSQL: &[Migration] = &[
         name: "sealed secrets",
         sql: include_str!("migrations/mysql/0011_sealed_secrets.sql"),
     },
+    Migration {
+        version: 12,
+        name: "claim floor",
+        sql: include_str!("migrations/mysql/0012_claim_floor.sql"),
+    },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -79,6 +84,11 @@ const SQLITE: &[Migration] = &[
         version: 11,
         name: "sealed secrets",
         sql: include_str!("migrations/sqlite/0011_sealed_secrets.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "claim floor",
+        sql: include_str!("migrations/sqlite/0012_claim_floor.sql"),
     },
 ];
 

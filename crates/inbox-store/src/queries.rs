@@ -15,6 +15,18 @@ pub(crate) const CLOCK_NOW: Sql = Sql {
 /// A trivial query whose answer proves the database answers.
 pub(crate) const PING: &str = "SELECT 1 AS one";
 
+// ---- purge lag (purge_lag.rs) ----
+
+/// InnoDB's history list length, as `n` (MySQL 8 and MariaDB both keep this metric on by
+/// default; no row when it is off).
+pub(crate) const HISTORY_LIST_LENGTH: &str = "SELECT CAST(count AS SIGNED) AS n \
+    FROM information_schema.innodb_metrics WHERE name = 'trx_rseg_history_len' AND count IS NOT NULL";
+
+/// Seconds since the oldest open InnoDB transaction started, as `n` (0 when none is open);
+/// reading `innodb_trx` needs the PROCESS privilege.
+pub(crate) const OLDEST_TRANSACTION_AGE: &str = "SELECT CAST(COALESCE(MAX(TIMESTAMPDIFF(SECOND, trx_started, NOW())), 0) \
+    AS SIGNED) AS n FROM information_schema.innodb_trx";
+
 // ---- engine detection (MySQL protocol) ----
 
 /// The server's version text, as `v`; MariaDB's names itself.

@@ -29,6 +29,8 @@ struct Inner {
     sealer: crate::secrets::Sealer,
     /// Transactions retried after a deadlock, lock wait or (on Galera) certification conflict.
     contention_retries: std::sync::atomic::AtomicU64,
+    /// Where this node's scavenger sweeps ended (`inbox/scavenge.rs`).
+    sweep_marks: crate::inbox::SweepMarks,
 }
 
 /// Retries a whole transaction while the database reports deadlocks, lock-wait timeouts or
@@ -97,6 +99,7 @@ impl SqlStore {
                 database_clock,
                 sealer: Default::default(),
                 contention_retries: Default::default(),
+                sweep_marks: crate::inbox::SweepMarks::new(),
             }),
         })
     }
@@ -121,6 +124,11 @@ impl SqlStore {
 
     pub(crate) fn count_contention_retry(&self) {
         self.inner.contention_retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Where this node's scavenger sweeps ended.
+    pub(crate) fn sweep_marks(&self) -> &crate::inbox::SweepMarks {
+        &self.inner.sweep_marks
     }
 
     /// The engine detected when the store connected.

@@ -81,3 +81,48 @@ async fn an_engine_that_ignores_read_committed_is_refused() {
         other => panic!("an engine that keeps REPEATABLE READ must be refused, got {other:?}"),
     }
 }
+
+case! {
+    /// After migrating, the planner reads the claim statement through the claim index, in claim
+    /// order (MySQL/MariaDB; SQLite has nothing to check).
+    galera async fn the_claim_statement_is_planned_through_the_claim_index(h: &Harness) {
+        match h.store.check_claim_plan().await.expect("a migrated schema passes") {
+            inbox_store::ClaimPlanCheck::NotApplicable => assert_eq!(h.backend, Backend::Sqlite),
+            inbox_store::ClaimPlanCheck::UsesClaimIndex(plan) => {
+                assert_ne!(h.backend, Backend::Sqlite);
+                assert_eq!(plan.key.as_deref(), Some(inbox_store::CLAIM_INDEX), "{plan:?}");
+                assert!(!plan.filesort, "{plan:?}");
+            }
+            inbox_store::ClaimPlanCheck::Warning(plan, sentence) => panic!("{sentence}: {plan:?}"),
+        }
+    }
+}
+
+/// A schema whose claim statement cannot use the claim index is refused after migrating; the
+/// forwarder hides the index from the planner as a schema that lost it would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_statement_that_cannot_use_the_claim_index_is_refused() {
+    let h = Harness::new(Backend::MySql).await;
+    let forwarder = Forwarder::rewriting(
+        h.server_addr(),
+        Rewrite {
+            from: "FROM agent_inbox WHERE",
+            to: "FROM agent_inbox IGNORE INDEX (ix_agent_inbox_claim) WHERE",
+        },
+    )
+    .await;
+    let store =
+        SqlStore::connect(&ConnectOptions::new(h.url_through(forwarder.addr)), StoreConfig::default())
+            .await
+            .expect("the store connects through the forwarder");
+    let refused = store.check_claim_plan().await;
+    store.close().await;
+    match refused {
+        Err(err @ StoreError::ClaimIndexUnusable(_)) => {
+            let sentence = err.to_string();
+            assert!(sentence.contains("ix_agent_inbox_claim"), "{sentence}");
+            assert!(sentence.contains("read the whole inbox"), "{sentence}");
+        }
+        other => panic!("a claim statement without its index must be refused, got {other:?}"),
+    }
+}

@@ -72,6 +72,10 @@ declare_metrics! {
         "Age of the oldest unacknowledged event per tenant";
     Gauge inbox_depth("tenant", "agent")
         "Unacknowledged events of the deepest inboxes (top 20 per tenant)";
+    Gauge db_history_list_length()
+        "InnoDB history list length: undo records waiting for purge; it climbs while an old read view (a backup, a long query) is open (MySQL/MariaDB only)";
+    Gauge db_oldest_transaction_age_seconds()
+        "Age of the oldest open InnoDB transaction, from information_schema.innodb_trx (MySQL/MariaDB with the PROCESS privilege)";
     Histogram publish_to_signal_seconds()
         "Publish-to-signal latency: outbox row written to the notifier handing its hint to this node";
     Counter signals_read_total()

@@ -9,13 +9,14 @@
 
 use std::collections::HashMap;
 
-use inbox_core::{EventId, RecipientKey, Transition, UnixMillis};
+use inbox_core::{AckState, EventId, RecipientKey, Transition, UnixMillis};
 
 use super::queries::{
     INSERT_NUDGED_SIGNAL, REDELIVER_CURRENT_HEAD, SAVE_LIFECYCLE, SAVE_LIFECYCLE_AND_HISTORY,
 };
 use super::{INBOX_NUDGED_SIGNAL, Inbox};
 use crate::db::{Arg, DbConnection};
+use crate::inbox::claim_floor;
 use crate::inbox::history::{self, Attribution};
 use crate::inbox::read::load_events_with_history;
 use crate::inbox::record::{save_lifecycle_args, settle};
@@ -65,6 +66,8 @@ impl Inbox<'_> {
                 .collect();
         let mut outcomes = Vec::with_capacity(changes.len());
         let mut reopened = None;
+        // The lowest seq this change made (or kept) available: the claim floor goes there.
+        let mut lowest_available = None;
         for change in changes {
             let refuse = |reason| ItemRefusal { event_id: change.event_id, reason };
             let Some((record, history)) = records.get_mut(&change.event_id) else {
@@ -79,6 +82,12 @@ impl Inbox<'_> {
                         settle(record, applied.next, now);
                         if before.state().is_parked() && !record.state().is_terminal() {
                             reopened = reopened.max(Some(record.inbox_seq));
+                        }
+                        if record.state() == AckState::Available {
+                            lowest_available = Some(match lowest_available {
+                                Some(seq) if seq < record.inbox_seq => seq,
+                                _ => record.inbox_seq,
+                            });
                         }
                         if let Some(note) = change.note {
                             record.last_error = Some(note.to_owned());
@@ -103,6 +112,9 @@ impl Inbox<'_> {
                     outcomes.push(Ok(record.clone()));
                 }
             }
+        }
+        if let Some(seq) = lowest_available {
+            claim_floor::reopen(conn, inbox, seq, now).await?;
         }
         if let Some(seq) = reopened {
             let heads = [(inbox.recipient.kind.as_str(), inbox.recipient.id.as_str(), seq.get())];

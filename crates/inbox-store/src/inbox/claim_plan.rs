@@ -45,15 +45,33 @@ impl Inbox<'_> {
     /// Runs the claim statement of `inbox` for `limit` events under MariaDB's `ANALYZE
     /// FORMAT=JSON` (MySQL: `EXPLAIN FORMAT=JSON`, without costs) in a transaction that is
     /// rolled back. `None` on SQLite, whose planner reports neither.
-    pub async fn analyze_claim(self, inbox: &RecipientKey, limit: u32) -> Result<Option<ClaimPlan>, StoreError> {
+    pub async fn analyze_claim(
+        self,
+        inbox: &RecipientKey,
+        limit: u32,
+    ) -> Result<Option<ClaimPlan>, StoreError> {
         if self.store.dialect() != Dialect::MySql {
             return Ok(None);
         }
         let run = self.store.engine().product == Product::MariaDb;
         let mut tx = self.store.pools().begin().await?;
         let plan = claim_plan(&mut tx.conn(), inbox, limit, self.store.now(), run).await;
-        drop(tx);
+        tx.rollback().await?;
         plan.map(Some)
+    }
+
+    /// The plan MySQL/MariaDB would choose for the claim statement of `inbox` (`EXPLAIN
+    /// FORMAT=JSON`; nothing runs). `None` on SQLite.
+    pub async fn explain_claim(
+        self,
+        inbox: &RecipientKey,
+        limit: u32,
+    ) -> Result<Option<ClaimPlan>, StoreError> {
+        if self.store.dialect() != Dialect::MySql {
+            return Ok(None);
+        }
+        let mut pooled = self.store.pools().reader().await?;
+        claim_plan(&mut pooled.conn(), inbox, limit, self.store.now(), false).await.map(Some)
     }
 }
 
@@ -65,15 +83,15 @@ pub(crate) async fn claim_plan(
     now: UnixMillis,
     run: bool,
 ) -> Result<ClaimPlan, StoreError> {
-    let (sql, args) = super::leases::claim_statement(conn, inbox, limit, now).await?;
+    let statement = super::leases::claim_statement(conn, inbox, limit, now).await?;
     let prefix = if run { "ANALYZE FORMAT=JSON " } else { "EXPLAIN FORMAT=JSON " };
     let row = conn
-        .fetch_optional(&format!("{prefix}{sql}"), &args)
+        .fetch_optional(&format!("{prefix}{}", statement.sql), &statement.args)
         .await?
         .ok_or_else(|| StoreError::Corrupt("EXPLAIN returned no row".into()))?;
     let text = row.string(if run { "ANALYZE" } else { "EXPLAIN" })?;
-    let json: Value =
-        serde_json::from_str(&text).map_err(|err| StoreError::Corrupt(format!("EXPLAIN FORMAT=JSON: {err}")))?;
+    let json: Value = serde_json::from_str(&text)
+        .map_err(|err| StoreError::Corrupt(format!("EXPLAIN FORMAT=JSON: {err}")))?;
     Ok(plan_of(&json))
 }
 
@@ -81,9 +99,12 @@ pub(crate) async fn claim_plan(
 fn plan_of(json: &Value) -> ClaimPlan {
     let table = find_table(json).unwrap_or(&Value::Null);
     let strings = |v: &Value| -> Vec<String> {
-        v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()).unwrap_or_default()
+        v.as_array()
+            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default()
     };
-    let number = |v: &Value| v.as_u64().or_else(|| v.as_f64().map(|f| f as u64)).or_else(|| v.as_str()?.parse().ok());
+    let number =
+        |v: &Value| v.as_u64().or_else(|| v.as_f64().map(|f| f as u64)).or_else(|| v.as_str()?.parse().ok());
     ClaimPlan {
         key: table.get("key").and_then(Value::as_str).map(str::to_owned),
         possible_keys: strings(table.get("possible_keys").unwrap_or(&Value::Null)),
@@ -115,8 +136,12 @@ fn find_table(json: &Value) -> Option<&Value> {
     }
 }
 
-/// The binds of a claim statement, borrowed from its inbox.
-pub(crate) type ClaimStatement<'a> = (String, Vec<Arg<'a>>);
+/// A claim statement with its binds (borrowed from its inbox) and the window it names.
+pub(crate) struct ClaimStatement<'a> {
+    pub sql: String,
+    pub args: Vec<Arg<'a>>,
+    pub window: super::claim_floor::ClaimWindow,
+}
 
 #[cfg(test)]
 mod tests {

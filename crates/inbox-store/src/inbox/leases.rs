@@ -17,6 +17,7 @@ use super::{Inbox, queries};
 use crate::db::{Arg, DbConnection};
 use crate::entropy::random_bytes;
 use crate::inbox::apply::Change;
+use crate::inbox::claim_floor;
 use crate::inbox::claim_plan::ClaimStatement;
 use crate::inbox::history::{Actor, AppendAroundAttempt, Attribution, HistoryAction, HistoryEntry};
 use crate::inbox::read::{inbox_args, load_events};
@@ -27,17 +28,29 @@ use crate::{
     ItemOutcome, ItemRefusal, Refusal, Release, ReleaseReceipt, StoreError,
 };
 
-/// The claim statement for `limit` events of `inbox` at `now`, with its binds: what
-/// [`Inbox::claim_next`] runs and `claim_plan.rs` analyses.
+/// The claim statement of `inbox` for `limit` events at `now`: what [`Inbox::claim_next`]
+/// runs and `claim_plan.rs` analyses. It reads the inbox's claim floor and head first
+/// (`claim_floor.rs`) and names the buckets between them.
 pub(crate) async fn claim_statement<'a>(
     conn: &mut DbConnection<'_>,
     inbox: &'a RecipientKey,
     limit: u32,
     now: UnixMillis,
 ) -> Result<ClaimStatement<'a>, StoreError> {
+    let window = claim_floor::claim_window(conn, inbox, now).await?;
+    let (sql, buckets) = claim_floor::claim_next_sql(conn.dialect(), window);
     let mut args = inbox_args(inbox);
+    match (conn.dialect(), buckets) {
+        (crate::Dialect::Sqlite, _) => args.push(Arg::I64(i64::try_from(window.start).unwrap_or(i64::MAX))),
+        (crate::Dialect::MySql, Some(buckets)) => {
+            args.extend(buckets.into_iter().map(|b| Arg::I64(i64::try_from(b).unwrap_or(i64::MAX))))
+        }
+        (crate::Dialect::MySql, None) => {
+            args.push(Arg::I64(i64::try_from(window.first_bucket()).unwrap_or(i64::MAX)))
+        }
+    }
     args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(i64::from(limit))]);
-    Ok((queries::CLAIM_NEXT.text(conn.dialect()).to_owned(), args))
+    Ok(ClaimStatement { sql, args, window })
 }
 
 /// The longest `retry_after` a release may ask for: one week.
@@ -61,10 +74,10 @@ impl Inbox<'_> {
     ) -> Result<Vec<ClaimedEvent>, StoreError> {
         let now = self.store.now();
         let mut tx = self.store.pools().begin().await?;
-        let (sql, args) = claim_statement(&mut tx.conn(), &claim.inbox, claim.limit, now).await?;
+        let statement = claim_statement(&mut tx.conn(), &claim.inbox, claim.limit, now).await?;
         let records = tx
             .conn()
-            .fetch_all(&sql, &args)
+            .fetch_all(&statement.sql, &statement.args)
             .await?
             .iter()
             .map(event_from_row)
@@ -72,7 +85,26 @@ impl Inbox<'_> {
         let lease = Leasing { session_id: claim.session_id.as_ref(), now, lease_ms };
         let claimed = lease_records(self, &mut tx.conn(), &claim.inbox, records, lease).await?;
         tx.commit().await?;
+        if statement.window.lags() {
+            self.advance_claim_floor(&claim.inbox).await;
+        }
         Ok(claimed)
+    }
+
+    /// Moves the inbox's claim floor forward after a claim, in a transaction of its own, so
+    /// the next claim names fewer buckets. Best effort: a floor that stays behind costs later
+    /// claims reads, never an event, so a failure (another node moving or lowering it at the
+    /// same moment) is only logged.
+    async fn advance_claim_floor(self, inbox: &RecipientKey) {
+        let advanced = async {
+            let mut tx = self.store.pools().begin().await?;
+            let advanced = claim_floor::advance(&mut tx.conn(), inbox, self.store.now()).await?;
+            tx.commit().await?;
+            Ok::<_, StoreError>(advanced)
+        };
+        if let Err(err) = advanced.await {
+            tracing::debug!(error = %err, tenant = %inbox.tenant_id, recipient = %inbox.recipient.id, "claim floor not moved");
+        }
     }
 
     /// Claims the named events, each with its own outcome, in request order.
@@ -279,14 +311,30 @@ impl Inbox<'_> {
             Arg::I64(now.get()),
         ]);
         let sql = queries::release_held(dialect, history.as_ref().map_or("", |append| append.set.as_str()));
-        let done = self.store.pools().writer().await?.conn().execute(&sql, &args).await?;
+        let mut tx = self.store.pools().begin().await?;
+        let done = tx.conn().execute(&sql, &args).await?;
         if done.rows_affected == 1 {
+            // Available again: below the claim floor, claims would not see it.
+            let mut args = inbox_args(&release.inbox);
+            args.push(Arg::Bytes(release.event_id.as_bytes()));
+            let row = tx.conn().fetch_optional(queries::SEQ_OF_EVENT, &args).await?;
+            let seq = row
+                .map(|row| row.i64("inbox_seq"))
+                .transpose()?
+                .map(crate::inbox::record::seq)
+                .transpose()?;
+            if let Some(seq) = seq {
+                claim_floor::reopen(&mut tx.conn(), &release.inbox, seq, now).await?;
+            }
+            tx.commit().await?;
             return Ok(ReleaseReceipt {
                 event_id: release.event_id,
                 state: AckState::Available,
                 next_retry_at,
             });
         }
+        // The slow path takes its own transaction (on SQLite, the one writer).
+        tx.rollback().await?;
         let change = Change {
             event_id: release.event_id,
             transition: Transition::Release { token_hash: hash, now, retry_after_ms: release.retry_after_ms },

@@ -7,6 +7,7 @@
 mod admin;
 mod apply;
 mod browse;
+mod claim_floor;
 mod claim_plan;
 mod cold_storage;
 mod handoff;
@@ -19,6 +20,8 @@ mod queries;
 mod read;
 pub(crate) mod record;
 mod scavenge;
+
+pub(crate) use scavenge::SweepMarks;
 
 pub use admin::{BACKLOGS_MAX, Backlog};
 pub use browse::ACTIVITY_WINDOW_MS_MAX;

@@ -293,17 +293,107 @@ pub(super) fn events_by_id(dialect: Dialect, n: usize, lock: &str, with_history:
 
 // ---- leases ----
 
-/// Claimable events, most urgent first, then oldest; MySQL skips rows another claimer holds
-/// (inbox, now, now, now, limit).
-pub(super) const CLAIM_NEXT: Sql = locked!(
-    " FOR UPDATE SKIP LOCKED",
+/// SQLite's claim: claimable events from a seq on, most urgent first, then oldest (inbox,
+/// from seq, now, now, now, limit).
+pub(super) const CLAIM_NEXT_FROM_SQLITE: &str = concat!(
     "SELECT ",
     event_columns!(),
     " FROM agent_inbox WHERE ",
     inbox!(),
-    " AND ",
+    " AND inbox_seq >= ? AND ",
     claimable!(),
     " ORDER BY priority, inbox_seq LIMIT ?"
+);
+
+/// MySQL's claim: claimable events in `n` claim buckets named exactly, with every priority
+/// in `ranks`, most urgent first, then oldest (bucket order is seq order), skipping rows
+/// another claimer holds (inbox, `n` buckets, now, now, now, limit). See `claim_floor.rs`.
+pub(super) fn claim_next_in_buckets(ranks: &str, n: usize) -> String {
+    format!(
+        concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM agent_inbox WHERE ",
+            inbox!(),
+            " AND priority IN ({}) AND claim_bucket IN ({}) AND ",
+            claimable!(),
+            " ORDER BY priority, claim_bucket, inbox_seq LIMIT ? FOR UPDATE SKIP LOCKED"
+        ),
+        ranks,
+        placeholders(n)
+    )
+}
+
+/// MySQL's claim of an inbox too deep for [`claim_next_in_buckets`]: every bucket from one on
+/// (inbox, first bucket, now, now, now, limit).
+pub(super) fn claim_next_from_bucket(ranks: &str) -> String {
+    format!(
+        concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM agent_inbox WHERE ",
+            inbox!(),
+            " AND priority IN ({}) AND claim_bucket >= ? AND ",
+            claimable!(),
+            " ORDER BY priority, claim_bucket, inbox_seq LIMIT ? FOR UPDATE SKIP LOCKED"
+        ),
+        ranks
+    )
+}
+
+// ---- the claim floor (claim_floor.rs) ----
+
+/// The seq of one event of an inbox (inbox, event id).
+pub(super) const SEQ_OF_EVENT: &str =
+    concat!("SELECT inbox_seq FROM agent_inbox WHERE ", inbox!(), " AND event_id = ?");
+
+/// The inbox's head and claim floor, unlocked (inbox).
+pub(super) const CLAIM_FLOOR_AND_HEAD: &str = "SELECT h.head_seq, h.oldest_available_seq, \
+    f.floor_seq, f.wake_seq, f.wake_at_utc FROM inbox_head h LEFT JOIN inbox_claim_floor f \
+    ON f.tenant_id = h.tenant_id AND f.recipient_kind = h.recipient_kind AND f.recipient_id = h.recipient_id \
+    WHERE h.tenant_id = ? AND h.recipient_kind = ? AND h.recipient_id = ?";
+
+/// The inbox's claim floor row, with `lock` (inbox).
+pub(super) fn claim_floor(lock: &str) -> String {
+    format!(
+        concat!("SELECT floor_seq, wake_seq, wake_at_utc FROM inbox_claim_floor WHERE ", inbox!(), "{}"),
+        lock
+    )
+}
+
+/// Creates the inbox's floor row at no floor, unless it exists (inbox, now).
+pub(super) const CREATE_FLOOR: Sql = Sql {
+    mysql: "INSERT IGNORE INTO inbox_claim_floor (tenant_id, recipient_kind, recipient_id, floor_seq, \
+            wake_seq, wake_at_utc, reopened, updated_at_utc) VALUES (?, ?, ?, 0, NULL, NULL, 0, ?)",
+    sqlite: "INSERT OR IGNORE INTO inbox_claim_floor (tenant_id, recipient_kind, recipient_id, floor_seq, \
+             wake_seq, wake_at_utc, reopened, updated_at_utc) VALUES (?, ?, ?, 0, NULL, NULL, 0, ?)",
+};
+
+/// Lowers the floor to a seq made available again, writing the row whatever its floor was;
+/// a missing row is created at no floor (inbox, now, seq, now).
+pub(super) const REOPEN_FLOOR: Sql = Sql {
+    mysql: "INSERT INTO inbox_claim_floor (tenant_id, recipient_kind, recipient_id, floor_seq, \
+            wake_seq, wake_at_utc, reopened, updated_at_utc) VALUES (?, ?, ?, 0, NULL, NULL, 1, ?) \
+            ON DUPLICATE KEY UPDATE floor_seq = LEAST(floor_seq, ?), reopened = reopened + 1, updated_at_utc = ?",
+    sqlite: "INSERT INTO inbox_claim_floor (tenant_id, recipient_kind, recipient_id, floor_seq, \
+             wake_seq, wake_at_utc, reopened, updated_at_utc) VALUES (?, ?, ?, 0, NULL, NULL, 1, ?) \
+             ON CONFLICT (tenant_id, recipient_kind, recipient_id) DO UPDATE \
+             SET floor_seq = MIN(floor_seq, ?), reopened = reopened + 1, updated_at_utc = ?",
+};
+
+/// What an advance of the floor walks: the inbox's events from a seq on, in seq order, by the
+/// primary key, whose entries no state change touches (inbox, from seq, limit).
+pub(super) const FLOOR_WALK: &str = concat!(
+    "SELECT inbox_seq, ack_state, availability_at_utc, next_retry_at_utc, expires_at_utc, \
+     delivery_attempts, max_attempts FROM agent_inbox WHERE ",
+    inbox!(),
+    " AND inbox_seq >= ? ORDER BY inbox_seq LIMIT ?"
+);
+
+/// Moves the floor and the waiting events below it (floor, wake seq, wake at, now, inbox).
+pub(super) const SET_FLOOR: &str = concat!(
+    "UPDATE inbox_claim_floor SET floor_seq = ?, wake_seq = ?, wake_at_utc = ?, updated_at_utc = ? WHERE ",
+    inbox!()
 );
 
 /// Marks `n` locked, claimable rows claimed, each under its own token hash (lease until,
@@ -436,21 +526,25 @@ pub(super) const SAVE_LIFECYCLE_AND_HISTORY: &str = "UPDATE agent_inbox SET hist
 
 // ---- scavenge ----
 
-/// Claimed events whose lease ended, soonest ended first, skipping rows others hold (now, limit).
+/// Claimed events whose lease ended within a window, soonest ended first, skipping rows
+/// others hold (after, now, limit). The window's start keeps the sweep off the dead entries
+/// of long-acknowledged leases (scavenge.rs).
 pub(super) const EXPIRED_LEASES: Sql = locked!(
     " FOR UPDATE SKIP LOCKED",
     "SELECT ",
     event_columns_with_history!(),
-    " FROM agent_inbox WHERE ack_state = 'claimed' AND visibility_lease_until_utc <= ? \
-     ORDER BY visibility_lease_until_utc LIMIT ?"
+    " FROM agent_inbox WHERE ack_state = 'claimed' AND visibility_lease_until_utc > ? \
+     AND visibility_lease_until_utc <= ? ORDER BY visibility_lease_until_utc LIMIT ?"
 );
 
-/// Available events past their expiry, skipping rows others hold (now, limit).
+/// Available events whose expiry passed within a window, soonest first, skipping rows others
+/// hold (after, now, limit).
 pub(super) const EXPIRED_AVAILABLE: Sql = locked!(
     " FOR UPDATE SKIP LOCKED",
     "SELECT ",
     event_columns_with_history!(),
-    " FROM agent_inbox WHERE ack_state = 'available' AND expires_at_utc <= ? LIMIT ?"
+    " FROM agent_inbox WHERE ack_state = 'available' AND expires_at_utc > ? AND expires_at_utc <= ? \
+     ORDER BY expires_at_utc LIMIT ?"
 );
 
 /// Inboxes holding terminal events older than the retention cutoff (cutoff, limit).
@@ -685,9 +779,10 @@ mod tests {
     }
 
     #[test]
-    fn sqlite_statements_go_without_the_locking_clause() {
-        assert!(CLAIM_NEXT.mysql.ends_with(" FOR UPDATE SKIP LOCKED"));
-        assert!(!CLAIM_NEXT.sqlite.contains("FOR UPDATE"));
-        assert_eq!(CLAIM_NEXT.mysql.trim_end_matches(" FOR UPDATE SKIP LOCKED"), CLAIM_NEXT.sqlite);
+    fn only_mysql_claims_skip_locked_rows() {
+        assert!(claim_next_in_buckets("0, 1", 2).ends_with(" FOR UPDATE SKIP LOCKED"));
+        assert!(claim_next_in_buckets("0, 1", 2).contains("claim_bucket IN (?, ?)"));
+        assert!(claim_next_from_bucket("0").ends_with(" FOR UPDATE SKIP LOCKED"));
+        assert!(!CLAIM_NEXT_FROM_SQLITE.contains("FOR UPDATE"));
     }
 }

@@ -2,17 +2,29 @@
 //! dead-letter, events past `expires_at` expire, and terminal events older than the retention
 //! window move to `agent_inbox_archive`.
 //!
+//! The lease and expiry sweeps read a window of their index, from a little before where the
+//! last pass ended up to now, not the whole range: while an old read view holds back purge,
+//! the range's low end is full of the delete-marked entries of every lease acknowledged since
+//! the view opened, and a sweep reading it every second reads them all (issue 27). Each node
+//! keeps its own marks ([`SweepMarks`]); every [`FULL_SWEEP_MS`] (and at start) a pass reads
+//! the whole range, for a row a window could miss (one another transaction held locked past
+//! the overlap).
+//!
 //! Safe on several nodes at once: lease and expiry work takes rows with SKIP LOCKED and
 //! re-checks each through the state machine; archiving locks the recipient's head row first,
 //! so two nodes never archive the same rows.
 
-use inbox_core::{AckState, InboxSeq, RecipientKey, TenantId, Transition};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use inbox_core::{AckState, InboxSeq, RecipientKey, TenantId, Transition, UnixMillis};
 
 use super::{Inbox, queries};
 use crate::EventRecord;
 use crate::db::{Arg, DbConnection};
 use crate::entropy::unit_interval;
 use crate::inbox::apply::save;
+use crate::inbox::claim_floor;
 use crate::inbox::history::{self, Attribution};
 use crate::inbox::read::{inbox_args, read_head};
 use crate::inbox::record::{event_with_history_from_row, recipient_from_row, seq_arg, settle};
@@ -36,13 +48,20 @@ impl Inbox<'_> {
 
     async fn return_expired_leases(self, limit: u32) -> Result<(u64, u64), StoreError> {
         let now = self.store.now();
+        let marks = &self.store.sweep_marks().leases;
+        let from = marks.window_start(now);
         let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
         let sql = queries::EXPIRED_LEASES.text(self.store.dialect());
-        let rows = conn.fetch_all(sql, &[Arg::I64(now.get()), Arg::I64(i64::from(limit))]).await?;
+        let args = [Arg::I64(from), Arg::I64(now.get()), Arg::I64(i64::from(limit))];
+        let rows = conn.fetch_all(sql, &args).await?;
         let (mut returned, mut dead) = (0, 0);
+        let mut last_lease_end = None;
+        // The lowest seq each inbox got back, for its claim floor (inboxes in key order).
+        let mut reopened: BTreeMap<RecipientKey, InboxSeq> = BTreeMap::new();
         for row in &rows {
             let (record, history) = event_with_history_from_row(row)?;
+            last_lease_end = record.lifecycle.lease.as_ref().map(|lease| lease.until.get());
             let backoff_ms =
                 self.store.config().backoff.delay_ms(record.lifecycle.delivery_attempts, unit_interval());
             let Some(record) = self
@@ -53,29 +72,43 @@ impl Inbox<'_> {
             };
             match record.state() {
                 AckState::DeadLetter => dead += 1,
-                AckState::Available => returned += 1,
+                AckState::Available => {
+                    returned += 1;
+                    let lowest = reopened.entry(record.inbox.clone()).or_insert(record.inbox_seq);
+                    *lowest = (*lowest).min(record.inbox_seq);
+                }
                 _ => {}
             }
         }
+        for (inbox, seq) in &reopened {
+            claim_floor::reopen(&mut conn, inbox, *seq, now).await?;
+        }
         tx.commit().await?;
+        marks.swept(now, from, rows.len() < limit as usize, last_lease_end);
         Ok((returned, dead))
     }
 
     async fn expire_events(self, limit: u32) -> Result<u64, StoreError> {
         let now = self.store.now();
+        let marks = &self.store.sweep_marks().expiry;
+        let from = marks.window_start(now);
         let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
         let sql = queries::EXPIRED_AVAILABLE.text(self.store.dialect());
-        let rows = conn.fetch_all(sql, &[Arg::I64(now.get()), Arg::I64(i64::from(limit))]).await?;
+        let args = [Arg::I64(from), Arg::I64(now.get()), Arg::I64(i64::from(limit))];
+        let rows = conn.fetch_all(sql, &args).await?;
         let mut expired = 0;
+        let mut last_expiry = None;
         for row in &rows {
             let (record, history) = event_with_history_from_row(row)?;
+            last_expiry = record.lifecycle.expires_at.map(UnixMillis::get);
             if self.scavenge_one(&mut conn, record, history, Transition::Expire { now }, now).await?.is_some()
             {
                 expired += 1;
             }
         }
         tx.commit().await?;
+        marks.swept(now, from, rows.len() < limit as usize, last_expiry);
         Ok(expired)
     }
 
@@ -173,5 +206,59 @@ impl Inbox<'_> {
         conn.execute(queries::ADVANCE_OLDEST_AVAILABLE, &args).await?;
         tx.commit().await?;
         Ok(moved.rows_affected)
+    }
+}
+
+/// How far a sweep's window reaches back before where the last pass ended: rows another
+/// transaction held locked then (SKIP LOCKED passed them), a lease written by a claim that
+/// committed a moment after, a clock a little behind.
+pub(crate) const SWEEP_OVERLAP_MS: i64 = 5_000;
+/// How often a sweep reads its whole range.
+pub(crate) const FULL_SWEEP_MS: i64 = 10 * 60_000;
+
+/// Where this node's lease and expiry sweeps ended.
+#[derive(Debug)]
+pub(crate) struct SweepMarks {
+    pub leases: SweepMark,
+    pub expiry: SweepMark,
+}
+
+impl SweepMarks {
+    pub fn new() -> Self {
+        Self { leases: SweepMark::new(), expiry: SweepMark::new() }
+    }
+}
+
+/// One sweep's marks: the time up to which it read, and when it last read everything.
+#[derive(Debug)]
+pub(crate) struct SweepMark {
+    through: AtomicI64,
+    full_at: AtomicI64,
+}
+
+impl SweepMark {
+    fn new() -> Self {
+        Self { through: AtomicI64::new(i64::MIN), full_at: AtomicI64::new(i64::MIN) }
+    }
+
+    /// The exclusive lower bound of this pass's window: everything, when a full pass is due.
+    fn window_start(&self, now: UnixMillis) -> i64 {
+        let full_at = self.full_at.load(Ordering::Relaxed);
+        let through = self.through.load(Ordering::Relaxed);
+        if full_at == i64::MIN || now.get().saturating_sub(full_at) >= FULL_SWEEP_MS || through == i64::MIN {
+            i64::MIN
+        } else {
+            through.saturating_sub(SWEEP_OVERLAP_MS)
+        }
+    }
+
+    /// Records a committed pass that read from `from`: up to now when it read all it found
+    /// (`complete`), else up to the last time it handled (rows come in time order).
+    fn swept(&self, now: UnixMillis, from: i64, complete: bool, last: Option<i64>) {
+        let through = if complete { now.get() } else { last.unwrap_or(from) };
+        self.through.store(through, Ordering::Relaxed);
+        if from == i64::MIN && complete {
+            self.full_at.store(now.get(), Ordering::Relaxed);
+        }
     }
 }

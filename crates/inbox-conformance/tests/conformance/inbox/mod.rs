@@ -1,6 +1,7 @@
 //! The `inbox` subsystem's cases, by job.
 
 mod browse;
+mod claim_floor;
 mod concurrency;
 mod handoff;
 mod history;
