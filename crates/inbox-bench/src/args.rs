@@ -13,6 +13,8 @@ usage: inbox-bench store [--publishes N] [--events N]
        inbox-bench streams [--streams N] [--fanout N[,N...]] [--publishes N]
        inbox-bench readview [--seed-events N] [--agents N] [--rate N] [--before-seconds N]
                             [--view-seconds N] [--after-seconds N] [--no-view]
+       inbox-bench soak [--minutes N] [--rate N] [--agents N] [--window-minutes N]
+                        [--retention-seconds N] [--archive-retention-seconds N]
 
   store          benchmark inbox_store::SqlStore against raw SQL on MariaDB/MySQL
   --publishes N  publishes per publish row (default 3000)
@@ -76,6 +78,13 @@ usage: inbox-bench store [--publishes N] [--events N]
                  load before, while and after the view is held (default 90, 600, 30)
   --no-view      hold no view: the control run
 
+  soak           an hour of steady load through the HTTP API (node in a child process, on
+                 MariaDB) while retention turns rows over into the archive and prunes it: p99
+                 of publish, claim and acknowledge per window, the node's RSS (not for CI)
+  --minutes N    length (default 60); --rate N events/s (default 100); --agents N (default 8)
+  --window-minutes N  reporting window (default 5)
+  --retention-seconds N, --archive-retention-seconds N  (default 300 and 1200)
+
 The server is AGENT_INBOX_BENCH_MYSQL_URL, else AGENT_INBOX_TEST_MYSQL_URL, else
 mysql://root@127.0.0.1:3306/test. The benchmark creates and drops its own database there
 (`agent` uses a SQLite file in a temporary directory instead).";
@@ -95,6 +104,7 @@ pub enum Command {
     Agent(crate::agent::AgentArgs),
     History(crate::history::HistoryArgs),
     ReadView(crate::readview::ReadViewArgs),
+    Soak(crate::soak::SoakArgs),
     /// The hidden child process of `hints`: idle SSE clients for the node at this address.
     HintsIdleClients(String),
     Streams(crate::streams::StreamsArgs),
@@ -107,6 +117,7 @@ pub enum Command {
         listen: String,
         /// Whether the node records each event's history (`[inbox] history`).
         history: bool,
+        settings: crate::node::NodeSettings,
     },
     Help,
 }
@@ -142,6 +153,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
             return Ok(Command::StreamsClients(addr));
         }
         Some("readview") => return parse_readview(args),
+        Some("soak") => return parse_soak(args),
         Some("hints-idle-clients") => {
             let addr = args.next().ok_or("hints-idle-clients needs the node's address")?;
             return Ok(Command::HintsIdleClients(addr));
@@ -150,29 +162,38 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
             let database_url = args.next().ok_or("node needs the database URL")?;
             let mut listen = "127.0.0.1:0".to_owned();
             let mut history = true;
+            let mut settings = crate::node::NodeSettings::default();
+            let seconds = |value: &str| value.parse::<u64>().ok().map(std::time::Duration::from_secs);
             while let Some(flag) = args.next() {
                 match (flag.as_str(), args.next()) {
                     ("--listen", Some(address)) => listen = address,
                     ("--history", Some(on)) if on == "true" || on == "false" => history = on == "true",
+                    ("--retention-seconds", Some(n)) if seconds(&n).is_some() => {
+                        settings.retention = seconds(&n)
+                    }
+                    ("--archive-retention-seconds", Some(n)) if seconds(&n).is_some() => {
+                        settings.archive_retention = seconds(&n)
+                    }
                     _ => {
                         return Err(
-                            "node takes the database URL, then --listen ADDRESS and --history true|false"
+                            "node takes the database URL, then --listen ADDRESS, --history true|false, \
+                             --retention-seconds N and --archive-retention-seconds N"
                                 .to_owned(),
                         );
                     }
                 }
             }
-            return Ok(Command::Node { database_url, listen, history });
+            return Ok(Command::Node { database_url, listen, history, settings });
         }
         Some("--help" | "-h" | "help") => return Ok(Command::Help),
         Some(other) => {
             return Err(format!(
-                "unknown command {other:?}; use `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent`, `history`, `streams` or `readview`"
+                "unknown command {other:?}; use `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent`, `history`, `streams`, `readview` or `soak`"
             ));
         }
         None => {
             return Err(
-                "name a benchmark to run: `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent`, `history`, `streams` or `readview`"
+                "name a benchmark to run: `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent`, `history`, `streams`, `readview` or `soak`"
                     .to_owned(),
             );
         }
@@ -261,6 +282,25 @@ fn number_after(flag: &str, args: &mut impl Iterator<Item = String>, max: u64) -
         .ok()
         .filter(|n| (1..=max).contains(n))
         .ok_or_else(|| format!("{flag} is {value:?}; give a whole number from 1 to {max}"))
+}
+
+fn parse_soak(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
+    let mut soak = crate::soak::SoakArgs::default();
+    while let Some(flag) = args.next() {
+        match flag.as_str() {
+            "--help" | "-h" => return Ok(Command::Help),
+            "--minutes" => soak.minutes = number_after(&flag, &mut args, 24 * 60)?,
+            "--rate" => soak.rate = number_after(&flag, &mut args, 5_000)?,
+            "--agents" => soak.agents = number_after(&flag, &mut args, 64)? as usize,
+            "--window-minutes" => soak.window_minutes = number_after(&flag, &mut args, 60)?,
+            "--retention-seconds" => soak.retention_seconds = number_after(&flag, &mut args, 86_400)?,
+            "--archive-retention-seconds" => {
+                soak.archive_retention_seconds = number_after(&flag, &mut args, 86_400)?
+            }
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(Command::Soak(soak))
 }
 
 fn parse_hints(mut args: impl Iterator<Item = String>) -> Result<Command, String> {

@@ -22,6 +22,7 @@ mod raw;
 mod readview;
 mod report;
 mod secrets;
+mod soak;
 mod streams;
 mod subjects;
 mod trust;
@@ -80,11 +81,12 @@ async fn main() -> ExitCode {
         Ok(Command::Agent(agent_args)) => return agent::main(agent_args).await,
         Ok(Command::History(history_args)) => return history::main(history_args).await,
         Ok(Command::ReadView(readview_args)) => return readview::main(readview_args).await,
+        Ok(Command::Soak(soak_args)) => return soak::main(soak_args).await,
         Ok(Command::HintsIdleClients(addr)) => return hints::idle_clients(addr).await,
         Ok(Command::Streams(streams_args)) => return streams::main(streams_args).await,
         Ok(Command::StreamsClients(addr)) => return streams::clients(addr).await,
-        Ok(Command::Node { database_url, listen, history }) => {
-            return node::serve_child(database_url, listen, history).await;
+        Ok(Command::Node { database_url, listen, history, settings }) => {
+            return node::serve_child(database_url, listen, history, settings).await;
         }
         Ok(Command::Help) => {
             println!("{USAGE}");

@@ -55,8 +55,24 @@ impl Node {
 
     /// [`Node::spawn`], recording each event's history or not (`[inbox] history`).
     pub async fn spawn_with_history(database_url: &str, history: bool) -> Result<Node, BenchError> {
+        Node::spawn_with(database_url, history, &NodeSettings::default()).await
+    }
+
+    /// [`Node::spawn_with_history`] with `settings` changed from the defaults.
+    pub async fn spawn_with(
+        database_url: &str,
+        history: bool,
+        settings: &NodeSettings,
+    ) -> Result<Node, BenchError> {
         let history = if history { "true" } else { "false" };
-        let args = ["node", database_url, "--history", history];
+        let mut args =
+            vec!["node".to_owned(), database_url.to_owned(), "--history".to_owned(), history.to_owned()];
+        if let Some(retention) = settings.retention {
+            args.extend(["--retention-seconds".to_owned(), retention.as_secs().to_string()]);
+        }
+        if let Some(retention) = settings.archive_retention {
+            args.extend(["--archive-retention-seconds".to_owned(), retention.as_secs().to_string()]);
+        }
         let serve = Serve::command(std::env::current_exe()?, args).echo_stderr();
         let child = tokio::task::spawn_blocking(move || serve.spawn()).await??;
         Node::ready(child.base.clone(), Running::Child(child)).await
@@ -113,10 +129,24 @@ impl Node {
     }
 }
 
-/// The child process of `Node::spawn`: serves `Node::config(database_url)` (with `history`)
-/// on `listen`, logs its address on stderr as `agent-inbox serve` does, and shuts down
-/// gracefully when stdin closes.
-pub async fn serve_child(database_url: String, listen: String, history: bool) -> ExitCode {
+/// Settings a benchmark's node changes from the defaults (`None`: the default).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeSettings {
+    /// `[inbox] retention`: how long finished events stay before the archive takes them.
+    pub retention: Option<Duration>,
+    /// `[inbox] archive_retention`: how long archived events stay before they are pruned.
+    pub archive_retention: Option<Duration>,
+}
+
+/// The child process of `Node::spawn`: serves `Node::config(database_url)` (with `history`
+/// and `settings`) on `listen`, logs its address on stderr as `agent-inbox serve` does, and
+/// shuts down gracefully when stdin closes.
+pub async fn serve_child(
+    database_url: String,
+    listen: String,
+    history: bool,
+    settings: NodeSettings,
+) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(listen.as_str()).await {
         Ok(listener) => listener,
         Err(err) => {
@@ -137,6 +167,12 @@ pub async fn serve_child(database_url: String, listen: String, history: bool) ->
     };
     let mut config = Node::config(&database_url);
     config.inbox.history = history;
+    if let Some(retention) = settings.retention {
+        config.inbox.retention = retention;
+    }
+    if let Some(retention) = settings.archive_retention {
+        config.inbox.archive_retention = retention;
+    }
     match inbox_server::run(config, listener, stdin_closed).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

@@ -221,6 +221,30 @@ pub(crate) fn claim_next_sql(dialect: Dialect, window: ClaimWindow) -> (String, 
     }
 }
 
+/// The buckets a statement names: exactly these, or every one from this on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BucketArgs {
+    Exactly(Vec<u64>),
+    From(u64),
+}
+
+/// MySQL's claimable poll after a cursor whose bucket is `from_cursor`: the buckets of the
+/// claim window from the later of the window's start and the cursor's (binds: inbox, the
+/// buckets, after seq, now, now, now, limit). An empty window names the head's bucket, where
+/// nothing claimable waits either.
+pub(crate) fn claimable_after_sql(window: ClaimWindow, from_cursor: u64) -> (String, BucketArgs) {
+    let first = window.first_bucket().max(from_cursor);
+    let last = window.last_bucket().max(first);
+    let ranks = priority_ranks();
+    if last - first < WINDOW_BUCKETS_MAX {
+        let buckets: Vec<u64> = (first..=last).collect();
+        let filter = format!("claim_bucket IN ({})", crate::dialect::placeholders(buckets.len()));
+        (queries::claimable_events_after_in_buckets(&ranks, &filter), BucketArgs::Exactly(buckets))
+    } else {
+        (queries::claimable_events_after_in_buckets(&ranks, "claim_bucket >= ?"), BucketArgs::From(first))
+    }
+}
+
 /// Every stored priority, as an SQL list: naming them makes each (priority, bucket) pair an
 /// exact range.
 fn priority_ranks() -> String {
@@ -254,8 +278,10 @@ mod tests {
     }
 
     #[test]
-    fn the_bucket_size_is_the_migrations() {
+    fn the_bucket_sizes_are_the_migrations() {
         let migration = include_str!("../migrations/mysql/0012_claim_floor.sql");
         assert!(migration.contains(&format!("inbox_seq DIV {BUCKET_SEQS}")));
+        let expiry = crate::inbox::scavenge::EXPIRY_BUCKET_MS;
+        assert!(migration.contains(&format!("expires_at_utc DIV {expiry}")));
     }
 }

@@ -230,32 +230,39 @@ pub(super) const EVENTS_AFTER: &str = concat!(
     " AND inbox_seq > ? ORDER BY inbox_seq LIMIT ?"
 );
 
-/// [`CLAIMABLE_EVENTS_AFTER`]'s text with `$index` (an index hint, or nothing).
-macro_rules! claimable_events_after {
-    ($index:literal) => {
+/// SQLite: claimable events after a cursor (inbox, after seq, now, now, now, limit). Found by
+/// their state, not by walking the inbox from the cursor: `wait` asks from 0, since a requeued
+/// event sits behind any runner's cursor. SQLite's planner walks the primary key through every
+/// finished row unless told (30 ms against 1 ms at 200,000 rows).
+pub(super) const CLAIMABLE_EVENTS_AFTER_SQLITE: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    " FROM agent_inbox INDEXED BY ix_agent_inbox_claim WHERE ",
+    inbox!(),
+    " AND inbox_seq > ? AND ",
+    claimable!(),
+    " ORDER BY inbox_seq LIMIT ?"
+);
+
+/// MySQL: claimable events after a cursor, in the claim buckets from the claim floor on, as a
+/// claim reads them (`claim_floor.rs`): `bucket_filter` is `claim_bucket IN (...)` or
+/// `claim_bucket >= ?` (inbox, the buckets, after seq, now, now, now, limit). The cursor is
+/// compared as `inbox_seq + 0`: a range on `inbox_seq` would turn each exact (priority,
+/// bucket) pair into an open range, which InnoDB does not stop at its end past dead entries.
+pub(super) fn claimable_events_after_in_buckets(ranks: &str, bucket_filter: &str) -> String {
+    format!(
         concat!(
             "SELECT ",
             event_columns!(),
-            " FROM agent_inbox",
-            $index,
-            " WHERE ",
+            " FROM agent_inbox WHERE ",
             inbox!(),
-            " AND inbox_seq > ? AND ",
+            " AND priority IN ({}) AND {} AND inbox_seq + 0 > ? AND ",
             claimable!(),
             " ORDER BY inbox_seq LIMIT ?"
-        )
-    };
+        ),
+        ranks, bucket_filter
+    )
 }
-
-/// Claimable events after a cursor (inbox, after seq, now, now, now, limit). Found by their
-/// state, not by walking the inbox from the cursor: `wait` asks from 0, since a requeued event
-/// sits behind any runner's cursor. MySQL's planner takes a state index by itself; SQLite's
-/// walks the primary key through every finished row unless told (30 ms against 1 ms at 200,000
-/// rows).
-pub(super) const CLAIMABLE_EVENTS_AFTER: Sql = Sql {
-    mysql: claimable_events_after!(""),
-    sqlite: claimable_events_after!(" INDEXED BY ix_agent_inbox_claim"),
-};
 
 /// The inbox's events not yet acknowledged or parked, counted up to a cap (inbox, cap).
 pub(super) const COUNT_UNACKED: &str = concat!(
@@ -538,7 +545,7 @@ pub(super) const EXPIRED_LEASES: Sql = locked!(
 );
 
 /// Available events whose expiry passed within a window, soonest first, skipping rows others
-/// hold (after, now, limit).
+/// hold (after, now, limit): SQLite, and MySQL's sweep of the whole range.
 pub(super) const EXPIRED_AVAILABLE: Sql = locked!(
     " FOR UPDATE SKIP LOCKED",
     "SELECT ",
@@ -546,6 +553,23 @@ pub(super) const EXPIRED_AVAILABLE: Sql = locked!(
     " FROM agent_inbox WHERE ack_state = 'available' AND expires_at_utc > ? AND expires_at_utc <= ? \
      ORDER BY expires_at_utc LIMIT ?"
 );
+
+/// MySQL: [`EXPIRED_AVAILABLE`] within `n` expiry buckets (minutes) named exactly, so the
+/// sweep stops at the end of each, past dead entries too (`n` buckets, after, now, limit).
+/// The times are compared as `expires_at_utc + 0`: a range on the column would make the
+/// bucket ranges open again.
+pub(super) fn expired_available_in_buckets(n: usize) -> String {
+    format!(
+        concat!(
+            "SELECT ",
+            event_columns_with_history!(),
+            " FROM agent_inbox WHERE ack_state = 'available' AND expiry_bucket IN ({}) \
+             AND expires_at_utc + 0 > ? AND expires_at_utc + 0 <= ? ORDER BY expiry_bucket, expires_at_utc \
+             LIMIT ? FOR UPDATE SKIP LOCKED"
+        ),
+        placeholders(n)
+    )
+}
 
 /// Inboxes holding terminal events older than the retention cutoff (cutoff, limit).
 pub(super) const INBOXES_WITH_RETAINED: &str = "SELECT DISTINCT tenant_id, recipient_kind, recipient_id \

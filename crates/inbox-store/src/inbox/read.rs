@@ -3,7 +3,8 @@
 
 use inbox_core::{EventId, InboxSeq, RecipientKey};
 
-use super::{Inbox, queries};
+use super::{Inbox, claim_floor, queries};
+use crate::Dialect;
 use crate::db::{Arg, DbConnection};
 use crate::inbox::record::{event_from_row, event_with_history_from_row, seq, seq_arg};
 use crate::{EventRecord, InboxHead, PollPage, PollQuery, StoreError};
@@ -29,16 +30,35 @@ impl Inbox<'_> {
             });
         }
         let mut args = inbox_args(&query.inbox);
-        args.push(seq_arg(query.after_seq));
-        let sql = if query.claimable_only {
-            args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get())]);
-            queries::CLAIMABLE_EVENTS_AFTER.text(self.store.dialect())
-        } else {
-            queries::EVENTS_AFTER
+        let sql = match (query.claimable_only, self.store.dialect()) {
+            (true, Dialect::MySql) => {
+                // Like a claim, through the buckets from the claim floor on (claim_floor.rs).
+                let window = claim_floor::claim_window(&mut conn, &query.inbox, now).await?;
+                let from_cursor = (query.after_seq.get() + 1) / claim_floor::BUCKET_SEQS;
+                let (sql, first) = claim_floor::claimable_after_sql(window, from_cursor);
+                match first {
+                    claim_floor::BucketArgs::Exactly(buckets) => {
+                        args.extend(buckets.into_iter().map(|b| Arg::I64(bucket_i64(b))))
+                    }
+                    claim_floor::BucketArgs::From(bucket) => args.push(Arg::I64(bucket_i64(bucket))),
+                }
+                args.push(seq_arg(query.after_seq));
+                args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get())]);
+                sql
+            }
+            (true, Dialect::Sqlite) => {
+                args.push(seq_arg(query.after_seq));
+                args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get())]);
+                queries::CLAIMABLE_EVENTS_AFTER_SQLITE.to_owned()
+            }
+            (false, _) => {
+                args.push(seq_arg(query.after_seq));
+                queries::EVENTS_AFTER.to_owned()
+            }
         };
         args.push(Arg::I64(i64::from(query.limit) + 1));
         let mut events =
-            conn.fetch_all(sql, &args).await?.iter().map(event_from_row).collect::<Result<Vec<_>, _>>()?;
+            conn.fetch_all(&sql, &args).await?.iter().map(event_from_row).collect::<Result<Vec<_>, _>>()?;
         let more_available = events.len() > query.limit as usize;
         events.truncate(query.limit as usize);
         let next_cursor = events.last().map_or(query.after_seq, |e| e.inbox_seq);
@@ -157,4 +177,8 @@ pub(crate) async fn load_events(
     args.extend(event_ids.iter().map(|id| Arg::Bytes(id.as_bytes())));
     let sql = queries::events_by_id(conn.dialect(), event_ids.len(), lock, false);
     conn.fetch_all(&sql, &args).await?.iter().map(event_from_row).collect()
+}
+
+fn bucket_i64(bucket: u64) -> i64 {
+    i64::try_from(bucket).unwrap_or(i64::MAX)
 }

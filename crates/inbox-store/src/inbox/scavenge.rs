@@ -94,9 +94,15 @@ impl Inbox<'_> {
         let from = marks.window_start(now);
         let mut tx = self.store.pools().begin().await?;
         let mut conn = tx.conn();
-        let sql = queries::EXPIRED_AVAILABLE.text(self.store.dialect());
-        let args = [Arg::I64(from), Arg::I64(now.get()), Arg::I64(i64::from(limit))];
-        let rows = conn.fetch_all(sql, &args).await?;
+        let (sql, mut args) = match expiry_buckets(self.store.dialect(), from, now) {
+            Some(buckets) => (
+                queries::expired_available_in_buckets(buckets.len()),
+                buckets.into_iter().map(Arg::I64).collect::<Vec<_>>(),
+            ),
+            None => (queries::EXPIRED_AVAILABLE.text(self.store.dialect()).to_owned(), Vec::new()),
+        };
+        args.extend([Arg::I64(from), Arg::I64(now.get()), Arg::I64(i64::from(limit))]);
+        let rows = conn.fetch_all(&sql, &args).await?;
         let mut expired = 0;
         let mut last_expiry = None;
         for row in &rows {
@@ -215,6 +221,22 @@ impl Inbox<'_> {
 pub(crate) const SWEEP_OVERLAP_MS: i64 = 5_000;
 /// How often a sweep reads its whole range.
 pub(crate) const FULL_SWEEP_MS: i64 = 10 * 60_000;
+
+/// Milliseconds per expiry bucket: `expiry_bucket = expires_at_utc DIV 60000` (migration 0012).
+pub(crate) const EXPIRY_BUCKET_MS: i64 = 60_000;
+/// The most minutes an expiry sweep names exactly; a longer window (after downtime) reads the
+/// range.
+const EXPIRY_BUCKETS_MAX: i64 = 30;
+
+/// The expiry buckets (minutes) of the window after `from` up to `now`, on MySQL and for a
+/// window (not a full sweep) of at most [`EXPIRY_BUCKETS_MAX`] minutes.
+fn expiry_buckets(dialect: crate::Dialect, from: i64, now: UnixMillis) -> Option<Vec<i64>> {
+    if dialect != crate::Dialect::MySql || from == i64::MIN {
+        return None;
+    }
+    let (first, last) = (from.div_euclid(EXPIRY_BUCKET_MS), now.get().div_euclid(EXPIRY_BUCKET_MS));
+    (last - first < EXPIRY_BUCKETS_MAX).then(|| (first..=last).collect())
+}
 
 /// Where this node's lease and expiry sweeps ended.
 #[derive(Debug)]

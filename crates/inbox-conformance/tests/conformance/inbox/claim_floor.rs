@@ -52,17 +52,17 @@ case! {
     /// later; and an urgent event published after hundreds of others is claimed before them.
     galera async fn claims_find_events_that_come_back_below_the_floor(h: &Harness) {
         let inbox = inbox_of("floor", "alpha");
-        publish_n(&h, &inbox, 300).await;
+        publish_n(h, &inbox, 300).await;
         // Three held back: to release, to let lapse, to fail into dead letters.
         let held = h.store.inbox().claim_next(&ClaimNext { lease_ms: Some(5_000), ..claim_next(&inbox, 3) }).await.unwrap();
         assert_eq!(held.iter().map(|c| c.event.inbox_seq.get()).collect::<Vec<_>>(), [1, 2, 3]);
         let mut later = event("floor", &["alpha"], "{\"later\":true}");
         later.available_at = Some(h.clock.now().plus_ms(120_000));
         let delayed = h.store.inbox().publish(&later).await.unwrap().deliveries.remove(0).inbox_seq.get();
-        publish_n(&h, &inbox, 250).await;
+        publish_n(h, &inbox, 250).await;
         let mut seen = Vec::new();
         loop {
-            let seqs = claim_and_ack(&h, &inbox, 10).await;
+            let seqs = claim_and_ack(h, &inbox, 10).await;
             if seqs.is_empty() {
                 break;
             }
@@ -85,20 +85,20 @@ case! {
         let failed = inbox_conformance::vocabulary::ack_with(&inbox, held[2].event.event_id, &held[2].lease_token, AckResult::Failed);
         h.store.inbox().acknowledge(&failed).await.unwrap().pop().unwrap().unwrap();
         h.store.inbox().requeue(&inbox, &[held[2].event.event_id], &operator()).await.unwrap().pop().unwrap().unwrap();
-        assert_eq!(claim_and_ack(&h, &inbox, 10).await, [1, 3]);
+        assert_eq!(claim_and_ack(h, &inbox, 10).await, [1, 3]);
 
         // Lapsed: back after the lease and the backoff.
         h.clock.advance_ms(6_000);
         h.store.inbox().scavenge(100).await.unwrap();
         h.clock.advance_ms(120_000);
-        assert_eq!(claim_and_ack(&h, &inbox, 10).await, [2, delayed], "the lapsed event, then the one published for later");
+        assert_eq!(claim_and_ack(h, &inbox, 10).await, [2, delayed], "the lapsed event, then the one published for later");
 
         // Priority before seq, across buckets.
-        publish_n(&h, &inbox, 200).await;
+        publish_n(h, &inbox, 200).await;
         let mut urgent = event("floor", &["alpha"], "{\"urgent\":true}");
         urgent.priority = Priority::Urgent;
         let urgent_seq = h.store.inbox().publish(&urgent).await.unwrap().deliveries.remove(0).inbox_seq.get();
-        let first = claim_and_ack(&h, &inbox, 2).await;
+        let first = claim_and_ack(h, &inbox, 2).await;
         assert_eq!(first[0], urgent_seq);
         assert_eq!(first[1], delayed + 251, "then the oldest of the normal ones");
     }

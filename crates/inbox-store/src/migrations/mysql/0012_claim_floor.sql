@@ -10,10 +10,17 @@
 -- head, and InnoDB stops an exact match at the first entry whose key differs, dead or not.
 -- The column is virtual (computed, never stored in the row), so publishing, the SQL
 -- procedure and the archive copy are unchanged. The index keeps its name.
+--
+-- expiry_bucket does the same for the scavenger's expiry sweep: minutes of expires_at_utc,
+-- so a sweep names the minutes of its window exactly instead of running on from the end of
+-- the available range into the dead entries of every claimed event without an expiry.
 ALTER TABLE agent_inbox
     ADD COLUMN claim_bucket BIGINT AS (inbox_seq DIV 128) VIRTUAL,
+    ADD COLUMN expiry_bucket BIGINT AS (expires_at_utc DIV 60000) VIRTUAL,
     DROP KEY ix_agent_inbox_claim,
-    ADD KEY ix_agent_inbox_claim (tenant_id, recipient_kind, recipient_id, ack_state, priority, claim_bucket, inbox_seq);
+    ADD KEY ix_agent_inbox_claim (tenant_id, recipient_kind, recipient_id, ack_state, priority, claim_bucket, inbox_seq),
+    DROP KEY ix_agent_inbox_expiry,
+    ADD KEY ix_agent_inbox_expiry (ack_state, expiry_bucket, expires_at_utc);
 
 -- The claim floor of an inbox: every available event below floor_seq is waiting (not
 -- claimable before wake_at_utc, at or above wake_seq), but for an event a transaction made
