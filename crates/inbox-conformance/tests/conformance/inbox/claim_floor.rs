@@ -104,6 +104,32 @@ case! {
     }
 }
 
+case! {
+    /// The purge lag behind the gauges: MySQL/MariaDB report InnoDB's history list length and,
+    /// with the PROCESS privilege the tests have, the oldest open transaction (one is held open
+    /// here); SQLite reports neither.
+    galera async fn the_purge_lag_is_read_where_the_server_exposes_it(h: &Harness) {
+        let lag = h.store.purge_lag().await.unwrap();
+        if h.backend == Backend::Sqlite {
+            assert_eq!(lag, inbox_store::PurgeLag::default());
+            return;
+        }
+        assert!(lag.history_list_length.is_some(), "{lag:?}");
+        let mut open = sqlx::MySqlConnection::connect(&h.url).await.expect("a connection");
+        open.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT").await.unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let age = h.store.purge_lag().await.unwrap().oldest_transaction_age_seconds;
+            if age.is_some_and(|a| a >= 1) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the open transaction's age never showed: {age:?}");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        open.execute("COMMIT").await.unwrap();
+    }
+}
+
 /// On MariaDB: one connection holds a read view while 1,500 events are published, claimed and
 /// acknowledged and some leases run out and are swept; the claim statement then reads a
 /// bounded number of pages. Before the floor it read every entry the view kept (about two
