@@ -107,7 +107,7 @@ case! {
 case! {
     /// The purge lag behind the gauges: MySQL/MariaDB report InnoDB's history list length and,
     /// with the PROCESS privilege the tests have, the oldest open transaction (one is held open
-    /// here); SQLite reports neither.
+    /// here, on one server: Galera members each report their own); SQLite reports neither.
     galera async fn the_purge_lag_is_read_where_the_server_exposes_it(h: &Harness) {
         let lag = h.store.purge_lag().await.unwrap();
         if h.backend == Backend::Sqlite {
@@ -115,6 +115,10 @@ case! {
             return;
         }
         assert!(lag.history_list_length.is_some(), "{lag:?}");
+        if h.backend == Backend::Galera {
+            // Each member has its own transactions; the store's connections reach any member.
+            return;
+        }
         let mut open = sqlx::MySqlConnection::connect(&h.url).await.expect("a connection");
         open.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT").await.unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
