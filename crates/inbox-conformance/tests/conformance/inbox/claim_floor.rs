@@ -179,6 +179,7 @@ async fn claims_read_a_bounded_number_of_pages_while_a_read_view_is_held() {
     assert_eq!(plan.key.as_deref(), Some(inbox_store::CLAIM_INDEX), "{plan:?}");
     assert!(!plan.filesort, "{plan:?}");
     let pages = plan.pages_accessed.expect("MariaDB counts the pages a statement touched");
+    eprintln!("history list length {history}; the claim touched {pages} pages: {plan:?}");
     assert!(history > 1_000, "the view held purge back (history list length {history})");
     assert!(
         pages <= 600,
