@@ -25,7 +25,7 @@ use tokio::sync::Mutex;
 use tokio::task::JoinSet;
 
 use crate::http::{acks_for, call};
-use crate::node::{Node, NodeSettings, publisher_token};
+use crate::node::{Node, NodeSettings};
 use crate::report::percentile;
 use crate::{BenchError, mysql_db};
 
@@ -98,12 +98,25 @@ async fn run(args: &SoakArgs, url: &str) -> Result<String, BenchError> {
     let tokens =
         TokenService::new(store.clone(), &Node::config(url)).await.map_err(|e| -> BenchError { e.into() })?;
     let tenant_id = TenantId::new(TENANT)?;
-    let publisher = publisher_token(&tokens, &tenant_id).await?;
+    // Tokens for the whole run: the default access token lives 15 minutes.
+    let ttl = Some(Duration::from_secs((args.minutes + 10) * 60));
+    let publisher = tokens
+        .issue(
+            &tenant_id,
+            &RecipientId::new("bench-app")?,
+            CallerKind::Publisher,
+            "events.publish",
+            ttl,
+            false,
+        )
+        .await
+        .map_err(|e| format!("{}: {}", e.code, e.detail))?
+        .access_token;
     let mut agents = Vec::with_capacity(args.agents);
     for n in 0..args.agents {
         let id = RecipientId::new(format!("agent-{n:03}"))?;
         let token = tokens
-            .issue(&tenant_id, &id, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES, None, false)
+            .issue(&tenant_id, &id, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES, ttl, false)
             .await
             .map_err(|e| format!("{}: {}", e.code, e.detail))?
             .access_token;
