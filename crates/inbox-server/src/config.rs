@@ -293,6 +293,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if let Ok(seconds) = text.trim().parse::<u64>() {
         return Ok(Duration::from_secs(seconds));
     }
+    // A bare decimal is seconds too ("1.5"); digits and one point only, so neither "inf",
+    // "-1" nor "1e3" passes for a number of seconds.
+    let decimal = text.trim();
+    if decimal.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && let Some(duration) = decimal.parse::<f64>().ok().and_then(|s| Duration::try_from_secs_f64(s).ok())
+    {
+        return Ok(duration);
+    }
     humantime::parse_duration(text.trim()).map_err(|e| {
         format!("{text:?} is not a duration such as 90s, 15m or 30d (or a number of seconds) ({e})")
     })
@@ -347,6 +355,12 @@ mod tests {
     #[test]
     fn bare_numbers_are_seconds_in_every_source() {
         assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1_500));
+        assert_eq!(parse_duration(" 0.25 ").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1_500));
+        for not_seconds in ["-1", "inf", "NaN", "1e3", ".", "1.2.3", ""] {
+            assert!(parse_duration(not_seconds).is_err(), "{not_seconds:?}");
+        }
         assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
         assert!(parse_duration("soon").unwrap_err().contains("number of seconds"));
         let dir = std::env::temp_dir().join(format!("agent-inbox-config-seconds-{}", std::process::id()));
