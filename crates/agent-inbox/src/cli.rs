@@ -377,7 +377,9 @@ pub struct ListenOptions {
     /// bytes) as the reason, or "the command exited with 65" when it wrote none.
     #[arg(long, default_value_t = 65)]
     pub quarantine_exit_code: i32,
-    /// How long a released event waits before it is claimable again.
+    /// How long a released event waits before it is claimable again, such as 30s or 1.5 (a
+    /// bare number is seconds); a fraction rounds up to whole seconds, never sooner. The
+    /// agent runs it again then, stream connected or not.
     #[arg(long, default_value = "30s")]
     pub retry_after: String,
     /// A command run (with `sh -c`) after a cursor reset, with the resync snapshot JSON on
@@ -405,7 +407,8 @@ pub struct ListenOptions {
     pub poll_max: Option<String>,
     /// Longest wait between attempts to reopen a failing stream or long poll while the
     /// service itself answers [default: --poll-max]. While the service does not answer at
-    /// all, the agent retries on the poll schedule.
+    /// all, the agent probes it every 0.5 s growing to 2 s (with jitter), so it notices the
+    /// service's return within about 2 s.
     #[arg(long)]
     pub reconnect_max: Option<String>,
     /// A stream that ends sooner than this counts as cut (by a proxy) [default: 20s].

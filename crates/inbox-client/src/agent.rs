@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use inbox_api::ProblemCode;
-use inbox_api::time::now_ms;
+use inbox_api::time::{now_ms, parse_utc};
 use inbox_api::{Claim, ClaimRequest, PollRequest, ReleaseRequest, SubscribeRequest};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -34,7 +34,9 @@ use crate::contract::{AgentConfig, Handler, HandlerError, Outcome, Progress, Res
 use crate::cursor::Scan;
 use crate::error::ClientError;
 use crate::local_state::LocalState;
-use crate::schedule::{ClockSample, CycleFound, clock_jump, next_cycle_after};
+use crate::schedule::{
+    ClaimableAt, ClockSample, CycleFound, clock_jump, next_cycle_after, retry_after_seconds,
+};
 use crate::secret_store::Secret;
 use crate::transport::{Signals, Transport, TransportKind, TransportStatus, jitter};
 use crate::work::{HeldGuard, Shared, work};
@@ -50,6 +52,9 @@ pub struct Agent {
 /// What a finished event task hands back.
 struct Done {
     outcome: Outcome,
+    /// When the event may be claimable again, if it went back to the inbox: released for a
+    /// retry, or left to run out its lease (unconfirmed).
+    returns_at_ms: Option<i64>,
 }
 
 impl Agent {
@@ -97,7 +102,9 @@ impl Agent {
             tasks: JoinSet::new(),
             summary: RunSummary::default(),
             poll_nominal: None,
+            outage_attempts: 0,
             last_scan: None,
+            claimable_at: ClaimableAt::default(),
             claim_backlog: false,
         }
         .run(handler, &resync, &mut status, shutdown)
@@ -114,14 +121,13 @@ impl Agent {
             wants_claims: true,
             ..SubscribeRequest::default()
         };
-        let mut nominal = None;
+        let mut attempt = 0;
         let subscribed = loop {
             match self.api.subscribe(&request).await {
                 Ok(subscribed) => break subscribed,
                 Err(err) if err.is_transient() => {
-                    let next = self.config.poll.next_nominal(nominal, false);
-                    nominal = Some(next);
-                    let delay = err.honoured(self.config.poll.jittered(next, jitter()));
+                    attempt += 1;
+                    let delay = err.honoured(self.config.outage.delay(attempt, jitter()));
                     if let Some(observer) = &self.config.observer {
                         observer.progress(&Progress::Disconnected { error: &err, retry_in: delay });
                     }
@@ -157,9 +163,13 @@ struct Runner {
     signals: Signals,
     tasks: JoinSet<Done>,
     summary: RunSummary,
-    /// The adaptive poll interval's nominal value (while polling or unreachable).
+    /// The adaptive poll interval's nominal value (while polling).
     poll_nominal: Option<Duration>,
+    /// Failed cycles in a row while the service is unreachable, for its backoff.
+    outage_attempts: u32,
     last_scan: Option<Instant>,
+    /// Kept across cycles, which do not all scan: the wake that no hint will bring.
+    claimable_at: ClaimableAt,
     /// After a resync, open events may sit at or below the cursor, where scans do not look:
     /// claim without waiting for a scan to show something, until a claim comes back short.
     claim_backlog: bool,
@@ -170,7 +180,6 @@ struct Cycle {
     claimed: usize,
     /// The claim was full: more may be claimable right away.
     more: bool,
-    next_change_ms: Option<i64>,
 }
 
 impl Runner {
@@ -200,13 +209,12 @@ impl Runner {
                         return Err(err);
                     }
                     Err(err) => {
-                        // Unreachable: the transports stand by, and only this loop knocks,
-                        // on the idle schedule (up to the ceiling), so an agent that lost the
-                        // service costs it a dozen requests an hour.
+                        // Unreachable: the transports stand by and only this loop knocks, on
+                        // the outage backoff (capped at a few seconds, so a returning service
+                        // is found soon after it is back).
                         self.signals.service_down.store(true, Ordering::Release);
-                        let nominal = config.poll.next_nominal(self.poll_nominal, false);
-                        self.poll_nominal = Some(nominal);
-                        let delay = err.honoured(config.poll.jittered(nominal, jitter()));
+                        self.outage_attempts = self.outage_attempts.saturating_add(1);
+                        let delay = err.honoured(config.outage.delay(self.outage_attempts, jitter()));
                         self.shared.observe(Progress::Disconnected { error: &err, retry_in: delay });
                         Instant::now() + delay
                     }
@@ -270,10 +278,11 @@ impl Runner {
         if self.signals.service_down.swap(false, Ordering::AcqRel) {
             self.signals.reachable.notify_one();
         }
+        self.outage_attempts = 0;
         let found = CycleFound {
             claimed: cycle.claimed,
             more: cycle.more,
-            until_change: cycle.next_change_ms.map(|at| Duration::from_millis((at - now_ms()).max(0) as u64)),
+            until_change: self.claimable_at.until(now_ms()),
         };
         // An expired lease comes back on the service's next scavenger pass: allow for it.
         let slack = Duration::from_millis(250);
@@ -302,9 +311,8 @@ impl Runner {
         let scan = if forced || !recent { Some(self.scan(resync).await?) } else { None };
         let worth_claiming =
             self.claim_backlog || scan.as_ref().is_none_or(|s| s.claimable > 0 || s.truncated);
-        let next_change_ms = scan.as_ref().and_then(|s| s.scan.next_change_ms);
         if !worth_claiming {
-            return Ok(Cycle { claimed: 0, more: false, next_change_ms });
+            return Ok(Cycle { claimed: 0, more: false });
         }
         let limit = free.min(500) as u32;
         let claimed = self
@@ -328,12 +336,13 @@ impl Runner {
         for claim in claimed.claims {
             self.start(handler, claim);
         }
-        Ok(Cycle { claimed: n_claimed, more: n_claimed == limit as usize, next_change_ms })
+        Ok(Cycle { claimed: n_claimed, more: n_claimed == limit as usize })
     }
 
     /// Reads the inbox after the cursor, page by page; persists the cursor it may move to.
     async fn scan<R: Resync>(&mut self, resync: &R) -> Result<ScanReport, ClientError> {
         let shared = self.shared.clone();
+        let started_ms = now_ms();
         let mut cursor = shared.state.cursor(&shared.inbox).await?;
         let held = shared.held_ids();
         let mut scan = Scan::new(cursor);
@@ -363,12 +372,13 @@ impl Runner {
             }
         };
         self.last_scan = Some(Instant::now());
+        self.claimable_at.scanned(started_ms, scan.next_change_ms);
         if scan.cursor > cursor {
             shared.state.advance_cursor(&shared.inbox, scan.cursor).await?;
         }
         self.signals.known_head.fetch_max(scan.head_seq, Ordering::AcqRel);
         shared.observe(Progress::Scanned { cursor: scan.cursor, head_seq: scan.head_seq });
-        Ok(ScanReport { claimable: scan.claimable, truncated, scan })
+        Ok(ScanReport { claimable: scan.claimable, truncated })
     }
 
     /// After `cursor_reset_required`: hands the service's snapshot, every page of it, to the
@@ -405,24 +415,34 @@ impl Runner {
             let started = Instant::now();
             shared.observe(Progress::Started { event: &claim.event });
             let outcome = work(&shared, handler.as_ref(), &claim).await;
+            let returns_at_ms = match &outcome {
+                Outcome::Released { after, .. } => {
+                    Some(now_ms() + 1_000 * retry_after_seconds(*after) as i64)
+                }
+                Outcome::Unconfirmed { .. } => parse_utc(&claim.visibility_lease_until_utc).ok(),
+                _ => None,
+            };
             shared.observe(Progress::Finished {
                 event: &claim.event,
                 outcome: &outcome,
                 elapsed: started.elapsed(),
             });
-            Done { outcome }
+            Done { outcome, returns_at_ms }
         });
     }
 
     fn count(&mut self, joined: Result<Done, tokio::task::JoinError>) {
+        if let Ok(Done { returns_at_ms: Some(at), .. }) = &joined {
+            self.claimable_at.note(*at);
+        }
         let summary = &mut self.summary;
         match joined {
-            Ok(Done { outcome: Outcome::Acked }) => summary.acked += 1,
-            Ok(Done { outcome: Outcome::Failed { .. } }) => summary.failed += 1,
-            Ok(Done { outcome: Outcome::Released { .. } }) => summary.released += 1,
-            Ok(Done { outcome: Outcome::Quarantined { .. } }) => summary.quarantined += 1,
-            Ok(Done { outcome: Outcome::Deduplicated { .. } }) => summary.deduplicated += 1,
-            Ok(Done { outcome: Outcome::Unconfirmed { .. } }) => summary.unconfirmed += 1,
+            Ok(Done { outcome: Outcome::Acked, .. }) => summary.acked += 1,
+            Ok(Done { outcome: Outcome::Failed { .. }, .. }) => summary.failed += 1,
+            Ok(Done { outcome: Outcome::Released { .. }, .. }) => summary.released += 1,
+            Ok(Done { outcome: Outcome::Quarantined { .. }, .. }) => summary.quarantined += 1,
+            Ok(Done { outcome: Outcome::Deduplicated { .. }, .. }) => summary.deduplicated += 1,
+            Ok(Done { outcome: Outcome::Unconfirmed { .. }, .. }) => summary.unconfirmed += 1,
             Err(err) => {
                 // A handler panicked: its lease runs out and the event comes back.
                 tracing::error!(error = %err, "an event task panicked; the event returns after its lease");
@@ -481,7 +501,6 @@ impl Runner {
 }
 
 struct ScanReport {
-    scan: Scan,
     claimable: usize,
     truncated: bool,
 }

@@ -51,7 +51,9 @@ impl Event {
 /// Why a handler did not finish an event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HandlerError {
-    /// Try again later: the event is released and claimable again after `after`.
+    /// Try again later: the event is released and claimable again after `after`, rounded up
+    /// to whole seconds (the service counts in seconds; never sooner than asked). The runner
+    /// runs it again then, whether or not a stream is connected.
     Retry { after: Duration, reason: String },
     /// Never going to work: the event is acknowledged as `failed` and dead-lettered, with
     /// `reason` (one line, 200 bytes) kept for the operator.
@@ -267,6 +269,9 @@ pub struct AgentConfig {
     /// Polling while no stream or long poll is connected, and retrying while the service is
     /// unreachable (the transports then wait for the runner instead of probing on their own).
     pub poll: PollSchedule,
+    /// Between attempts to reach the service while it does not answer at all (see
+    /// [`Backoff::OUTAGE`], the default).
+    pub outage: Backoff,
     /// Between attempts to deliver an acknowledgement or release.
     pub ack_retry: Backoff,
     pub ack_attempts_max: u32,
@@ -301,6 +306,7 @@ impl Default for AgentConfig {
             lease: None,
             transport: TransportConfig::default(),
             poll: PollSchedule::default(),
+            outage: Backoff::OUTAGE,
             ack_retry: Backoff { base: Duration::from_millis(200), max: Duration::from_secs(30) },
             ack_attempts_max: 30,
             page_size: 100,

@@ -3,6 +3,9 @@
 //! An [`Agent`] subscribes, then hears about new work over Server-Sent Events, falling back to
 //! long polls when streams fail or are cut by a proxy, and to adaptive polling (about 1 s after
 //! work, growing with jitter to 5 min while idle or disconnected) when long polls fail too.
+//! What no hint announces (a retry's delay, another process's lease running out) the runner
+//! remembers from its scans and releases, and wakes for, connected or not. A service that does
+//! not answer at all is probed every 0.5 s growing to 2 s, so its return is noticed soon.
 //! On every hint, timer or reconnection it polls after its persisted cursor, claims, runs a
 //! [`Handler`] under lease heartbeats, and acknowledges or releases. A local SQLite file keeps
 //! the cursor and the ids of processed events, so a redelivered event is acknowledged without

@@ -107,6 +107,51 @@ pub fn next_cycle_after(
     (wait.max(Duration::from_millis(20)), nominal)
 }
 
+/// The earliest known time (epoch ms) an open event becomes claimable without a hint to say
+/// so: a retry delay (one this runner released, or one a scan saw), another process's lease
+/// (the service's scavenger returns it within its period after it ends), a delayed delivery.
+/// The runner keeps it across cycles that skip the scan (a handler finished right after one)
+/// and wakes for it even while a stream is connected; forgetting it leaves such an event
+/// claimable and unclaimed until the timer's safety net or an unrelated publish.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClaimableAt {
+    at_ms: Option<i64>,
+}
+
+impl ClaimableAt {
+    /// Something becomes claimable at `at_ms`: the earlier time is kept.
+    pub fn note(&mut self, at_ms: i64) {
+        self.at_ms = Some(self.at_ms.map_or(at_ms, |known| known.min(at_ms)));
+    }
+
+    /// A scan that began at `started_ms` read the inbox and found `next_change_ms`. A time at
+    /// or before the scan's start is settled by it: what was claimable the scan counted, and
+    /// what was still not (a lease the scavenger has yet to return) it reported again. Later
+    /// times are kept: the scan may have read the event before it was released.
+    pub fn scanned(&mut self, started_ms: i64, next_change_ms: Option<i64>) {
+        self.at_ms = self.at_ms.filter(|&at| at > started_ms);
+        if let Some(at) = next_change_ms {
+            self.note(at);
+        }
+    }
+
+    /// How long from `now_ms` until then (zero when it has passed); `None` when nothing is due.
+    pub fn until(&self, now_ms: i64) -> Option<Duration> {
+        self.at_ms.map(|at| Duration::from_millis((at - now_ms).max(0) as u64))
+    }
+}
+
+/// The delay to release an event with so that it comes back no sooner than `after`: the
+/// wire takes whole seconds, so a fraction rounds up (1.5 s is 2 s), capped at the service's
+/// maximum of a week.
+pub fn retry_after_seconds(after: Duration) -> u64 {
+    let whole = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+    whole.min(RETRY_AFTER_SECONDS_MAX)
+}
+
+/// The longest retry delay the service takes.
+pub const RETRY_AFTER_SECONDS_MAX: u64 = 604_800;
+
 /// Reconnect backoff: doubles from `base` to `max` with "equal jitter" (half fixed, half
 /// random), so a fleet that lost the server at once does not return at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +167,14 @@ impl Default for Backoff {
 }
 
 impl Backoff {
+    /// While the service does not answer at all, the runner alone probes it (the transports
+    /// stand by): from 0.5 s doubling to a 2 s cap, each delay between half and all of its
+    /// nominal value. A service that returns is found within about 2 s of its return, at a
+    /// cost of one request every 1.5 s on average per agent while it is away (a refused
+    /// connection costs the host next to nothing; a service that answers with `Retry-After`
+    /// is asked again no sooner than it said).
+    pub const OUTAGE: Backoff = Backoff { base: Duration::from_millis(500), max: Duration::from_secs(2) };
+
     /// The delay before retry number `attempt` (1 for the first retry).
     pub fn delay(&self, attempt: u32, jitter: f64) -> Duration {
         let exponent = attempt.saturating_sub(1).min(30);
@@ -354,6 +407,66 @@ mod tests {
             next_cycle_after(&schedule, None, past, false, Duration::ZERO, 0.0).0,
             Duration::from_millis(20)
         );
+    }
+
+    #[test]
+    fn a_known_claimable_time_outlives_cycles_without_a_scan_and_wakes_a_connected_runner() {
+        const NOW: i64 = 1_800_000_000_000;
+        let ms = Duration::from_millis;
+        let schedule = PollSchedule::default();
+        let slack = ms(250);
+        let mut claimable = ClaimableAt::default();
+        // A scan sees another process's lease that ends in 3 s; then the runner releases an
+        // event to be retried 2 s after its release.
+        claimable.scanned(NOW, Some(NOW + 3_000));
+        claimable.note(NOW + 100 + 2_000);
+        // The next cycle comes right after the scan, so it claims without scanning: the time
+        // is still known, and the runner wakes for it although a stream is connected.
+        let found = CycleFound { claimed: 0, more: false, until_change: claimable.until(NOW + 150) };
+        let (wait, _) = next_cycle_after(&schedule, None, found, true, slack, 1.0);
+        assert_eq!(wait, ms(1_950 + 250), "not the safety net of {:?}", schedule.interval_max);
+        // A scan that began before the retry time may have read the event before its release:
+        // the time is kept, even though that scan found nothing to wait for.
+        claimable.scanned(NOW + 120, None);
+        assert_eq!(claimable.until(NOW + 200), Some(ms(1_900)));
+        // The scan at the retry time settles it and reports the lease again.
+        claimable.scanned(NOW + 2_350, Some(NOW + 3_000));
+        assert_eq!(claimable.until(NOW + 2_400), Some(ms(600)));
+        // The lease has ended but the scavenger has not returned it yet: due at once (the
+        // runner adds the slack), until a scan no longer sees it.
+        claimable.scanned(NOW + 3_250, Some(NOW + 3_000));
+        assert_eq!(claimable.until(NOW + 3_300), Some(Duration::ZERO));
+        claimable.scanned(NOW + 3_500, None);
+        assert_eq!(claimable.until(NOW + 3_600), None);
+    }
+
+    #[test]
+    fn a_fractional_retry_delay_rounds_up_to_whole_seconds() {
+        assert_eq!(retry_after_seconds(Duration::from_millis(1_500)), 2, "never sooner than asked");
+        assert_eq!(retry_after_seconds(Duration::from_millis(2_000)), 2);
+        assert_eq!(retry_after_seconds(Duration::from_nanos(1)), 1);
+        assert_eq!(retry_after_seconds(Duration::ZERO), 0);
+        assert_eq!(retry_after_seconds(S(10 * RETRY_AFTER_SECONDS_MAX)), RETRY_AFTER_SECONDS_MAX);
+    }
+
+    #[test]
+    fn a_service_that_went_away_is_probed_at_most_two_seconds_apart() {
+        let backoff = Backoff::OUTAGE;
+        assert_eq!(backoff.delay(1, 1.0), Duration::from_millis(500));
+        for attempt in 1..100 {
+            for jitter in [0.0, 0.5, 1.0] {
+                let delay = backoff.delay(attempt, jitter);
+                assert!(delay <= S(2), "a return noticed within 2 s: {delay:?}");
+                assert!(delay >= Duration::from_millis(250), "no hammering: {delay:?}");
+            }
+        }
+        // Fifteen seconds away, with the mean jitter: about a dozen probes.
+        let (mut elapsed, mut probes) = (Duration::ZERO, 0);
+        while elapsed < S(15) {
+            probes += 1;
+            elapsed += backoff.delay(probes, 0.5);
+        }
+        assert!((10..=13).contains(&probes), "{probes}");
     }
 
     #[test]

@@ -277,7 +277,7 @@ pub(crate) async fn release(
         event_id: claim.event_id.clone(),
         lease_token: token.expose().to_owned(),
         reason: Some(fit_reason(reason)),
-        retry_after_seconds: after.as_secs().min(604_800),
+        retry_after_seconds: crate::schedule::retry_after_seconds(after),
     };
     retrying(shared, || shared.api.release(&request)).await.map(drop)
 }
