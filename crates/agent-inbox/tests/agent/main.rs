@@ -16,3 +16,4 @@ mod service;
 mod signing;
 mod support;
 mod takeover;
+mod wakes;

@@ -125,6 +125,12 @@ impl Server {
         self.spawn().await;
     }
 
+    /// Starts the server again after [`Server::kill`], on the same port and database.
+    pub async fn start_again(&mut self) {
+        assert!(self.child.is_none(), "the server is still running");
+        self.spawn().await;
+    }
+
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             child.kill();
