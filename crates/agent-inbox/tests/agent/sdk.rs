@@ -320,7 +320,7 @@ async fn a_polling_only_agent_gets_every_event() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_agent_that_lost_the_service_only_knocks_on_the_poll_schedule() {
+async fn an_agent_that_lost_the_service_only_knocks_on_the_outage_backoff() {
     let mut server = Server::start(&[]).await;
     let agent = server.agent_token(AGENT).await;
     let proxy = crate::proxy::Proxy::start(server.port).await;
@@ -344,7 +344,9 @@ async fn an_agent_that_lost_the_service_only_knocks_on_the_poll_schedule() {
         ..TransportConfig::default()
     };
     let streaming = Arc::new(Streaming::default());
-    let config = AgentConfig { poll, transport, observer: Some(streaming.clone()), ..quick_config() };
+    let outage =
+        inbox_client::schedule::Backoff { base: Duration::from_millis(300), max: Duration::from_millis(600) };
+    let config = AgentConfig { poll, transport, outage, observer: Some(streaming.clone()), ..quick_config() };
     let api = Api::new(&proxy.base, Credentials::access_token(Secret::new(agent.as_str()))).unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
     let handler = |_event: Event| async { Ok(()) };
@@ -358,10 +360,10 @@ async fn an_agent_that_lost_the_service_only_knocks_on_the_poll_schedule() {
     let window = Duration::from_secs(6);
     tokio::time::sleep(window).await; // the measured interval itself, not a synchronisation
     let knocks = proxy.connections() - before;
-    // The runner's schedule: one failed scan at once, then 100, 200 and 400 ms waits, each
-    // shortened by at most a fifth: at most 21 polls in 6 s (about 19 on average). Allow
-    // three transport attempts made before the outage was known. Left to itself, the
-    // transport alone would make 60.
+    // The runner's outage backoff: one failed scan at once, then 300 ms and 600 ms waits,
+    // each between half and all of it: at most 21 polls in 6 s, at least 11. Allow three
+    // transport attempts made before the outage was known. Left to itself, the transport
+    // alone would make 60.
     assert!(knocks <= 24, "{knocks} connection attempts in {window:?}");
     assert!(knocks >= 8, "the agent kept trying: {knocks}");
     stop.send(()).unwrap();

@@ -20,34 +20,57 @@ use crate::support::{AGENT, Listen, Server, TempDir, wait_until};
 /// Records when each event's handler started, in order.
 type Runs = Arc<Mutex<Vec<(String, Instant)>>>;
 
-/// Says whether the agent's hint transport is connected.
-struct Connected(Arc<AtomicBool>);
+/// Whether the agent's hint transport is connected, and how many scans it made since.
+#[derive(Clone, Default)]
+struct Watch {
+    connected: Arc<AtomicBool>,
+    scans_connected: Arc<tokio::sync::watch::Sender<u32>>,
+}
 
-impl Observer for Connected {
+impl Observer for Watch {
     fn progress(&self, progress: &Progress<'_>) {
-        if let Progress::Transport(status) = progress {
-            self.0.store(status.connected, Ordering::Release);
+        match progress {
+            Progress::Transport(status) => self.connected.store(status.connected, Ordering::Release),
+            Progress::Scanned { .. } if self.connected.load(Ordering::Acquire) => {
+                self.scans_connected.send_modify(|n| *n += 1);
+            }
+            _ => {}
         }
     }
 }
 
+impl Watch {
+    /// Completes after a scan made while connected: the stream's connection forces one.
+    async fn scanned_while_connected(&self) {
+        let mut scans = self.scans_connected.subscribe();
+        scans.wait_for(|n| *n > 0).await.unwrap();
+    }
+}
+
 /// An agent in this process with the default schedule (a connected stream leaves only the
-/// 5-minute safety net), one event at a time; the sender stops it.
+/// 5-minute safety net); the sender stops it.
 struct Running {
-    connected: Arc<AtomicBool>,
+    watch: Watch,
     stop: oneshot::Sender<()>,
     run: JoinHandle<Result<RunSummary, ClientError>>,
     _state: LocalState,
     _dir: TempDir,
 }
 
-async fn start_agent(server: &Server, token: &str, name: &str, handler: impl Handler) -> Running {
+async fn start_agent(
+    server: &Server,
+    token: &str,
+    name: &str,
+    concurrency: usize,
+    watch: Watch,
+    handler: impl Handler,
+) -> Running {
     let dir = TempDir::new(name);
     let state = LocalState::open(&dir.path("state.db"), 100).await.unwrap();
-    let connected = Arc::new(AtomicBool::new(false));
     let config = AgentConfig {
+        concurrency,
         shutdown_grace: Duration::from_secs(1),
-        observer: Some(Arc::new(Connected(connected.clone()))),
+        observer: Some(Arc::new(watch.clone())),
         ..AgentConfig::default()
     };
     let api = Api::new(&server.base, Credentials::access_token(Secret::new(token))).unwrap();
@@ -55,27 +78,20 @@ async fn start_agent(server: &Server, token: &str, name: &str, handler: impl Han
     let run = tokio::spawn(Agent::new(api, state.clone(), config).run(handler, ContinueAfterReset, async {
         let _ = stopped.await;
     }));
-    let running = Running { connected, stop, run, _state: state, _dir: dir };
-    wait_until("the agent's event stream is connected", Duration::from_secs(20), || async {
-        running.connected.load(Ordering::Acquire)
-    })
-    .await;
-    running
+    Running { watch, stop, run, _state: state, _dir: dir }
 }
 
 impl Running {
+    async fn connected(&self) {
+        wait_until("the agent's event stream is connected", Duration::from_secs(20), || async {
+            self.watch.connected.load(Ordering::Acquire)
+        })
+        .await;
+    }
+
     async fn stop(self) -> RunSummary {
         self.stop.send(()).unwrap();
         self.run.await.unwrap().unwrap()
-    }
-}
-
-/// A handler that records its runs and completes at once.
-fn recording(runs: &Runs) -> impl Handler {
-    let runs = runs.clone();
-    move |event: Event| {
-        runs.lock().unwrap().push((event.event_id().to_owned(), Instant::now()));
-        async { Ok(()) }
     }
 }
 
@@ -83,10 +99,37 @@ fn runs_of(runs: &Runs, id: &str) -> Vec<Instant> {
     runs.lock().unwrap().iter().filter(|(e, _)| e == id).map(|(_, at)| *at).collect()
 }
 
-/// Another process claims the event with a 2 s lease and crashes: the agent, connected, runs it
-/// within 3 s of the lease's end although nothing is published. The agent first handles an
-/// event that finishes right after its scan, so the cycle that follows claims without scanning
-/// (the cycle that used to forget the lease's end and sleep the safety net).
+/// A handler that records its runs; on `first_of`'s first run it waits for a scan made
+/// while connected, then returns `first` at once. The cycle that follows that event's end
+/// then comes within 200 ms of the scan and claims without scanning: the cycle that used to
+/// forget when the next event becomes claimable and sleep the 5-minute safety net.
+fn finishing_after_a_scan(
+    runs: &Runs,
+    watch: &Watch,
+    first_of: &str,
+    first: Result<(), HandlerError>,
+) -> impl Handler {
+    let (runs, watch, first_of) = (runs.clone(), watch.clone(), first_of.to_owned());
+    move |event: Event| {
+        let id = event.event_id().to_owned();
+        let n_runs = {
+            let mut runs = runs.lock().unwrap();
+            runs.push((id.clone(), Instant::now()));
+            runs.iter().filter(|(e, _)| *e == id).count()
+        };
+        let (watch, first_of, first) = (watch.clone(), first_of.clone(), first.clone());
+        async move {
+            if id != first_of || n_runs > 1 {
+                return Ok(());
+            }
+            watch.scanned_while_connected().await;
+            first
+        }
+    }
+}
+
+/// Another process claims an event with a 2 s lease and crashes: the agent, connected, runs
+/// it within 3 s of the lease's end although nothing is published.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_held_by_a_crashed_process_is_taken_soon_after_it_ends_while_connected() {
     let server = Server::start(&[]).await;
@@ -106,13 +149,10 @@ async fn a_lease_held_by_a_crashed_process_is_taken_soon_after_it_ends_while_con
         .unwrap();
     assert_eq!(claimed["claims"][0]["event_id"], held.as_str(), "{claimed}");
     let lease_ends = Instant::now() + Duration::from_secs(2);
-    let runs: Runs = Arc::default();
-    let running = start_agent(&server, &agent, "crashed-lease", recording(&runs)).await;
     let quick = server.publish(&publisher, AGENT, "task", json!({})).await;
-    wait_until("the published event is handled", Duration::from_secs(10), || async {
-        !runs_of(&runs, &quick).is_empty()
-    })
-    .await;
+    let (runs, watch) = (Runs::default(), Watch::default());
+    let handler = finishing_after_a_scan(&runs, &watch, &quick, Ok(()));
+    let running = start_agent(&server, &agent, "crashed-lease", 2, watch, handler).await;
     wait_until("the crashed process's event is handled", Duration::from_secs(15), || async {
         !runs_of(&runs, &held).is_empty()
     })
@@ -121,38 +161,27 @@ async fn a_lease_held_by_a_crashed_process_is_taken_soon_after_it_ends_while_con
     assert!(ran >= lease_ends - Duration::from_millis(100), "run while another held the lease");
     let late = ran.saturating_duration_since(lease_ends);
     assert!(late <= Duration::from_secs(3), "run {late:?} after the lease ended");
+    assert_eq!(runs_of(&runs, &quick).len(), 1);
     assert_eq!(running.stop().await.acked, 2);
 }
 
 /// A handler asks for a retry after 1.5 s: the event runs again no sooner than that (the
-/// service counts whole seconds: 2 s) and within a second more, while the stream is connected.
+/// service counts whole seconds: 2 s) and within 3 s, while the stream is connected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_released_event_runs_again_after_its_fractional_delay_while_connected() {
     let server = Server::start(&[]).await;
     let publisher = server.publisher_token().await;
     let agent = server.agent_token(AGENT).await;
-    let runs: Runs = Arc::default();
-    let finished: Arc<Mutex<Vec<Instant>>> = Arc::default();
-    let handler = {
-        let (runs, finished) = (runs.clone(), finished.clone());
-        move |event: Event| {
-            let mut runs = runs.lock().unwrap();
-            runs.push((event.event_id().to_owned(), Instant::now()));
-            let first = runs.len() == 1;
-            finished.lock().unwrap().push(Instant::now());
-            async move {
-                match first {
-                    true => Err(HandlerError::retry(Duration::from_millis(1_500), "busy")),
-                    false => Ok(()),
-                }
-            }
-        }
-    };
-    let running = start_agent(&server, &agent, "fractional-retry", handler).await;
     let id = server.publish(&publisher, AGENT, "task", json!({})).await;
+    let (runs, watch) = (Runs::default(), Watch::default());
+    let retry = Err(HandlerError::retry(Duration::from_millis(1_500), "busy"));
+    let handler = finishing_after_a_scan(&runs, &watch, &id, retry);
+    let running = start_agent(&server, &agent, "fractional-retry", 2, watch, handler).await;
+    running.watch.scanned_while_connected().await;
+    let released = Instant::now();
     wait_until("the event ran twice", Duration::from_secs(15), || async { runs_of(&runs, &id).len() == 2 })
         .await;
-    let gap = runs_of(&runs, &id)[1] - finished.lock().unwrap()[0];
+    let gap = runs_of(&runs, &id)[1] - released;
     assert!(gap >= Duration::from_millis(1_500), "ran again {gap:?} after a retry asked for 1.5 s");
     assert!(gap <= Duration::from_millis(3_000), "ran again only {gap:?} after a retry asked for 1.5 s");
     let summary = running.stop().await;
@@ -167,7 +196,15 @@ async fn a_service_that_comes_back_is_found_within_three_seconds() {
     let publisher = server.publisher_token().await;
     let agent = server.agent_token(AGENT).await;
     let runs: Runs = Arc::default();
-    let running = start_agent(&server, &agent, "outage", recording(&runs)).await;
+    let recording = {
+        let runs = runs.clone();
+        move |event: Event| {
+            runs.lock().unwrap().push((event.event_id().to_owned(), Instant::now()));
+            async { Ok(()) }
+        }
+    };
+    let running = start_agent(&server, &agent, "outage", 1, Watch::default(), recording).await;
+    running.connected().await;
     server.kill();
     tokio::time::sleep(Duration::from_secs(8)).await;
     server.start_again().await;
