@@ -117,7 +117,9 @@ async fn accept_loop(
         set_user_timeout(&stream, front.stall_limit);
         let (front, handoff) = (front.clone(), handoff.clone());
         tokio::spawn(async move {
-            match tokio::time::timeout(HEAD_TIMEOUT, asks_for_sse(&stream)).await {
+            // Boxed, as every short phase of a connection here: its buffers are freed when it
+            // ends instead of sizing the task of a stream that may last for hours.
+            match Box::pin(tokio::time::timeout(HEAD_TIMEOUT, asks_for_sse(&stream))).await {
                 Ok(Ok(true)) => serve(stream, peer, front).await,
                 Ok(Err(_)) => {}
                 Ok(Ok(false)) | Err(_) => {
@@ -163,18 +165,31 @@ fn is_sse_request_line(line: &[u8]) -> bool {
             .is_some_and(|agent| !agent.is_empty() && !agent.contains('/'))
 }
 
-/// Reads the request, asks the router, and writes its answer: an event stream in chunks until
-/// it ends or the client goes away, or a refusal. Then the connection closes.
-async fn serve(mut stream: TcpStream, peer: SocketAddr, front: Front) {
+/// Answers the request: an event stream written in chunks until it ends or the client goes
+/// away, or a refusal. Then the connection closes.
+async fn serve(stream: TcpStream, peer: SocketAddr, front: Front) {
     let Front { router, stall_limit, metrics } = front;
-    let request = match tokio::time::timeout(HEAD_TIMEOUT, read_request(&mut stream)).await {
+    let Some((stream, body)) = Box::pin(answer(stream, peer, router, stall_limit)).await else { return };
+    if pump(stream, body, stall_limit).await == Ended::Stalled {
+        metrics.connections_closed_stalled_total().add([], 1);
+    }
+}
+
+/// Reads the request, asks the router, and writes the head of its answer. Returns the
+/// connection and the stream's body when the answer is an event stream; answers a refusal
+/// whole and returns `None`.
+async fn answer(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    mut router: Router,
+    stall_limit: Duration,
+) -> Option<(TcpStream, Body)> {
+    let mut request = match tokio::time::timeout(HEAD_TIMEOUT, read_request(&mut stream)).await {
         Ok(Ok(request)) => request,
         Ok(Err(status)) => return refuse(&mut stream, status).await,
         Err(_) => return refuse(&mut stream, StatusCode::REQUEST_TIMEOUT).await,
     };
-    let mut request = request;
     request.extensions_mut().insert(ConnectInfo(peer));
-    let mut router = router;
     let Ok(response) = router.call(request).await;
     let (parts, body) = response.into_parts();
     let streaming = parts.status == StatusCode::OK
@@ -194,7 +209,6 @@ async fn serve(mut stream: TcpStream, peer: SocketAddr, front: Front) {
         head.extend_from_slice(value.as_bytes());
         head.extend_from_slice(b"\r\n");
     }
-    drop(parts);
     if !streaming {
         let answer = axum::body::to_bytes(body, ANSWER_BYTES_MAX).await.unwrap_or_default();
         head.extend_from_slice(
@@ -202,15 +216,12 @@ async fn serve(mut stream: TcpStream, peer: SocketAddr, front: Front) {
         );
         head.extend_from_slice(&answer);
         let _ = tokio::time::timeout(stall_limit, stream.write_all(&head)).await;
-        return;
+        return None;
     }
     head.extend_from_slice(b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n");
-    if !matches!(tokio::time::timeout(stall_limit, stream.write_all(&head)).await, Ok(Ok(()))) {
-        return;
-    }
-    drop(head);
-    if pump(stream, body, stall_limit).await == Ended::Stalled {
-        metrics.connections_closed_stalled_total().add([], 1);
+    match tokio::time::timeout(stall_limit, stream.write_all(&head)).await {
+        Ok(Ok(())) => Some((stream, body)),
+        _ => None,
     }
 }
 
@@ -227,7 +238,8 @@ enum Ended {
 /// stays blocked for `stall_limit`.
 async fn pump(mut stream: TcpStream, body: Body, stall_limit: Duration) -> Ended {
     let mut frames = body.into_data_stream();
-    let mut ignored = [0u8; 64];
+    // Read only to learn that the client left: it sends nothing after its request.
+    let mut ignored = [0u8; 16];
     loop {
         tokio::select! {
             frame = frames.next() => {
@@ -299,13 +311,14 @@ async fn read_request(stream: &mut TcpStream) -> Result<Request<Body>, StatusCod
 }
 
 /// Answers a request that could not be read with its status, and closes.
-async fn refuse(stream: &mut TcpStream, status: StatusCode) {
+async fn refuse(stream: &mut TcpStream, status: StatusCode) -> Option<(TcpStream, Body)> {
     let answer = format!(
         "HTTP/1.1 {} {}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
         status.as_u16(),
         status.canonical_reason().unwrap_or("")
     );
     let _ = tokio::time::timeout(HEAD_TIMEOUT, stream.write_all(answer.as_bytes())).await;
+    None
 }
 
 #[cfg(test)]

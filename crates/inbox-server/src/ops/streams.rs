@@ -32,7 +32,7 @@ use crate::error::ApiError;
 use crate::heartbeats::Beat;
 use crate::hints::{HintMemo, InboxWake, SharedHint};
 use crate::limits::{StreamSlot, WaiterGuard};
-use crate::metrics::CounterSeries;
+use crate::metrics::{CounterSeries, Metrics};
 use crate::ops::sessions::{is_superseded, require_active_session, touch};
 
 /// What woke a subscription.
@@ -290,19 +290,20 @@ fn signal(state: &AppState, inbox: &RecipientKey, signal_type: &str, head: u64) 
 /// One open connection in the `agent_inbox_connected_streams` gauge, for as long as it lives.
 #[derive(Debug)]
 pub(crate) struct Connected {
-    state: AppState,
+    /// The metrics alone, not the whole state: this lives as long as the stream.
+    metrics: Arc<Metrics>,
     transport: &'static str,
 }
 
 impl Connected {
     pub fn new(state: &AppState, transport: &'static str) -> Connected {
         state.metrics.connected_streams().add([transport.to_owned()], 1.0);
-        Connected { state: state.clone(), transport }
+        Connected { metrics: state.metrics.clone(), transport }
     }
 }
 
 impl Drop for Connected {
     fn drop(&mut self) {
-        self.state.metrics.connected_streams().add([self.transport.to_owned()], -1.0);
+        self.metrics.connected_streams().add([self.transport.to_owned()], -1.0);
     }
 }

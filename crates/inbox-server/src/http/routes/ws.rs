@@ -124,16 +124,17 @@ async fn serve(
     mut subscription: Subscription,
     first: Option<Arc<SharedHint>>,
 ) {
+    // Every phase but the wait is boxed (the operations, the sends, the session checks): each
+    // is short and its future large, and inline they would size every idle socket's task as
+    // the largest of them for as long as the socket stays open.
     if let Some(hint) = first {
-        if send_text(&mut socket, hint.json()).await.is_err() {
+        if Box::pin(send(&mut socket, Outgoing::Hint(hint))).await.is_err() {
             return;
         }
     }
     loop {
         let outgoing = tokio::select! {
             received = socket.recv() => match received {
-                // Boxed: the operation's future is large and rare, and would otherwise make every
-                // idle socket's task as large as the biggest request it could ever run.
                 Some(Ok(Message::Text(text))) => Outgoing::Reply(Box::pin(answer(&state, &connection, text.as_str())).await),
                 Some(Ok(Message::Binary(_))) => Outgoing::Reply(refuse(None, ApiError::bad_request(
                     ProblemCode::UnsupportedMessage,
@@ -147,25 +148,19 @@ async fn serve(
                 Wake::Signal(hint) => Outgoing::Hint(hint),
                 Wake::Heartbeat => match subscription.beat().await {
                     None => Outgoing::Heartbeat(subscription.heartbeat_signal()),
-                    Some(last) => return superseded(&mut socket, &last).await,
+                    Some(last) => return Box::pin(superseded(&mut socket, &last)).await,
                 },
                 Wake::SessionChanged => match subscription.superseded().await {
                     None => continue,
-                    Some(last) => return superseded(&mut socket, &last).await,
+                    Some(last) => return Box::pin(superseded(&mut socket, &last)).await,
                 },
                 Wake::Closed => {
                     let close = CloseFrame { code: close_code::AWAY, reason: "the server is shutting down".into() };
-                    let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Close(Some(close)))).await;
-                    return;
+                    return Box::pin(close_with(&mut socket, close)).await;
                 }
             },
         };
-        let sent = match &outgoing {
-            Outgoing::Reply(reply) => send_json(&mut socket, reply).await,
-            Outgoing::Hint(hint) => send_text(&mut socket, hint.json()).await,
-            Outgoing::Heartbeat(signal) => send_json(&mut socket, signal).await,
-        };
-        if sent.is_err() {
+        if Box::pin(send(&mut socket, outgoing)).await.is_err() {
             return;
         }
     }
@@ -174,8 +169,22 @@ async fn serve(
 /// Sends the last signal of a superseded session and closes with 1008 (policy violation).
 async fn superseded(socket: &mut WebSocket, last: &StreamSignal) {
     if send_json(socket, last).await.is_ok() {
-        let close = CloseFrame { code: close_code::POLICY, reason: "session_superseded".into() };
-        let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Close(Some(close)))).await;
+        close_with(socket, CloseFrame { code: close_code::POLICY, reason: "session_superseded".into() })
+            .await;
+    }
+}
+
+/// Sends a close frame, waiting at most [`SEND_TIMEOUT`] for the client to take it.
+async fn close_with(socket: &mut WebSocket, close: CloseFrame) {
+    let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Close(Some(close)))).await;
+}
+
+/// Sends one message down.
+async fn send(socket: &mut WebSocket, outgoing: Outgoing) -> Result<(), ()> {
+    match outgoing {
+        Outgoing::Reply(reply) => send_json(socket, &reply).await,
+        Outgoing::Hint(hint) => send_text(socket, hint.json()).await,
+        Outgoing::Heartbeat(signal) => send_json(socket, &signal).await,
     }
 }
 
