@@ -1,7 +1,8 @@
 """When a connected `Agent` wakes up without a hint: an event that becomes claimable later
-(a lease a crashed process held) is taken when it does, not at the 5-minute safety net. The
-poll schedule here keeps the default 5-minute ceiling, so a forgotten wake-up shows as a
-timeout instead of hiding behind a short safety net."""
+(a lease a crashed process held, a retry delay) is taken when it does, not at the 5-minute
+safety net; a fractional retry delay is never cut short. The poll schedule here keeps the
+default 5-minute ceiling, so a forgotten wake-up shows as a timeout instead of hiding behind
+a short safety net."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent_inbox import AgentConfig, ClaimRequest, Client, Event, PollSchedule
+from agent_inbox import (
+    AgentConfig,
+    ClaimRequest,
+    Client,
+    Event,
+    PollSchedule,
+    Retry,
+)
 from conftest import Server, unique, wait_until
 from test_agent import running_agent
 
@@ -52,3 +60,36 @@ def test_a_lease_a_crashed_process_held_is_taken_soon_after_it_ends(server: Serv
     taken_after = time.monotonic() - lease_ends
     assert taken_after < 3, f"taken {taken_after:.1f} s after the lease ended"
     assert sorted(handled) == sorted(ids)
+
+
+def test_a_fractional_retry_comes_back_no_sooner_than_asked_and_soon_after(server: Server, tmp_path: Path) -> None:
+    agent = unique("retry")
+    token = server.token(agent)
+    runs: list[float] = []
+
+    def handler(event: Event) -> None:
+        runs.append(time.monotonic())
+        if len(runs) == 1:
+            # After the scan that went out beside the claim has come back: it saw the event
+            # under this agent's lease (or claimable), not when the retry will be due.
+            time.sleep(0.1)
+            raise Retry(after=1.6, reason="not yet")
+
+    # A long lease: a scan that saw the event under this agent's own lease knows only when
+    # that ends, not when the retry is due.
+    with running_agent(server.base, token, tmp_path / "state.db", handler, connected(lease_seconds=30)) as run:
+        wait_until("the stream is open", 10,
+                   lambda: any(d["kind"] == "sse" and d["connected"] for d in run.kinds("transport")))
+        # Past the runner's 0.2 s reuse of a scan: the hint's claim goes out beside a new scan.
+        time.sleep(0.3)
+        (event_id,) = server.publish(agent)
+        wait_until("the event is released", 10, lambda: len(runs) == 1 and run.kinds("finished"))
+        released_at = time.monotonic()
+        # The handler raised within moments of the scan, and its claim came back full: the
+        # cycle that follows claims without scanning, and must still know when the retry is due.
+        wait_until("the event runs again", 8, lambda: len(runs) == 2)
+        wait_until("and is acknowledged", 10, lambda: server.all_in_state(token, [event_id], "acked"))
+    # Released 0.1 s after the first run started, claimable again no sooner than 1.6 s later;
+    # due within the delay and a second (some more for a loaded machine), not at the safety net.
+    assert runs[1] - runs[0] >= 1.7, f"ran again {runs[1] - runs[0] - 0.1:.2f} s after its release, asked 1.6 s"
+    assert runs[1] - released_at < 2.6 + 1.0, f"ran again {runs[1] - released_at:.2f} s after its release"

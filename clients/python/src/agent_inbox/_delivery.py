@@ -19,7 +19,7 @@ from ._contract import (
 from ._errors import InboxError
 from ._local_state import LocalState
 from ._models import AckEntry, Claim, HeartbeatEntry, HeartbeatRequest, ReleaseRequest
-from ._schedule import heartbeat_delay, heartbeat_retry_delay
+from ._schedule import heartbeat_delay, heartbeat_retry_delay, retry_after_seconds
 
 log = logging.getLogger("agent_inbox")
 
@@ -142,7 +142,7 @@ class Delivery:
         request = ReleaseRequest(
             event_id=claim.event_id,
             lease_token=claim.lease_token,
-            retry_after_seconds=int(min(max(after, 0), 604_800)),
+            retry_after_seconds=retry_after_seconds(after),
             reason=reason[:200],
         )
         try:
