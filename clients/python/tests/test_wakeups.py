@@ -1,6 +1,7 @@
-"""When a connected `Agent` wakes up without a hint: an event that becomes claimable later
-(a lease a crashed process held, a retry delay) is taken when it does, not at the 5-minute
-safety net; a fractional retry delay is never cut short. The poll schedule here keeps the
+"""When a connected `Agent` wakes up without a hint, and what it tells the service about an
+outcome: an event that becomes claimable later (a lease a crashed process held, a retry
+delay) is taken when it does, not at the 5-minute safety net; a fractional retry delay is
+never cut short; a `Fatal` reason reaches the operator. The poll schedule here keeps the
 default 5-minute ceiling, so a forgotten wake-up shows as a timeout instead of hiding behind
 a short safety net."""
 
@@ -10,11 +11,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from agent_inbox import (
     AgentConfig,
     ClaimRequest,
     Client,
     Event,
+    Fatal,
     PollSchedule,
     Retry,
 )
@@ -93,3 +97,26 @@ def test_a_fractional_retry_comes_back_no_sooner_than_asked_and_soon_after(serve
     # due within the delay and a second (some more for a loaded machine), not at the safety net.
     assert runs[1] - runs[0] >= 1.7, f"ran again {runs[1] - runs[0] - 0.1:.2f} s after its release, asked 1.6 s"
     assert runs[1] - released_at < 2.6 + 1.0, f"ran again {runs[1] - released_at:.2f} s after its release"
+
+
+def test_a_fatal_reason_is_kept_for_the_operator(server: Server, tmp_path: Path) -> None:
+    agent = unique("fatal")
+    token = server.token(agent)
+    admin = server.token("py_operator", kind="admin")
+
+    def handler(event: Event) -> None:
+        raise Fatal(event.payload["why"])
+
+    (event_id,) = server.publish(agent, payload={"why": "no such customer:\n4711"})
+    with running_agent(server.base, token, tmp_path / "state.db", handler, connected()) as run:
+        wait_until("the event is dead-lettered", 20, lambda: server.all_in_state(token, [event_id], "dead_letter"))
+        wait_until("its outcome is counted", 10, lambda: run.kinds("finished"))
+    detail = httpx.get(
+        f"{server.base}/v1/admin/inboxes/{agent}/events/{event_id}",
+        headers={"authorization": f"Bearer {admin}"},
+    )
+    assert detail.status_code == 200, detail.text
+    event = detail.json()["event"]
+    assert event["dead_letter_state"] == "handler_failed"
+    # Control characters become spaces: the service keeps a reason on one line.
+    assert event["reason"] == "no such customer: 4711", event

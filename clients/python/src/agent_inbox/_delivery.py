@@ -15,6 +15,7 @@ from ._acks import AckSender
 from ._async_client import AsyncClient
 from ._contract import (
     AgentConfig, Event, Fatal, Handler, HandOff, Outcome, QuarantineError, Retry, _invoke, _is_async,
+    fit_reason,
 )
 from ._errors import InboxError
 from ._local_state import LocalState
@@ -27,8 +28,13 @@ log = logging.getLogger("agent_inbox")
 _QUARANTINED_BEFORE = ("quarantined by this agent before the event was delivered again", "other")
 
 
-def ack_entry(claim: Claim, result: str, quarantine: tuple[str, str] | None) -> AckEntry:
-    """The acknowledgement of a recorded result (a quarantine carries its reason and class)."""
+def ack_entry(
+    claim: Claim, result: str, quarantine: tuple[str, str] | None, reason: str = ""
+) -> AckEntry:
+    """The acknowledgement of a recorded result: a quarantine carries its reason and class, a
+    failure its reason (kept with the dead letter; none when the handler gave none)."""
+    if result == "failed":
+        return AckEntry(claim.event_id, claim.lease_token, result, reason=fit_reason(reason) or None)
     if result != "quarantined":
         return AckEntry(claim.event_id, claim.lease_token, result)
     reason, quarantine_class = quarantine or _QUARANTINED_BEFORE
@@ -114,7 +120,7 @@ class Delivery:
             log.warning("could not record %s as processed: %s", claim.event_id, err)
         self.slot_free(claim.event_id)
         try:
-            await self.acks.acknowledge(ack_entry(claim, result, quarantine))
+            await self.acks.acknowledge(ack_entry(claim, result, quarantine, reason))
         except InboxError as err:
             return Outcome("unconfirmed", str(err))
         if quarantine is not None:
