@@ -211,8 +211,13 @@ export class Agent {
     this.#wake.notify();
   }
 
-  /** While hints flow, a scan at most once a second finds what they did not cover. */
+  /**
+   * While hints flow, a scan at most once a second finds what they did not cover. Not while the
+   * service cannot be reached: the loop's backoff says when to try again, and a hint (the stream
+   * may live on while requests fail) must not pull that attempt forward.
+   */
   #scanSoon(): void {
+    if (this.#serviceDown) return;
     const dueAt = (this.#lastScanAt ?? 0) + SCAN_INTERVAL_BUSY_MS;
     if (dueAt >= this.#nextCycleAt) return;
     this.#nextCycleAt = dueAt;

@@ -1,0 +1,108 @@
+// When a connected Agent knocks on the service without being asked, against a real
+// `agent-inbox serve`: an event that becomes claimable later (a lease a crashed process held) is
+// taken when it does, not at the 5-minute safety net; and while requests fail, hints that keep
+// coming over the stream do not make it knock more often than its backoff says.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+
+import { Agent, InboxApi, MemoryState } from "../../dist/node.js";
+import { publish, startServer, waitFor } from "../support/server.mjs";
+
+let server;
+let publisher;
+let admin;
+
+before(async () => {
+  server = await startServer({ args: ["--lease-default", "3s"] });
+  publisher = await server.token("app", { kind: "publisher" });
+  admin = await server.token("ops", { kind: "admin" });
+});
+
+after(async () => {
+  await server?.stop();
+});
+
+function apiFor(token, extra = {}) {
+  return new InboxApi({ baseUrl: server.url, accessToken: () => token, ...extra });
+}
+
+/** Starts an agent; `stop()` stops it and resolves with its summary. */
+function startAgent(options) {
+  const progress = [];
+  const agent = new Agent({ state: new MemoryState(), observer: (p) => progress.push(p), ...options });
+  const running = agent.run();
+  running.catch(() => undefined);
+  const stop = async () => {
+    agent.stop();
+    return running;
+  };
+  const connected = () => progress.some((p) => p.type === "transport" && p.status.kind === "sse" && p.status.connected);
+  return { agent, progress, running, stop, connected };
+}
+
+test("a lease a crashed process held is taken soon after it ends, while the stream is connected", async () => {
+  const token = await server.token("crashed_agent");
+  const published = await publish(server, publisher, "crashed_agent", 40, { prefix: "crash" });
+  // Another process of this agent claims two with a 3 s lease, then dies without a word.
+  const crashed = await apiFor(token).claim({ limit: 2, lease_seconds: 3 });
+  const leaseEnds = Date.now() + 3_000;
+  assert.equal(crashed.claims.length, 2);
+  const handled = [];
+  const run = startAgent({
+    api: apiFor(token),
+    concurrency: 4,
+    // Handlers finish one after another, so cycles follow each other within moments of a scan.
+    handler: async (event) => {
+      await new Promise((resolve) => setTimeout(resolve, 30 * (event.payload.i % 4)));
+      handled.push(event.eventId);
+    },
+  });
+  try {
+    await waitFor(() => handled.length === 40, { timeoutMs: 10_000, what: "all 40 handled, the two the crashed process held too" });
+  } finally {
+    await run.stop();
+  }
+  const takenAfter = Date.now() - leaseEnds;
+  assert.ok(takenAfter < 3_000, `taken ${takenAfter} ms after the lease ended`);
+  assert.deepEqual([...handled].sort(), published.map((p) => p.eventId).sort());
+});
+
+test("while requests fail, hints that keep coming do not bypass the backoff", async () => {
+  const token = await server.token("failing_agent");
+  let failing = false;
+  let failed = 0;
+  // The stream stays up; the service's answers to scans and claims are lost on the way.
+  const flaky = async (input, init) => {
+    const url = String(input);
+    if (failing && (url.endsWith("/v1/inbox/poll-after-cursor") || url.endsWith("/v1/inbox/claim"))) {
+      failed += 1;
+      throw new TypeError("fetch failed");
+    }
+    return fetch(input, init);
+  };
+  const handled = [];
+  const run = startAgent({
+    api: apiFor(token, { fetch: flaky }),
+    poll: { intervalMinMs: 500, intervalMaxMs: 2_000, growth: 2, jitterFraction: 0 },
+    handler: async (event) => {
+      handled.push(event.eventId);
+    },
+  });
+  const published = [];
+  try {
+    await waitFor(run.connected, { what: "the stream is open" });
+    await waitFor(() => run.progress.some((p) => p.type === "scanned"), { what: "the first scan" });
+    failing = true;
+    // A hint every 200 ms for 5 s.
+    published.push(...(await publish(server, publisher, "failing_agent", 25, { prefix: "fail", perSecond: 5 })));
+    const duringOutage = failed;
+    failing = false;
+    // Backing off from 0.5 s to 2 s: about 5 attempts in 5 s. One per hint would be 25 or more.
+    assert.ok(duringOutage <= 10, `${duringOutage} failed requests in 5 s of hints`);
+    await waitFor(() => handled.length === 25, { timeoutMs: 10_000, what: "every event handled once the requests go through" });
+  } finally {
+    failing = false;
+    await run.stop();
+  }
+  assert.deepEqual([...handled].sort(), published.map((p) => p.eventId).sort());
+});
