@@ -107,9 +107,12 @@ export class ResyncError extends InboxError {
   }
 }
 
+/** The longest retry delay the service takes (a week). */
+export const RETRY_AFTER_SECONDS_MAX = 604_800;
+
 /**
  * Thrown by a handler: try this event again later. The event is released and claimable again
- * after `retryAfterSeconds`.
+ * after `retryAfterSeconds`: whole seconds, a fraction rounded up (never sooner than asked).
  */
 export class RetryLater extends Error {
   readonly retryAfterSeconds: number;
@@ -117,7 +120,7 @@ export class RetryLater extends Error {
   constructor(reason: string, retryAfterSeconds = 30) {
     super(reason);
     this.name = "RetryLater";
-    this.retryAfterSeconds = Math.max(0, Math.min(604_800, Math.floor(retryAfterSeconds)));
+    this.retryAfterSeconds = retryAfterSeconds > 0 ? Math.ceil(Math.min(RETRY_AFTER_SECONDS_MAX, retryAfterSeconds)) : 0;
   }
 }
 

@@ -1,11 +1,12 @@
 // When a connected Agent knocks on the service without being asked, against a real
-// `agent-inbox serve`: an event that becomes claimable later (a lease a crashed process held) is
-// taken when it does, not at the 5-minute safety net; and while requests fail, hints that keep
-// coming over the stream do not make it knock more often than its backoff says.
+// `agent-inbox serve`: an event that becomes claimable later (a lease a crashed process held, a
+// retry delay) is taken when it does, not at the 5-minute safety net; a fractional retry delay
+// is never cut short; and while requests fail, hints that keep coming over the stream do not make
+// it knock more often than its backoff says.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { Agent, InboxApi, MemoryState } from "../../dist/node.js";
+import { Agent, InboxApi, MemoryState, RetryLater } from "../../dist/node.js";
 import { publish, startServer, waitFor } from "../support/server.mjs";
 
 let server;
@@ -65,6 +66,30 @@ test("a lease a crashed process held is taken soon after it ends, while the stre
   const takenAfter = Date.now() - leaseEnds;
   assert.ok(takenAfter < 3_000, `taken ${takenAfter} ms after the lease ended`);
   assert.deepEqual([...handled].sort(), published.map((p) => p.eventId).sort());
+});
+
+test("a fractional retry comes back no sooner than asked, and soon after", async () => {
+  const token = await server.token("retry_agent");
+  const runs = [];
+  const run = startAgent({
+    api: apiFor(token),
+    leaseSeconds: 30,
+    handler: async () => {
+      runs.push(Date.now());
+      if (runs.length === 1) throw new RetryLater("not yet", 1.6);
+    },
+  });
+  try {
+    await waitFor(run.connected, { what: "the stream is open" });
+    await publish(server, publisher, "retry_agent", 1, { prefix: "retry" });
+    await waitFor(() => runs.length === 2, { timeoutMs: 8_000, what: "the event runs again" });
+  } finally {
+    await run.stop();
+  }
+  const released = run.progress.find((p) => p.type === "finished" && p.outcome.kind === "released");
+  assert.ok(released, "released first");
+  assert.ok(runs[1] - runs[0] >= 1_600, `ran again ${runs[1] - runs[0]} ms after the first run, asked 1.6 s`);
+  assert.ok(runs[1] - runs[0] < 2_600 + 1_000, `ran again ${runs[1] - runs[0]} ms after the first run`);
 });
 
 test("while requests fail, hints that keep coming do not bypass the backoff", async () => {
