@@ -250,7 +250,7 @@ export class Agent {
     for (const running of this.#running.values()) {
       const { event_id, lease_token } = running.claim;
       if (running.result !== null) {
-        acks.push(ackEntry(running.claim, running.result, running.detail));
+        acks.push(ackEntry(running.claim, running.result, running.detail, running.reason));
       } else {
         released.push(event_id);
         this.#api

@@ -1,12 +1,12 @@
 // When a connected Agent knocks on the service without being asked, against a real
 // `agent-inbox serve`: an event that becomes claimable later (a lease a crashed process held, a
 // retry delay) is taken when it does, not at the 5-minute safety net; a fractional retry delay
-// is never cut short; and while requests fail, hints that keep coming over the stream do not make
-// it knock more often than its backoff says.
+// is never cut short; a Fatal's reason reaches the operator; and while requests fail, hints that
+// keep coming over the stream do not make it knock more often than its backoff says.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { Agent, InboxApi, MemoryState, RetryLater } from "../../dist/node.js";
+import { Agent, Fatal, InboxApi, MemoryState, RetryLater } from "../../dist/node.js";
 import { publish, startServer, waitFor } from "../support/server.mjs";
 
 let server;
@@ -90,6 +90,30 @@ test("a fractional retry comes back no sooner than asked, and soon after", async
   assert.ok(released, "released first");
   assert.ok(runs[1] - runs[0] >= 1_600, `ran again ${runs[1] - runs[0]} ms after the first run, asked 1.6 s`);
   assert.ok(runs[1] - runs[0] < 2_600 + 1_000, `ran again ${runs[1] - runs[0]} ms after the first run`);
+});
+
+test("a Fatal's reason is kept with the dead letter for the operator", async () => {
+  const token = await server.token("fatal_agent");
+  const [published] = await publish(server, publisher, "fatal_agent", 1, { prefix: "fatal", payload: () => ({ why: "no such customer:\n4711" }) });
+  const run = startAgent({
+    api: apiFor(token),
+    handler: async (event) => {
+      throw new Fatal(event.payload.why);
+    },
+  });
+  try {
+    await waitFor(() => run.progress.some((p) => p.type === "finished"), { what: "the event is finished" });
+  } finally {
+    await run.stop();
+  }
+  const answer = await fetch(`${server.url}/v1/admin/inboxes/fatal_agent/events/${published.eventId}`, {
+    headers: { authorization: `Bearer ${admin}` },
+  });
+  assert.equal(answer.status, 200);
+  const { event } = await answer.json();
+  assert.equal(event.dead_letter_state, "handler_failed");
+  // Control characters become spaces: the service keeps a reason on one line.
+  assert.equal(event.reason, "no such customer: 4711");
 });
 
 test("while requests fail, hints that keep coming do not bypass the backoff", async () => {
