@@ -1,9 +1,10 @@
 """When a connected `Agent` wakes up without a hint, and what it tells the service about an
 outcome: an event that becomes claimable later (a lease a crashed process held, a retry
 delay) is taken when it does, not at the 5-minute safety net; a fractional retry delay is
-never cut short; a `Fatal` reason reaches the operator. The poll schedule here keeps the
-default 5-minute ceiling, so a forgotten wake-up shows as a timeout instead of hiding behind
-a short safety net."""
+never cut short; a `Fatal` reason reaches the operator; while requests fail, hints that keep
+coming over the stream do not make the runner knock more often than its backoff says. The
+poll schedule here keeps the default 5-minute ceiling, so a forgotten wake-up shows as a
+timeout instead of hiding behind a short safety net."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from agent_inbox import (
     Retry,
 )
 from conftest import Server, unique, wait_until
+from proxy import Proxy
 from test_agent import running_agent
 
 
@@ -120,3 +122,31 @@ def test_a_fatal_reason_is_kept_for_the_operator(server: Server, tmp_path: Path)
     assert event["dead_letter_state"] == "handler_failed"
     # Control characters become spaces: the service keeps a reason on one line.
     assert event["reason"] == "no such customer: 4711", event
+
+
+def test_while_requests_fail_hints_that_keep_coming_do_not_bypass_the_backoff(server: Server, tmp_path: Path) -> None:
+    agent = unique("failing")
+    token = server.token(agent)
+    proxy = Proxy(server.port)
+    handled: list[str] = []
+    config = connected(poll=PollSchedule(interval_min=0.5, interval_max=2.0, jitter_fraction=0.0))
+    try:
+        with running_agent(proxy.base, token, tmp_path / "state.db", lambda e: handled.append(e.event_id), config) as run:
+            wait_until("the stream is open", 10,
+                       lambda: any(d["kind"] == "sse" and d["connected"] for d in run.kinds("transport")))
+            wait_until("the first scan", 10, lambda: run.kinds("scanned"))
+            # The stream stays up; scans and claims are cut on the way to the service.
+            proxy.refuse = lambda request: b"/v1/inbox/poll-after-cursor" in request or b"/v1/inbox/claim" in request
+            ids: list[str] = []
+            started = time.monotonic()
+            for n in range(25):  # a hint every 200 ms for 5 s
+                time.sleep(max(started + n * 0.2 - time.monotonic(), 0.0))
+                ids += server.publish(agent, payload={"n": n})
+            refused = proxy.refused
+            proxy.refuse = None
+            # Backing off from 0.5 s to 2 s: about 5 attempts in 5 s. One per hint would be 25.
+            assert refused <= 10, f"{refused} refused requests in 5 s of hints"
+            wait_until("every event handled once the requests go through", 15, lambda: len(handled) == 25)
+    finally:
+        proxy.close()
+    assert sorted(handled) == sorted(ids)

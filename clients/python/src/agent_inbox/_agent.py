@@ -301,8 +301,11 @@ class _Runner:
             now = time.monotonic()
             if self.hinted or self.status_changed:
                 eager = eager or self.hinted
+                # While the service fails requests, a stream that lives on still brings hints:
+                # they wait for the backoff. A transport (re)connecting is worth a try now.
+                if self.status_changed or not signals.service_down:
+                    next_cycle = now
                 self.hinted = self.status_changed = False
-                next_cycle = now
                 forced = True
             elif self.task_done:
                 self.task_done = False
