@@ -1,7 +1,8 @@
 """When a connected `Agent` wakes up without a hint, and what it tells the service about an
 outcome: an event that becomes claimable later (a lease a crashed process held, a retry
 delay) is taken when it does, not at the 5-minute safety net; a fractional retry delay is
-never cut short; a `Fatal` reason reaches the operator; while requests fail, hints that keep
+never cut short; a `Fatal` reason reaches the operator, a release's reason on several lines
+is accepted; while requests fail, hints that keep
 coming over the stream do not make the runner knock more often than its backoff says. The
 poll schedule here keeps the default 5-minute ceiling, so a forgotten wake-up shows as a
 timeout instead of hiding behind a short safety net."""
@@ -150,3 +151,25 @@ def test_while_requests_fail_hints_that_keep_coming_do_not_bypass_the_backoff(se
     finally:
         proxy.close()
     assert sorted(handled) == sorted(ids)
+
+
+def test_a_release_reason_on_several_lines_is_accepted(server: Server, tmp_path: Path) -> None:
+    agent = unique("lines")
+    token = server.token(agent)
+    runs: list[str] = []
+
+    def handler(event: Event) -> None:
+        runs.append(event.event_id)
+        if len(runs) == 1:
+            # An exception's message often spans lines (a traceback, a server's answer).
+            raise ValueError("upstream answered:\n  503 busy\r\n" + "x" * 300)
+
+    with running_agent(server.base, token, tmp_path / "state.db", handler,
+                       connected(unexpected_error_retry_seconds=0.5)) as run:
+        (event_id,) = server.publish(agent)
+        wait_until("the event is handled after its release", 10,
+                   lambda: server.all_in_state(token, [event_id], "acked"))
+        wait_until("both outcomes are counted", 10, lambda: len(run.kinds("finished")) == 2)
+        outcomes = [d["outcome"].kind for d in run.kinds("finished")]
+    assert outcomes == ["released", "acked"], "released, not refused and left to its lease"
+    assert runs == [event_id, event_id]

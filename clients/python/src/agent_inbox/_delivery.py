@@ -149,7 +149,8 @@ class Delivery:
             event_id=claim.event_id,
             lease_token=claim.lease_token,
             retry_after_seconds=retry_after_seconds(after),
-            reason=reason[:200],
+            # The service refuses control characters (an exception's message often has lines).
+            reason=fit_reason(reason),
         )
         try:
             await self.acks.retrying(lambda: self.client.release(request))
