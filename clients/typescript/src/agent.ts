@@ -544,6 +544,7 @@ export class Agent {
           }
         },
         start: (claim) => this.#start(claim),
+        slotsReturned: () => this.#wake.notify(),
         scanSoon: () => this.#scanSoon(),
         rescan: () => this.#rescan(),
         observe: (progress) => this.#observe(progress),

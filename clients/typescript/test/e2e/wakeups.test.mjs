@@ -1,8 +1,9 @@
 // When a connected Agent knocks on the service without being asked, against a real
 // `agent-inbox serve`: an event that becomes claimable later (a lease a crashed process held, a
 // retry delay) is taken when it does, not at the 5-minute safety net; a fractional retry delay
-// is never cut short; a Fatal's reason reaches the operator; and while requests fail, hints that
-// keep coming over the stream do not make it knock more often than its backoff says.
+// is never cut short, also when a claim held the free slot as the handler finished; a Fatal's
+// reason reaches the operator; and while requests fail, hints that keep coming over the stream do
+// not make it knock more often than its backoff says.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
@@ -154,4 +155,42 @@ test("while requests fail, hints that keep coming do not bypass the backoff", as
     await run.stop();
   }
   assert.deepEqual([...handled].sort(), published.map((p) => p.eventId).sort());
+});
+
+test("a retry comes back when due although a claim was out when its handler finished", async () => {
+  const token = await server.token("busy_agent");
+  const runs = [];
+  let carryOn;
+  const heldElsewhere = new Promise((resolve) => {
+    carryOn = resolve;
+  });
+  const run = startAgent({
+    api: apiFor(token),
+    handler: async (event) => {
+      runs.push({ at: Date.now(), i: event.payload.i });
+      if (runs.length === 1) {
+        await heldElsewhere;
+        throw new RetryLater("not yet", 1);
+      }
+    },
+  });
+  try {
+    await waitFor(run.connected, { what: "the stream is open" });
+    await publish(server, publisher, "busy_agent", 1, { prefix: "busy-a" });
+    await waitFor(() => runs.length === 1, { what: "the first event runs" });
+    // A second event is announced while the only slot is busy; another process takes it first.
+    await publish(server, publisher, "busy_agent", 1, { prefix: "busy-b", payload: () => ({ i: 1 }) });
+    await waitFor(() => run.progress.filter((p) => p.type === "hint").length >= 2, { what: "the second hint" });
+    const taken = await apiFor(token).claim({ limit: 1, lease_seconds: 30 });
+    assert.equal(taken.claims.length, 1);
+    // The handler finishes: its slot goes to a claim for the announced event, which comes back
+    // empty. The loop, woken while that claim held the slot, must hear that it is free again.
+    carryOn();
+    await waitFor(() => runs.length === 2, { timeoutMs: 6_000, what: "the released event runs again" });
+  } finally {
+    carryOn();
+    await run.stop();
+  }
+  assert.equal(runs[1].i, 0);
+  assert.ok(runs[1].at - runs[0].at >= 1_000);
 });
