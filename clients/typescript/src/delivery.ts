@@ -182,7 +182,8 @@ export class Delivery {
     const { api, retryPolicy } = this.#context;
     try {
       await retrying(retryPolicy, () =>
-        api.release({ event_id: claim.event_id, lease_token: claim.lease_token, reason: reason.slice(0, 200), retry_after_seconds: retryAfterSeconds }),
+        // The service refuses control characters (an error's message often has lines).
+        api.release({ event_id: claim.event_id, lease_token: claim.lease_token, reason: fitReason(reason), retry_after_seconds: retryAfterSeconds }),
       );
       return { kind: "released", retryAfterSeconds, reason };
     } catch (error) {

@@ -2,8 +2,9 @@
 // `agent-inbox serve`: an event that becomes claimable later (a lease a crashed process held, a
 // retry delay) is taken when it does, not at the 5-minute safety net; a fractional retry delay
 // is never cut short, also when a claim held the free slot as the handler finished; a Fatal's
-// reason reaches the operator; and while requests fail, hints that keep coming over the stream do
-// not make it knock more often than its backoff says.
+// reason reaches the operator, a release's reason on several lines is accepted; and while
+// requests fail, hints that keep coming over the stream do not make it knock more often than its
+// backoff says.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
@@ -193,4 +194,25 @@ test("a retry comes back when due although a claim was out when its handler fini
   }
   assert.equal(runs[1].i, 0);
   assert.ok(runs[1].at - runs[0].at >= 1_000);
+});
+
+test("a release reason on several lines is accepted", async () => {
+  const token = await server.token("lines_agent");
+  const runs = [];
+  const run = startAgent({
+    api: apiFor(token),
+    handler: async () => {
+      runs.push(Date.now());
+      // An error's message often spans lines (a server's answer, a wrapped error).
+      if (runs.length === 1) throw new RetryLater(`upstream answered:\n  503 busy\r\n${"x".repeat(300)}`, 0.5);
+    },
+  });
+  try {
+    await publish(server, publisher, "lines_agent", 1, { prefix: "lines" });
+    await waitFor(() => run.progress.filter((p) => p.type === "finished").length === 2, { timeoutMs: 15_000, what: "both outcomes" });
+  } finally {
+    await run.stop();
+  }
+  const outcomes = run.progress.filter((p) => p.type === "finished").map((p) => p.outcome.kind);
+  assert.deepEqual(outcomes, ["released", "acked"], "released, not refused and left to its lease");
 });
