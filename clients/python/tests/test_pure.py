@@ -11,7 +11,8 @@ from agent_inbox._core import problem, RetryPolicy
 from agent_inbox._cursor import Scan
 from agent_inbox._errors import ProblemError, parse_retry_after
 from agent_inbox._resync import add_page, next_page_after, start
-from agent_inbox._schedule import Backoff, LongPollWait, heartbeat_delay, next_cycle_after, refresh_due
+from agent_inbox._contract import fit_reason
+from agent_inbox._schedule import Backoff, LongPollWait, heartbeat_delay, next_cycle_after, refresh_due, retry_after_seconds
 from agent_inbox._sse import SseParser
 
 
@@ -56,6 +57,22 @@ def test_next_cycle_after_work_and_while_connected() -> None:
     assert next_cycle_after(schedule, 8, 0, False, None, True, 0.25, 1.0) == (300.0, None)
     wait, _ = next_cycle_after(schedule, None, 0, False, 2.0, True, 0.25, 1.0)
     assert wait == 2.25
+
+
+def test_a_retry_delay_is_whole_seconds_rounded_up_never_sooner() -> None:
+    assert retry_after_seconds(1.6) == 2
+    assert retry_after_seconds(3) == 3
+    assert retry_after_seconds(0.001) == 1
+    assert retry_after_seconds(0) == 0
+    assert retry_after_seconds(-1) == 0
+    assert retry_after_seconds(float("nan")) == 0
+    assert retry_after_seconds(1e12) == 604_800, "a week at most"
+
+
+def test_a_reason_as_the_service_keeps_it() -> None:
+    assert fit_reason("no such customer:\n4711\r\n") == "no such customer: 4711"
+    assert fit_reason("\t\n") == "", "nothing left: no reason"
+    assert len(fit_reason("é" * 150).encode()) == 200, "cut at a character"
 
 
 def test_backoff_heartbeats_refresh_and_long_poll_wait() -> None:

@@ -211,8 +211,13 @@ export class Agent {
     this.#wake.notify();
   }
 
-  /** While hints flow, a scan at most once a second finds what they did not cover. */
+  /**
+   * While hints flow, a scan at most once a second finds what they did not cover. Not while the
+   * service cannot be reached: the loop's backoff says when to try again, and a hint (the stream
+   * may live on while requests fail) must not pull that attempt forward.
+   */
   #scanSoon(): void {
+    if (this.#serviceDown) return;
     const dueAt = (this.#lastScanAt ?? 0) + SCAN_INTERVAL_BUSY_MS;
     if (dueAt >= this.#nextCycleAt) return;
     this.#nextCycleAt = dueAt;
@@ -245,7 +250,7 @@ export class Agent {
     for (const running of this.#running.values()) {
       const { event_id, lease_token } = running.claim;
       if (running.result !== null) {
-        acks.push(ackEntry(running.claim, running.result, running.detail));
+        acks.push(ackEntry(running.claim, running.result, running.detail, running.reason));
       } else {
         released.push(event_id);
         this.#api
@@ -539,6 +544,7 @@ export class Agent {
           }
         },
         start: (claim) => this.#start(claim),
+        slotsReturned: () => this.#wake.notify(),
         scanSoon: () => this.#scanSoon(),
         rescan: () => this.#rescan(),
         observe: (progress) => this.#observe(progress),

@@ -40,6 +40,11 @@ export interface ClaimerHost {
   claimFailed(error: unknown): void;
   /** Starts the handler of a claimed event (its slot is counted busy already). */
   start(claim: Claim): void;
+  /**
+   * A claim came back with fewer events than it reserved slots for: those slots are free
+   * again. The loop may be waiting for a free slot (it found none while the claim was out).
+   */
+  slotsReturned(): void;
   /** Hints flow: the loop scans when its once-a-second scan is due. */
   scanSoon(): void;
   /** Something may have been missed: the loop scans and claims now. */
@@ -90,6 +95,7 @@ export class Claimer {
       throw error;
     } finally {
       this.budget.answered(size, claims.length);
+      if (claims.length < size) this.#host.slotsReturned();
     }
     this.#host.observe({ type: "claimed", limit: size, eventIds: claims.map((c) => c.event_id), elapsedMs: Date.now() - sentAt });
     if (claims.length < size) this.#dispatcher?.coveredThrough(headAtSend);

@@ -11,7 +11,7 @@ import { retrying } from "./acks.js";
 import type { AckBatcher, RetryPolicy } from "./acks.js";
 import type { InboxApi } from "./api.js";
 import type { HandOff, Handler, InboxEvent, Outcome, Progress } from "./contract.js";
-import { Fatal, InboxError, ProblemError, QuarantineError, RetryLater } from "./errors.js";
+import { Fatal, InboxError, ProblemError, QuarantineError, RetryLater, fitReason } from "./errors.js";
 import { heartbeatDelay, heartbeatRetryDelay } from "./schedule.js";
 import type { LocalState, ProcessedResult, QuarantineDetail } from "./state.js";
 import type { AckEntry, Claim } from "./wire.js";
@@ -30,12 +30,20 @@ export interface Running {
   result: ProcessedResult | null;
   /** With a `quarantined` result: the reason and class its acknowledgement carries. */
   detail?: QuarantineDetail | undefined;
+  /** With a `failed` result: the handler's reason, kept with the dead letter. */
+  reason?: string | undefined;
 }
 
-/** The acknowledgement of a recorded result (a quarantine carries its reason and class). */
-export function ackEntry(claim: Claim, result: ProcessedResult, detail: QuarantineDetail | undefined): AckEntry {
+/**
+ * The acknowledgement of a recorded result: a quarantine carries its reason and class, a failure
+ * its reason (kept with the dead letter; none when the handler gave none).
+ */
+export function ackEntry(claim: Claim, result: ProcessedResult, detail: QuarantineDetail | undefined, reason = ""): AckEntry {
   const entry: AckEntry = { event_id: claim.event_id, lease_token: claim.lease_token, result };
-  if (result === "quarantined") {
+  if (result === "failed") {
+    const kept = fitReason(reason);
+    if (kept.length > 0) entry.reason = kept;
+  } else if (result === "quarantined") {
     const { reason, class: quarantineClass } = detail ?? QUARANTINED_BEFORE;
     entry.reason = reason;
     entry.class = quarantineClass;
@@ -136,9 +144,10 @@ export class Delivery {
     }
     running.result = result;
     running.detail = detail;
+    running.reason = reason;
     this.#context.recorded(claim.event_id);
     try {
-      await this.#acknowledge(claim, result, detail);
+      await this.#acknowledge(claim, result, detail, reason);
     } catch (error) {
       return { kind: "unconfirmed", error: String(error) };
     }
@@ -173,7 +182,8 @@ export class Delivery {
     const { api, retryPolicy } = this.#context;
     try {
       await retrying(retryPolicy, () =>
-        api.release({ event_id: claim.event_id, lease_token: claim.lease_token, reason: reason.slice(0, 200), retry_after_seconds: retryAfterSeconds }),
+        // The service refuses control characters (an error's message often has lines).
+        api.release({ event_id: claim.event_id, lease_token: claim.lease_token, reason: fitReason(reason), retry_after_seconds: retryAfterSeconds }),
       );
       return { kind: "released", retryAfterSeconds, reason };
     } catch (error) {
@@ -214,7 +224,7 @@ export class Delivery {
   }
 
   /** Acknowledges one event (batched with others on their way; repeated on network failure). */
-  #acknowledge(claim: Claim, result: ProcessedResult, detail: QuarantineDetail | undefined): Promise<void> {
-    return this.#context.acks.acknowledge(ackEntry(claim, result, detail));
+  #acknowledge(claim: Claim, result: ProcessedResult, detail: QuarantineDetail | undefined, reason = ""): Promise<void> {
+    return this.#context.acks.acknowledge(ackEntry(claim, result, detail, reason));
   }
 }

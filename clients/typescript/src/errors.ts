@@ -107,9 +107,12 @@ export class ResyncError extends InboxError {
   }
 }
 
+/** The longest retry delay the service takes (a week). */
+export const RETRY_AFTER_SECONDS_MAX = 604_800;
+
 /**
  * Thrown by a handler: try this event again later. The event is released and claimable again
- * after `retryAfterSeconds`.
+ * after `retryAfterSeconds`: whole seconds, a fraction rounded up (never sooner than asked).
  */
 export class RetryLater extends Error {
   readonly retryAfterSeconds: number;
@@ -117,13 +120,14 @@ export class RetryLater extends Error {
   constructor(reason: string, retryAfterSeconds = 30) {
     super(reason);
     this.name = "RetryLater";
-    this.retryAfterSeconds = Math.max(0, Math.min(604_800, Math.floor(retryAfterSeconds)));
+    this.retryAfterSeconds = retryAfterSeconds > 0 ? Math.ceil(Math.min(RETRY_AFTER_SECONDS_MAX, retryAfterSeconds)) : 0;
   }
 }
 
 /**
- * Thrown by a handler: this event will never work. It is acknowledged as `failed`, which
- * dead-letters it for an operator.
+ * Thrown by a handler: this event will never work. It is acknowledged as `failed` with the
+ * message as its reason (control characters become spaces, cut to 200 bytes), which the service
+ * keeps with the dead letter for an operator.
  */
 export class Fatal extends Error {
   constructor(reason: string) {
@@ -134,7 +138,7 @@ export class Fatal extends Error {
 
 export const QUARANTINE_CLASSES: readonly QuarantineClass[] = Object.freeze(["prompt_injection", "malformed_payload", "bad_signature", "policy", "other"]);
 
-/** The service keeps at most this many bytes of a quarantine reason. */
+/** The service keeps at most this many bytes of a reason (a quarantine's, a dead letter's). */
 export const QUARANTINE_REASON_BYTES_MAX = 200;
 
 /**
@@ -158,10 +162,19 @@ export class QuarantineError extends Error {
 
 /** A reason the service accepts: no control characters, 1 to 200 bytes of UTF-8, cut at a character. */
 export function quarantineReason(reason: string): string {
+  const text = fitReason(reason);
+  return text.length > 0 ? text : "quarantined by the handler";
+}
+
+/**
+ * A handler's reason as the service keeps it: control characters as spaces, trimmed, at most
+ * 200 bytes of UTF-8 cut at a character; empty when nothing is left.
+ */
+export function fitReason(reason: string): string {
   let text = String(reason).replace(/[\u0000-\u001f\u007f-\u009f]/g, " ").trim();
   const encoder = new TextEncoder();
   while (encoder.encode(text).length > QUARANTINE_REASON_BYTES_MAX) text = [...text].slice(0, -1).join("");
-  return text.length > 0 ? text : "quarantined by the handler";
+  return text.trimEnd();
 }
 
 /** Whether a 401 is about the access token (which a new one may fix), not about a signature. */

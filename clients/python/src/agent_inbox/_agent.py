@@ -52,7 +52,7 @@ from ._models import (
     SubscribeRequest,
     SubscribeResponse,
 )
-from ._schedule import jitter, next_cycle_after
+from ._schedule import jitter, next_cycle_after, retry_after_seconds
 from ._transport import Signals, Transport, TransportStatus
 
 __all__ = [
@@ -147,8 +147,15 @@ class _Runner:
         self.signals: Signals | None = None
         self.acks = AckSender(self.client, self.config, lambda: self.session_id)
         self.delivery: Delivery | None = None
-        #: From the last scan: when something not claimable yet may become so.
+        #: From the last scan: when something not claimable yet may become so. Kept until the
+        #: next scan: a cycle that only claims learns nothing that would replace it.
         self.next_change_ms: int | None = None
+        #: Events this agent released for a retry, with when (epoch ms) they are claimable
+        #: again: a scan may have run while they were still held, so it does not know them.
+        self.retries_due_ms: dict[str, int] = {}
+        #: An outcome left an event open without a known time (its acknowledgement or release
+        #: did not go through): the next cycle scans, to learn when its lease ends.
+        self.scan_needed = False
         #: A cycle claimed without scanning: the next one is due when the last scan is stale.
         self.rescan_due = False
         self.last_claim_full = False
@@ -260,8 +267,8 @@ class _Runner:
             free = max(config.concurrency, 1) - len(self.running)
             if free > 0 and time.monotonic() >= next_cycle:
                 try:
-                    claimed, more, next_change_ms = await self._cycle(free, forced, eager)
-                    next_cycle = self._after_cycle(claimed, more, next_change_ms)
+                    claimed, more = await self._cycle(free, forced, eager)
+                    next_cycle = self._after_cycle(claimed, more)
                 except InboxError as err:
                     if isinstance(err, ProblemError) and err.code == "session_superseded":
                         self.superseded = True
@@ -294,8 +301,11 @@ class _Runner:
             now = time.monotonic()
             if self.hinted or self.status_changed:
                 eager = eager or self.hinted
+                # While the service fails requests, a stream that lives on still brings hints:
+                # they wait for the backoff. A transport (re)connecting is worth a try now.
+                if self.status_changed or not signals.service_down:
+                    next_cycle = now
                 self.hinted = self.status_changed = False
-                next_cycle = now
                 forced = True
             elif self.task_done:
                 self.task_done = False
@@ -319,12 +329,21 @@ class _Runner:
         await self._drain()
         return self.summary
 
-    def _after_cycle(self, claimed: int, more: bool, next_change_ms: int | None) -> float:
+    def _next_change_ms(self) -> int | None:
+        """The earliest known time (epoch ms) an event not claimable now may become so: from
+        the last scan, and from this agent's own releases for a retry."""
+        known = [*self.retries_due_ms.values()]
+        if self.next_change_ms is not None:
+            known.append(self.next_change_ms)
+        return min(known, default=None)
+
+    def _after_cycle(self, claimed: int, more: bool) -> float:
         signals = self.signals
         assert signals is not None
         if signals.service_down:
             signals.service_down = False
             signals.reachable.set()
+        next_change_ms = self._next_change_ms()
         until_change = None if next_change_ms is None else max(next_change_ms - _now_ms(), 0) / 1000
         # An expired lease comes back on the service's next scavenger pass: allow for it.
         wait, self.poll_nominal = next_cycle_after(
@@ -341,7 +360,7 @@ class _Runner:
             wait = min(wait, max(self.last_scan + _SCAN_REUSE_SECONDS - time.monotonic(), 0.0))
         return time.monotonic() + wait
 
-    async def _cycle(self, free: int, forced: bool, eager: bool) -> tuple[int, bool, int | None]:
+    async def _cycle(self, free: int, forced: bool, eager: bool) -> tuple[int, bool]:
         """Scans after the cursor (when forced or the last scan is not recent), then claims
         up to ``free`` events and starts them. After a hint the claim goes out beside the
         scan instead of after it: a round trip less between a publish and its handler."""
@@ -351,25 +370,23 @@ class _Runner:
             # old enough (the next cycle is due by then; see _after_cycle).
             n_claimed, more = await self._claim(free)
             self.rescan_due = True
-            return n_claimed, more, self.next_change_ms
+            return n_claimed, more
         if eager:
             scanned, claimed = await asyncio.gather(self._scan(), self._claim(free), return_exceptions=True)
             if isinstance(claimed, BaseException):
                 raise claimed
             if isinstance(scanned, BaseException):
                 raise scanned
-            return claimed[0], claimed[1], scanned[0].next_change_ms
+            return claimed
         scan: tuple[Scan, bool] | None = None
         # While claims come back full there is a backlog to work through: scanning it again
         # would only re-read it. A hint or the timer (forced) still scans.
-        if forced or not (recent or self.last_claim_full):
+        if forced or self.scan_needed or not (recent or self.last_claim_full):
             scan = await self._scan()
         worth_claiming = self.claim_backlog or scan is None or scan[0].claimable > 0 or scan[1]
-        next_change_ms = scan[0].next_change_ms if scan else None
         if not worth_claiming:
-            return 0, False, next_change_ms
-        n_claimed, more = await self._claim(free)
-        return n_claimed, more, next_change_ms
+            return 0, False
+        return await self._claim(free)
 
     async def _claim(self, free: int) -> tuple[int, bool]:
         """Claims up to ``free`` events and starts them; whether the claim came back full."""
@@ -392,6 +409,8 @@ class _Runner:
         """Reads the inbox after the cursor, page by page; persists where the cursor may move."""
         cursor = self.state.cursor(self.inbox)
         held = set(self.held)
+        started_ms = _now_ms()
+        self.scan_needed = False
         scan = Scan(cursor)
         pages = 0
         while True:
@@ -421,6 +440,10 @@ class _Runner:
         assert self.signals is not None
         self.signals.known_head = max(self.signals.known_head, scan.head_seq)
         self.next_change_ms = scan.next_change_ms
+        # A retry due when the scan started, of an event not held then, is in the scan's view.
+        for event_id, due_ms in list(self.retries_due_ms.items()):
+            if due_ms <= started_ms and event_id not in held:
+                del self.retries_due_ms[event_id]
         self.rescan_due = False
         self.observe("scanned", cursor=scan.cursor, head_seq=scan.head_seq)
         return scan, truncated
@@ -455,6 +478,7 @@ class _Runner:
 
     def _start(self, claim: Claim) -> None:
         self.held[claim.event_id] = claim.lease_token
+        self.retries_due_ms.pop(claim.event_id, None)
         task = asyncio.ensure_future(self._work(claim))
         self.tasks.add(task)
         self.running.add(claim.event_id)
@@ -485,6 +509,11 @@ class _Runner:
             self._count(Outcome("unconfirmed", "stopped"))
             raise
         self._count(outcome)
+        if outcome.kind == "released":
+            # Noted once the release was answered: never earlier than the service's own time.
+            self.retries_due_ms[claim.event_id] = _now_ms() + retry_after_seconds(outcome.after) * 1000
+        elif outcome.kind == "unconfirmed":
+            self.scan_needed = True
         self.observe(
             "finished", event=claim.event, outcome=outcome, elapsed=time.monotonic() - started
         )

@@ -30,7 +30,8 @@ class Retry(Exception):
 
 class Fatal(Exception):
     """Raised by a handler: this event is never going to work. It is acknowledged as
-    ``failed`` and dead-lettered for an operator."""
+    ``failed`` with ``reason`` (control characters become spaces, cut to 200 bytes), which
+    the service keeps with the dead letter for an operator."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -39,7 +40,7 @@ class Fatal(Exception):
 
 #: Why an event was set aside: the label operators see (seed 001's anomalies).
 QUARANTINE_CLASSES = ("prompt_injection", "malformed_payload", "bad_signature", "policy", "other")
-#: The service keeps at most this many bytes of a quarantine reason.
+#: The service keeps at most this many bytes of a reason (a quarantine's, a dead letter's).
 QUARANTINE_REASON_BYTES_MAX = 200
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
@@ -59,9 +60,14 @@ class QuarantineError(Exception):
 def quarantine_reason(reason: str) -> str:
     """A reason the service accepts: no control characters, 1 to 200 bytes of UTF-8, cut at a
     character."""
+    return fit_reason(reason) or "quarantined by the handler"
+
+
+def fit_reason(reason: str) -> str:
+    """A handler's reason as the service keeps it: control characters as spaces, trimmed, at
+    most 200 bytes of UTF-8 cut at a character; empty when nothing is left."""
     text = _CONTROL.sub(" ", str(reason)).strip()
-    kept = text.encode()[:QUARANTINE_REASON_BYTES_MAX].decode(errors="ignore")
-    return kept or "quarantined by the handler"
+    return text.encode()[:QUARANTINE_REASON_BYTES_MAX].decode(errors="ignore").rstrip()
 
 
 @dataclass

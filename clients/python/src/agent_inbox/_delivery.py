@@ -15,11 +15,12 @@ from ._acks import AckSender
 from ._async_client import AsyncClient
 from ._contract import (
     AgentConfig, Event, Fatal, Handler, HandOff, Outcome, QuarantineError, Retry, _invoke, _is_async,
+    fit_reason,
 )
 from ._errors import InboxError
 from ._local_state import LocalState
 from ._models import AckEntry, Claim, HeartbeatEntry, HeartbeatRequest, ReleaseRequest
-from ._schedule import heartbeat_delay, heartbeat_retry_delay
+from ._schedule import heartbeat_delay, heartbeat_retry_delay, retry_after_seconds
 
 log = logging.getLogger("agent_inbox")
 
@@ -27,8 +28,13 @@ log = logging.getLogger("agent_inbox")
 _QUARANTINED_BEFORE = ("quarantined by this agent before the event was delivered again", "other")
 
 
-def ack_entry(claim: Claim, result: str, quarantine: tuple[str, str] | None) -> AckEntry:
-    """The acknowledgement of a recorded result (a quarantine carries its reason and class)."""
+def ack_entry(
+    claim: Claim, result: str, quarantine: tuple[str, str] | None, reason: str = ""
+) -> AckEntry:
+    """The acknowledgement of a recorded result: a quarantine carries its reason and class, a
+    failure its reason (kept with the dead letter; none when the handler gave none)."""
+    if result == "failed":
+        return AckEntry(claim.event_id, claim.lease_token, result, reason=fit_reason(reason) or None)
     if result != "quarantined":
         return AckEntry(claim.event_id, claim.lease_token, result)
     reason, quarantine_class = quarantine or _QUARANTINED_BEFORE
@@ -114,7 +120,7 @@ class Delivery:
             log.warning("could not record %s as processed: %s", claim.event_id, err)
         self.slot_free(claim.event_id)
         try:
-            await self.acks.acknowledge(ack_entry(claim, result, quarantine))
+            await self.acks.acknowledge(ack_entry(claim, result, quarantine, reason))
         except InboxError as err:
             return Outcome("unconfirmed", str(err))
         if quarantine is not None:
@@ -142,8 +148,9 @@ class Delivery:
         request = ReleaseRequest(
             event_id=claim.event_id,
             lease_token=claim.lease_token,
-            retry_after_seconds=int(min(max(after, 0), 604_800)),
-            reason=reason[:200],
+            retry_after_seconds=retry_after_seconds(after),
+            # The service refuses control characters (an exception's message often has lines).
+            reason=fit_reason(reason),
         )
         try:
             await self.acks.retrying(lambda: self.client.release(request))

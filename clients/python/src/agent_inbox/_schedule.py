@@ -6,6 +6,7 @@ arguments (a ``jitter`` is a number in ``[0, 1]``); only the runner reads clocks
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
@@ -55,6 +56,18 @@ def next_cycle_after(
         base, nominal = schedule.jittered(following, jitter), following
     wait = base if until_change is None else min(until_change + slack, base)
     return max(wait, 0.02), nominal
+
+
+#: The longest retry delay the service takes (a week).
+RETRY_AFTER_SECONDS_MAX = 604_800
+
+
+def retry_after_seconds(after: float) -> int:
+    """A retry delay in the whole seconds a release takes: rounded up, so an event never comes
+    back sooner than the handler asked."""
+    if not after > 0:  # NaN too
+        return 0
+    return math.ceil(min(after, RETRY_AFTER_SECONDS_MAX))
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,10 @@ test("Retry-After in seconds or as an HTTP date", () => {
 
 test("handler errors and server URLs are checked", () => {
   assert.equal(new RetryLater("busy", 1e9).retryAfterSeconds, 604_800, "capped at a week");
+  assert.equal(new RetryLater("busy", 1.6).retryAfterSeconds, 2, "a fraction rounded up: never sooner than asked");
+  assert.equal(new RetryLater("busy", 3).retryAfterSeconds, 3);
+  assert.equal(new RetryLater("busy", -1).retryAfterSeconds, 0);
+  assert.equal(new RetryLater("busy", Number.NaN).retryAfterSeconds, 0);
   assert.equal(checkBaseUrl("http://127.0.0.1:8080/"), "http://127.0.0.1:8080");
   assert.throws(() => checkBaseUrl("inbox.example"), (error) => error.code === "config" && /not a server URL/.test(error.message));
   assert.throws(() => checkBaseUrl("ftp://inbox.example"), /not a server URL/);
