@@ -91,6 +91,7 @@ struct WindowRow {
 async fn run(args: &SoakArgs, url: &str) -> Result<String, BenchError> {
     let store = SqlStore::connect(&ConnectOptions::new(url), StoreConfig::default()).await?;
     store.migrate().await?;
+    crate::secrets::prepare(&store, url).await?;
     let settings = NodeSettings {
         retention: Some(Duration::from_secs(args.retention_seconds)),
         archive_retention: Some(Duration::from_secs(args.archive_retention_seconds)),

@@ -87,6 +87,7 @@ pub async fn main(args: StreamsArgs) -> ExitCode {
     let url = format!("sqlite://{}", dir.join("inbox.db").display());
     let outcome = run(&args, &url).await;
     let _ = std::fs::remove_dir_all(&dir);
+    crate::secrets::forget(&url);
     match outcome {
         Ok(report) => {
             println!("{report}");
@@ -103,6 +104,7 @@ async fn run(args: &StreamsArgs, url: &str) -> Result<String, BenchError> {
     let node = Node::spawn(url).await?;
     let pid = node.pid().ok_or("the node runs in a child process")?;
     let store = SqlStore::connect(&ConnectOptions::new(url), StoreConfig::default()).await?;
+    crate::secrets::prepare(&store, url).await?;
     let tokens = TokenService::new(store.clone(), &Node::config(url)).await?;
     let tenant = TenantId::new(TENANT)?;
     let issue = async |subject: &str, kind: CallerKind, scope: &str| -> Result<String, BenchError> {
