@@ -13,6 +13,7 @@
 //   schema allows null;
 // - requests: a field the schema requires is not optional; `| null` only where the schema
 //   allows null;
+// - a property whose schema is a string, number or boolean (or an array of one) is typed so;
 // - a property whose schema refers to another schema refers to that schema's interface;
 // - a string-literal union equals the schema's enum (null aside).
 import assert from "node:assert/strict";
@@ -96,6 +97,10 @@ test("every wire interface matches its schema in openapi.json", () => {
         if (required && property.optional) problems.push(`${where}.${field}: the service requires it, but it is optional here`);
         if (shape.nullable && !nullable) problems.push(`${where}.${field}: the service refuses null, but it may be null here`);
       }
+      const scalar = scalarOf(spec);
+      if (scalar !== null && !shape.scalars.has(scalar)) {
+        problems.push(`${where}.${field}: a ${scalar} in the schema, ${[...shape.scalars].join(" | ") || "no such type"} here`);
+      }
       for (const target of references(spec)) {
         const expected = interfaceOf.get(target);
         if (expected === undefined) {
@@ -164,6 +169,13 @@ function isNullable(spec) {
   return types.includes("null") || [...(spec.oneOf ?? []), ...(spec.anyOf ?? [])].some((part) => isNullable(part));
 }
 
+/** The TypeScript type of a scalar property (of its items for an array), or null. */
+function scalarOf(spec) {
+  const kinds = (schema) => (Array.isArray(schema.type) ? schema.type : [schema.type]).filter((kind) => kind !== "null");
+  const [kind] = kinds(spec).length === 1 && kinds(spec)[0] === "array" ? kinds(spec.items ?? {}) : kinds(spec);
+  return { integer: "number", number: "number", string: "string", boolean: "boolean" }[kind] ?? null;
+}
+
 /** A property's enum without null (of its items for an array), or null when it has none. */
 function enumOf(spec) {
   const values = spec.enum ?? spec.items?.enum;
@@ -218,31 +230,44 @@ function stringLiterals(type) {
 }
 
 /**
- * What a property's type allows: null or not, the type names it mentions, and its string
- * literals (inline or through an alias, of its items for an array; null when it is no such
- * union).
+ * What a property's type allows: null or not, the type names it mentions, the scalar types
+ * (`string` for string literals too), and its string literals (inline or through an alias, of
+ * its items for an array; null when it is no such union).
  */
 function describe(type, aliases) {
   const names = new Set();
   let nullable = false;
   let literals = null;
+  const scalars = new Set();
+  const keywords = {
+    [ts.SyntaxKind.StringKeyword]: "string",
+    [ts.SyntaxKind.NumberKeyword]: "number",
+    [ts.SyntaxKind.BooleanKeyword]: "boolean",
+  };
   const visit = (node) => {
     if (ts.isParenthesizedTypeNode(node)) return visit(node.type);
     if (ts.isArrayTypeNode(node)) return visit(node.elementType);
     if (ts.isUnionTypeNode(node)) {
       const inline = stringLiterals(node);
-      if (inline !== null) literals = inline;
-      else node.types.forEach(visit);
+      if (inline !== null) {
+        literals = inline;
+        scalars.add("string");
+      } else node.types.forEach(visit);
       return;
     }
     if (ts.isLiteralTypeNode(node) && node.literal.kind === ts.SyntaxKind.NullKeyword) nullable = true;
-    else if (ts.isLiteralTypeNode(node) && ts.isStringLiteral(node.literal)) literals = new Set([node.literal.text]);
-    else if (ts.isTypeReferenceNode(node)) {
+    else if (ts.isLiteralTypeNode(node) && ts.isStringLiteral(node.literal)) {
+      literals = new Set([node.literal.text]);
+      scalars.add("string");
+    } else if (ts.isTypeReferenceNode(node)) {
       const name = node.typeName.getText();
       names.add(name);
-      if (aliases.has(name)) literals = aliases.get(name);
-    }
+      if (aliases.has(name)) {
+        literals = aliases.get(name);
+        scalars.add("string");
+      }
+    } else if (keywords[node.kind] !== undefined) scalars.add(keywords[node.kind]);
   };
   visit(type);
-  return { nullable, names, literals };
+  return { nullable, names, literals, scalars };
 }
