@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agent_inbox import _contract, _models
+from agent_inbox import _contract, _core, _models
 
 OPENAPI = Path(__file__).resolve().parents[3] / "openapi.json"
 REF_PREFIX = "#/components/schemas/"
@@ -113,6 +113,20 @@ def test_quarantine_classes_match_the_schema() -> None:
     document = json.loads(OPENAPI.read_text())
     spec = document["components"]["schemas"]["AckEntry"]["properties"]["class"]
     assert set(_contract.QUARANTINE_CLASSES) == {v for v in spec["enum"] if v is not None}
+
+
+def test_problem_members_match_the_schema() -> None:
+    """``problem()`` reads these members and hands every other one on as an extension."""
+    document = json.loads(OPENAPI.read_text())
+    properties, _ = flatten(document["components"]["schemas"]["Problem"], document["components"]["schemas"])
+    assert set(_core.PROBLEM_MEMBERS) == set(properties)
+
+
+def test_the_stream_signal_has_the_head_the_transport_reads() -> None:
+    """The SSE transport reads ``head_seq`` from each ``inbox.updated`` signal's raw JSON."""
+    document = json.loads(OPENAPI.read_text())
+    signal = document["components"]["schemas"]["StreamSignal"]
+    assert "head_seq" in signal["required"] and signal["properties"]["head_seq"]["type"] == "integer"
 
 
 def wire_dataclasses() -> list[type]:
