@@ -130,9 +130,15 @@ export interface ItemError {
   detail: string;
 }
 
+/** A named event that could not be claimed, with the reason. */
+export interface RejectedEvent {
+  event_id: string;
+  error: ItemError;
+}
+
 export interface ClaimResponse {
   claims: Claim[];
-  rejected?: { event_id: string; error: ItemError }[];
+  rejected?: RejectedEvent[];
 }
 
 /** Why an event was set aside: the metric label operators see (seed 001's anomalies). */
@@ -240,7 +246,7 @@ export interface StreamSignal {
   recipient_id: string;
   head_seq: number;
   /** Events not yet acknowledged or parked when the hint was written (up to 10,000); absent when it could not be counted. */
-  approximate_unacked?: number;
+  approximate_unacked?: number | null;
   sent_at_utc: string;
   delivery_id: string;
 }

@@ -27,6 +27,8 @@ REQUEST_TIMEOUT = 20.0
 LONG_POLL_GRACE = 10.0
 CONNECT_TIMEOUT = 10.0
 PROBLEM_BYTES_MAX = 16 * 1024
+#: The members of openapi.json's ``Problem``; any other member is an extension.
+PROBLEM_MEMBERS = frozenset({"type", "title", "status", "code", "detail", "instance"})
 USER_AGENT = "agent-inbox-python/0.1.0"
 
 
@@ -98,14 +100,13 @@ def problem(response: httpx.Response) -> ProblemError:
     except ValueError:
         data = None
     if isinstance(data, dict) and isinstance(data.get("code"), str):
-        known = {"type", "title", "status", "code", "detail", "instance"}
         return ProblemError(
             int(data.get("status") or response.status_code),
             data["code"],
             str(data.get("detail", "")),
             title=str(data.get("title", "")),
             retry_after=retry_after,
-            extensions={k: v for k, v in data.items() if k not in known},
+            extensions={k: v for k, v in data.items() if k not in PROBLEM_MEMBERS},
         )
     return ProblemError(
         response.status_code,
