@@ -17,6 +17,10 @@
 //! Every push is a hint; the inbox is the record. Nothing here trusts a hint's content: the
 //! runner always reads the inbox itself.
 //!
+//! What this runner promises alike with `listen` and the TypeScript and Python runners, with the
+//! default numbers and the test that proves each promise, is one table in the repository:
+//! [`clients/GUARANTEES.md`](../../../clients/GUARANTEES.md).
+//!
 //! ```no_run
 //! use inbox_client::{Agent, AgentConfig, Api, ContinueAfterReset, Credentials, Event, LocalState, Secret};
 //!
