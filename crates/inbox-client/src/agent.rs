@@ -236,7 +236,12 @@ impl Runner {
                     next_cycle = next_cycle.min(Instant::now());
                 }
                 _ = self.signals.hint.notified() => {
-                    next_cycle = Instant::now();
+                    // While requests fail, a hint does not cut the outage backoff short: a
+                    // stream can keep delivering hints while scans and claims fail, and
+                    // answering each at once would hammer the service that is failing them.
+                    if self.outage_attempts == 0 {
+                        next_cycle = Instant::now();
+                    }
                     forced = true;
                     // Claim even if the scan finds nothing new: a hint may be for an event
                     // behind the cursor that went back to the inbox (an operator's requeue or

@@ -371,6 +371,65 @@ async fn an_agent_that_lost_the_service_only_knocks_on_the_outage_backoff() {
     state.close().await;
 }
 
+/// Scans fail (their answers are lost) while the stream keeps delivering hints: the runner
+/// retries on its outage backoff, not on every hint, and handles everything once scans work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hints_do_not_cut_the_outage_backoff_short_while_requests_fail() {
+    let server = Server::start(&[]).await;
+    let publisher = server.publisher_token().await;
+    let agent = server.agent_token(AGENT).await;
+    let proxy = crate::proxy::Proxy::start(server.port).await;
+    let dir = TempDir::new("hints-while-failing");
+    let state = LocalState::open(&dir.path("state.db"), 100).await.unwrap();
+    let streaming = Arc::new(Streaming::default());
+    let config = AgentConfig { observer: Some(streaming.clone()), ..quick_config() };
+    let api = Api::new(&proxy.base, Credentials::access_token(Secret::new(agent.as_str()))).unwrap();
+    let handled: Arc<Mutex<Vec<String>>> = Arc::default();
+    let handler = {
+        let handled = handled.clone();
+        move |event: Event| {
+            let handled = handled.clone();
+            async move {
+                handled.lock().unwrap().push(event.event_id().to_owned());
+                Ok(())
+            }
+        }
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running =
+        tokio::spawn(Agent::new(api, state.clone(), config).run(handler, ContinueAfterReset, async move {
+            let _ = stopped.await;
+        }));
+    wait_until("the agent streams", Duration::from_secs(20), || async { *streaming.0.lock().unwrap() }).await;
+    // Every connection from now on loses the answers to scans; the stream, reopened after the
+    // cut, still delivers hints.
+    const LOSABLE: u64 = 1_000;
+    proxy.lose_answers("POST /v1/inbox/poll-after-cursor", LOSABLE);
+    proxy.cut_all();
+    wait_until("the agent streams again", Duration::from_secs(20), || async { *streaming.0.lock().unwrap() })
+        .await;
+    let failed_before = LOSABLE - proxy.answers_to_lose();
+    let window = Duration::from_secs(5);
+    let hints = 20;
+    for n in 0..hints {
+        server.publish(&publisher, AGENT, "task", json!({"n": n})).await;
+        tokio::time::sleep(window / hints).await;
+    }
+    let failed = LOSABLE - proxy.answers_to_lose() - failed_before;
+    println!("{failed} failed scans in {window:?} while {hints} hints came ({failed_before} before)");
+    // The outage backoff (0.5 s doubling to 2 s, each between half and all of it) allows about
+    // six attempts in 5 s; one per hint would be twenty.
+    assert!(failed <= 10, "{failed} failed scans in {window:?} while {hints} hints came");
+    proxy.lose_answers("POST /v1/inbox/poll-after-cursor", 0);
+    wait_until("every event handled once scans work", Duration::from_secs(20), || async {
+        handled.lock().unwrap().len() >= hints as usize
+    })
+    .await;
+    stop.send(()).unwrap();
+    let _ = running.await.unwrap();
+    state.close().await;
+}
+
 /// Notes whether the SSE stream is open.
 #[derive(Debug, Default)]
 struct Streaming(Mutex<bool>);
