@@ -71,10 +71,18 @@ impl ClaimWindow {
         (last - first < WINDOW_BUCKETS_MAX).then_some(first..=last)
     }
 
-    /// Whether the floor lags behind the head's bucket: what makes an advance worth its
-    /// transaction.
+    /// Whether the floor lags behind the head's bucket.
     pub fn lags(self) -> bool {
         self.first_bucket() < self.last_bucket()
+    }
+
+    /// Whether an advance after a claim whose lowest claimed seq was `lowest_claimed` is worth
+    /// its transaction: only when it can move the floor to a later bucket, which is what
+    /// shortens the next claim. A claim that found work in the floor's own bucket would only
+    /// move the floor within it (and on a busy inbox that would be one more transaction per
+    /// claim); one that found nothing there, or nothing at all, says the bucket is settled.
+    pub fn worth_advancing(self, lowest_claimed: Option<u64>) -> bool {
+        self.lags() && lowest_claimed.is_none_or(|seq| seq / BUCKET_SEQS > self.first_bucket())
     }
 }
 
@@ -275,6 +283,16 @@ mod tests {
         assert_eq!(deep.buckets(), None, "33 buckets are claimed with a range");
         let empty = ClaimWindow { start: 0, head: 0 };
         assert_eq!(empty.buckets(), Some(0..=0));
+    }
+
+    #[test]
+    fn an_advance_runs_only_when_it_can_leave_the_floors_bucket() {
+        let window = ClaimWindow { start: 130, head: 600 };
+        assert!(!window.worth_advancing(Some(140)), "work left in the floor's bucket");
+        assert!(window.worth_advancing(Some(300)), "the floor's bucket had nothing to claim");
+        assert!(window.worth_advancing(None), "nothing claimable from the floor on");
+        let caught_up = ClaimWindow { start: 290, head: 300 };
+        assert!(!caught_up.worth_advancing(None), "the floor is in the head's bucket");
     }
 
     #[test]

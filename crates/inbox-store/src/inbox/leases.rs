@@ -82,10 +82,11 @@ impl Inbox<'_> {
             .iter()
             .map(event_from_row)
             .collect::<Result<Vec<_>, _>>()?;
+        let lowest_claimed = records.iter().map(|record| record.inbox_seq.get()).min();
         let lease = Leasing { session_id: claim.session_id.as_ref(), now, lease_ms };
         let claimed = lease_records(self, &mut tx.conn(), &claim.inbox, records, lease).await?;
         tx.commit().await?;
-        if statement.window.lags() {
+        if statement.window.worth_advancing(lowest_claimed) {
             self.advance_claim_floor(&claim.inbox).await;
         }
         Ok(claimed)
