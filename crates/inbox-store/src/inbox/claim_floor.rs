@@ -14,8 +14,9 @@
 //! claimable before `wake_at_utc`, and at or above `wake_seq`), except one that a transaction
 //! made available again, which lowers the floor to its seq in that same transaction
 //! ([`reopen`]). A claim starts at the floor, or at `wake_seq` once `wake_at_utc` has come.
-//! Claims read the row without a lock. [`advance`] moves the floor after a claim, in a
-//! transaction of its own holding the row's lock (skipped if another holds it): it walks the
+//! Claims read the row without a lock. [`advance`] moves the floor after a claim that found
+//! nothing in the floor's bucket, in a transaction of its own holding the row's lock (skipped
+//! if another holds it): it walks the
 //! primary key from the floor past events that are not available (claimed, acknowledged,
 //! parked, expired) and available ones that are waiting, and stops at the first claimable one.
 //! On Galera, where row locks are local to a member, a lowering and an advance both write the
