@@ -24,12 +24,12 @@ import { Claimer } from "./claimer.js";
 import type { AgentOptions, Outcome, Progress, RunSummary } from "./contract.js";
 import { Delivery, ackEntry } from "./delivery.js";
 import type { Running } from "./delivery.js";
-import { ConfigError, InboxError, SessionSupersededError } from "./errors.js";
+import { ConfigError, InboxError, ProblemError, SessionSupersededError } from "./errors.js";
 import type { LifecycleChange, Platform } from "./platform.js";
 import { Scanner } from "./scanner.js";
 import type { ScanResult } from "./scanner.js";
-import { DEFAULT_POLL_SCHEDULE, jitter, jittered, nextCycleAfter, nextNominal, wallClockDrift } from "./schedule.js";
-import type { PollSchedule } from "./schedule.js";
+import { DEFAULT_POLL_SCHEDULE, OUTAGE_BACKOFF, jitter, nextCycleAfter, outageDelay, wallClockDrift } from "./schedule.js";
+import type { Backoff, PollSchedule } from "./schedule.js";
 import type { LocalState } from "./state.js";
 import { HintSources } from "./hints.js";
 import type { TabGroup } from "./tabs.js";
@@ -61,6 +61,7 @@ export class Agent {
   readonly #platform: Platform;
   readonly #concurrency: number;
   readonly #poll: PollSchedule;
+  readonly #outage: Backoff;
   readonly #wake = new Wakeup();
   readonly #stopController = new AbortController();
   readonly #running = new Map<string, Running>();
@@ -79,6 +80,8 @@ export class Agent {
   #nextChangeMs: number | null = null;
   #claimBacklog = false;
   #serviceDown = false;
+  /** Requests failed in a row because the service could not be reached; 0 once one works. */
+  #outageAttempts = 0;
   #superseded = false;
   readonly #acks: AckBatcher;
   readonly #retryPolicy: RetryPolicy;
@@ -107,6 +110,7 @@ export class Agent {
     this.#platform = platform;
     this.#concurrency = options.concurrency ?? 1;
     this.#poll = options.poll ?? DEFAULT_POLL_SCHEDULE;
+    this.#outage = options.outage ?? OUTAGE_BACKOFF;
     this.#retryPolicy = { attemptsMax: options.ackAttemptsMax ?? 30, backoff: options.ackRetry ?? { baseMs: 200, maxMs: 30_000 } };
     this.#acks = new AckBatcher(options.api, () => this.sessionId, this.#retryPolicy);
     this.#claimer = this.#newClaimer();
@@ -173,7 +177,7 @@ export class Agent {
   }
 
   async #subscribe(): Promise<SubscribeResponse | null> {
-    let nominal: number | null = null;
+    let attempt = 0;
     for (;;) {
       try {
         return await this.#api.subscribe(
@@ -187,8 +191,8 @@ export class Agent {
       } catch (error) {
         if (this.#stopController.signal.aborted) return null;
         if (!(error instanceof InboxError) || !error.retryable) throw error;
-        nominal = nextNominal(this.#poll, nominal, false);
-        const delay = jittered(this.#poll, nominal, jitter());
+        attempt += 1;
+        const delay = outageDelay(this.#outage, attempt, jitter(), retryAfterOf(error));
         this.#observe({ type: "disconnected", error, retryInMs: delay });
         await sleep(delay, this.#stopController.signal).catch(() => undefined);
         if (this.#stopController.signal.aborted) return null;
@@ -377,12 +381,14 @@ export class Agent {
             await this.#drain();
             throw error;
           }
-          // Unreachable: the transports stand by, and only this loop knocks, on the idle schedule.
+          // Unreachable: the transports stand by, and only this loop knocks, on the outage
+          // backoff (capped at a few seconds, so a returning service is found soon after it is
+          // back; a `Retry-After` from the service is obeyed).
           this.#serviceDown = true;
           // A leader that cannot claim leaves the work to the other tabs.
           this.#claimer.openToAll();
-          this.#pollNominalMs = nextNominal(this.#poll, this.#pollNominalMs, false);
-          const delay = jittered(this.#poll, this.#pollNominalMs, jitter());
+          this.#outageAttempts += 1;
+          const delay = outageDelay(this.#outage, this.#outageAttempts, jitter(), retryAfterOf(error));
           this.#observe({ type: "disconnected", error, retryInMs: delay });
           this.#nextCycleAt = Date.now() + delay;
         }
@@ -405,6 +411,7 @@ export class Agent {
       this.#serviceDown = false;
       this.#transport?.reachable();
     }
+    this.#outageAttempts = 0;
     const { waitMs, nominalMs } = nextCycleAfter(
       this.#poll,
       this.#pollNominalMs,
@@ -588,4 +595,9 @@ export class Agent {
       // An observer's failure is not the agent's.
     }
   }
+}
+
+/** The service's `Retry-After` in seconds, when the failed request's answer carried one. */
+function retryAfterOf(error: InboxError): number | undefined {
+  return error instanceof ProblemError ? error.retryAfter : undefined;
 }

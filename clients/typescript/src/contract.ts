@@ -105,8 +105,14 @@ export interface AgentOptions {
   /** Lease asked for per claim; default the service's. */
   leaseSeconds?: number;
   transport?: Partial<TransportConfig>;
-  /** Polling while no stream or long poll is connected, and retrying while unreachable. */
+  /** Polling while no stream or long poll is connected. */
   poll?: PollSchedule;
+  /**
+   * Probing while the service cannot be reached (refused or broken connections, timeouts, 5xx):
+   * default `OUTAGE_BACKOFF`, 0.5 s doubling to 2 s, so a returning service is found within
+   * about 2 s; a `Retry-After` from the service is obeyed. Reset by the first request that works.
+   */
+  outage?: Backoff;
   ackRetry?: Backoff;
   ackAttemptsMax?: number;
   pageSize?: number;

@@ -85,6 +85,18 @@ export interface Backoff {
 
 export const DEFAULT_BACKOFF: Backoff = Object.freeze({ baseMs: 1_000, maxMs: 300_000 });
 
+/**
+ * While the service does not answer at all, the runner alone probes it (the transports stand
+ * by): from 0.5 s doubling to a 2 s cap, each delay between half and all of its nominal value,
+ * as the Rust SDK's `Backoff::OUTAGE`. A service that returns is found within about 2 s of its
+ * return, at a cost of one request every 1.5 s on average per agent while it is away; one that
+ * answers with `Retry-After` is asked again no sooner than it said (see {@link outageDelay}).
+ */
+export const OUTAGE_BACKOFF: Backoff = Object.freeze({ baseMs: 500, maxMs: 2_000 });
+
+/** The longest `Retry-After` the runner obeys while the service is away, as the Rust SDK's. */
+export const OUTAGE_RETRY_AFTER_MAX_MS = 300_000;
+
 /** The delay before retry number `attempt` (1 for the first retry). */
 export function backoffDelay(backoff: Backoff, attempt: number, jitter: number): number {
   const exponent = Math.min(Math.max(attempt - 1, 0), 30);
@@ -100,6 +112,17 @@ export function backoffDelay(backoff: Backoff, attempt: number, jitter: number):
 export function retryDelay(backoff: Backoff, attempt: number, jitter: number, retryAfterSeconds: number | undefined): number {
   const delay = backoffDelay(backoff, attempt, jitter);
   return retryAfterSeconds === undefined ? delay : Math.max(delay, retryAfterSeconds * 1000);
+}
+
+/**
+ * The wait before probing an unreachable service again, for failed attempt number `attempt`
+ * (1 for the first): the outage backoff, or the service's `Retry-After` when it asked for
+ * longer (at most {@link OUTAGE_RETRY_AFTER_MAX_MS}).
+ */
+export function outageDelay(backoff: Backoff, attempt: number, jitter: number, retryAfterSeconds: number | undefined): number {
+  const delay = backoffDelay(backoff, attempt, jitter);
+  if (retryAfterSeconds === undefined || !(retryAfterSeconds > 0)) return delay;
+  return Math.max(delay, Math.min(retryAfterSeconds * 1000, OUTAGE_RETRY_AFTER_MAX_MS));
 }
 
 /** When to extend a lease `leaseMs` long: at half of it, so one lost heartbeat leaves time for another. */

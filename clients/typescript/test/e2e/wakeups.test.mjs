@@ -134,7 +134,6 @@ test("while requests fail, hints that keep coming do not bypass the backoff", as
   const handled = [];
   const run = startAgent({
     api: apiFor(token, { fetch: flaky }),
-    poll: { intervalMinMs: 500, intervalMaxMs: 2_000, growth: 2, jitterFraction: 0 },
     handler: async (event) => {
       handled.push(event.eventId);
     },

@@ -17,34 +17,15 @@ export const BIN = process.env.AGENT_INBOX_BIN ?? join(REPO, "target/debug/agent
 
 /**
  * Starts a server. `args` are extra `serve` flags. Resolves once it listens; `stop()` ends it
- * (SIGTERM, then waits for the exit) and removes its directory.
+ * (SIGTERM, then waits for the exit) and removes its directory; `kill()` and `restart()` take
+ * the service away and bring it back on the same port and database, for outages.
  */
 export async function startServer({ args = [], env = {}, scheme = "http", ca, databaseUrl: givenUrl } = {}) {
   const dir = await mkdtemp(join(tmpdir(), "inbox-ts-"));
   const databaseUrl = givenUrl ?? `sqlite://${join(dir, "db.sqlite")}`;
-  const child = spawn(BIN, ["serve", "--listen", "127.0.0.1:0", "--database-url", databaseUrl, ...args], {
-    env: { ...process.env, AGENT_INBOX_LOG: process.env.AGENT_INBOX_LOG ?? "info", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
   const logs = [];
-  const exited = new Promise((resolveExit) => child.once("exit", (code, signal) => resolveExit({ code, signal })));
-  const port = await new Promise((resolvePort, reject) => {
-    const timeout = setTimeout(() => reject(new Error(`the server did not start within 20 s:\n${logs.join("")}`)), 20_000);
-    const onData = (chunk) => {
-      logs.push(chunk.toString());
-      const match = /listening on https?:\/\/127\.0\.0\.1:(\d+)/.exec(logs.join(""));
-      if (match) {
-        clearTimeout(timeout);
-        resolvePort(Number(match[1]));
-      }
-    };
-    child.stdout.on("data", onData);
-    child.stderr.on("data", onData);
-    void exited.then(({ code }) => {
-      clearTimeout(timeout);
-      reject(new Error(`the server exited with ${code} before listening:\n${logs.join("")}`));
-    });
-  });
+  let serve = await spawnServe({ listen: "127.0.0.1:0", databaseUrl, args, env, logs });
+  const port = serve.port;
   const url = `${scheme}://127.0.0.1:${port}`;
   return {
     url,
@@ -81,12 +62,55 @@ export async function startServer({ args = [], env = {}, scheme = "http", ca, da
       const answer = await this.request("GET", "/metrics").catch(() => null);
       return answer ? answer.text : "";
     },
+    /** The service goes away at once (SIGKILL); its database stays for {@link restart}. */
+    async kill() {
+      await serve.end("SIGKILL");
+    },
+    /** Starts the service again on the same port and database, after {@link kill}. */
+    async restart() {
+      await serve.end("SIGKILL");
+      serve = await spawnServe({ listen: `127.0.0.1:${port}`, databaseUrl, args, env, logs });
+    },
     async stop() {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      await serve.end("SIGTERM");
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** One `agent-inbox serve` process; resolves once it listens, with its port and `end(signal)`. */
+async function spawnServe({ listen, databaseUrl, args, env, logs }) {
+  const child = spawn(BIN, ["serve", "--listen", listen, "--database-url", databaseUrl, ...args], {
+    env: { ...process.env, AGENT_INBOX_LOG: process.env.AGENT_INBOX_LOG ?? "info", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const logged = logs.length;
+  const exited = new Promise((resolveExit) => child.once("exit", (code, signal) => resolveExit({ code, signal })));
+  const port = await new Promise((resolvePort, reject) => {
+    const timeout = setTimeout(() => reject(new Error(`the server did not start within 20 s:\n${logs.join("")}`)), 20_000);
+    const onData = (chunk) => {
+      logs.push(chunk.toString());
+      const match = /listening on https?:\/\/127\.0\.0\.1:(\d+)/.exec(logs.slice(logged).join(""));
+      if (match) {
+        clearTimeout(timeout);
+        resolvePort(Number(match[1]));
+      }
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    void exited.then(({ code }) => {
+      clearTimeout(timeout);
+      reject(new Error(`the server exited with ${code} before listening:\n${logs.join("")}`));
+    });
+  });
+  return {
+    port,
+    /** Ends the process with `signal` (SIGKILL after 10 s) and waits for its exit. */
+    async end(signal) {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       const timeout = setTimeout(() => child.kill("SIGKILL"), 10_000);
       await exited;
       clearTimeout(timeout);
-      await rm(dir, { recursive: true, force: true });
     },
   };
 }

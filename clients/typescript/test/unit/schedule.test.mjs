@@ -63,6 +63,29 @@ test("backoff doubles with equal jitter up to its maximum, and Retry-After is ne
   assert.equal(schedule.retryDelay(backoff, 1, 0, undefined), 500);
 });
 
+test("a service that went away is probed at most two seconds apart, and its Retry-After is obeyed", () => {
+  const backoff = schedule.OUTAGE_BACKOFF;
+  assert.equal(schedule.outageDelay(backoff, 1, 1, undefined), 500);
+  for (let attempt = 1; attempt < 100; attempt++) {
+    for (const j of [0, 0.5, 1]) {
+      const delay = schedule.outageDelay(backoff, attempt, j, undefined);
+      assert.ok(delay <= S(2), `a return noticed within 2 s: ${delay}`);
+      assert.ok(delay >= 250, `no hammering: ${delay}`);
+    }
+  }
+  // Fifteen seconds away, with the mean jitter: about a dozen probes.
+  let elapsed = 0;
+  let probes = 0;
+  while (elapsed < S(15)) {
+    probes += 1;
+    elapsed += schedule.outageDelay(backoff, probes, 0.5, undefined);
+  }
+  assert.ok(probes >= 10 && probes <= 13, `${probes}`);
+  // The service's Retry-After is never cut short, up to five minutes.
+  assert.equal(schedule.outageDelay(backoff, 1, 0, 7), S(7));
+  assert.equal(schedule.outageDelay(backoff, 1, 0, 86_400), S(300));
+});
+
 test("heartbeats come at half the lease", () => {
   assert.equal(schedule.heartbeatDelay(S(120)), S(60));
   assert.equal(schedule.heartbeatDelay(0), 200);
