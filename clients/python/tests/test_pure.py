@@ -12,7 +12,16 @@ from agent_inbox._cursor import Scan
 from agent_inbox._errors import ProblemError, parse_retry_after
 from agent_inbox._resync import add_page, next_page_after, start
 from agent_inbox._contract import fit_reason
-from agent_inbox._schedule import Backoff, LongPollWait, heartbeat_delay, next_cycle_after, refresh_due, retry_after_seconds
+from agent_inbox._schedule import (
+    OUTAGE_BACKOFF,
+    Backoff,
+    LongPollWait,
+    heartbeat_delay,
+    next_cycle_after,
+    outage_delay,
+    refresh_due,
+    retry_after_seconds,
+)
 from agent_inbox._sse import SseParser
 
 
@@ -94,6 +103,24 @@ def _event(seq: int, state: str, **extra: str) -> EventEnvelope:
         ack_state=state, delivery_attempts=0, dead_letter_state="none",
         created_at_utc="2020-01-01T00:00:00Z", **extra,  # type: ignore[arg-type]
     )
+
+
+def test_a_service_that_went_away_is_probed_at_most_two_seconds_apart() -> None:
+    assert outage_delay(OUTAGE_BACKOFF, 1, 1.0, None) == 0.5
+    for attempt in range(1, 100):
+        for j in (0.0, 0.5, 1.0):
+            delay = outage_delay(OUTAGE_BACKOFF, attempt, j, None)
+            assert delay <= 2.0, f"a return noticed within 2 s: {delay}"
+            assert delay >= 0.25, f"no hammering: {delay}"
+    # Fifteen seconds away, with the mean jitter: about a dozen probes.
+    elapsed, probes = 0.0, 0
+    while elapsed < 15:
+        probes += 1
+        elapsed += outage_delay(OUTAGE_BACKOFF, probes, 0.5, None)
+    assert 10 <= probes <= 13, probes
+    # The service's Retry-After is never cut short, up to five minutes.
+    assert outage_delay(OUTAGE_BACKOFF, 1, 0.0, 7.0) == 7.0
+    assert outage_delay(OUTAGE_BACKOFF, 1, 0.0, 86_400.0) == 300.0
 
 
 def test_the_cursor_moves_over_terminal_events_only() -> None:

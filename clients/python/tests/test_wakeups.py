@@ -130,7 +130,7 @@ def test_while_requests_fail_hints_that_keep_coming_do_not_bypass_the_backoff(se
     token = server.token(agent)
     proxy = Proxy(server.port)
     handled: list[str] = []
-    config = connected(poll=PollSchedule(interval_min=0.5, interval_max=2.0, jitter_fraction=0.0))
+    config = connected()
     try:
         with running_agent(proxy.base, token, tmp_path / "state.db", lambda e: handled.append(e.event_id), config) as run:
             wait_until("the stream is open", 10,

@@ -81,7 +81,7 @@ from ._models import (
     TenantPolicyResponse,
     TokenResponse,
 )
-from ._schedule import Backoff, PollSchedule, TransportPolicy
+from ._schedule import OUTAGE_BACKOFF, Backoff, PollSchedule, TransportPolicy
 from ._signing import SigningKey
 from ._sse import SseEvent
 from ._transport import TransportConfig, TransportStatus
@@ -96,7 +96,7 @@ __all__ = [
     "EventEnvelope", "Fatal", "FileTokenStore", "HandOff",
     "Handler", "HeadResponse", "HeartbeatEntry", "HeartbeatOutcome", "HeartbeatRequest",
     "HeartbeatResponse", "InboxError", "ItemError", "LocalDaemon", "LocalState", "LocalStateError",
-    "MemoryTokenStore", "Outcome", "PayloadRef", "PollRequest", "PollResponse", "PollSchedule",
+    "MemoryTokenStore", "OUTAGE_BACKOFF", "Outcome", "PayloadRef", "PollRequest", "PollResponse", "PollSchedule",
     "ProblemError", "Progress", "ProtocolError", "QUARANTINE_CLASSES", "QuarantineError", "PublishRequest", "PublishResponse",
     "RecipientView", "RejectedEvent", "ReleaseRequest", "ReleaseResponse", "ResyncCallback",
     "quarantine_reason", "ResyncFailed", "ResyncResponse", "Retry", "RetryPolicy", "RunSummary", "SessionHeartbeatRequest",

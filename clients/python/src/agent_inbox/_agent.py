@@ -52,7 +52,7 @@ from ._models import (
     SubscribeRequest,
     SubscribeResponse,
 )
-from ._schedule import jitter, next_cycle_after, retry_after_seconds
+from ._schedule import jitter, next_cycle_after, outage_delay, retry_after_seconds
 from ._transport import Signals, Transport, TransportStatus
 
 __all__ = [
@@ -140,6 +140,8 @@ class _Runner:
         self.superseded = False
         self.status = TransportStatus(self.config.transport.allowed[0] if self.config.transport.allowed else "poll", False)
         self.poll_nominal: float | None = None
+        #: Requests failed in a row because the service could not be reached; 0 once one works.
+        self.outage_attempts = 0
         self.last_scan: float | None = None
         #: After a resync, open events may sit at or below the cursor, where scans do not
         #: look: claim without waiting for a scan to show something, until a claim is short.
@@ -214,7 +216,7 @@ class _Runner:
             supported_transports=["sse", "long-poll", "poll"],
             wants_claims=True,
         )
-        nominal: float | None = None
+        attempt = 0
         while True:
             if self.stop.is_set():
                 return None
@@ -224,8 +226,8 @@ class _Runner:
             except InboxError as err:
                 if not err.transient:
                     raise
-                nominal = self.config.poll.next_nominal(nominal, False)
-                delay = self.config.poll.jittered(nominal, jitter())
+                attempt += 1
+                delay = outage_delay(self.config.outage, attempt, jitter(), _retry_after(err))
                 self.observe("disconnected", error=str(err), retry_in=delay)
                 try:
                     await asyncio.wait_for(self.stop.wait(), delay)
@@ -277,12 +279,11 @@ class _Runner:
                         await self._drain()
                         raise
                     # Unreachable: the transports stand by; only this loop knocks, on the
-                    # idle schedule, so an agent that lost the service costs it little.
+                    # outage backoff (capped at a few seconds, so a returning service is found
+                    # soon after it is back; a `Retry-After` from the service is obeyed).
                     signals.service_down = True
-                    self.poll_nominal = config.poll.next_nominal(self.poll_nominal, False)
-                    delay = config.poll.jittered(self.poll_nominal, jitter())
-                    if isinstance(err, ProblemError) and err.retry_after is not None:
-                        delay = max(delay, err.retry_after)
+                    self.outage_attempts += 1
+                    delay = outage_delay(config.outage, self.outage_attempts, jitter(), _retry_after(err))
                     self.observe("disconnected", error=str(err), retry_in=delay)
                     next_cycle = time.monotonic() + delay
                 forced = eager = False
@@ -343,6 +344,7 @@ class _Runner:
         if signals.service_down:
             signals.service_down = False
             signals.reachable.set()
+        self.outage_attempts = 0
         next_change_ms = self._next_change_ms()
         until_change = None if next_change_ms is None else max(next_change_ms - _now_ms(), 0) / 1000
         # An expired lease comes back on the service's next scavenger pass: allow for it.
@@ -538,3 +540,8 @@ class _Runner:
                 log.info("released %s on shutdown", event_id)
             except InboxError as err:
                 log.warning("could not release %s on shutdown (its lease will expire): %s", event_id, err)
+
+
+def _retry_after(err: InboxError) -> float | None:
+    """The service's ``Retry-After`` in seconds, when the failed request's answer carried one."""
+    return err.retry_after if isinstance(err, ProblemError) else None

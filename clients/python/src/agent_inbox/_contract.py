@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from ._models import EventEnvelope, PublishRequest, ResyncResponse
-from ._schedule import Backoff, PollSchedule
+from ._schedule import OUTAGE_BACKOFF, Backoff, PollSchedule
 from ._transport import TransportConfig
 
 
@@ -140,8 +140,13 @@ class AgentConfig:
     #: Lease asked for per claim; ``None`` is the service's default.
     lease_seconds: int | None = None
     transport: TransportConfig = field(default_factory=TransportConfig)
-    #: Polling while nothing is connected, and retrying while the service is unreachable.
+    #: Polling while nothing is connected.
     poll: PollSchedule = field(default_factory=PollSchedule)
+    #: Probing while the service cannot be reached (refused or broken connections, timeouts,
+    #: 5xx): ``OUTAGE_BACKOFF``, 0.5 s doubling to 2 s, so a returning service is found within
+    #: about 2 s; a ``Retry-After`` from the service is obeyed. Reset by the first request that
+    #: works.
+    outage: Backoff = OUTAGE_BACKOFF
     ack_retry: Backoff = field(default_factory=lambda: Backoff(base=0.2, max=30.0))
     ack_attempts_max: int = 30
     page_size: int = 100

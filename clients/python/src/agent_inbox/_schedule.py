@@ -84,6 +84,28 @@ class Backoff:
         return half + (full - half) * min(max(jitter, 0.0), 1.0)
 
 
+#: While the service does not answer at all, the runner alone probes it (the transports stand
+#: by): from 0.5 s doubling to a 2 s cap, each delay between half and all of its nominal value,
+#: as the Rust SDK's ``Backoff::OUTAGE``. A service that returns is found within about 2 s of
+#: its return, at a cost of one request every 1.5 s on average per agent while it is away; one
+#: that answers with ``Retry-After`` is asked again no sooner than it said (``outage_delay``).
+OUTAGE_BACKOFF = Backoff(base=0.5, max=2.0)
+
+#: The longest ``Retry-After`` (seconds) the runner obeys while the service is away, as the
+#: Rust SDK's.
+OUTAGE_RETRY_AFTER_MAX_SECONDS = 300.0
+
+
+def outage_delay(backoff: Backoff, attempt: int, jitter: float, retry_after: float | None) -> float:
+    """The wait before probing an unreachable service again after failed attempt number
+    ``attempt`` (1 for the first): the outage backoff, or the service's ``Retry-After`` when it
+    asked for longer (at most ``OUTAGE_RETRY_AFTER_MAX_SECONDS``)."""
+    delay = backoff.delay(attempt, jitter)
+    if retry_after is None or not retry_after > 0:
+        return delay
+    return max(delay, min(retry_after, OUTAGE_RETRY_AFTER_MAX_SECONDS))
+
+
 def heartbeat_delay(lease_seconds: float) -> float:
     """At half the lease, so one lost heartbeat still leaves time for a second."""
     return max(lease_seconds / 2, 0.2)
