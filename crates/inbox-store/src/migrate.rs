@@ -95,6 +95,9 @@ const SQLITE: &[Migration] = &[
 /// How long a migration lock row is honoured: far longer than migrating takes.
 const GALERA_LOCK_MS: i64 = 300_000;
 
+/// Releases of the Galera lock row that lost certification, tried again 50 ms apart.
+const RELEASE_ATTEMPTS_MAX: u32 = 100;
+
 /// A certification conflict on the lock row means another node took it first.
 fn ignore_contention(err: StoreError) -> Result<(), StoreError> {
     match err {
@@ -135,9 +138,7 @@ impl SqlStore {
         match (self.dialect(), &result) {
             (Dialect::Sqlite, Err(_)) => conn.execute_raw("ROLLBACK").await?,
             (Dialect::Sqlite, Ok(_)) => conn.execute_raw(unlock).await?,
-            (Dialect::MySql, _) if galera => {
-                conn.execute(queries::RELEASE_GALERA_LOCK, &[Arg::Str(&holder)]).await?;
-            }
+            (Dialect::MySql, _) if galera => self.unlock_cluster_wide(&mut conn, &holder).await?,
             (Dialect::MySql, _) => drop(conn.fetch_optional(unlock, &[]).await?),
         }
         result
@@ -167,6 +168,23 @@ impl SqlStore {
                 return Err(StoreError::Migration("another node held the migration lock for 60 s".into()));
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Gives the lock row up. A release that loses certification to another node's attempt at
+    /// the lock is tried again: left behind, the row would hold every node's start (this one's
+    /// next attempt included, under a new holder) until it expires after [`GALERA_LOCK_MS`].
+    async fn unlock_cluster_wide(&self, conn: &mut DbConnection<'_>, holder: &str) -> Result<(), StoreError> {
+        let mut lost = 0;
+        loop {
+            match conn.execute(queries::RELEASE_GALERA_LOCK, &[Arg::Str(holder)]).await {
+                Ok(_) => return Ok(()),
+                Err(StoreError::Contention { .. }) if lost < RELEASE_ATTEMPTS_MAX => {
+                    lost += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                Err(err) => return Err(err),
+            }
         }
     }
 
