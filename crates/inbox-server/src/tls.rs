@@ -127,20 +127,9 @@ async fn accept_loop(
     let handshakes = Arc::new(Semaphore::new(HANDSHAKES_MAX));
     loop {
         let Ok(permit) = handshakes.clone().acquire_owned().await else { return };
-        let (stream, peer) = tokio::select! {
-            accepted = tcp.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Out of file descriptors and the like: wait rather than spin.
-                    tracing::warn!(error = %e, "cannot accept a connection");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.cancelled() => return,
+        let Some((stream, peer)) = crate::http::stall::accept(&tcp, user_timeout, &shutdown).await else {
+            return;
         };
-        let _ = stream.set_nodelay(true);
-        crate::http::stall::set_user_timeout(&stream, user_timeout);
         let acceptor = acceptor.clone();
         let ready = ready.clone();
         tokio::spawn(async move {

@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 use tower::Service as _;
 
 use crate::Shutdown;
-use crate::http::stall::set_user_timeout;
+use crate::http::stall::accept;
 use crate::metrics::Metrics;
 
 /// The longest request line looked at, and the longest request head read.
@@ -98,23 +98,7 @@ async fn accept_loop(
     handoff: mpsc::Sender<(TcpStream, SocketAddr)>,
     shutdown: Shutdown,
 ) {
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = tcp.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Out of file descriptors and the like: wait rather than spin.
-                    tracing::warn!(error = %e, "cannot accept a connection");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.cancelled() => return,
-        };
-        // A hint is a small write on an otherwise idle stream: Nagle's algorithm would hold it
-        // back until the previous segment's ACK.
-        let _ = stream.set_nodelay(true);
-        set_user_timeout(&stream, front.stall_limit);
+    while let Some((stream, peer)) = accept(&tcp, front.stall_limit, &shutdown).await {
         let (front, handoff) = (front.clone(), handoff.clone());
         tokio::spawn(async move {
             // Boxed, as every short phase of a connection here: its buffers are freed when it

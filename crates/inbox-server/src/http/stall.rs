@@ -47,6 +47,33 @@ impl<L: Listener> Listener for StallGuarded<L> {
     }
 }
 
+/// Accepts the next connection of a listener that serves it itself (the SSE front, the TLS
+/// listener): no Nagle delay (a hint is a small write on an idle connection) and `limit` as
+/// its TCP user timeout. Waits out accept errors (out of file descriptors and the like)
+/// instead of spinning; `None` once `shutdown` fires.
+pub(crate) async fn accept(
+    tcp: &tokio::net::TcpListener,
+    limit: Duration,
+    shutdown: &crate::Shutdown,
+) -> Option<(tokio::net::TcpStream, std::net::SocketAddr)> {
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = tcp.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => return None,
+        };
+        let _ = stream.set_nodelay(true);
+        set_user_timeout(&stream, limit);
+        return Some((stream, peer));
+    }
+}
+
 /// Sets the TCP user timeout of an accepted socket: data unacknowledged that long ends it.
 pub fn set_user_timeout(tcp: &tokio::net::TcpStream, limit: Duration) {
     #[cfg(any(target_os = "linux", target_os = "android"))]
