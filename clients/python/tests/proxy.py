@@ -1,7 +1,9 @@
 """A small TCP proxy in front of the service that a test can make hostile: it closes a
 connection at the first request that matches a rule (as a middlebox that breaks streams or
-long requests does), closes every connection a set time after it opened, or forwards
-faithfully."""
+long requests does, or a network that loses a request), answers a request with an error status
+itself, holds a request back a while, closes every connection a set time after it opened, or
+forwards faithfully. It keeps a log of the requests it saw and what it did with each. The
+Python SDK's tests and the runners' conformance suite (clients/conformance) share it."""
 
 from __future__ import annotations
 
@@ -26,6 +28,14 @@ class Proxy:
         #: A connection is closed at the first request (head and body) this accepts.
         self.refuse: Callable[[bytes], bool] | None = None
         self.refused = 0
+        #: A request this gives a status for is answered with it here (a problem body,
+        #: ``Connection: close``) and never reaches the service.
+        self.fail: Callable[[bytes], int | None] | None = None
+        #: A request this gives seconds for is held back that long before it is forwarded.
+        self.delay: Callable[[bytes], float] | None = None
+        #: Every request seen: (monotonic time, its request line, "forwarded", "refused",
+        #: "failed" or "delayed", its body).
+        self.log: list[tuple[float, str, str, bytes]] = []
         self.connections = 0
         self._open: list[tuple[socket.socket, socket.socket, float]] = []
         self._lock = threading.Lock()
@@ -92,10 +102,23 @@ class Proxy:
                         raise EOFError
                     rest += chunk
                 request, buffer = head + b"\r\n\r\n" + rest[:length], rest[length:]
-                refuse = self.refuse
+                request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+                refuse, fail, delay = self.refuse, self.fail, self.delay
                 if refuse is not None and refuse(request):
                     self.refused += 1
+                    self.log.append((time.monotonic(), request_line, "refused", rest[:length]))
                     break
+                status = fail(request) if fail is not None else None
+                if status is not None:
+                    self.log.append((time.monotonic(), request_line, "failed", rest[:length]))
+                    body = b'{"type":"about:blank","title":"failed by the test proxy","status":%d}' % status
+                    client.sendall(b"HTTP/1.1 %d Proxy Failure\r\ncontent-type: application/problem+json\r\n"
+                                   b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (status, len(body), body))
+                    break
+                held = delay(request) if delay is not None else 0.0
+                self.log.append((time.monotonic(), request_line, "delayed" if held else "forwarded", rest[:length]))
+                if held:
+                    time.sleep(held)
                 upstream.sendall(request)
         except (OSError, ValueError, EOFError):
             pass
