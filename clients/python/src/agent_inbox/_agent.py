@@ -301,7 +301,9 @@ class _Runner:
                     pass
             now = time.monotonic()
             if self.hinted or self.status_changed:
-                eager = eager or self.hinted
+                # A claim beside the scan saves a round trip, but not while the service fails:
+                # then one request at a time knocks (a failed scan sends no claim).
+                eager = (eager or self.hinted) and not signals.service_down
                 # While the service fails requests, a stream that lives on still brings hints:
                 # they wait for the backoff. A transport (re)connecting is worth a try now.
                 if self.status_changed or not signals.service_down:
@@ -515,7 +517,12 @@ class _Runner:
             # Noted once the release was answered: never earlier than the service's own time.
             self.retries_due_ms[claim.event_id] = _now_ms() + retry_after_seconds(outcome.after) * 1000
         elif outcome.kind == "unconfirmed":
+            # Its lease may have ended while the acknowledgement was failing, and no hint
+            # announces that: look now rather than at the safety net (a redelivery is answered
+            # from the local record).
             self.scan_needed = True
+            self.task_done = True
+            self._poke()
         self.observe(
             "finished", event=claim.event, outcome=outcome, elapsed=time.monotonic() - started
         )

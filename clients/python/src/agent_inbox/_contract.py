@@ -6,8 +6,10 @@ without importing each other."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import re
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -183,10 +185,40 @@ async def _invoke(function: Callable[[Any], Any], is_async: bool, argument: Any)
     """Awaits an async callback; runs a plain one in a worker thread. Answers what it returned."""
     if is_async:
         return await function(argument)
-    result = await asyncio.to_thread(function, argument)
+    result = await _in_daemon_thread(function, argument)
     if inspect.isawaitable(result):
         return await result
     return result
+
+
+async def _in_daemon_thread(function: Callable[[Any], Any], argument: Any) -> Any:
+    """``asyncio.to_thread`` in a daemon thread of its own: a handler still running when the
+    shutdown grace ends (its event released) is abandoned, and does not hold the process's
+    exit as a worker of the default executor would."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if done.done():
+            return
+        if error is None:
+            done.set_result(result)
+        else:
+            done.set_exception(error)
+
+    def work() -> None:
+        try:
+            result, error = context.run(function, argument), None
+        except BaseException as err:  # noqa: BLE001 - handed to the awaiting task
+            result, error = None, err
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:
+            pass  # the loop is gone: the agent stopped without waiting for this handler
+
+    threading.Thread(target=work, name="agent-inbox-handler", daemon=True).start()
+    return await done
 
 
 def _now_ms() -> int:
