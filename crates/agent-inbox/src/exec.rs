@@ -40,7 +40,37 @@ pub fn shell(command: &str) -> tokio::process::Command {
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    // A group of its own, so that a run cut short stops the command itself and not only `sh`
+    // (which may run it as a child rather than exec it): see `GroupGuard`.
+    #[cfg(unix)]
+    child.process_group(0);
     child
+}
+
+/// Kills a command's process group when its run is cut short (the future dropped: the
+/// shutdown grace ended, the agent stopped). Otherwise a command that `sh` ran as its child
+/// would live on after `sh` is killed, still working on an event that was released to be run
+/// again elsewhere. A run that completes leaves alone what the command started in the
+/// background.
+struct GroupGuard(Option<u32>);
+
+impl GroupGuard {
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(group) = self.0 {
+            // The shell's own `kill`, which takes a group: no unsafe code, no dependency.
+            let _ = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("kill -KILL -{group} 2>/dev/null"))
+                .status();
+        }
+    }
 }
 
 /// Runs `command` with `input` on its stdin until it exits.
@@ -59,6 +89,7 @@ pub async fn run_with_stdin_lines(
         command.stdout(Stdio::piped());
     }
     let mut child = command.spawn()?;
+    let mut group = GroupGuard(child.id());
     if let (Some(stdout), Some(lines)) = (child.stdout.take(), lines) {
         tokio::spawn(async move {
             use tokio::io::AsyncBufReadExt as _;
@@ -92,6 +123,7 @@ pub async fn run_with_stdin_lines(
             read = read_some(&mut stderr, &mut buffer) => pass_through(&mut stderr, read, &buffer, &mut last).await,
         }
     };
+    group.disarm();
     let _ = tokio::time::timeout(STDERR_DRAIN, async {
         while stderr.is_some() {
             let read = read_some(&mut stderr, &mut buffer).await;
