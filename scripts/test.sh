@@ -2,8 +2,8 @@
 # Runs every test of agent-inbox: unit, property, conformance (SQLite, MariaDB and a Galera
 # cluster), end-to-end, database outages on a private mariadbd, the README's walk-through, the
 # OpenAPI contract (Schemathesis), the MCP server with the Python MCP SDK, the Python SDK
-# (pytest), the TypeScript client (Node and headless Chromium) and the web console (headless
-# Chromium). Starts MariaDB if it is
+# (pytest), the TypeScript client (Node and headless Chromium), the runners' conformance suite
+# and the web console (headless Chromium). Starts MariaDB if it is
 # installed but not running. The MariaDB URL comes from
 # AGENT_INBOX_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test); each test creates
 # and drops its own database. The Galera cases run on a cluster scripts/galera.sh starts (or the
@@ -58,4 +58,5 @@ export AGENT_INBOX_BIN="$PWD/target/debug/agent-inbox"
 ./scripts/test-mcp.sh
 ./scripts/test-python.sh
 ./scripts/test-typescript.sh
+./scripts/test-conformance.sh
 ./scripts/test-console.sh
