@@ -415,6 +415,12 @@ impl ServerHandler for InboxServer {
             return Ok(());
         }
         let mut subscription = self.head.subscribe().await;
+        // The client was told its subscription is honored before this runs (rmcp acknowledges,
+        // then calls `listen`), so a publish in between moved the head unseen: one "look
+        // again" now covers it. Hints are only ever that, so an extra one costs a read.
+        if context.sink().notify_resource_updated(HEAD_URI).await.is_err() {
+            return Ok(());
+        }
         loop {
             tokio::select! {
                 () = context.cancelled() => return Ok(()),
