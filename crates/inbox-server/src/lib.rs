@@ -301,7 +301,9 @@ pub fn router(state: AppState) -> Router {
     // Outside `observe`, so an approved preflight is answered here and a refused cross-origin
     // request is still logged and measured like any other.
     let router = match http::cors::layer(&state.config) {
-        Some(cors) => router.layer(cors),
+        Some(cors) => router
+            .layer(cors)
+            .layer(axum::middleware::from_fn_with_state(state.clone(), http::cors::timing_allow_origin)),
         None => router,
     };
     router.with_state(state)

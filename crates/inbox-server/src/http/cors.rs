@@ -1,12 +1,20 @@
 //! CORS for browser apps served from another origin: only the origins in `cors_origins` may
 //! read answers, send credentials and have their preflights approved. With the list empty (the
 //! default) no CORS header is ever sent, so browsers keep every answer from other origins.
+//!
+//! The same origins may also read each answer's timings (`Timing-Allow-Origin`): without it a
+//! browser hides `nextHopProtocol` and the timings of cross-origin requests, so an app cannot
+//! tell whether it talks HTTP/1.1 (six connections per origin) or HTTP/2.
 
 use std::time::Duration;
 
+use axum::extract::{Request, State};
 use axum::http::{HeaderName, HeaderValue, Method, header};
+use axum::middleware::Next;
+use axum::response::Response;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
+use crate::AppState;
 use crate::config::Config;
 
 /// The CORS layer for the configured origins, or `None` when there are none.
@@ -45,3 +53,24 @@ pub(crate) fn layer(config: &Config) -> Option<CorsLayer> {
 pub(crate) fn allowed(config: &Config, origin: &str) -> bool {
     config.http.cors_origins.iter().any(|listed| listed == origin)
 }
+
+/// Names a listed request origin in `Timing-Allow-Origin`, never `*` and never an unlisted
+/// origin, so only the configured browser apps see the timings of their requests.
+pub(crate) async fn timing_allow_origin(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let origin = request
+        .headers()
+        .get(header::ORIGIN)
+        .filter(|origin| origin.to_str().is_ok_and(|origin| allowed(&state.config, origin)))
+        .cloned();
+    let mut response = next.run(request).await;
+    if let Some(origin) = origin {
+        response.headers_mut().insert(TIMING_ALLOW_ORIGIN, origin);
+    }
+    response
+}
+
+const TIMING_ALLOW_ORIGIN: HeaderName = HeaderName::from_static("timing-allow-origin");

@@ -312,3 +312,30 @@ async fn cors_answers_listed_origins_only() {
     default.stop().await;
     server.stop().await;
 }
+
+/// A listed origin may read its requests' timings (`nextHopProtocol` among them); an unlisted
+/// one, or a request with no origin, is told nothing, and `*` is never sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn timing_allow_origin_names_listed_origins_only() {
+    let server = TestServer::start_with(Backend::Sqlite, |c| {
+        c.http.cors_origins = vec!["http://127.0.0.1:5555".into()]
+    })
+    .await;
+    let agent = server.agent("acme", "agent_timing").await;
+    let head = |origin: Option<&'static str>| {
+        let request = server.request(Method::GET, "/v1/inbox/head", Some(&agent), None);
+        match origin {
+            Some(origin) => request.header("origin", origin),
+            None => request,
+        }
+        .send()
+    };
+    let listed = head(Some("http://127.0.0.1:5555")).await.unwrap();
+    assert!(listed.status().is_success(), "{}", listed.status());
+    assert_eq!(listed.headers()["timing-allow-origin"], "http://127.0.0.1:5555");
+    for origin in [Some("http://localhost:5555"), None] {
+        let answer = head(origin).await.unwrap();
+        assert!(answer.headers().get("timing-allow-origin").is_none(), "{origin:?}: {:?}", answer.headers());
+    }
+    server.stop().await;
+}
