@@ -5,8 +5,10 @@
 //! Settings live in sections, one per subsystem (`[database] url`, `[inbox] lease_default`,
 //! `[callbacks] timeout`, ...; [`sections`]). Every setting also keeps the flat name it had
 //! before the sections (`database_url`, `lease_default`, `callbacks_timeout`): a file may use
-//! either form (not both for one setting), and environment variables and flags keep using the
-//! flat names (`AGENT_INBOX_DATABASE_URL`, `--database-url`); [`KEYS`] is the one table of both.
+//! either form (not both for one setting), and every setting's environment variable uses the
+//! flat name (`AGENT_INBOX_DATABASE_URL`); [`KEYS`] is the one table of both. Only a subset of
+//! the settings has a flag (`agent-inbox serve --help` lists them, `--database-url` among
+//! them), named after the flat name too; the rest are set in the file or the environment.
 
 mod check;
 mod forms;
@@ -43,8 +45,10 @@ pub struct Config {
     pub limits: LimitsConfig,
 }
 
-/// Every setting: its flat name (a TOML key of its own, the environment variable's and the
-/// flag's name), its section and its name in the section.
+/// Every setting: its flat name (a TOML key of its own, and the environment variable's name;
+/// also the flag's, for the few settings `serve` has a flag for), its section and its name in
+/// the section. A field missing here could not be set at all: a test checks that every field
+/// of every section has its row.
 pub const KEYS: &[(&str, &str, &str)] = &[
     ("database_url", "database", "url"),
     ("database_connections_max", "database", "connections_max"),
@@ -517,6 +521,97 @@ mod tests {
         let err = Config::load(Some(&unknown), [], []).unwrap_err();
         assert!(err.to_string().contains("unknown key \"inbox.lease_defualt\""), "{err}");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Every field of every section, as `Config`'s `Deserialize` names them: a field the
+    /// serializer would skip (an unset `Option`) is listed all the same.
+    fn section_fields() -> Vec<(&'static str, &'static str)> {
+        use serde::de::value::{BorrowedStrDeserializer, Error, MapDeserializer};
+        use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, Visitor};
+
+        /// Deserializes the config (`section` unset) or one section, writing down the field
+        /// names each struct asks for; every struct is `#[serde(default)]`, so an empty map
+        /// stands in for each section's values.
+        struct Fields<'a> {
+            section: Option<&'static str>,
+            found: &'a mut Vec<(&'static str, &'static str)>,
+        }
+        impl<'de> Deserializer<'de> for Fields<'_> {
+            type Error = Error;
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Error> {
+                Err(Error::custom("a config section or field that is not a struct"))
+            }
+            fn deserialize_struct<V: Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                visitor: V,
+            ) -> Result<V::Value, Error> {
+                match self.section {
+                    None => {
+                        visitor.visit_map(Sections { names: fields.iter(), current: None, found: self.found })
+                    }
+                    Some(section) => {
+                        self.found.extend(fields.iter().map(|field| (section, *field)));
+                        visitor
+                            .visit_map(MapDeserializer::<_, Error>::new(std::iter::empty::<(&str, &str)>()))
+                    }
+                }
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+                option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+                ignored_any
+            }
+        }
+        /// The config's sections as map keys, each value deserialized by [`Fields`].
+        struct Sections<'a> {
+            names: std::slice::Iter<'static, &'static str>,
+            current: Option<&'static str>,
+            found: &'a mut Vec<(&'static str, &'static str)>,
+        }
+        impl<'de> MapAccess<'de> for Sections<'_> {
+            type Error = Error;
+            fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
+                let Some(name) = self.names.next() else { return Ok(None) };
+                self.current = Some(name);
+                seed.deserialize(BorrowedStrDeserializer::new(name)).map(Some)
+            }
+            fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
+                seed.deserialize(Fields { section: self.current, found: &mut *self.found })
+            }
+        }
+
+        let mut found = Vec::new();
+        Config::deserialize(Fields { section: None, found: &mut found }).expect("the config's shape is read");
+        found
+    }
+
+    /// [`KEYS`] is written by hand; a field it forgets cannot be set from the file, the
+    /// environment or a flag, and nothing else would say so.
+    #[test]
+    fn keys_name_every_field_of_every_section_once() {
+        let fields = section_fields();
+        let keyed: Vec<(&str, &str)> = KEYS.iter().map(|(_, section, name)| (*section, *name)).collect();
+        let missing: Vec<String> =
+            fields.iter().filter(|field| !keyed.contains(field)).map(|(s, n)| format!("{s}.{n}")).collect();
+        assert!(missing.is_empty(), "settings with no row in KEYS, so they cannot be set: {missing:?}");
+        let unreal: Vec<&(&str, &str, &str)> =
+            KEYS.iter().filter(|(_, section, name)| !fields.contains(&(*section, *name))).collect();
+        assert!(unreal.is_empty(), "KEYS rows that name no field of a section: {unreal:?}");
+        let mut unique = keyed.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), KEYS.len(), "a field with two rows in KEYS");
+        let mut flat: Vec<&str> = KEYS.iter().map(|(flat, _, _)| *flat).collect();
+        flat.sort();
+        flat.dedup();
+        assert_eq!(flat.len(), KEYS.len(), "a flat name used by two settings");
+        let sections: Vec<&str> = fields.iter().map(|(section, _)| *section).collect();
+        assert!(
+            flat.iter().all(|flat| !sections.contains(flat)),
+            "a flat name that is also a section's: a file could not tell them apart"
+        );
     }
 
     /// Each inbox default the store also enforces is the store's.
