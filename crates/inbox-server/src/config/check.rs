@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use inbox_store::DELIVERY_ATTEMPTS_MAX;
+
 use super::{Config, ConfigError};
 
 impl Config {
@@ -26,8 +28,8 @@ impl Config {
         if self.inbox.lease_max > Duration::from_secs(24 * 3600) {
             return bad("lease_max must be at most 24h".into());
         }
-        if !(1..=1000).contains(&self.inbox.max_attempts) {
-            return bad("max_attempts must be between 1 and 1000".into());
+        if !(1..=DELIVERY_ATTEMPTS_MAX).contains(&self.inbox.max_attempts) {
+            return bad(format!("max_attempts must be between 1 and {DELIVERY_ATTEMPTS_MAX}"));
         }
         if self.inbox.retention < Duration::from_secs(60) {
             return bad("retention must be at least 60s".into());

@@ -1,12 +1,22 @@
 //! The OpenAPI document, generated from the handlers' annotations and the wire types. A copy
 //! is checked in at `openapi.json` in the repository root; a test fails when the two differ.
 
-use inbox_core::QuarantineClass;
-use inbox_store::{EventStateFilter, SESSIONS_LIST_MAX};
+use inbox_core::{
+    DeduplicationKey, EventType, InboxSeq, KeyId, QuarantineClass, RecipientId, RegistrationId, RoomId,
+    SessionId, TenantId,
+};
+use inbox_rooms::ROOM_NAME_BYTES_MAX;
+use inbox_store::{
+    DELIVERY_ATTEMPTS_MAX, EventStateFilter, REASON_BYTES_MAX, RETRY_AFTER_MS_MAX, SESSIONS_LIST_MAX,
+};
 use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
+use crate::http::routes::agent_keys::RETIRE_AFTER_SECONDS_MAX;
+use crate::http::routes::callbacks::{
+    RATE_PER_MINUTE_MAX, REPLAY_WINDOW_SECONDS_RANGE, ROTATION_OVERLAP_SECONDS_MAX,
+};
 use crate::http::routes::{
     admin, admin_events, admin_views, agent_keys, agents, auth, callbacks, events, inbox, rooms, sessions,
     streams, tenant_policy, ws,
@@ -77,51 +87,60 @@ const WORD: &str = "^[A-Za-z0-9_.:-]+$";
 const RECIPIENT: &str = "^[A-Za-z0-9_.:@-]+$";
 const UUID: &str = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
 const LEASE_TOKEN: &str = "^lease_[0-9a-f]{32}$";
-/// Most items one request may name (the store's batch limit).
-const BATCH_MAX: u64 = 500;
 
 /// The bounds the server enforces, written into the schemas: ranges, lengths, patterns, enums
 /// and formats, so generated clients and contract tools know what is refused before sending it.
+/// Every number is the constant or setting its validator checks against, never a copy of it.
 /// Integers are JSON integers: a whole-number float such as `5.0` is refused (400
 /// `invalid_field`), as the schemas' `"type": "integer"` says.
 fn add_constraints(document: &mut Value, config: &crate::Config) {
-    let lease_max = config.inbox.lease_max.as_secs();
+    let store = crate::store_config(config);
+    let lease_max = store.lease_ms_max / 1_000;
     let wait_max = config.inbox.long_poll_wait_max.as_secs();
     let ticket_ttl_max = config.sessions.stream_ticket_ttl.as_secs();
+    // Items one poll, claim, acknowledgement, heartbeat or admin batch may name or return, and
+    // recipients one publish (or room) may reach.
+    let batch_max = store.batch_events_max;
+    let fanout_max = store.fanout_recipients_max;
+    let retry_after_seconds_max = RETRY_AFTER_MS_MAX / 1_000;
     // Free text: no control characters (C0, DEL, C1); the server's limit is in bytes of
     // UTF-8, which JSON Schema cannot state: `maxLength` is the same number, in characters
     // (exact for ASCII).
-    let text = |max: u64| json!({"pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$", "maxLength": max});
-    let word = |max: u64| json!({"pattern": WORD, "minLength": 1, "maxLength": max});
-    let recipient = json!({"pattern": RECIPIENT, "minLength": 1, "maxLength": 128});
+    let text = |max: usize| json!({"pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$", "maxLength": max});
+    let word = |max: usize| json!({"pattern": WORD, "minLength": 1, "maxLength": max});
+    let recipient = json!({"pattern": RECIPIENT, "minLength": 1, "maxLength": RecipientId::BYTES_MAX});
     let event_id = json!({"format": "uuid", "pattern": UUID});
     let lease_token = json!({"pattern": LEASE_TOKEN});
-    let limit = json!({"minimum": 1, "maximum": BATCH_MAX});
-    let seq = json!({"maximum": i64::MAX});
+    let limit = json!({"minimum": 1, "maximum": batch_max});
+    let seq = json!({"maximum": InboxSeq::MAX.0});
     let priority = json!({"enum": ["urgent", "high", "normal", "low", null]});
     let ack_result = json!({"enum": ["completed", "failed", "quarantined", null]});
-    // A reason an agent or operator gives: 1 to 200 bytes on one line.
-    let reason = json!({"pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", "minLength": 1, "maxLength": 200});
+    // A reason an agent or operator gives: one line of 1 to `REASON_BYTES_MAX` bytes.
+    let reason = json!({
+        "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", "minLength": 1, "maxLength": REASON_BYTES_MAX
+    });
+    let deduplication_key =
+        json!({"pattern": "^[!-~]+$", "minLength": 1, "maxLength": DeduplicationKey::BYTES_MAX});
     let mut classes: Vec<Value> = QuarantineClass::ALL.iter().map(|c| json!(c.as_str())).collect();
     classes.push(Value::Null);
     let optional_class = json!({"enum": classes});
     let table: Vec<(&str, &str, Value)> = vec![
-        ("PollRequest", "tenant_id", word(64)),
+        ("PollRequest", "tenant_id", word(TenantId::BYTES_MAX)),
         ("PollRequest", "recipient_id", recipient.clone()),
         ("PollRequest", "after_seq", seq.clone()),
         ("PollRequest", "limit", limit.clone()),
         ("PollRequest", "wait_seconds", json!({"maximum": wait_max})),
-        ("ClaimRequest", "tenant_id", word(64)),
+        ("ClaimRequest", "tenant_id", word(TenantId::BYTES_MAX)),
         ("ClaimRequest", "recipient_id", recipient.clone()),
-        ("ClaimRequest", "session_id", word(64)),
-        ("ClaimRequest", "event_ids", json!({"minItems": 1, "maxItems": BATCH_MAX})),
+        ("ClaimRequest", "session_id", word(SessionId::BYTES_MAX)),
+        ("ClaimRequest", "event_ids", json!({"minItems": 1, "maxItems": batch_max})),
         ("ClaimRequest", "event_ids/items", event_id.clone()),
         ("ClaimRequest", "limit", limit.clone()),
         ("ClaimRequest", "lease_seconds", json!({"minimum": 1, "maximum": lease_max})),
-        ("AcknowledgeRequest", "tenant_id", word(64)),
+        ("AcknowledgeRequest", "tenant_id", word(TenantId::BYTES_MAX)),
         ("AcknowledgeRequest", "recipient_id", recipient.clone()),
-        ("AcknowledgeRequest", "session_id", word(64)),
-        ("AcknowledgeRequest", "acks", json!({"minItems": 1, "maxItems": BATCH_MAX})),
+        ("AcknowledgeRequest", "session_id", word(SessionId::BYTES_MAX)),
+        ("AcknowledgeRequest", "acks", json!({"minItems": 1, "maxItems": batch_max})),
         ("AckEntry", "event_id", event_id.clone()),
         ("AckEntry", "lease_token", lease_token.clone()),
         ("AckEntry", "result", ack_result.clone()),
@@ -131,80 +150,83 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
         ("AckOneRequest", "result", ack_result),
         ("AckOneRequest", "reason", reason.clone()),
         ("AckOneRequest", "class", optional_class.clone()),
-        ("ReleaseRequest", "tenant_id", word(64)),
+        ("ReleaseRequest", "tenant_id", word(TenantId::BYTES_MAX)),
         ("ReleaseRequest", "recipient_id", recipient.clone()),
         ("ReleaseRequest", "event_id", event_id.clone()),
         ("ReleaseRequest", "lease_token", lease_token.clone()),
-        ("ReleaseRequest", "retry_after_seconds", json!({"maximum": 604_800})),
-        ("ReleaseRequest", "reason", text(200)),
-        ("ReleaseOneRequest", "reason", text(200)),
+        ("ReleaseRequest", "retry_after_seconds", json!({"maximum": retry_after_seconds_max})),
+        ("ReleaseRequest", "reason", text(REASON_BYTES_MAX)),
+        ("ReleaseOneRequest", "reason", text(REASON_BYTES_MAX)),
         ("ReleaseOneRequest", "lease_token", lease_token.clone()),
-        ("ReleaseOneRequest", "retry_after_seconds", json!({"maximum": 604_800})),
-        ("HeartbeatRequest", "tenant_id", word(64)),
+        ("ReleaseOneRequest", "retry_after_seconds", json!({"maximum": retry_after_seconds_max})),
+        ("HeartbeatRequest", "tenant_id", word(TenantId::BYTES_MAX)),
         ("HeartbeatRequest", "recipient_id", recipient.clone()),
-        ("HeartbeatRequest", "session_id", word(64)),
-        ("HeartbeatRequest", "leases", json!({"minItems": 1, "maxItems": BATCH_MAX})),
+        ("HeartbeatRequest", "session_id", word(SessionId::BYTES_MAX)),
+        ("HeartbeatRequest", "leases", json!({"minItems": 1, "maxItems": batch_max})),
         ("HeartbeatEntry", "event_id", event_id.clone()),
         ("HeartbeatEntry", "lease_token", lease_token.clone()),
         ("HeartbeatEntry", "extend_by_seconds", json!({"minimum": 1, "maximum": lease_max})),
-        ("PublishRequest", "tenant_id", word(64)),
-        ("PublishRequest", "recipients", json!({"minItems": 1, "maxItems": BATCH_MAX})),
+        ("PublishRequest", "tenant_id", word(TenantId::BYTES_MAX)),
+        ("PublishRequest", "recipients", json!({"minItems": 1, "maxItems": fanout_max})),
         ("PublishRequest", "recipients/items", recipient.clone()),
         ("ParkedEventsRequest", "recipient_id", recipient.clone()),
         (
             "ParkedEventsRequest",
             "event_ids",
-            json!({"minItems": 1, "maxItems": BATCH_MAX, "uniqueItems": true}),
+            json!({"minItems": 1, "maxItems": batch_max, "uniqueItems": true}),
         ),
         ("ParkedEventsRequest", "event_ids/items", event_id.clone()),
         ("QuarantineRequest", "recipient_id", recipient.clone()),
         (
             "QuarantineRequest",
             "event_ids",
-            json!({"minItems": 1, "maxItems": BATCH_MAX, "uniqueItems": true}),
+            json!({"minItems": 1, "maxItems": batch_max, "uniqueItems": true}),
         ),
         ("QuarantineRequest", "event_ids/items", event_id.clone()),
         ("QuarantineRequest", "reason", reason),
         ("QuarantineRequest", "class", optional_class),
-        ("CreateRoomRequest", "room_id", word(64)),
+        ("CreateRoomRequest", "room_id", word(RoomId::BYTES_MAX)),
+        ("CreateRoomRequest", "members", json!({"maxItems": fanout_max})),
         ("CreateRoomRequest", "members/items", recipient.clone()),
-        ("RoomMembersRequest", "members", json!({"minItems": 1, "maxItems": BATCH_MAX})),
+        ("RoomMembersRequest", "members", json!({"minItems": 1, "maxItems": fanout_max})),
         ("RoomMembersRequest", "members/items", recipient.clone()),
-        (
-            "PostMessageRequest",
-            "deduplication_key",
-            json!({"pattern": "^[!-~]+$", "minLength": 1, "maxLength": 200}),
-        ),
-        ("PublishRequest", "event_type", word(128)),
+        ("PostMessageRequest", "deduplication_key", deduplication_key.clone()),
+        ("PublishRequest", "event_type", word(EventType::BYTES_MAX)),
         ("PublishRequest", "priority", priority.clone()),
         ("PublishRequest", "available_at_utc", json!({"format": "date-time"})),
         ("PublishRequest", "expires_at_utc", json!({"format": "date-time"})),
-        (
-            "PublishRequest",
-            "deduplication_key",
-            json!({"pattern": "^[!-~]+$", "minLength": 1, "maxLength": 200}),
-        ),
-        ("PublishRequest", "max_attempts", json!({"minimum": 1, "maximum": 1000})),
+        ("PublishRequest", "deduplication_key", deduplication_key),
+        ("PublishRequest", "max_attempts", json!({"minimum": 1, "maximum": DELIVERY_ATTEMPTS_MAX})),
         ("PostMessageRequest", "priority", priority),
-        ("SubscribeRequest", "tenant_id", word(64)),
+        ("SubscribeRequest", "tenant_id", word(TenantId::BYTES_MAX)),
         ("SubscribeRequest", "last_seen_seq", seq.clone()),
         ("SessionHeartbeatRequest", "last_seen_seq", seq),
-        ("StreamTicketRequest", "session_id", word(64)),
+        ("StreamTicketRequest", "session_id", word(SessionId::BYTES_MAX)),
         ("AgentKeyRequest", "algorithm", json!({"enum": ["ed25519", "hmac-sha256"]})),
         ("CallbackRegistrationRequest", "callback_url", json!({"format": "uri", "pattern": "^https://"})),
-        ("CallbackRegistrationRequest", "tenant_id", word(64)),
+        ("CallbackRegistrationRequest", "tenant_id", word(TenantId::BYTES_MAX)),
         ("CallbackRegistrationRequest", "recipient_id", recipient.clone()),
-        ("CallbackRegistrationRequest", "secret_id", word(64)),
-        ("CallbackRegistrationRequest", "max_rate_per_minute", json!({"minimum": 1, "maximum": 600})),
-        ("CallbackRegistrationRequest", "replay_window_seconds", json!({"minimum": 60, "maximum": 86_400})),
-        ("RotateCallbackSecretRequest", "secret_id", word(64)),
-        ("RotateCallbackSecretRequest", "overlap_seconds", json!({"maximum": 604_800})),
+        ("CallbackRegistrationRequest", "secret_id", word(KeyId::BYTES_MAX)),
+        (
+            "CallbackRegistrationRequest",
+            "max_rate_per_minute",
+            json!({"minimum": 1, "maximum": RATE_PER_MINUTE_MAX}),
+        ),
+        (
+            "CallbackRegistrationRequest",
+            "replay_window_seconds",
+            json!({"minimum": REPLAY_WINDOW_SECONDS_RANGE.start(), "maximum": REPLAY_WINDOW_SECONDS_RANGE.end()}),
+        ),
+        ("RotateCallbackSecretRequest", "secret_id", word(KeyId::BYTES_MAX)),
+        ("RotateCallbackSecretRequest", "overlap_seconds", json!({"maximum": ROTATION_OVERLAP_SECONDS_MAX})),
         ("StreamTicketRequest", "ttl_seconds", json!({"minimum": 1, "maximum": ticket_ttl_max})),
-        ("AgentKeyRequest", "key_id", word(64)),
+        ("AgentKeyRequest", "key_id", word(KeyId::BYTES_MAX)),
         (
             "CreateRoomRequest",
             "name",
-            json!({"pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", "minLength": 1, "maxLength": 200}),
+            json!({
+                "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", "minLength": 1, "maxLength": ROOM_NAME_BYTES_MAX
+            }),
         ),
     ];
     let schemas = &mut document["components"]["schemas"];
@@ -249,15 +271,15 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
         ("limit", limit),
         ("agent_id", recipient.clone()),
         ("recipient_id", recipient),
-        ("room_id", word(64)),
-        ("session_id", word(64)),
+        ("room_id", word(RoomId::BYTES_MAX)),
+        ("session_id", word(SessionId::BYTES_MAX)),
         ("event_id", event_id),
-        ("after_seconds", json!({"maximum": 604_800})),
-        ("after_seq", json!({"maximum": i64::MAX})),
+        ("after_seconds", json!({"maximum": RETIRE_AFTER_SECONDS_MAX})),
+        ("after_seq", json!({"maximum": InboxSeq::MAX.0})),
         ("state", json!({"enum": ["dead_letter", "quarantined"]})),
         ("minutes", json!({"minimum": 1, "maximum": ACTIVITY_MINUTES_MAX})),
-        ("registration_id", word(64)),
-        ("key_id", word(64)),
+        ("registration_id", word(RegistrationId::BYTES_MAX)),
+        ("key_id", word(KeyId::BYTES_MAX)),
     ];
     // A name that means something else on one path: an inbox's events filter by every state,
     // sessions list up to the store's own bound.
@@ -365,6 +387,9 @@ fn add_error_answers(document: &mut Value) {
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
+    use std::time::Duration;
+
+    use super::*;
 
     /// The checked-in copy must match the code. Regenerate it with
     /// `UPDATE_OPENAPI=1 cargo test -p inbox-server openapi`.
@@ -409,5 +434,151 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Each bound the document states is the one its validator checks against: the constants
+    /// the checks use and, for a server whose settings are not the defaults, its settings. A
+    /// bound copied by hand into the document drifts when the limit changes; this fails then.
+    #[test]
+    fn bounds_are_the_validators() {
+        let mut config = crate::Config::default();
+        config.inbox.lease_max = Duration::from_secs(7_200);
+        config.inbox.long_poll_wait_max = Duration::from_secs(40);
+        config.sessions.stream_ticket_ttl = Duration::from_secs(30);
+        let store = crate::store_config(&config);
+        let document: Value = serde_json::from_str(&document_for(&config)).unwrap();
+        let schemas = &document["components"]["schemas"];
+
+        let batch = json!(store.batch_events_max);
+        let fanout = json!(store.fanout_recipients_max);
+        let reason = json!(REASON_BYTES_MAX);
+        let bounds: Vec<(&str, &str, &str, Value)> = vec![
+            ("PollRequest", "limit", "maximum", batch.clone()),
+            ("ClaimRequest", "limit", "maximum", batch.clone()),
+            ("ClaimRequest", "event_ids", "maxItems", batch.clone()),
+            ("AcknowledgeRequest", "acks", "maxItems", batch.clone()),
+            ("HeartbeatRequest", "leases", "maxItems", batch.clone()),
+            ("ParkedEventsRequest", "event_ids", "maxItems", batch.clone()),
+            ("QuarantineRequest", "event_ids", "maxItems", batch),
+            ("PublishRequest", "recipients", "maxItems", fanout.clone()),
+            ("CreateRoomRequest", "members", "maxItems", fanout.clone()),
+            ("RoomMembersRequest", "members", "maxItems", fanout),
+            ("AckEntry", "reason", "maxLength", reason.clone()),
+            ("AckOneRequest", "reason", "maxLength", reason.clone()),
+            ("QuarantineRequest", "reason", "maxLength", reason.clone()),
+            ("ReleaseRequest", "reason", "maxLength", reason.clone()),
+            ("ReleaseOneRequest", "reason", "maxLength", reason),
+            ("ReleaseRequest", "retry_after_seconds", "maximum", json!(RETRY_AFTER_MS_MAX / 1_000)),
+            ("ReleaseOneRequest", "retry_after_seconds", "maximum", json!(RETRY_AFTER_MS_MAX / 1_000)),
+            ("ClaimRequest", "lease_seconds", "maximum", json!(store.lease_ms_max / 1_000)),
+            ("HeartbeatEntry", "extend_by_seconds", "maximum", json!(store.lease_ms_max / 1_000)),
+            ("PollRequest", "wait_seconds", "maximum", json!(config.inbox.long_poll_wait_max.as_secs())),
+            (
+                "StreamTicketRequest",
+                "ttl_seconds",
+                "maximum",
+                json!(config.sessions.stream_ticket_ttl.as_secs()),
+            ),
+            ("PublishRequest", "max_attempts", "maximum", json!(DELIVERY_ATTEMPTS_MAX)),
+            ("CallbackRegistrationRequest", "max_rate_per_minute", "maximum", json!(RATE_PER_MINUTE_MAX)),
+            (
+                "CallbackRegistrationRequest",
+                "replay_window_seconds",
+                "minimum",
+                json!(REPLAY_WINDOW_SECONDS_RANGE.start()),
+            ),
+            (
+                "CallbackRegistrationRequest",
+                "replay_window_seconds",
+                "maximum",
+                json!(REPLAY_WINDOW_SECONDS_RANGE.end()),
+            ),
+            (
+                "RotateCallbackSecretRequest",
+                "overlap_seconds",
+                "maximum",
+                json!(ROTATION_OVERLAP_SECONDS_MAX),
+            ),
+            ("CreateRoomRequest", "name", "maxLength", json!(ROOM_NAME_BYTES_MAX)),
+            ("PublishRequest", "event_type", "maxLength", json!(EventType::BYTES_MAX)),
+            ("PublishRequest", "deduplication_key", "maxLength", json!(DeduplicationKey::BYTES_MAX)),
+            ("PostMessageRequest", "deduplication_key", "maxLength", json!(DeduplicationKey::BYTES_MAX)),
+            ("CallbackRegistrationRequest", "secret_id", "maxLength", json!(KeyId::BYTES_MAX)),
+            ("RotateCallbackSecretRequest", "secret_id", "maxLength", json!(KeyId::BYTES_MAX)),
+        ];
+        for (schema, property, keyword, bound) in bounds {
+            let stated = &schemas[schema]["properties"][property][keyword];
+            assert_eq!(stated, &bound, "{schema}.{property} {keyword}");
+        }
+
+        // Ids, wherever a request body or a parameter bounds one, are as long as their type
+        // allows; each is found at least once.
+        let ids = [
+            ("tenant_id", TenantId::BYTES_MAX),
+            ("recipient_id", RecipientId::BYTES_MAX),
+            ("agent_id", RecipientId::BYTES_MAX),
+            ("session_id", SessionId::BYTES_MAX),
+            ("room_id", RoomId::BYTES_MAX),
+            ("key_id", KeyId::BYTES_MAX),
+            ("registration_id", RegistrationId::BYTES_MAX),
+        ];
+        let mut stated: Vec<(String, Value)> = Vec::new();
+        for schema in schemas.as_object().unwrap().values() {
+            for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+                stated.push((name.clone(), property["maxLength"].clone()));
+                stated.push((name.clone(), property["items"]["maxLength"].clone()));
+            }
+        }
+        let parameters: Vec<(&String, &Value)> = document["paths"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .flat_map(|(path, item)| {
+                item.as_object().unwrap().values().map(move |operation| (path, operation))
+            })
+            .flat_map(|(path, operation)| {
+                operation["parameters"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(move |parameter| (path, parameter))
+            })
+            .collect();
+        stated.extend(
+            parameters
+                .iter()
+                .map(|(_, p)| (p["name"].as_str().unwrap().to_owned(), p["schema"]["maxLength"].clone())),
+        );
+        for (id, bytes_max) in ids {
+            let lengths: Vec<&Value> = stated
+                .iter()
+                .filter(|(name, max)| name == id && !max.is_null())
+                .map(|(_, max)| max)
+                .collect();
+            assert!(!lengths.is_empty(), "no {id} states its length");
+            assert!(
+                lengths.iter().all(|max| **max == json!(bytes_max)),
+                "{id}: {lengths:?}, not {bytes_max}"
+            );
+        }
+
+        // Query parameters: every page's `limit` is the batch bound, but the sessions list's.
+        let mut limits = 0;
+        for (path, parameter) in &parameters {
+            let maximum = &parameter["schema"]["maximum"];
+            match parameter["name"].as_str().unwrap() {
+                "limit" if *path == "/v1/admin/sessions" => assert_eq!(maximum, &json!(SESSIONS_LIST_MAX)),
+                "limit" => {
+                    limits += 1;
+                    assert_eq!(maximum, &json!(store.batch_events_max), "{path} limit");
+                }
+                "minutes" => assert_eq!(maximum, &json!(ACTIVITY_MINUTES_MAX), "{path} minutes"),
+                "after_seconds" => {
+                    assert_eq!(maximum, &json!(RETIRE_AFTER_SECONDS_MAX), "{path} after_seconds")
+                }
+                _ => {}
+            }
+        }
+        assert!(limits > 0, "pages take a limit");
     }
 }

@@ -17,7 +17,52 @@ both_backends!(
     forwarding_headers_count_only_from_trusted_proxies,
     whole_number_floats_are_integers_and_bodies_are_objects,
     messages_name_the_wire_fields_in_plain_words,
+    fanout_bounds_are_the_served_documents,
 );
+
+/// The fan-out bound the served OpenAPI document states (`maxItems` of a publish's recipients
+/// and of a room's members) is the one the server enforces: that many are taken, one more is
+/// refused with the field named.
+async fn fanout_bounds_are_the_served_documents(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let (status, document) = server.call(Method::GET, "/openapi.json", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let max_items = |schema: &str, property: &str| {
+        document["components"]["schemas"][schema]["properties"][property]["maxItems"].as_u64().unwrap()
+            as usize
+    };
+    let agents = |n: usize| (0..n).map(|i| format!("agent_{i:04}")).collect::<Vec<_>>();
+    let publisher = server.publisher("t1").await;
+    let refused = |(status, body): (StatusCode, serde_json::Value), field: &str| {
+        assert_eq!(
+            (status, body["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some(field)),
+            "{}",
+            body["detail"]
+        );
+    };
+
+    let recipients_max = max_items("PublishRequest", "recipients");
+    let publish = |n: usize| json!({"recipients": agents(n), "event_type": "t", "payload": {}});
+    let (status, body) = server.post("/v1/events", &publisher, publish(recipients_max)).await;
+    assert_eq!(status, StatusCode::CREATED, "{}", body["detail"]);
+    refused(server.post("/v1/events", &publisher, publish(recipients_max + 1)).await, "recipients");
+
+    let created_max = max_items("CreateRoomRequest", "members");
+    let create = |room: &str, n: usize| json!({"room_id": room, "members": agents(n)});
+    let (status, body) = server.post("/v1/rooms", &publisher, create("full", created_max)).await;
+    assert_eq!(status, StatusCode::CREATED, "{}", body["detail"]);
+    refused(server.post("/v1/rooms", &publisher, create("over", created_max + 1)).await, "members");
+
+    let added_max = max_items("RoomMembersRequest", "members");
+    let (status, body) = server.post("/v1/rooms", &publisher, create("empty", 0)).await;
+    assert_eq!(status, StatusCode::CREATED, "{}", body["detail"]);
+    let add = |n: usize| json!({"members": agents(n)});
+    refused(server.post("/v1/rooms/empty/members", &publisher, add(added_max + 1)).await, "members");
+    let (status, body) = server.post("/v1/rooms/empty/members", &publisher, add(added_max)).await;
+    assert!(status.is_success(), "{status}: {}", body["detail"]);
+    server.stop().await;
+}
 
 /// Problems speak the wire's names and plain words: `expires_at_utc` (not an internal name),
 /// a number is not "items", a token that is not a JWT is said so (no library enum names), a

@@ -9,6 +9,10 @@ use inbox_core::{
 use crate::inbox::history::{Actor, HistoryEntry};
 use crate::{StoreConfig, StoreError};
 
+/// Most delivery attempts a publisher may give one event (`max_attempts`); the server's own
+/// default for events (the `max_attempts` setting) has the same bound.
+pub const DELIVERY_ATTEMPTS_MAX: u32 = 1_000;
+
 /// One event for one or more recipients, published atomically: every recipient gets its own
 /// inbox row and sequence number, or none does.
 #[derive(Debug, Clone)]
@@ -79,8 +83,11 @@ impl Publish {
         {
             return Err(StoreError::invalid("expires_at_utc", "must be later than available_at_utc"));
         }
-        if self.max_attempts == Some(0) || self.max_attempts.is_some_and(|n| n > 1_000) {
-            return Err(StoreError::invalid("max_attempts", "must be between 1 and 1000"));
+        if self.max_attempts == Some(0) || self.max_attempts.is_some_and(|n| n > DELIVERY_ATTEMPTS_MAX) {
+            return Err(StoreError::invalid(
+                "max_attempts",
+                format!("must be between 1 and {DELIVERY_ATTEMPTS_MAX}"),
+            ));
         }
         let mut recipients = self.recipients.clone();
         recipients.sort();

@@ -115,6 +115,9 @@ pub async fn list(
     Ok(Json(AgentKeysResponse { keys: keys.iter().map(key_view).collect(), signatures_required }))
 }
 
+/// The longest a retired key may keep verifying (`after_seconds`): a week.
+pub(crate) const RETIRE_AFTER_SECONDS_MAX: u64 = 7 * 86_400;
+
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
@@ -136,8 +139,11 @@ pub async fn retire(
 ) -> Result<StatusCode, ApiError> {
     let Query(query) = query.map_err(|e| crate::http::extract::query_problem(&e))?;
     let after_seconds = query.after_seconds.unwrap_or(0);
-    if after_seconds > 7 * 86_400 {
-        return Err(ApiError::invalid_field("after_seconds", "must be at most 604800 (7 days)"));
+    if after_seconds > RETIRE_AFTER_SECONDS_MAX {
+        return Err(ApiError::invalid_field(
+            "after_seconds",
+            format!("must be at most {RETIRE_AFTER_SECONDS_MAX} (7 days)"),
+        ));
     }
     let key_id = KeyId::new(key_id).map_err(|e| ApiError::invalid_field("key_id", e.problem))?;
     let operator = caller.kind == CallerKind::Admin && caller.has(Scope::Admin);

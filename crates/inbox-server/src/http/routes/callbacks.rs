@@ -39,15 +39,15 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/agents/{agent_id}/callbacks", post(register_for_agent))
 }
 
-/// Default and bounds of `max_rate_per_minute`.
+/// Default and bounds of `max_rate_per_minute` (the OpenAPI document states them too).
 const RATE_PER_MINUTE_DEFAULT: u32 = 60;
-const RATE_PER_MINUTE_MAX: u32 = 600;
+pub(crate) const RATE_PER_MINUTE_MAX: u32 = 600;
 /// Default and bounds of `replay_window_seconds`.
 const REPLAY_WINDOW_SECONDS_DEFAULT: u32 = 300;
-const REPLAY_WINDOW_SECONDS_RANGE: std::ops::RangeInclusive<u32> = 60..=86_400;
+pub(crate) const REPLAY_WINDOW_SECONDS_RANGE: std::ops::RangeInclusive<u32> = 60..=86_400;
 /// Default and longest overlap of a secret rotation.
 const ROTATION_OVERLAP_SECONDS_DEFAULT: u64 = 86_400;
-const ROTATION_OVERLAP_SECONDS_MAX: u64 = 7 * 86_400;
+pub(crate) const ROTATION_OVERLAP_SECONDS_MAX: u64 = 7 * 86_400;
 
 /// Registers a callback. With a `secret`, the challenge is sent before the answer; without,
 /// the generated secret is returned and `POST .../verify` sends the challenge.
@@ -124,7 +124,14 @@ async fn create(
     }
     let replay_window_seconds = request.replay_window_seconds.unwrap_or(REPLAY_WINDOW_SECONDS_DEFAULT);
     if !REPLAY_WINDOW_SECONDS_RANGE.contains(&replay_window_seconds) {
-        return Err(ApiError::invalid_field("replay_window_seconds", "must be 60 to 86400"));
+        return Err(ApiError::invalid_field(
+            "replay_window_seconds",
+            format!(
+                "must be {} to {}",
+                REPLAY_WINDOW_SECONDS_RANGE.start(),
+                REPLAY_WINDOW_SECONDS_RANGE.end()
+            ),
+        ));
     }
     let (secret, generated) = secret_from(request.secret.as_deref())?;
     let registered = registrations::register(
@@ -214,7 +221,10 @@ pub async fn rotate(
     let registration = visible(&state, &caller, &registration_id).await?;
     let overlap_seconds = request.overlap_seconds.unwrap_or(ROTATION_OVERLAP_SECONDS_DEFAULT);
     if overlap_seconds > ROTATION_OVERLAP_SECONDS_MAX {
-        return Err(ApiError::invalid_field("overlap_seconds", "must be at most 604800 (7 days)"));
+        return Err(ApiError::invalid_field(
+            "overlap_seconds",
+            format!("must be at most {ROTATION_OVERLAP_SECONDS_MAX} (7 days)"),
+        ));
     }
     let (secret, generated) = secret_from(request.secret.as_deref())?;
     let key_id = key_id_from(request.secret_id)?;
