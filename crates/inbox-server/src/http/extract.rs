@@ -52,6 +52,21 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
 const OVER_LIMIT_DRAIN_BYTES_MAX: usize = 1 << 20;
 const OVER_LIMIT_DRAIN_TIME_MAX: Duration = Duration::from_secs(2);
 
+/// Query parameters, parsed strictly: a refused query string is a problem naming the
+/// parameter ([`query_problem`]), before the handler runs.
+#[derive(Debug)]
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequestParts<AppState> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &AppState) -> Result<Self, ApiError> {
+        let axum::extract::Query(value) =
+            axum::extract::Query::<T>::try_from_uri(&parts.uri).map_err(|e| query_problem(&e))?;
+        Ok(ApiQuery(value))
+    }
+}
+
 /// Reads a request body of at most `limit` bytes: over it, a 413 `payload_too_large`.
 pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let mut chunks = body.into_data_stream();

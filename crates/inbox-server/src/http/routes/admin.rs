@@ -2,7 +2,7 @@
 //! list, requeue and purge parked (dead-lettered and quarantined) events, quarantine events
 //! and release them, and see each inbox's backlog. The rules live in `ops/admin.rs`.
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use inbox_api::{
@@ -13,10 +13,8 @@ use serde::Deserialize;
 use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::http::extract::{ApiJson, query_problem};
+use crate::http::extract::{ApiJson, ApiQuery};
 use crate::ops::admin::{self, ParkedFilter};
-
-type QueryResult<T> = Result<Query<T>, axum::extract::rejection::QueryRejection>;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -43,9 +41,8 @@ pub struct ParkedParams {
 pub async fn list_parked(
     State(state): State<AppState>,
     caller: Caller,
-    params: QueryResult<ParkedParams>,
+    ApiQuery(p): ApiQuery<ParkedParams>,
 ) -> Result<Json<ParkedEventsResponse>, ApiError> {
-    let Query(p) = params.map_err(|e| query_problem(&e))?;
     let filter = ParkedFilter { recipient_id: p.recipient_id, state: p.state, limit: p.limit };
     admin::list_parked(&state, &caller, filter).await.map(Json)
 }
@@ -107,8 +104,7 @@ pub struct InboxesParams {
 pub async fn inboxes(
     State(state): State<AppState>,
     caller: Caller,
-    params: QueryResult<InboxesParams>,
+    ApiQuery(p): ApiQuery<InboxesParams>,
 ) -> Result<Json<InboxStatsResponse>, ApiError> {
-    let Query(params) = params.map_err(|e| query_problem(&e))?;
-    admin::inboxes(&state, &caller, params.limit).await.map(Json)
+    admin::inboxes(&state, &caller, p.limit).await.map(Json)
 }

@@ -1,7 +1,7 @@
 //! Operators' view of one inbox's events: the events by state, and one event with its
 //! envelope, payload and history (live or archived). The rules live in `ops/admin.rs`.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use inbox_api::{AdminEventDetail, AdminEventsResponse, EventsOrder};
@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::http::extract::query_problem;
+use crate::http::extract::ApiQuery;
 use crate::ops::admin::{self, EventsFilter};
 
 pub fn router() -> Router<AppState> {
@@ -45,9 +45,8 @@ pub async fn events(
     State(state): State<AppState>,
     caller: Caller,
     Path(recipient_id): Path<String>,
-    params: Result<Query<EventsParams>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(p): ApiQuery<EventsParams>,
 ) -> Result<Json<AdminEventsResponse>, ApiError> {
-    let Query(p) = params.map_err(|e| query_problem(&e))?;
     let filter = EventsFilter {
         state: p.state,
         order: p.order,

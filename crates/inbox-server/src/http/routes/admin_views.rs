@@ -2,7 +2,7 @@
 //! recent deliveries, agents' signing keys, and activity per minute. The rules live in
 //! `ops/admin_views.rs`.
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use inbox_api::{ActivityResponse, AdminAgentKeysResponse, AdminCallbacksResponse, AdminSessionsResponse};
@@ -11,10 +11,8 @@ use serde::Deserialize;
 use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::http::extract::query_problem;
+use crate::http::extract::ApiQuery;
 use crate::ops::admin_views;
-
-type QueryResult<T> = Result<Query<T>, axum::extract::rejection::QueryRejection>;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -40,9 +38,8 @@ pub struct SessionsParams {
 pub async fn sessions(
     State(state): State<AppState>,
     caller: Caller,
-    params: QueryResult<SessionsParams>,
+    ApiQuery(p): ApiQuery<SessionsParams>,
 ) -> Result<Json<AdminSessionsResponse>, ApiError> {
-    let Query(p) = params.map_err(|e| query_problem(&e))?;
     admin_views::sessions(&state, &caller, p.recipient_id.as_deref(), p.limit).await.map(Json)
 }
 
@@ -83,8 +80,7 @@ pub struct ActivityParams {
 pub async fn activity(
     State(state): State<AppState>,
     caller: Caller,
-    params: QueryResult<ActivityParams>,
+    ApiQuery(p): ApiQuery<ActivityParams>,
 ) -> Result<Json<ActivityResponse>, ApiError> {
-    let Query(p) = params.map_err(|e| query_problem(&e))?;
     admin_views::activity(&state, &caller, p.minutes).await.map(Json)
 }
