@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::http::routes::agent_keys::RETIRE_AFTER_SECONDS_MAX;
+use crate::ops::signatures::agent_keys::RETIRE_AFTER_SECONDS_MAX;
 use crate::http::routes::callbacks::{
     RATE_PER_MINUTE_MAX, REPLAY_WINDOW_SECONDS_RANGE, ROTATION_OVERLAP_SECONDS_MAX,
 };

@@ -1,20 +1,23 @@
 //! The signatures subsystem's node-side share: this node's cache of agent keys (for verifying
 //! signed requests; a retirement elsewhere reaches it within [`KEY_CACHE_TTL`]) and how a
 //! signature's nonce is stored (hashed with its tenant and key). Verifying a request is the
-//! HTTP layer's (`http/signed.rs`).
+//! HTTP layer's (`http/signed.rs`); the use cases are the agents' keys ([`agent_keys`]) and
+//! the tenant's policy ([`tenant_policy`]).
+
+pub mod agent_keys;
+pub mod tenant_policy;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use inbox_core::{RecipientId, TenantId, UnixMillis};
-use inbox_store::{AgentKey, KeyId, NewAgentKey, StoreError, TenantPolicy, TenantPolicyChange};
+use inbox_store::{AgentKey, KeyId};
 use inbox_trust::Algorithm;
 use inbox_trust::message_signatures::VerifyingKey;
 use sha2::{Digest, Sha256};
 
 use crate::AppState;
-use crate::error::ApiError;
 
 /// How long a looked-up key is trusted before it is read again.
 pub const KEY_CACHE_TTL: Duration = Duration::from_secs(10);
@@ -93,45 +96,4 @@ impl SignatureCaches {
     pub fn forget_key(&self, tenant_id: &TenantId, key_id: &KeyId) {
         self.keys.lock().expect("key cache").remove(&(tenant_id.clone(), key_id.clone()));
     }
-}
-
-/// Changes a tenant's policy (signatures required, single active session); this node sees
-/// the change at once, other nodes when their cache entry ages out.
-pub async fn change_tenant_policy(
-    state: &AppState,
-    tenant_id: &TenantId,
-    change: TenantPolicyChange,
-) -> Result<TenantPolicy, ApiError> {
-    let policy = state.store.signatures().change_tenant_policy(tenant_id, change).await?;
-    state.tenant_policies.remember(tenant_id, policy);
-    Ok(policy)
-}
-
-/// Registers an agent's key and drops any cached "no such key" answer for its id, so this
-/// node verifies with it at once (other nodes' negative entries expire on their own).
-pub async fn register_agent_key(state: &AppState, key: &NewAgentKey) -> Result<AgentKey, StoreError> {
-    let stored = state.store.signatures().insert_agent_key(key).await?;
-    state.trust.caches.forget_key(&key.tenant_id, &key.key_id);
-    Ok(stored)
-}
-
-/// Retires a key `after_ms` from now. `owner` is the agent whose key it must be; `None` (an
-/// operator) retires any key of the tenant. Answers whether such a live key existed.
-pub async fn retire_agent_key(
-    state: &AppState,
-    tenant_id: &TenantId,
-    owner: Option<&RecipientId>,
-    key_id: &KeyId,
-    after_ms: u64,
-) -> Result<bool, StoreError> {
-    let owner = match owner {
-        Some(agent) => agent.clone(),
-        None => match state.store.signatures().agent_key(tenant_id, key_id).await? {
-            Some(key) => key.agent_id,
-            None => return Ok(false),
-        },
-    };
-    let retired = state.store.signatures().retire_agent_key(tenant_id, &owner, key_id, after_ms).await?;
-    state.trust.caches.forget_key(tenant_id, key_id);
-    Ok(retired)
 }

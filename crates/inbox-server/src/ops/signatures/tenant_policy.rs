@@ -1,0 +1,43 @@
+//! The tenant's policy, for operators: whether agents must sign their claim, acknowledge,
+//! release and heartbeat calls, and whether each agent may have only one active session (seed
+//! 001's single-active-session, `ops/sessions.rs`). This node sees a change at once, other
+//! nodes within [`crate::tenant_policies::TENANT_POLICY_CACHE_TTL`].
+
+use inbox_api::{TenantPolicyRequest, TenantPolicyResponse};
+use inbox_store::{TenantPolicy, TenantPolicyChange};
+
+use crate::AppState;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::ops::admin::require_admin;
+
+/// The policy of the admin token's tenant, read from the database (not this node's cache).
+pub async fn read(state: &AppState, caller: &Caller) -> Result<TenantPolicyResponse, ApiError> {
+    require_admin(caller)?;
+    let policy = state.store.signatures().tenant_policy(&caller.tenant_id).await?;
+    Ok(response(caller, policy))
+}
+
+/// Changes the policy of the admin token's tenant; settings left out keep their value.
+pub async fn change(
+    state: &AppState,
+    caller: &Caller,
+    request: TenantPolicyRequest,
+) -> Result<TenantPolicyResponse, ApiError> {
+    require_admin(caller)?;
+    let change = TenantPolicyChange {
+        signatures_required: request.signatures_required,
+        single_active_session: request.single_active_session,
+    };
+    let policy = state.store.signatures().change_tenant_policy(&caller.tenant_id, change).await?;
+    state.tenant_policies.remember(&caller.tenant_id, policy);
+    Ok(response(caller, policy))
+}
+
+fn response(caller: &Caller, policy: TenantPolicy) -> TenantPolicyResponse {
+    TenantPolicyResponse {
+        tenant_id: caller.tenant_id.to_string(),
+        signatures_required: policy.signatures_required,
+        single_active_session: policy.single_active_session,
+    }
+}
