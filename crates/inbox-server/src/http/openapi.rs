@@ -14,7 +14,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::ops::signatures::agent_keys::RETIRE_AFTER_SECONDS_MAX;
-use crate::http::routes::callbacks::{
+use crate::ops::callbacks::registrations::{
     RATE_PER_MINUTE_MAX, REPLAY_WINDOW_SECONDS_RANGE, ROTATION_OVERLAP_SECONDS_MAX,
 };
 use crate::http::routes::{

@@ -1,8 +1,22 @@
-//! Callback registration use cases: register (the URL checked, the secret kept or generated,
-//! the tenant's limits applied, the challenge sent), verify again, and read back. The route
-//! file parses the request and shapes the answer; what happens in between is here.
+//! Callback registration use cases (seed 001's `/v1/callback-registrations`, seed 000's
+//! `POST /api/v1/agents/{agent_id}/callbacks`): register (the URL checked, the secret kept or
+//! generated, the tenant's limits applied, the challenge sent), list, read, delete, verify
+//! again (a new challenge), rotate the shared secret, and read the delivery log.
+//!
+//! An agent sees and changes its own registrations; an operator (the `admin` scope on an
+//! admin token) every registration of the tenant, with no other scope. Another agent's
+//! registration is "not found", so its id is not confirmed. A registration stays
+//! `pending_verification`, receiving nothing but challenges, until its receiver answers one
+//! with the HMAC of the challenge under the shared secret.
 
-use inbox_api::ProblemCode;
+use axum::http::StatusCode;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use inbox_api::time::format_utc;
+use inbox_api::{
+    CallbackAttemptsResponse, CallbackRegistrationRequest, CallbackRegistrationResponse,
+    CallbackRegistrationsResponse, ProblemCode, RotateCallbackSecretRequest, Scope,
+};
 use inbox_core::{RecipientId, TenantId};
 use inbox_store::{
     CallbackLimits, CallbackRegistration, KeyId, NewCallbackRegistration, RegistrationId, SecretBytes,
@@ -11,34 +25,236 @@ use inbox_trust::ssrf::UrlRefusal;
 
 use super::{ChallengeOutcome, SendError, challenge};
 use crate::AppState;
+use crate::auth::{Caller, CallerKind};
+use crate::convert::{self, decode_base64};
 use crate::error::ApiError;
+
+/// Default and bounds of `max_rate_per_minute` (the OpenAPI document states them too).
+const RATE_PER_MINUTE_DEFAULT: u32 = 60;
+pub(crate) const RATE_PER_MINUTE_MAX: u32 = 600;
+/// Default and bounds of `replay_window_seconds`.
+const REPLAY_WINDOW_SECONDS_DEFAULT: u32 = 300;
+pub(crate) const REPLAY_WINDOW_SECONDS_RANGE: std::ops::RangeInclusive<u32> = 60..=86_400;
+/// Default and longest overlap of a secret rotation.
+const ROTATION_OVERLAP_SECONDS_DEFAULT: u64 = 86_400;
+pub(crate) const ROTATION_OVERLAP_SECONDS_MAX: u64 = 7 * 86_400;
+/// Delivery attempts a registration's log answers, newest first.
+const ATTEMPTS_LISTED_MAX: u32 = 100;
+
+/// Registers a callback for the agent the request names (`recipient_id`, or the calling
+/// agent's own). With a `secret`, the challenge is sent before the answer; without, the
+/// generated secret is returned and [`verify`] sends the challenge.
+pub async fn register(
+    state: &AppState,
+    caller: &Caller,
+    request: CallbackRegistrationRequest,
+) -> Result<CallbackRegistrationResponse, ApiError> {
+    require_scope(caller, Scope::CallbackRegister)?;
+    caller.check_tenant(request.tenant_id.as_deref())?;
+    let recipient = match request.recipient_id.as_deref() {
+        Some(named) => {
+            if !is_operator(caller) {
+                caller.check_agent(Some(named))?;
+            }
+            RecipientId::new(named).map_err(|e| ApiError::invalid_field("recipient_id", e.problem))?
+        }
+        None if caller.kind == CallerKind::Agent => caller.subject.clone(),
+        None => return Err(ApiError::invalid_field("recipient_id", "is required with a non-agent token")),
+    };
+    create(state, &caller.tenant_id, recipient, request).await
+}
+
+/// Seed 000's registration for the agent in the path (`agent_id`).
+pub async fn register_for_agent(
+    state: &AppState,
+    caller: &Caller,
+    agent_id: &str,
+    request: CallbackRegistrationRequest,
+) -> Result<CallbackRegistrationResponse, ApiError> {
+    require_scope(caller, Scope::CallbackRegister)?;
+    caller.check_tenant(request.tenant_id.as_deref())?;
+    if !is_operator(caller) {
+        caller.check_agent(Some(agent_id))?;
+    }
+    if request.recipient_id.as_deref().is_some_and(|named| named != agent_id) {
+        return Err(ApiError::invalid_field(
+            "recipient_id",
+            "differs from the agent in the path; leave it out",
+        ));
+    }
+    let recipient = RecipientId::new(agent_id).map_err(|e| ApiError::invalid_field("agent_id", e.problem))?;
+    create(state, &caller.tenant_id, recipient, request).await
+}
+
+/// The caller's registrations (an operator sees the tenant's).
+pub async fn list(state: &AppState, caller: &Caller) -> Result<CallbackRegistrationsResponse, ApiError> {
+    require_scope(caller, Scope::CallbackRegister)?;
+    let recipient = (!is_operator(caller)).then_some(&caller.subject);
+    let registrations = state.store.callbacks().registrations(&caller.tenant_id, recipient).await?;
+    Ok(CallbackRegistrationsResponse {
+        registrations: registrations.iter().map(|r| view(r, None, None)).collect(),
+    })
+}
+
+/// One registration the caller may see.
+pub async fn read(
+    state: &AppState,
+    caller: &Caller,
+    registration_id: &str,
+) -> Result<CallbackRegistrationResponse, ApiError> {
+    require_scope(caller, Scope::CallbackRegister)?;
+    let registration = visible(state, caller, registration_id).await?;
+    Ok(view(&registration, None, None))
+}
+
+/// Deletes a registration the caller may see.
+pub async fn remove(state: &AppState, caller: &Caller, registration_id: &str) -> Result<(), ApiError> {
+    require_scope(caller, Scope::CallbackRegister)?;
+    let registration = visible(state, caller, registration_id).await?;
+    state.store.callbacks().delete_registration(&caller.tenant_id, &registration.registration_id).await?;
+    Ok(())
+}
+
+/// Sends a (new) challenge now; the answer says whether the registration is active.
+pub async fn verify(
+    state: &AppState,
+    caller: &Caller,
+    registration_id: &str,
+) -> Result<CallbackRegistrationResponse, ApiError> {
+    require_scope(caller, Scope::CallbackRegister)?;
+    let registration = visible(state, caller, registration_id).await?;
+    let verified = challenge_again(state, &registration).await?;
+    Ok(view(&verified.registration, None, verified.challenged.as_ref()))
+}
+
+/// Replaces the shared secret (the supplied one, or a generated one returned this once); the
+/// previous one keeps signing beside it for the overlap.
+pub async fn rotate(
+    state: &AppState,
+    caller: &Caller,
+    registration_id: &str,
+    request: RotateCallbackSecretRequest,
+) -> Result<CallbackRegistrationResponse, ApiError> {
+    require_scope(caller, Scope::CallbackRotate)?;
+    let registration = visible(state, caller, registration_id).await?;
+    let overlap_seconds = request.overlap_seconds.unwrap_or(ROTATION_OVERLAP_SECONDS_DEFAULT);
+    if overlap_seconds > ROTATION_OVERLAP_SECONDS_MAX {
+        return Err(ApiError::invalid_field(
+            "overlap_seconds",
+            format!("must be at most {ROTATION_OVERLAP_SECONDS_MAX} (7 days)"),
+        ));
+    }
+    let (secret, generated) = secret_from(request.secret.as_deref())?;
+    let key_id = key_id_from(request.secret_id)?;
+    let rotated = state
+        .store
+        .callbacks()
+        .rotate_secret(
+            &caller.tenant_id,
+            &registration.registration_id,
+            &key_id,
+            &secret,
+            overlap_seconds * 1000,
+        )
+        .await?
+        .ok_or_else(|| not_found(registration_id))?;
+    Ok(view(&rotated, generated, None))
+}
+
+/// The newest delivery attempts of a registration the caller may see, newest first.
+pub async fn deliveries(
+    state: &AppState,
+    caller: &Caller,
+    registration_id: &str,
+) -> Result<CallbackAttemptsResponse, ApiError> {
+    require_scope(caller, Scope::CallbackRegister)?;
+    let registration = visible(state, caller, registration_id).await?;
+    let attempts = state
+        .store
+        .callbacks()
+        .attempts(&caller.tenant_id, &registration.registration_id, ATTEMPTS_LISTED_MAX)
+        .await?;
+    Ok(CallbackAttemptsResponse { attempts: attempts.iter().map(convert::callback_attempt).collect() })
+}
+
+/// The checks and defaults of a new registration's settings, then [`store_registration`].
+async fn create(
+    state: &AppState,
+    tenant_id: &TenantId,
+    recipient_id: RecipientId,
+    request: CallbackRegistrationRequest,
+) -> Result<CallbackRegistrationResponse, ApiError> {
+    if request.auth_mode.as_deref().is_some_and(|mode| mode != "hmac-sha256") {
+        return Err(ApiError::invalid_field("auth_mode", "must be hmac-sha256"));
+    }
+    if request.delivery_scope.as_ref().is_some_and(|scope| scope.iter().any(|s| s != "signal_only")) {
+        return Err(ApiError::invalid_field(
+            "delivery_scope",
+            "may only be [\"signal_only\"]: callbacks carry the thin hint, agents fetch events by polling",
+        ));
+    }
+    let max_rate_per_minute = request.max_rate_per_minute.unwrap_or(RATE_PER_MINUTE_DEFAULT);
+    if !(1..=RATE_PER_MINUTE_MAX).contains(&max_rate_per_minute) {
+        return Err(ApiError::invalid_field(
+            "max_rate_per_minute",
+            format!("must be 1 to {RATE_PER_MINUTE_MAX}"),
+        ));
+    }
+    let replay_window_seconds = request.replay_window_seconds.unwrap_or(REPLAY_WINDOW_SECONDS_DEFAULT);
+    if !REPLAY_WINDOW_SECONDS_RANGE.contains(&replay_window_seconds) {
+        return Err(ApiError::invalid_field(
+            "replay_window_seconds",
+            format!(
+                "must be {} to {}",
+                REPLAY_WINDOW_SECONDS_RANGE.start(),
+                REPLAY_WINDOW_SECONDS_RANGE.end()
+            ),
+        ));
+    }
+    let (secret, generated) = secret_from(request.secret.as_deref())?;
+    let registered = store_registration(
+        state,
+        NewRegistration {
+            tenant_id: tenant_id.clone(),
+            recipient_id,
+            callback_url: request.callback_url,
+            key_id: key_id_from(request.secret_id)?,
+            secret,
+            secret_generated: generated.is_some(),
+            max_rate_per_minute,
+            replay_window_seconds,
+        },
+    )
+    .await?;
+    Ok(view(&registered.registration, generated, registered.challenged.as_ref()))
+}
 
 /// A registration as the caller asked for it, its fields already validated.
 #[derive(Debug)]
-pub struct NewRegistration {
-    pub tenant_id: TenantId,
-    pub recipient_id: RecipientId,
-    pub callback_url: String,
-    pub key_id: KeyId,
-    pub secret: SecretBytes,
+struct NewRegistration {
+    tenant_id: TenantId,
+    recipient_id: RecipientId,
+    callback_url: String,
+    key_id: KeyId,
+    secret: SecretBytes,
     /// Whether the service generated `secret`: it is returned once and no challenge is sent
     /// yet, since the receiver cannot know the secret before the caller hands it over.
-    pub secret_generated: bool,
-    pub max_rate_per_minute: u32,
-    pub replay_window_seconds: u32,
+    secret_generated: bool,
+    max_rate_per_minute: u32,
+    replay_window_seconds: u32,
 }
 
 /// A stored registration and, when one was sent, the challenge's outcome.
 #[derive(Debug)]
-pub struct Registered {
-    pub registration: CallbackRegistration,
-    pub challenged: Option<ChallengeOutcome>,
+struct Registered {
+    registration: CallbackRegistration,
+    challenged: Option<ChallengeOutcome>,
 }
 
-/// Registers a callback: the URL is parsed strictly and every address it resolves to is
+/// Stores a registration: the URL is parsed strictly and every address it resolves to is
 /// checked before anything is stored; with a caller-supplied secret the challenge goes out at
 /// once, so the answer already says whether the receiver proved it holds the secret.
-pub async fn register(state: &AppState, new: NewRegistration) -> Result<Registered, ApiError> {
+async fn store_registration(state: &AppState, new: NewRegistration) -> Result<Registered, ApiError> {
     let target = state.trust.webhooks.parse(&new.callback_url).map_err(|refusal| url_refused(&refusal))?;
     state.trust.webhooks.check(&target).await.map_err(|err| address_refused(&err))?;
     let limits = CallbackLimits {
@@ -64,11 +280,14 @@ pub async fn register(state: &AppState, new: NewRegistration) -> Result<Register
     if new.secret_generated {
         return Ok(Registered { registration, challenged: None });
     }
-    verify(state, &registration).await
+    challenge_again(state, &registration).await
 }
 
 /// Sends a (new) challenge now and reads the registration back with its new state.
-pub async fn verify(state: &AppState, registration: &CallbackRegistration) -> Result<Registered, ApiError> {
+async fn challenge_again(
+    state: &AppState,
+    registration: &CallbackRegistration,
+) -> Result<Registered, ApiError> {
     let outcome = challenge(state, registration).await;
     let registration = state
         .store
@@ -79,20 +298,91 @@ pub async fn verify(state: &AppState, registration: &CallbackRegistration) -> Re
     Ok(Registered { registration, challenged: Some(outcome) })
 }
 
-/// The registration, if `agent` may see it: its own, or any of the tenant for an operator
-/// (`agent` is `None`). Others' registrations are "not found", so their ids are not confirmed.
-pub async fn visible(
+/// Whether the caller is an operator: the `admin` scope on an admin token.
+fn is_operator(caller: &Caller) -> bool {
+    caller.kind == CallerKind::Admin && caller.has(Scope::Admin)
+}
+
+/// Refuses a caller without `scope`, unless it is an operator.
+fn require_scope(caller: &Caller, scope: Scope) -> Result<(), ApiError> {
+    if is_operator(caller) {
+        return Ok(());
+    }
+    caller.require(scope)
+}
+
+/// The registration, if the caller may see it: its agent's own, or any of the tenant for an
+/// operator. Others' registrations are "not found", so their ids are not confirmed.
+async fn visible(
     state: &AppState,
-    tenant_id: &TenantId,
-    agent: Option<&RecipientId>,
-    registration_id: &RegistrationId,
-) -> Result<Option<CallbackRegistration>, ApiError> {
-    Ok(state
+    caller: &Caller,
+    registration_id: &str,
+) -> Result<CallbackRegistration, ApiError> {
+    let id = RegistrationId::new(registration_id)
+        .map_err(|e| ApiError::invalid_field("registration_id", e.problem))?;
+    let agent = (!is_operator(caller)).then_some(&caller.subject);
+    state
         .store
         .callbacks()
-        .registration(tenant_id, registration_id)
+        .registration(&caller.tenant_id, &id)
         .await?
-        .filter(|r| agent.is_none_or(|agent| &r.recipient_id == agent)))
+        .filter(|r| agent.is_none_or(|agent| &r.recipient_id == agent))
+        .ok_or_else(|| not_found(registration_id))
+}
+
+fn not_found(registration_id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        ProblemCode::CallbackRegistrationNotFound,
+        format!(
+            "no callback registration {registration_id:?} of yours exists; list them with GET /v1/callback-registrations"
+        ),
+    )
+}
+
+/// The supplied secret (base64, 32 to 64 bytes), or a generated one to return once.
+fn secret_from(supplied: Option<&str>) -> Result<(SecretBytes, Option<String>), ApiError> {
+    match supplied {
+        Some(text) => {
+            let secret = SecretBytes::new(decode_base64("secret", text)?);
+            if !(32..=64).contains(&secret.len()) {
+                return Err(ApiError::invalid_field(
+                    "secret",
+                    format!("is {} bytes; use 32 to 64 random bytes", secret.len()),
+                ));
+            }
+            Ok((secret, None))
+        }
+        None => {
+            let secret = SecretBytes::new(inbox_store::random_bytes::<32>().to_vec());
+            let text = URL_SAFE_NO_PAD.encode(secret.as_slice());
+            Ok((secret, Some(text)))
+        }
+    }
+}
+
+/// The supplied secret id, or a generated one.
+fn key_id_from(secret_id: Option<String>) -> Result<KeyId, ApiError> {
+    match secret_id {
+        Some(id) => KeyId::new(id).map_err(|e| ApiError::invalid_field("secret_id", e.problem)),
+        None => KeyId::new(format!("cbk_{}", hex::encode(inbox_store::random_bytes::<8>())))
+            .map_err(|e| ApiError::internal(e.to_string())),
+    }
+}
+
+/// The wire view of a registration, with the secret generated by this call and the outcome of
+/// the challenge it sent.
+fn view(
+    registration: &CallbackRegistration,
+    secret: Option<String>,
+    challenged: Option<&ChallengeOutcome>,
+) -> CallbackRegistrationResponse {
+    let mut view = convert::callback_registration(registration);
+    view.secret = secret;
+    view.challenge_delivery_id = challenged.map(|c| c.delivery_id.clone());
+    view.expires_at_utc = challenged.map(|c| format_utc(c.expires_at.get()));
+    view.last_error = view.last_error.or_else(|| challenged.and_then(|c| c.result.as_ref().err().cloned()));
+    view
 }
 
 fn url_refused(refusal: &UrlRefusal) -> ApiError {
