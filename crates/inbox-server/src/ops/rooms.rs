@@ -1,37 +1,149 @@
-//! The meeting rooms' use cases with rules of their own: who may read a room, and a post
-//! whose commit is measured and whose members' waiters are hinted after it (as a publish's).
+//! The built-in meeting-room domain's use cases: create a room, read it, change its members,
+//! and post messages. A post commits the message and one inbox event per member in one
+//! transaction (`inbox_rooms`' `post`); only after the commit, which is measured as a
+//! publish's, are the members' waiters hinted.
+//!
+//! Creating rooms, changing members and posting need `rooms.write`. Reading a room needs
+//! `rooms.write`, or an agent token with `inbox.poll` whose agent is a member, so an agent can
+//! see who else its room's posts reach. Anyone else is told the room does not exist, the same
+//! answer as for a room of another tenant.
 
 use std::time::Instant;
 
-use inbox_rooms::{PostMessage, PostedMessage, Room, RoomId, RoomsExt as _};
+use inbox_api::time::format_utc;
+use inbox_api::{
+    CreateRoomRequest, PostMessageRequest, PostMessageResponse, RoomMembersRequest, RoomView, Scope,
+};
+use inbox_core::{DeduplicationKey, RecipientId};
+use inbox_rooms::{NewRoom, PostMessage, Room, RoomId, RoomsExt as _};
 use inbox_store::StoreError;
 
 use crate::AppState;
-use crate::auth::Caller;
+use crate::auth::{Caller, CallerKind};
+use crate::convert;
 use crate::error::ApiError;
 use crate::ops::inbox::record_published;
 
-/// A room, for a caller who may write rooms (`writer`) or is one of its members; anyone else
-/// is told it does not exist, the same answer as for a room of another tenant.
-pub async fn read(
+/// Creates a room in the caller's tenant, with its first member agents.
+pub async fn create(
     state: &AppState,
     caller: &Caller,
-    room_id: &RoomId,
-    writer: bool,
-) -> Result<Room, ApiError> {
-    let room = state.store.rooms().get(&caller.tenant_id, room_id).await?;
+    request: CreateRoomRequest,
+) -> Result<RoomView, ApiError> {
+    caller.require(Scope::RoomsWrite)?;
+    let room = state
+        .store
+        .rooms()
+        .create(&NewRoom {
+            tenant_id: caller.tenant_id.clone(),
+            room_id: room_id(&request.room_id)?,
+            name: request.name,
+            members: agent_ids(&request.members)?,
+        })
+        .await?;
+    Ok(room_view(&room))
+}
+
+/// A room and its members, for a caller who may write rooms or is one of its members.
+pub async fn read(state: &AppState, caller: &Caller, room_id_text: &str) -> Result<RoomView, ApiError> {
+    let writer = caller.has(Scope::RoomsWrite);
+    let polling_agent = caller.kind == CallerKind::Agent && caller.has(Scope::InboxPoll);
+    if !(writer || polling_agent) {
+        // Neither way in applies; name the scope that opens every room of the tenant.
+        caller.require(Scope::RoomsWrite)?;
+    }
+    let room_id = room_id(room_id_text)?;
+    let room = state.store.rooms().get(&caller.tenant_id, &room_id).await?;
     if !writer && room.members.binary_search(&caller.subject).is_err() {
         return Err(StoreError::NotFound { what: "room", id: room_id.to_string() }.into());
     }
-    Ok(room)
+    Ok(room_view(&room))
+}
+
+/// Adds member agents; posts from now on reach them, earlier posts do not.
+pub async fn add_members(
+    state: &AppState,
+    caller: &Caller,
+    room_id_text: &str,
+    request: RoomMembersRequest,
+) -> Result<RoomView, ApiError> {
+    caller.require(Scope::RoomsWrite)?;
+    let room = state
+        .store
+        .rooms()
+        .add_members(&caller.tenant_id, &room_id(room_id_text)?, &agent_ids(&request.members)?)
+        .await?;
+    Ok(room_view(&room))
+}
+
+/// Removes one member agent (removing a non-member succeeds); events it already has stay.
+pub async fn remove_member(
+    state: &AppState,
+    caller: &Caller,
+    room_id_text: &str,
+    agent_id: &str,
+) -> Result<RoomView, ApiError> {
+    caller.require(Scope::RoomsWrite)?;
+    let agent_id = RecipientId::new(agent_id).map_err(|e| ApiError::invalid_field("agent_id", e.problem))?;
+    let room =
+        state.store.rooms().remove_members(&caller.tenant_id, &room_id(room_id_text)?, &[agent_id]).await?;
+    Ok(room_view(&room))
 }
 
 /// Posts a message: the message and one event per member commit together; then the members'
-/// waiters on this node are hinted.
-pub async fn post(state: &AppState, post: &PostMessage) -> Result<PostedMessage, ApiError> {
+/// waiters on this node are hinted. `deduplicated` in the answer: an earlier post with the
+/// same `deduplication_key`, returned instead.
+pub async fn post(
+    state: &AppState,
+    caller: &Caller,
+    room_id_text: &str,
+    request: PostMessageRequest,
+) -> Result<PostMessageResponse, ApiError> {
+    caller.require(Scope::RoomsWrite)?;
+    let post = PostMessage {
+        tenant_id: caller.tenant_id.clone(),
+        room_id: room_id(room_id_text)?,
+        author: caller.subject.clone(),
+        body: request.body.to_string(),
+        deduplication_key: request
+            .deduplication_key
+            .map(DeduplicationKey::new)
+            .transpose()
+            .map_err(|e| ApiError::invalid_field("deduplication_key", e.problem))?,
+        priority: convert::priority(request.priority.as_deref())?,
+    };
     let started = Instant::now();
-    let posted = state.store.rooms().post(post).await?;
+    let posted = state.store.rooms().post(&post).await?;
     state.metrics.publish_commit_seconds().observe([], started.elapsed());
     record_published(state, &post.tenant_id, &posted.receipt);
-    Ok(posted)
+    Ok(PostMessageResponse {
+        room_id: post.room_id.to_string(),
+        message_id: posted.message_id.to_string(),
+        deduplicated: posted.deduplicated,
+        deliveries: posted.receipt.deliveries.iter().map(convert::delivery).collect(),
+    })
+}
+
+fn room_id(text: &str) -> Result<RoomId, ApiError> {
+    RoomId::new(text).map_err(|e| ApiError::invalid_field("room_id", e.problem))
+}
+
+fn agent_ids(members: &[String]) -> Result<Vec<RecipientId>, ApiError> {
+    members
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            RecipientId::new(id.as_str())
+                .map_err(|e| ApiError::invalid_field(&format!("members[{i}]"), e.problem))
+        })
+        .collect()
+}
+
+fn room_view(room: &Room) -> RoomView {
+    RoomView {
+        room_id: room.room_id.to_string(),
+        name: room.name.clone(),
+        members: room.members.iter().map(ToString::to_string).collect(),
+        created_at_utc: format_utc(room.created_at.get()),
+    }
 }
