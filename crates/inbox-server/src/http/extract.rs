@@ -67,6 +67,11 @@ impl<T: DeserializeOwned> FromRequestParts<AppState> for ApiQuery<T> {
     }
 }
 
+/// [`parse_json`], with an empty (or all-whitespace) body read as `T::default()`.
+pub fn parse_json_or_empty<T: DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) { Ok(T::default()) } else { parse_json(bytes) }
+}
+
 /// Reads a request body of at most `limit` bytes: over it, a 413 `payload_too_large`.
 pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let mut chunks = body.into_data_stream();

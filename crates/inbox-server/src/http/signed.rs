@@ -40,7 +40,7 @@ use serde::de::DeserializeOwned;
 use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::http::extract::{parse_json, read_body};
+use crate::http::extract::{parse_json, parse_json_or_empty, read_body};
 use crate::ops::signatures::nonce_hash;
 
 /// A JSON body whose request passed signature verification (or needed none); a signature's
@@ -132,6 +132,21 @@ impl FromRequest<AppState> for SignedBody {
         let nonce = verify_request(state, &caller, &parts, &body, true).await?.map(|v| v.nonce);
         spend(state, nonce).await?;
         Ok(SignedBody { body })
+    }
+}
+
+/// A [`SignedJson`] whose body may be left out (seed 000's claim): an empty body is
+/// `T::default()`, and any content type is taken. As with [`SignedBody`], the nonce is spent
+/// before the body is parsed.
+#[derive(Debug)]
+pub struct SignedJsonOrEmpty<T>(pub T);
+
+impl<T: DeserializeOwned + Default + Send> FromRequest<AppState> for SignedJsonOrEmpty<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
+        let SignedBody { body } = SignedBody::from_request(request, state).await?;
+        parse_json_or_empty(&body).map(SignedJsonOrEmpty)
     }
 }
 

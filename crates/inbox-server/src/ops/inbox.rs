@@ -3,24 +3,25 @@
 //! aliases (`http/routes/agents.rs`) and the WebSocket (`http/routes/ws.rs`) all call these, so
 //! scopes, the session policy, validation and metrics are the same whichever way a call came.
 //!
-//! They take the wire requests of `inbox-api` and answer its wire responses, because all three
-//! transports answer with the same bodies; what is HTTP's alone (ETags, query strings, paths)
-//! stays in the routes.
+//! They take the wire requests of `inbox-api` (and the values a route reads from its path,
+//! query or headers) and answer its wire responses, because all three transports answer with
+//! the same bodies; the routes only map the answer to a status and headers.
 
 use std::time::{Duration, Instant};
 
 use inbox_api::time::format_utc;
 use inbox_api::{
-    AckOneRequest, AckOutcome, AcknowledgeRequest, AcknowledgeResponse, Claim, ClaimRequest, ClaimResponse,
-    HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse, PollRequest, PollResponse, RejectedEvent,
-    ReleaseOneRequest, ReleaseRequest, ReleaseResponse, ResyncResponse, Scope,
+    AckOneRequest, AckOutcome, AcknowledgeRequest, AcknowledgeResponse, AgentInboxPage, Claim, ClaimRequest,
+    ClaimResponse, HeadResponse, HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse, PollRequest,
+    PollResponse, PublishRequest, PublishResponse, RejectedEvent, ReleaseOneRequest, ReleaseRequest,
+    ReleaseResponse, ResyncResponse, Scope,
 };
 use inbox_core::{
     AckResult, AckState, EventId, InboxSeq, QuarantineClass, RecipientKey, RefusalReason, SessionId, TenantId,
 };
 use inbox_store::{
     AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Heartbeat, HeartbeatItem,
-    InboxHead, ItemOutcome, PollPage, PollQuery, Publish, PublishReceipt, Refusal, Release, StoreError,
+    ItemOutcome, PollPage, PollQuery, PublishReceipt, Refusal, Release, StoreError,
 };
 
 use crate::AppState;
@@ -77,13 +78,17 @@ pub async fn poll(state: &AppState, caller: &Caller, request: PollRequest) -> Re
     })
 }
 
-/// Seed 000's page of events after `after_cursor` (no long poll).
+/// Seed 000's page of events after `after_cursor` (no long poll), of the agent in the path
+/// (`agent_id`), which must be the caller.
 pub async fn page(
     state: &AppState,
     caller: &Caller,
+    agent_id: &str,
     after_cursor: u64,
     limit: Option<u32>,
-) -> Result<PollPage, ApiError> {
+) -> Result<AgentInboxPage, ApiError> {
+    caller.require(Scope::InboxPoll)?;
+    caller.check_agent(Some(agent_id))?;
     let query = PollQuery {
         inbox: caller.inbox(),
         after_seq: InboxSeq::new(after_cursor)
@@ -93,7 +98,13 @@ pub async fn page(
     };
     let (page, _) = poll_page(state, caller, &query, None).await?;
     count_fetch(state, caller, "poll");
-    Ok(page)
+    let now = state.store.now();
+    Ok(AgentInboxPage {
+        events: page.events.iter().map(|e| envelope(e, now).into()).collect(),
+        next_cursor: page.next_cursor.get(),
+        has_more: page.more_available,
+        head_seq: page.head_seq.get(),
+    })
 }
 
 /// One poll, or a long poll that returns as soon as an event past the cursor commits, or
@@ -157,12 +168,33 @@ fn count_fetch(state: &AppState, caller: &Caller, kind: &'static str) {
     state.metrics.fetches_total().add([tenant, kind.to_owned()], 1);
 }
 
-/// The caller's inbox and its head.
-pub async fn head(state: &AppState, caller: &Caller) -> Result<(RecipientKey, InboxHead), ApiError> {
+/// The caller's head, read conditionally: [`head`]'s answer.
+#[derive(Debug)]
+pub struct Head {
+    /// The head's entity tag: the inbox and its head sequence, quoted.
+    pub etag: String,
+    /// The head, or `None` when `If-None-Match` named `etag` (or `*`): not modified.
+    pub body: Option<HeadResponse>,
+}
+
+/// The caller's head, unless `if_none_match` (the header's value) names its current tag.
+pub async fn head(state: &AppState, caller: &Caller, if_none_match: Option<&str>) -> Result<Head, ApiError> {
     caller.require(Scope::InboxPoll)?;
     let inbox = caller.inbox();
     let head = state.store.inbox().head(&inbox).await?;
-    Ok((inbox, head))
+    let etag = format!("\"{}:{}:{}\"", inbox.tenant_id, inbox.recipient.id, head.head_seq);
+    let matches =
+        if_none_match.is_some_and(|v| v.split(',').any(|tag| tag.trim() == etag || tag.trim() == "*"));
+    let result = if matches { "not_modified" } else { "modified" };
+    state.metrics.head_requests_total().add([result.to_owned()], 1);
+    let body = (!matches).then(|| HeadResponse {
+        tenant_id: inbox.tenant_id.to_string(),
+        recipient_kind: inbox.recipient.kind.to_string(),
+        recipient_id: inbox.recipient.id.to_string(),
+        head_seq: head.head_seq.get(),
+        oldest_available_seq: head.oldest_available_seq.get(),
+    });
+    Ok(Head { etag, body })
 }
 
 /// After `cursor_reset_required`: the head, the oldest retained sequence and a page of the
@@ -173,6 +205,7 @@ pub async fn resync(
     after_seq: u64,
     limit: Option<u32>,
 ) -> Result<ResyncResponse, ApiError> {
+    caller.require(Scope::InboxPoll)?;
     let after_seq = InboxSeq::new(after_seq).map_err(|e| ApiError::invalid_field("after_seq", e.problem))?;
     let inbox: RecipientKey = caller.inbox();
     let head = state.store.inbox().head(&inbox).await?;
@@ -186,6 +219,17 @@ pub async fn resync(
         open_events: open.iter().map(|e| envelope(e, now)).collect(),
         more_available,
     })
+}
+
+/// Seed 000's claim, for the agent in the path (`agent_id`), which must be the caller.
+pub async fn claim_for_agent(
+    state: &AppState,
+    caller: &Caller,
+    agent_id: &str,
+    request: ClaimRequest,
+) -> Result<ClaimResponse, ApiError> {
+    caller.check_agent(Some(agent_id))?;
+    claim(state, caller, request).await
 }
 
 /// Claims the named events, or the next `limit` claimable ones.
@@ -379,13 +423,16 @@ fn ack_outcome(outcome: ItemOutcome<AckReceipt>) -> AckOutcome {
     }
 }
 
-/// Seed 000's acknowledgement of one event: its refusal is the whole answer's error.
+/// Seed 000's acknowledgement of one event of the agent in the path (`agent_id`, which must be
+/// the caller): its refusal is the whole answer's error.
 pub async fn acknowledge_one(
     state: &AppState,
     caller: &Caller,
+    agent_id: &str,
     event_id: &str,
     request: AckOneRequest,
 ) -> Result<AckOutcome, ApiError> {
+    caller.check_agent(Some(agent_id))?;
     let item = convert::ack_item(
         "",
         event_id,
@@ -431,13 +478,16 @@ async fn release_event(
     })
 }
 
-/// Seed 000's release of one event.
+/// Seed 000's release of one event of the agent in the path (`agent_id`, which must be the
+/// caller).
 pub async fn release_one(
     state: &AppState,
     caller: &Caller,
+    agent_id: &str,
     event_id: &str,
     request: ReleaseOneRequest,
 ) -> Result<ReleaseResponse, ApiError> {
+    caller.check_agent(Some(agent_id))?;
     let release = Release {
         inbox: caller.inbox(),
         event_id: convert::event_id("event_id", event_id)?,
@@ -492,15 +542,21 @@ pub async fn heartbeat(
     })
 }
 
-/// Publishes through this node's batcher, records the commit latency, and wakes this node's
-/// waiters after the commit.
-pub async fn publish(state: &AppState, publish: Publish) -> Result<PublishReceipt, ApiError> {
+/// Publishes one event to every named agent of the caller's tenant (all inbox rows commit
+/// together, or none does) through this node's batcher, records the commit latency, and wakes
+/// this node's waiters after the commit. Every delivery `deduplicated`: the existing events.
+pub async fn publish(
+    state: &AppState,
+    caller: &Caller,
+    request: PublishRequest,
+) -> Result<PublishResponse, ApiError> {
+    caller.require(Scope::EventsPublish)?;
+    let publish = convert::publish("", &caller.tenant_id, request)?;
     let started = Instant::now();
-    let tenant_id = publish.tenant_id.clone();
     let receipt = state.publisher.publish(publish).await?;
     state.metrics.publish_commit_seconds().observe([], started.elapsed());
-    record_published(state, &tenant_id, &receipt);
-    Ok(receipt)
+    record_published(state, &caller.tenant_id, &receipt);
+    Ok(PublishResponse { deliveries: receipt.deliveries.iter().map(convert::delivery).collect() })
 }
 
 /// Counts a committed publish and hints its recipients' waiters on this node.

@@ -1,21 +1,20 @@
 //! Seed 000's resource-style routes, thin aliases onto the use cases of [`crate::ops::inbox`]
 //! that seed 001's routes call too. The `{agent_id}` in the path must be the token's own agent.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use inbox_api::{
     AckOneRequest, AckOutcome, AgentInboxPage, ClaimRequest, ClaimResponse, ReleaseOneRequest,
-    ReleaseResponse, Scope,
+    ReleaseResponse,
 };
 use serde::Deserialize;
 
 use crate::AppState;
 use crate::auth::Caller;
-use crate::convert::envelope;
 use crate::error::ApiError;
-use crate::http::extract::parse_json;
-use crate::http::signed::{SignedBody, SignedJson};
+use crate::http::extract::ApiQuery;
+use crate::http::signed::{SignedJson, SignedJsonOrEmpty};
 use crate::ops::inbox;
 
 pub fn router() -> Router<AppState> {
@@ -42,19 +41,9 @@ pub async fn inbox(
     State(state): State<AppState>,
     caller: Caller,
     Path(agent_id): Path<String>,
-    query: Result<Query<InboxQuery>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(query): ApiQuery<InboxQuery>,
 ) -> Result<Json<AgentInboxPage>, ApiError> {
-    caller.require(Scope::InboxPoll)?;
-    caller.check_agent(Some(&agent_id))?;
-    let Query(query) = query.map_err(|e| crate::http::extract::query_problem(&e))?;
-    let page = inbox::page(&state, &caller, query.after_cursor, query.limit).await?;
-    let now = state.store.now();
-    Ok(Json(AgentInboxPage {
-        events: page.events.iter().map(|e| envelope(e, now).into()).collect(),
-        next_cursor: page.next_cursor.get(),
-        has_more: page.more_available,
-        head_seq: page.head_seq.get(),
-    }))
+    inbox::page(&state, &caller, &agent_id, query.after_cursor, query.limit).await.map(Json)
 }
 
 /// Claim, as `POST /api/v1/agents/{agent_id}/inbox/claim` (body optional).
@@ -66,12 +55,9 @@ pub async fn claim(
     State(state): State<AppState>,
     caller: Caller,
     Path(agent_id): Path<String>,
-    SignedBody { body }: SignedBody,
+    SignedJsonOrEmpty(request): SignedJsonOrEmpty<ClaimRequest>,
 ) -> Result<Json<ClaimResponse>, ApiError> {
-    caller.check_agent(Some(&agent_id))?;
-    let request: ClaimRequest =
-        if body.iter().all(u8::is_ascii_whitespace) { ClaimRequest::default() } else { parse_json(&body)? };
-    inbox::claim(&state, &caller, request).await.map(Json)
+    inbox::claim_for_agent(&state, &caller, &agent_id, request).await.map(Json)
 }
 
 /// Acknowledge one event, as `POST /api/v1/agents/{agent_id}/inbox/{event_id}/ack`.
@@ -84,8 +70,7 @@ pub async fn ack(
     Path((agent_id, event_id)): Path<(String, String)>,
     SignedJson(request): SignedJson<AckOneRequest>,
 ) -> Result<Json<AckOutcome>, ApiError> {
-    caller.check_agent(Some(&agent_id))?;
-    inbox::acknowledge_one(&state, &caller, &event_id, request).await.map(Json)
+    inbox::acknowledge_one(&state, &caller, &agent_id, &event_id, request).await.map(Json)
 }
 
 /// Release one event, as `POST /api/v1/agents/{agent_id}/inbox/{event_id}/release`.
@@ -98,6 +83,5 @@ pub async fn release(
     Path((agent_id, event_id)): Path<(String, String)>,
     SignedJson(request): SignedJson<ReleaseOneRequest>,
 ) -> Result<Json<ReleaseResponse>, ApiError> {
-    caller.check_agent(Some(&agent_id))?;
-    inbox::release_one(&state, &caller, &event_id, request).await.map(Json)
+    inbox::release_one(&state, &caller, &agent_id, &event_id, request).await.map(Json)
 }

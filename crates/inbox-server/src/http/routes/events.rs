@@ -1,15 +1,14 @@
 //! `POST /v1/events`: a publisher sends one event to many agents of its tenant, atomically and
-//! idempotently by `deduplication_key`.
+//! idempotently by `deduplication_key` (`ops::inbox::publish`).
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
-use inbox_api::{PublishRequest, PublishResponse, Scope};
+use inbox_api::{PublishRequest, PublishResponse};
 
 use crate::AppState;
 use crate::auth::Caller;
-use crate::convert;
 use crate::error::ApiError;
 use crate::http::extract::ApiJson;
 use crate::ops::inbox;
@@ -26,13 +25,11 @@ pub async fn publish(
     caller: Caller,
     ApiJson(request): ApiJson<PublishRequest>,
 ) -> Result<(StatusCode, Json<PublishResponse>), ApiError> {
-    caller.require(Scope::EventsPublish)?;
-    let publish = convert::publish("", &caller.tenant_id, request)?;
-    let receipt = inbox::publish(&state, publish).await?;
-    let status =
-        if receipt.deliveries.iter().all(|d| d.deduplicated) { StatusCode::OK } else { StatusCode::CREATED };
-    Ok((
-        status,
-        Json(PublishResponse { deliveries: receipt.deliveries.iter().map(convert::delivery).collect() }),
-    ))
+    let published = inbox::publish(&state, &caller, request).await?;
+    let status = if published.deliveries.iter().all(|d| d.deduplicated) {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, Json(published)))
 }

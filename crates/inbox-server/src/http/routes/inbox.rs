@@ -2,22 +2,21 @@
 //! ETag), claim, acknowledge, release, heartbeat, and the resync route that follows a cursor
 //! reset. Each handler extracts and makes one call into [`crate::ops::inbox`].
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use inbox_api::{
     AcknowledgeRequest, AcknowledgeResponse, ClaimRequest, ClaimResponse, HeadResponse, HeartbeatRequest,
-    HeartbeatResponse, PollRequest, PollResponse, ReleaseRequest, ReleaseResponse, ResyncResponse, Scope,
+    HeartbeatResponse, PollRequest, PollResponse, ReleaseRequest, ReleaseResponse, ResyncResponse,
 };
 use serde::Deserialize;
 
 use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::http::extract::ApiJson;
+use crate::http::extract::{ApiJson, ApiQuery};
 use crate::http::signed::SignedJson;
 use crate::ops::inbox;
 
@@ -51,30 +50,17 @@ pub async fn head(
     caller: Caller,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (inbox, head) = inbox::head(&state, &caller).await?;
-    let etag = format!("\"{}:{}:{}\"", inbox.tenant_id, inbox.recipient.id, head.head_seq);
-    let matches = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|tag| tag.trim() == etag || tag.trim() == "*"));
-    let etag_value = HeaderValue::from_str(&etag).map_err(|e| ApiError::internal(e.to_string()))?;
-    let result = if matches { "not_modified" } else { "modified" };
-    state.metrics.head_requests_total().add([result.to_owned()], 1);
-    if matches {
-        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag_value)]).into_response());
-    }
-    let body = HeadResponse {
-        tenant_id: inbox.tenant_id.to_string(),
-        recipient_kind: inbox.recipient.kind.to_string(),
-        recipient_id: inbox.recipient.id.to_string(),
-        head_seq: head.head_seq.get(),
-        oldest_available_seq: head.oldest_available_seq.get(),
-    };
-    Ok((
-        [(header::ETAG, etag_value), (header::CACHE_CONTROL, HeaderValue::from_static("no-cache"))],
-        Json(body),
-    )
-        .into_response())
+    let if_none_match = headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok());
+    let head = inbox::head(&state, &caller, if_none_match).await?;
+    let etag = HeaderValue::from_str(&head.etag).map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(match head.body {
+        None => (StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response(),
+        Some(body) => (
+            [(header::ETAG, etag), (header::CACHE_CONTROL, HeaderValue::from_static("no-cache"))],
+            Json(body),
+        )
+            .into_response(),
+    })
 }
 
 /// Claims the named events, or the next `limit` claimable ones.
@@ -138,9 +124,7 @@ pub struct ResyncQuery {
 pub async fn resync(
     State(state): State<AppState>,
     caller: Caller,
-    query: Result<Query<ResyncQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<ResyncQuery>,
 ) -> Result<Json<ResyncResponse>, ApiError> {
-    caller.require(Scope::InboxPoll)?;
-    let Query(query) = query.map_err(|e| crate::http::extract::query_problem(&e))?;
     inbox::resync(&state, &caller, query.after_seq, query.limit).await.map(Json)
 }
