@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 use crate::AppState;
 use crate::auth::{AuthFailure, Caller, CallerKind};
 use crate::error::ApiError;
+use crate::ops::streams::credentials::{COOKIE_PREFIX, TICKET_PREFIX};
 use crate::proxies::ClientAddr;
 
 /// A JSON body, parsed strictly.
@@ -64,6 +65,22 @@ impl<T: DeserializeOwned> FromRequestParts<AppState> for ApiQuery<T> {
         let axum::extract::Query(value) =
             axum::extract::Query::<T>::try_from_uri(&parts.uri).map_err(|e| query_problem(&e))?;
         Ok(ApiQuery(value))
+    }
+}
+
+/// A JSON body that may be left out: an empty (or all-whitespace) body is `T::default()`. Any
+/// content type is taken, so a bare `POST` with no body works; the body is read with axum's
+/// own limit and refusal, as a plain `Bytes` body is.
+#[derive(Debug)]
+pub struct JsonOrEmpty<T>(pub T);
+
+impl<T: DeserializeOwned + Default> FromRequest<AppState> for JsonOrEmpty<T> {
+    type Rejection = axum::response::Response;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        use axum::response::IntoResponse as _;
+        let body = Bytes::from_request(request, state).await.map_err(|e| e.into_response())?;
+        parse_json_or_empty(&body).map(JsonOrEmpty).map_err(|e| e.into_response())
     }
 }
 
@@ -237,9 +254,6 @@ pub enum StreamAuth {
 
 /// Name of the stream cookie.
 pub const STREAM_COOKIE: &str = "agent_inbox_stream";
-/// Prefixes of stream tickets and cookie values; each is followed by 64 hex digits.
-pub const TICKET_PREFIX: &str = "st_";
-pub const COOKIE_PREFIX: &str = "sc_";
 
 /// Query parameters of the stream endpoints.
 #[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]

@@ -2,10 +2,16 @@
 //! them) reads from the request: the session, the resume point, and the URLs and scheme the
 //! client reached this node by.
 
+use std::convert::Infallible;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use inbox_core::{InboxSeq, SessionId};
 
+use crate::AppState;
 use crate::error::ApiError;
+use crate::ops::sessions::WebsocketOrigin;
 
 /// Checks an optional `session_id` parameter.
 pub(crate) fn session_param(field: &str, value: Option<&str>) -> Result<Option<SessionId>, ApiError> {
@@ -58,9 +64,14 @@ pub(crate) fn forwarded_https(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.split(',').next().is_some_and(|p| p.trim().eq_ignore_ascii_case("https")))
 }
 
-/// The WebSocket URL with `query` appended, absolute when the Host header allows.
-pub(crate) fn websocket_url(headers: &HeaderMap, query: &str) -> String {
-    format!("{}/v1/streams/ws{query}", websocket_origin(headers).unwrap_or_default())
+/// The answers that name a WebSocket URL take it from here: absolute when the Host header
+/// allows.
+impl FromRequestParts<AppState> for WebsocketOrigin {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &AppState) -> Result<Self, Infallible> {
+        Ok(WebsocketOrigin(websocket_origin(&parts.headers)))
+    }
 }
 
 #[cfg(test)]
@@ -89,6 +100,8 @@ mod tests {
 
     #[test]
     fn websocket_urls_follow_the_host_header() {
+        let websocket_url =
+            |headers: &HeaderMap, query: &str| WebsocketOrigin(websocket_origin(headers)).url(query);
         let mut headers = HeaderMap::new();
         assert_eq!(websocket_url(&headers, "?a=1"), "/v1/streams/ws?a=1");
         headers.insert(header::HOST, HeaderValue::from_static("coord.example.net:8443"));

@@ -20,8 +20,12 @@
 //! off takes to reach other nodes; subscribes read it from the database.
 
 use axum::http::StatusCode;
-use inbox_api::{ProblemCode, Scope, SubscribeRequest};
-use inbox_core::{InboxSeq, RecipientId, SessionId, TenantId, UnixMillis};
+use inbox_api::time::format_utc;
+use inbox_api::{
+    ProblemCode, RecipientView, Scope, SessionHeartbeatRequest, SessionHeartbeatResponse, SubscribeRequest,
+    SubscribeResponse,
+};
+use inbox_core::{InboxSeq, RecipientId, SessionId, TenantId};
 use inbox_store::{SessionRecord, SessionStanding, SessionTouch};
 
 use crate::AppState;
@@ -107,15 +111,17 @@ pub(crate) fn session_not_found() -> ApiError {
     )
 }
 
-/// What a subscribe opened.
-#[derive(Debug)]
-pub struct Subscribed {
-    pub session_id: SessionId,
-    /// The transport recommended to the agent.
-    pub recommended: &'static str,
-    /// Whether the caller may open streams (the `stream.subscribe` scope).
-    pub streams_allowed: bool,
-    pub head_seq: u64,
+/// How the client reached this node, for the WebSocket URLs an answer names: `ws://host` or
+/// `wss://host`, or `None` when the request's `Host` is missing or not a plain authority (the
+/// URL is then relative). The HTTP layer reads it from the request (`http/stream_params.rs`).
+#[derive(Debug, Clone, Default)]
+pub struct WebsocketOrigin(pub Option<String>);
+
+impl WebsocketOrigin {
+    /// The WebSocket URL with `query` appended, absolute when the origin is known.
+    pub fn url(&self, query: &str) -> String {
+        format!("{}/v1/streams/ws{query}", self.0.as_deref().unwrap_or_default())
+    }
 }
 
 /// Transports this server offers, in the order it recommends them: SSE is the cheapest push
@@ -126,12 +132,14 @@ const STREAMS: &[&str] = &["sse", "websocket"];
 
 /// Opens a session for the caller, superseding the agent's earlier ones when the tenant runs
 /// the single-active-session policy (their open streams on this node are told at once, on
-/// other nodes through the notifier).
+/// other nodes through the notifier), and tells the agent how to learn about new work (the
+/// recommended transport and its URLs) and where to fetch it.
 pub async fn subscribe(
     state: &AppState,
     caller: &Caller,
+    origin: &WebsocketOrigin,
     request: SubscribeRequest,
-) -> Result<Subscribed, ApiError> {
+) -> Result<SubscribeResponse, ApiError> {
     caller.require(Scope::InboxPoll)?;
     caller.check_tenant(request.tenant_id.as_deref())?;
     caller.check_agent(request.agent_id.as_deref())?;
@@ -172,18 +180,39 @@ pub async fn subscribe(
         state.session_changes.superseded(&caller.tenant_id, &caller.subject);
     }
     let head = state.store.inbox().head(&caller.inbox()).await?;
-    Ok(Subscribed { session_id, recommended, streams_allowed, head_seq: head.head_seq.get() })
+    let config = &state.config;
+    Ok(SubscribeResponse {
+        session_id: session_id.to_string(),
+        recipient: RecipientView {
+            tenant_id: caller.tenant_id.to_string(),
+            recipient_kind: "agent".to_owned(),
+            recipient_id: caller.subject.to_string(),
+        },
+        current_head_seq: head.head_seq.get(),
+        recommended_transport: recommended.to_owned(),
+        poll_after_cursor_url: "/v1/inbox/poll-after-cursor".to_owned(),
+        sse_url: streams_allowed.then(|| format!("/v1/streams/sse?session_id={session_id}")),
+        websocket_url: streams_allowed.then(|| origin.url(&format!("?session_id={session_id}"))),
+        heartbeat_interval_seconds: config.sessions.heartbeat_interval.as_secs(),
+        lease_default_seconds: config.inbox.lease_default.as_secs(),
+        retention_days: config.inbox.retention.as_secs() / 86_400,
+    })
 }
 
-/// A session heartbeat of a client without a stream: the session must be the caller's and,
-/// under the policy, its agent's newest. Returns when the session counts as gone if silent.
+/// A session heartbeat of a client without a stream: the session (`session_id`, from the path)
+/// must be the caller's and, under the policy, its agent's newest. Answers when the session
+/// counts as gone if silent.
 pub async fn heartbeat(
     state: &AppState,
     caller: &Caller,
-    session_id: &SessionId,
-    last_seen_seq: Option<u64>,
-) -> Result<UnixMillis, ApiError> {
-    let last_seen_seq = last_seen_seq
+    session_id: &str,
+    request: SessionHeartbeatRequest,
+) -> Result<SessionHeartbeatResponse, ApiError> {
+    caller.require(Scope::InboxPoll)?;
+    let session_id =
+        &SessionId::new(session_id).map_err(|e| ApiError::invalid_field("session_id", e.problem))?;
+    let last_seen_seq = request
+        .last_seen_seq
         .map(InboxSeq::new)
         .transpose()
         .map_err(|e| ApiError::invalid_field("last_seen_seq", e.problem))?;
@@ -200,5 +229,10 @@ pub async fn heartbeat(
     }
     let interval = state.config.sessions.heartbeat_interval;
     let gone_after = state.store.now().plus_ms((interval * 3).as_millis() as u64);
-    Ok(gone_after)
+    Ok(SessionHeartbeatResponse {
+        session_id: session_id.to_string(),
+        status: "active".to_owned(),
+        heartbeat_interval_seconds: interval.as_secs(),
+        gone_after_utc: format_utc(gone_after.get()),
+    })
 }

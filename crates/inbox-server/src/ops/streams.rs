@@ -17,6 +17,10 @@
 //! newest session to open, and ends with a final `session.superseded` signal when a newer
 //! subscribe supersedes that session: at once when the notifier reports it, at the latest at
 //! the stream's next heartbeat.
+//!
+//! The tickets and cookie that let a browser open a stream are minted in [`credentials`].
+
+pub mod credentials;
 
 use inbox_api::time::format_utc;
 use inbox_api::{Scope, StreamSignal};
@@ -78,7 +82,8 @@ pub(crate) struct Subscription {
 }
 
 impl Subscription {
-    /// Opens a stream for `caller`: checks the scope and the session policy (409
+    /// Opens a stream for `caller`: checks the agent a path names (`agent_id`, seed 000's
+    /// route: it must be the caller), the scope and the session policy (409
     /// `session_superseded` or `session_required`), takes one of the node's stream slots (503
     /// `streams_at_capacity` past `streams_max`) and a waiter slot (429 `too_many_waiters`
     /// past the caps), touches the session, and returns the signal to send at once when the
@@ -86,10 +91,12 @@ impl Subscription {
     pub async fn open(
         state: &AppState,
         caller: &Caller,
+        agent_id: Option<&str>,
         transport: &'static str,
         session_id: Option<SessionId>,
         last_event_id: Option<u64>,
     ) -> Result<(Subscription, Option<Arc<SharedHint>>), ApiError> {
+        caller.check_agent(agent_id)?;
         caller.require(Scope::StreamSubscribe)?;
         // Watch before checking, so a supersede between the two still wakes this stream.
         let session_changes =

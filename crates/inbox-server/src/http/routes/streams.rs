@@ -19,22 +19,18 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::Stream;
-use inbox_api::time::format_utc;
 use inbox_api::{
-    Scope, Seed000Signal, StreamCookieResponse, StreamSignal, StreamTicketRequest, StreamTicketResponse,
+    Seed000Signal, StreamCookieResponse, StreamSignal, StreamTicketRequest, StreamTicketResponse,
 };
-use inbox_store::{StreamCredential, StreamGrant};
-use sha2::{Digest, Sha256};
 
 use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::hints::SharedHint;
-use crate::http::extract::{
-    COOKIE_PREFIX, STREAM_COOKIE, StreamCaller, StreamQuery, TICKET_PREFIX, parse_json,
-};
-use crate::http::stream_params::{forwarded_https, session_param, websocket_url};
-use crate::ops::sessions::touch;
+use crate::http::extract::{JsonOrEmpty, STREAM_COOKIE, StreamCaller, StreamQuery};
+use crate::http::stream_params::forwarded_https;
+use crate::ops::sessions::WebsocketOrigin;
+use crate::ops::streams::credentials;
 use crate::ops::streams::{SESSION_SUPERSEDED, Subscription, Wake};
 
 pub fn router() -> Router<AppState> {
@@ -54,7 +50,7 @@ pub fn router() -> Router<AppState> {
         (status = 429, description = "too_many_waiters", body = inbox_api::Problem),
         (status = 503, description = "streams_at_capacity (this node holds streams_max streams; another node may take it sooner, and polling still works) or database_unavailable: come back after Retry-After seconds", body = inbox_api::Problem)))]
 pub async fn sse(State(state): State<AppState>, caller: StreamCaller) -> Result<Response, ApiError> {
-    open_sse(state, caller, Names::Seed001).await
+    open_sse(state, caller, None, Names::Seed001).await
 }
 
 /// Seed 000's SSE route, the same stream as `GET /v1/streams/sse`.
@@ -66,8 +62,7 @@ pub async fn subscribe_alias(
     caller: StreamCaller,
     Path(agent_id): Path<String>,
 ) -> Result<Response, ApiError> {
-    caller.caller.check_agent(Some(&agent_id))?;
-    open_sse(state, caller, Names::Seed000).await
+    open_sse(state, caller, Some(&agent_id), Names::Seed000).await
 }
 
 /// Whose names a stream's hints carry: seed 001's (`inbox.updated`), or seed 000's on its own
@@ -78,9 +73,17 @@ enum Names {
     Seed000,
 }
 
-async fn open_sse(state: AppState, caller: StreamCaller, names: Names) -> Result<Response, ApiError> {
+/// Opens the stream (`agent_id`: the agent seed 000's path names) and answers with its
+/// frames.
+async fn open_sse(
+    state: AppState,
+    caller: StreamCaller,
+    agent_id: Option<&str>,
+    names: Names,
+) -> Result<Response, ApiError> {
+    let StreamCaller { caller, session_id, last_event_id, .. } = caller;
     let (subscription, first) =
-        Subscription::open(&state, &caller.caller, "sse", caller.session_id, caller.last_event_id).await?;
+        Subscription::open(&state, &caller, agent_id, "sse", session_id, last_event_id).await?;
     // The first frame: the reconnect advice, with the hint when the head is already past the
     // client's last event.
     let opening = format!("retry: {}\n", state.config.sessions.sse_retry.as_millis());
@@ -169,22 +172,11 @@ fn hint_frame(hint: &SharedHint, names: Names) -> Bytes {
 pub async fn ticket(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
-    body: Bytes,
+    origin: WebsocketOrigin,
+    JsonOrEmpty(request): JsonOrEmpty<StreamTicketRequest>,
 ) -> Result<(StatusCode, Json<StreamTicketResponse>), ApiError> {
-    let max = state.config.sessions.stream_ticket_ttl.as_secs().max(1);
-    let (ticket, expires_at, ttl) =
-        mint(&state, &caller, &body, StreamCredential::Ticket, TICKET_PREFIX, max).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(StreamTicketResponse {
-            sse_url: format!("/v1/streams/sse?ticket={ticket}"),
-            websocket_url: websocket_url(&headers, &format!("?ticket={ticket}")),
-            ticket,
-            expires_at_utc: format_utc(expires_at),
-            expires_in: ttl,
-        }),
-    ))
+    let ticket = credentials::ticket(&state, &caller, &origin, request).await?;
+    Ok((StatusCode::CREATED, Json(ticket)))
 }
 
 /// Sets the stream cookie: HttpOnly, SameSite=Strict, reusable until it expires, so a
@@ -196,67 +188,21 @@ pub async fn ticket(
 pub async fn cookie(
     State(state): State<AppState>,
     caller: Caller,
+    origin: WebsocketOrigin,
     headers: HeaderMap,
-    body: Bytes,
+    JsonOrEmpty(request): JsonOrEmpty<StreamTicketRequest>,
 ) -> Result<Response, ApiError> {
-    let max = state.config.tokens.access_token_ttl.as_secs().max(1);
-    let (value, expires_at, ttl) =
-        mint(&state, &caller, &body, StreamCredential::Cookie, COOKIE_PREFIX, max).await?;
+    let cookie = credentials::cookie(&state, &caller, &origin, request).await?;
     let secure = if forwarded_https(&headers) { "; Secure" } else { "" };
-    let set_cookie =
-        format!("{STREAM_COOKIE}={value}; Path=/; Max-Age={ttl}; HttpOnly; SameSite=Strict{secure}");
+    let set_cookie = format!(
+        "{STREAM_COOKIE}={}; Path=/; Max-Age={}; HttpOnly; SameSite=Strict{secure}",
+        cookie.value, cookie.max_age_seconds
+    );
     let set_cookie = HeaderValue::from_str(&set_cookie).map_err(|e| ApiError::internal(e.to_string()))?;
-    let body = StreamCookieResponse {
-        expires_at_utc: format_utc(expires_at),
-        expires_in: ttl,
-        sse_url: "/v1/streams/sse".to_owned(),
-        websocket_url: websocket_url(&headers, ""),
-    };
     Ok((
         StatusCode::CREATED,
         [(header::SET_COOKIE, set_cookie), (header::CACHE_CONTROL, HeaderValue::from_static("no-store"))],
-        Json(body),
+        Json(cookie.body),
     )
         .into_response())
-}
-
-/// Creates a credential with the caller's identity and scopes; returns it, its expiry (epoch
-/// ms) and its life in seconds. Only its hash is stored.
-async fn mint(
-    state: &AppState,
-    caller: &Caller,
-    body: &[u8],
-    credential: StreamCredential,
-    prefix: &str,
-    ttl_seconds_max: u64,
-) -> Result<(String, i64, u64), ApiError> {
-    caller.require(Scope::StreamSubscribe)?;
-    let request: StreamTicketRequest = if body.iter().all(u8::is_ascii_whitespace) {
-        StreamTicketRequest::default()
-    } else {
-        parse_json(body)?
-    };
-    let ttl = request.ttl_seconds.unwrap_or(ttl_seconds_max);
-    if !(1..=ttl_seconds_max).contains(&ttl) {
-        return Err(ApiError::invalid_field(
-            "ttl_seconds",
-            format!("is {ttl}; it must be between 1 and {ttl_seconds_max}"),
-        ));
-    }
-    let session_id = session_param("session_id", request.session_id.as_deref())?;
-    if let Some(session_id) = &session_id {
-        touch(state, caller, session_id, None).await?;
-    }
-    let value = format!("{prefix}{}", hex::encode(inbox_store::random_bytes::<32>()));
-    let hash: [u8; 32] = Sha256::digest(value.as_bytes()).into();
-    let grant = StreamGrant {
-        tenant_id: caller.tenant_id.clone(),
-        subject: caller.subject.to_string(),
-        kind: caller.kind.as_str().to_owned(),
-        scope: caller.scopes.iter().map(String::as_str).collect::<Vec<_>>().join(" "),
-        session_id,
-    };
-    let expires_at =
-        state.store.sessions().insert_stream_credential(&hash, credential, &grant, ttl * 1_000).await?;
-    Ok((value, expires_at.get(), ttl))
 }

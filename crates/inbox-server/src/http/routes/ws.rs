@@ -79,9 +79,15 @@ pub async fn websocket(
         same_origin(&state, &headers)?;
     }
     let session_id = caller.session_id.clone();
-    let (subscription, first) =
-        Subscription::open(&state, &caller.caller, "websocket", caller.session_id, caller.last_event_id)
-            .await?;
+    let (subscription, first) = Subscription::open(
+        &state,
+        &caller.caller,
+        None,
+        "websocket",
+        caller.session_id,
+        caller.last_event_id,
+    )
+    .await?;
     let message_bytes_max = state.body_bytes_limit();
     let connection = Connection { caller: caller.caller, session_id };
     Ok(upgrade
