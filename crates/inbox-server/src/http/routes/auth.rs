@@ -12,6 +12,7 @@ use inbox_api::{PublicKeySet, RefreshRequest, TokenResponse};
 use crate::AppState;
 use crate::error::ApiError;
 use crate::http::extract::ApiJson;
+use crate::ops::tokens;
 use crate::proxies::ClientAddr;
 
 pub fn router() -> Router<AppState> {
@@ -25,7 +26,7 @@ const JWKS_MAX_AGE_S: u32 = 60;
 #[utoipa::path(get, path = "/.well-known/jwks.json", tag = "auth", security(()),
     responses((status = 200, body = PublicKeySet), (status = 503, description = "database_unavailable", body = inbox_api::Problem)))]
 pub async fn jwks(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
-    let keys = state.tokens.public_keys().await.map_err(ApiError::from)?;
+    let keys = tokens::public_keys(&state).await?;
     let cache = HeaderValue::from_str(&format!("public, max-age={JWKS_MAX_AGE_S}")).expect("a header value");
     Ok(([(header::CACHE_CONTROL, cache)], Json(keys)))
 }
@@ -37,20 +38,5 @@ pub async fn refresh(
     Extension(client): Extension<ClientAddr>,
     ApiJson(request): ApiJson<RefreshRequest>,
 ) -> Result<Json<TokenResponse>, ApiError> {
-    let issued = state.tokens.refresh(&request.refresh_token).await.map_err(|err| {
-        state.metrics.auth_failures_total().add([err.code.to_string()], 1);
-        if err.status == axum::http::StatusCode::UNAUTHORIZED {
-            state.limits.refuse_auth(Some(client.0), err)
-        } else {
-            err
-        }
-    })?;
-    Ok(Json(TokenResponse {
-        access_token: issued.access_token,
-        token_type: "Bearer".to_owned(),
-        expires_in: issued.expires_in,
-        scope: issued.scope,
-        refresh_token: issued.refresh_token,
-        refresh_expires_in: Some(state.tokens.refresh_ttl().as_secs()),
-    }))
+    tokens::refresh(&state, client, request).await.map(Json)
 }

@@ -2,14 +2,14 @@
 //! `/metrics` (Prometheus text) and `/openapi.json`.
 
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
-use inbox_api::ProblemCode;
 
 use crate::AppState;
 use crate::error::ApiError;
+use crate::ops::health;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -24,23 +24,12 @@ async fn healthz() -> Json<serde_json::Value> {
 }
 
 async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
-    let up = state.store.ping().await;
-    state.metrics.database_up().set([], if up.is_ok() { 1.0 } else { 0.0 });
-    up.map_err(|e| {
-        let mut err = ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ProblemCode::NotReady,
-            "the database does not answer; requests get 503 database_unavailable until it is back, retry shortly",
-        )
-        .retry_after(1);
-        err.internal = Some(e.to_string());
-        err
-    })?;
+    health::ready(&state).await?;
     Ok(Json(serde_json::json!({ "status": "ready" })))
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    state.metrics.secrets_decryptions().set([], state.store.secrets().decryptions() as f64);
+    health::refresh_scrape_gauges(&state);
     metrics_text(&state.metrics)
 }
 
