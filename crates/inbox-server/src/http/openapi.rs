@@ -13,15 +13,15 @@ use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::ops::signatures::agent_keys::RETIRE_AFTER_SECONDS_MAX;
-use crate::ops::callbacks::registrations::{
-    RATE_PER_MINUTE_MAX, REPLAY_WINDOW_SECONDS_RANGE, ROTATION_OVERLAP_SECONDS_MAX,
-};
 use crate::http::routes::{
     admin, admin_events, admin_views, agent_keys, agents, auth, callbacks, events, inbox, rooms, sessions,
     streams, tenant_policy, ws,
 };
 use crate::ops::admin_views::ACTIVITY_MINUTES_MAX;
+use crate::ops::callbacks::registrations::{
+    RATE_PER_MINUTE_MAX, REPLAY_WINDOW_SECONDS_RANGE, ROTATION_OVERLAP_SECONDS_MAX,
+};
+use crate::ops::signatures::agent_keys::RETIRE_AFTER_SECONDS_MAX;
 
 #[derive(OpenApi)]
 #[openapi(
