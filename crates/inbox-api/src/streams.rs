@@ -41,15 +41,28 @@ pub struct Seed000Signal {
     pub cursor_hint: u64,
 }
 
-/// `POST /v1/streams/tickets` and `POST /v1/streams/cookie` (the body is optional).
+/// `POST /v1/streams/tickets` (the body is optional).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StreamTicketRequest {
     /// The agent session the stream will serve; it is touched while the stream is open.
     pub session_id: Option<String>,
-    /// How long the credential stays valid: a ticket 1 to 60 s (default 60), a cookie up to
-    /// the access token lifetime (default that lifetime).
+    /// How long the ticket stays valid: 1 s to the server's `stream_ticket_ttl` (60 s by
+    /// default), which is also the default.
+    pub ttl_seconds: Option<u64>,
+}
+
+/// `POST /v1/streams/cookie` (the body is optional): the ticket's fields, with a cookie's
+/// longer bounds, so the document states each credential's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct StreamCookieRequest {
+    /// The agent session the stream will serve; it is touched while the stream is open.
+    pub session_id: Option<String>,
+    /// How long the cookie stays valid: 1 s to the access token lifetime, which is also the
+    /// default.
     pub ttl_seconds: Option<u64>,
 }
 

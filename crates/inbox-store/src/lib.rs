@@ -63,8 +63,8 @@ pub use secrets::{
     SecretsKey, SecretsKeyError, SecretsKeys,
 };
 pub use sessions::{
-    OpenedSession, SESSIONS_LIST_MAX, SessionRecord, SessionStanding, SessionTouch, SessionView, Sessions,
-    StreamCredential, StreamGrant,
+    DEVICE_ID_BYTES_MAX, OpenedSession, SESSIONS_LIST_MAX, SessionRecord, SessionStanding, SessionTouch,
+    SessionView, Sessions, StreamCredential, StreamGrant,
 };
 pub use signals::{SIGNALS_READ_MAX, Signal, SignalKind, Signals};
 pub use signatures::{

@@ -98,6 +98,7 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
     let lease_max = store.lease_ms_max / 1_000;
     let wait_max = config.inbox.long_poll_wait_max.as_secs();
     let ticket_ttl_max = config.sessions.stream_ticket_ttl.as_secs();
+    let cookie_ttl_max = config.tokens.access_token_ttl.as_secs();
     // Items one poll, claim, acknowledgement, heartbeat or admin batch may name or return, and
     // recipients one publish (or room) may reach.
     let batch_max = store.batch_events_max;
@@ -199,10 +200,16 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
         ("PublishRequest", "max_attempts", json!({"minimum": 1, "maximum": DELIVERY_ATTEMPTS_MAX})),
         ("PostMessageRequest", "priority", priority),
         ("SubscribeRequest", "tenant_id", word(TenantId::BYTES_MAX)),
+        ("SubscribeRequest", "device_id", {
+            let mut device = text(inbox_store::DEVICE_ID_BYTES_MAX);
+            device["minLength"] = json!(1);
+            device
+        }),
         ("SubscribeRequest", "last_seen_seq", seq.clone()),
         ("SessionHeartbeatRequest", "last_seen_seq", seq),
         ("StreamTicketRequest", "session_id", word(SessionId::BYTES_MAX)),
         ("AgentKeyRequest", "algorithm", json!({"enum": ["ed25519", "hmac-sha256"]})),
+        ("SubscribeRequest", "supported_transports/items", json!({"enum": crate::ops::sessions::OFFERED})),
         ("CallbackRegistrationRequest", "callback_url", json!({"format": "uri", "pattern": "^https://"})),
         ("CallbackRegistrationRequest", "tenant_id", word(TenantId::BYTES_MAX)),
         ("CallbackRegistrationRequest", "recipient_id", recipient.clone()),
@@ -220,6 +227,8 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
         ("RotateCallbackSecretRequest", "secret_id", word(KeyId::BYTES_MAX)),
         ("RotateCallbackSecretRequest", "overlap_seconds", json!({"maximum": ROTATION_OVERLAP_SECONDS_MAX})),
         ("StreamTicketRequest", "ttl_seconds", json!({"minimum": 1, "maximum": ticket_ttl_max})),
+        ("StreamCookieRequest", "session_id", word(SessionId::BYTES_MAX)),
+        ("StreamCookieRequest", "ttl_seconds", json!({"minimum": 1, "maximum": cookie_ttl_max})),
         ("AgentKeyRequest", "key_id", word(KeyId::BYTES_MAX)),
         (
             "CreateRoomRequest",
@@ -452,6 +461,11 @@ mod tests {
         let batch = json!(store.batch_events_max);
         let fanout = json!(store.fanout_recipients_max);
         let reason = json!(REASON_BYTES_MAX);
+        assert_eq!(
+            schemas["SubscribeRequest"]["properties"]["supported_transports"]["items"]["enum"],
+            json!(crate::ops::sessions::OFFERED),
+            "the transports a subscribe may name are the ones the server offers"
+        );
         let bounds: Vec<(&str, &str, &str, Value)> = vec![
             ("PollRequest", "limit", "maximum", batch.clone()),
             ("ClaimRequest", "limit", "maximum", batch.clone()),
@@ -479,6 +493,13 @@ mod tests {
                 "maximum",
                 json!(config.sessions.stream_ticket_ttl.as_secs()),
             ),
+            (
+                "StreamCookieRequest",
+                "ttl_seconds",
+                "maximum",
+                json!(config.tokens.access_token_ttl.as_secs()),
+            ),
+            ("SubscribeRequest", "device_id", "maxLength", json!(inbox_store::DEVICE_ID_BYTES_MAX)),
             ("PublishRequest", "max_attempts", "maximum", json!(DELIVERY_ATTEMPTS_MAX)),
             ("CallbackRegistrationRequest", "max_rate_per_minute", "maximum", json!(RATE_PER_MINUTE_MAX)),
             (

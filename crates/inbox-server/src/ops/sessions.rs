@@ -126,7 +126,8 @@ impl WebsocketOrigin {
 
 /// Transports this server offers, in the order it recommends them: SSE is the cheapest push
 /// that survives proxies, WebSocket when the client cannot do SSE, then long poll and poll.
-const OFFERED: &[&str] = &["sse", "websocket", "long-poll", "poll"];
+/// Also every name `supported_transports` may hold (the OpenAPI document's enum).
+pub(crate) const OFFERED: &[&str] = &["sse", "websocket", "long-poll", "poll"];
 /// Transports that need the `stream.subscribe` scope.
 const STREAMS: &[&str] = &["sse", "websocket"];
 
@@ -143,8 +144,7 @@ pub async fn subscribe(
     caller.require(Scope::InboxPoll)?;
     caller.check_tenant(request.tenant_id.as_deref())?;
     caller.check_agent(request.agent_id.as_deref())?;
-    let known = ["sse", "websocket", "long-poll", "poll"];
-    if let Some(unknown) = request.supported_transports.iter().find(|t| !known.contains(&t.as_str())) {
+    if let Some(unknown) = request.supported_transports.iter().find(|t| !OFFERED.contains(&t.as_str())) {
         return Err(ApiError::invalid_field(
             "supported_transports",
             format!("names {unknown:?}; use sse, websocket, long-poll or poll"),

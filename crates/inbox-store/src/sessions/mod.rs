@@ -106,6 +106,9 @@ impl SqlStore {
     }
 }
 
+/// The longest `device_id` a session keeps, in bytes of UTF-8.
+pub const DEVICE_ID_BYTES_MAX: usize = 128;
+
 impl Sessions<'_> {
     /// Records a new session as connected now and makes it the agent's newest. When the tenant's
     /// policy is single-active-session, the agent's earlier sessions are marked superseded (by
@@ -115,11 +118,11 @@ impl Sessions<'_> {
         if session
             .device_id
             .as_ref()
-            .is_some_and(|d| d.is_empty() || d.len() > 128 || d.chars().any(char::is_control))
+            .is_some_and(|d| d.is_empty() || d.len() > DEVICE_ID_BYTES_MAX || d.chars().any(char::is_control))
         {
             return Err(StoreError::invalid(
                 "device_id",
-                "must be 1 to 128 bytes without control characters",
+                format!("must be 1 to {DEVICE_ID_BYTES_MAX} bytes without control characters"),
             ));
         }
         with_retries!(self.store, self.open_session_once(session))

@@ -20,7 +20,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::Stream;
 use inbox_api::{
-    Seed000Signal, StreamCookieResponse, StreamSignal, StreamTicketRequest, StreamTicketResponse,
+    Seed000Signal, StreamCookieRequest, StreamCookieResponse, StreamSignal, StreamTicketRequest,
+    StreamTicketResponse,
 };
 
 use crate::AppState;
@@ -182,7 +183,7 @@ pub async fn ticket(
 /// Sets the stream cookie: HttpOnly, SameSite=Strict, reusable until it expires, so a
 /// browser's `EventSource` can reconnect on its own. It authenticates the stream endpoints
 /// only; every other endpoint ignores cookies.
-#[utoipa::path(post, path = "/v1/streams/cookie", tag = "streams", request_body(content = StreamTicketRequest, description = "optional"),
+#[utoipa::path(post, path = "/v1/streams/cookie", tag = "streams", request_body(content = StreamCookieRequest, description = "optional"),
     responses((status = 201, body = StreamCookieResponse, headers(("set-cookie" = String, description = "agent_inbox_stream=...; HttpOnly; SameSite=Strict"))),
         (status = 403, description = "scope_missing", body = inbox_api::Problem)))]
 pub async fn cookie(
@@ -190,7 +191,7 @@ pub async fn cookie(
     caller: Caller,
     origin: WebsocketOrigin,
     headers: HeaderMap,
-    JsonOrEmpty(request): JsonOrEmpty<StreamTicketRequest>,
+    JsonOrEmpty(request): JsonOrEmpty<StreamCookieRequest>,
 ) -> Result<Response, ApiError> {
     let cookie = credentials::cookie(&state, &caller, &origin, request).await?;
     let secure = if forwarded_https(&headers) { "; Secure" } else { "" };

@@ -5,7 +5,9 @@
 //! stored; redeeming it is the stream extractor's (`http/extract.rs`).
 
 use inbox_api::time::format_utc;
-use inbox_api::{Scope, StreamCookieResponse, StreamTicketRequest, StreamTicketResponse};
+use inbox_api::{
+    Scope, StreamCookieRequest, StreamCookieResponse, StreamTicketRequest, StreamTicketResponse,
+};
 use inbox_core::SessionId;
 use inbox_store::{StreamCredential, StreamGrant};
 use sha2::{Digest, Sha256};
@@ -53,9 +55,10 @@ pub async fn cookie(
     state: &AppState,
     caller: &Caller,
     origin: &WebsocketOrigin,
-    request: StreamTicketRequest,
+    request: StreamCookieRequest,
 ) -> Result<StreamCookie, ApiError> {
     let max = state.config.tokens.access_token_ttl.as_secs().max(1);
+    let request = StreamTicketRequest { session_id: request.session_id, ttl_seconds: request.ttl_seconds };
     let (value, expires_at, ttl) =
         mint(state, caller, request, StreamCredential::Cookie, COOKIE_PREFIX, max).await?;
     Ok(StreamCookie {
