@@ -10,7 +10,7 @@ use inbox_api::{
 };
 use inbox_core::{
     AckResult, DeduplicationKey, EventBody, EventId, EventType, LeaseToken, Priority, QuarantineClass,
-    Recipient, RecipientId, TenantId, UnixMillis,
+    Recipient, RecipientId, SessionId, TenantId, UnixMillis,
 };
 use inbox_store::{
     AckItem, CallbackAttempt, CallbackRegistration, Delivery, EventRecord, Publish, REASON_BYTES_MAX,
@@ -263,6 +263,11 @@ pub fn publish(at: &str, tenant_id: &TenantId, request: PublishRequest) -> Resul
         body,
         max_attempts: request.max_attempts,
     })
+}
+
+/// An optional session id, refused by the wire field's name when malformed.
+pub fn session_id(field: &str, text: Option<&str>) -> Result<Option<SessionId>, ApiError> {
+    text.map(SessionId::new).transpose().map_err(|e| ApiError::invalid_field(field, e.problem))
 }
 
 pub fn time(field: &str, text: Option<&str>) -> Result<Option<UnixMillis>, ApiError> {

@@ -275,8 +275,7 @@ impl FromRequestParts<AppState> for StreamCaller {
         let query = axum::extract::Query::<StreamQuery>::try_from_uri(&parts.uri)
             .map_err(|e| crate::http::extract::query_problem(&e))?
             .0;
-        let named_session =
-            crate::http::stream_params::session_param("session_id", query.session_id.as_deref())?;
+        let named_session = crate::convert::session_id("session_id", query.session_id.as_deref())?;
         let last_event_id =
             crate::http::stream_params::last_event_id(&parts.headers, query.last_event_id.as_deref())?;
         let (caller, granted_session, via) = if parts.headers.contains_key(header::AUTHORIZATION) {

@@ -7,16 +7,11 @@ use std::convert::Infallible;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
-use inbox_core::{InboxSeq, SessionId};
+use inbox_core::InboxSeq;
 
 use crate::AppState;
 use crate::error::ApiError;
 use crate::ops::sessions::WebsocketOrigin;
-
-/// Checks an optional `session_id` parameter.
-pub(crate) fn session_param(field: &str, value: Option<&str>) -> Result<Option<SessionId>, ApiError> {
-    value.map(SessionId::new).transpose().map_err(|e| ApiError::invalid_field(field, e.problem))
-}
 
 /// The resume point of an SSE or WebSocket client: the `Last-Event-ID` header a reconnecting
 /// `EventSource` sends, else the `last_event_id` query parameter (for clients that cannot set

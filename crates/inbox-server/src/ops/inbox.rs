@@ -241,12 +241,7 @@ pub async fn claim(
     caller.require(Scope::InboxClaim)?;
     caller.check_tenant(request.tenant_id.as_deref())?;
     caller.check_agent(request.recipient_id.as_deref())?;
-    let session_id = request
-        .session_id
-        .as_deref()
-        .map(SessionId::new)
-        .transpose()
-        .map_err(|e| ApiError::invalid_field("session_id", e.problem))?;
+    let session_id = convert::session_id("session_id", request.session_id.as_deref())?;
     require_active_session(state, caller, session_id.as_ref()).await?;
     let lease_ms = request.lease_seconds.map(|s| convert::seconds_to_ms("lease_seconds", s)).transpose()?;
     let inbox = caller.inbox();
@@ -326,7 +321,7 @@ pub async fn acknowledge(
 ) -> Result<AcknowledgeResponse, ApiError> {
     caller.check_tenant(request.tenant_id.as_deref())?;
     caller.check_agent(request.recipient_id.as_deref())?;
-    let session_id = session_id(request.session_id.as_deref())?;
+    let session_id = convert::session_id("session_id", request.session_id.as_deref())?;
     // Entries with follow-ups are hand-offs, each its own transaction; the rest are
     // acknowledged together. Answers keep the request's order.
     let mut plain = Vec::new();
@@ -369,10 +364,6 @@ pub async fn acknowledge(
     Ok(AcknowledgeResponse {
         results: results.into_iter().map(|r| r.expect("one answer per entry")).collect(),
     })
-}
-
-fn session_id(text: Option<&str>) -> Result<Option<SessionId>, ApiError> {
-    text.map(SessionId::new).transpose().map_err(|e| ApiError::invalid_field("session_id", e.problem))
 }
 
 async fn acknowledge_items(

@@ -8,7 +8,6 @@ use inbox_api::time::format_utc;
 use inbox_api::{
     Scope, StreamCookieRequest, StreamCookieResponse, StreamTicketRequest, StreamTicketResponse,
 };
-use inbox_core::SessionId;
 use inbox_store::{StreamCredential, StreamGrant};
 use sha2::{Digest, Sha256};
 
@@ -91,12 +90,7 @@ async fn mint(
             format!("is {ttl}; it must be between 1 and {ttl_seconds_max}"),
         ));
     }
-    let session_id = request
-        .session_id
-        .as_deref()
-        .map(SessionId::new)
-        .transpose()
-        .map_err(|e| ApiError::invalid_field("session_id", e.problem))?;
+    let session_id = crate::convert::session_id("session_id", request.session_id.as_deref())?;
     if let Some(session_id) = &session_id {
         touch(state, caller, session_id, None).await?;
     }
