@@ -120,19 +120,19 @@ class Run:
                    if (t + offset) * 1000 >= since and (verdict is None or seen == verdict)
                    and any(line_matches(r, line.encode("latin-1"), body) for r in routes))
 
-    def _admin_post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        answer = httpx.post(self.server.base + path, json=body, headers={"authorization": f"Bearer {self.admin}"},
+    def _post(self, token: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A request straight to the service (not through the proxy) that must succeed."""
+        answer = httpx.post(self.server.base + path, json=body, headers={"authorization": f"Bearer {token}"},
                             timeout=10)
         assert answer.status_code == 200, f"{path}: {answer.status_code} {answer.text}"
         result: dict[str, Any] = answer.json()
         return result
 
+    def _admin_post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._post(self.admin, path, body)
+
     def _agent_post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        answer = httpx.post(self.server.base + path, json=body, headers={"authorization": f"Bearer {self.token}"},
-                            timeout=10)
-        assert answer.status_code == 200, f"{path}: {answer.status_code} {answer.text}"
-        result: dict[str, Any] = answer.json()
-        return result
+        return self._post(self.token, path, body)
 
     def close(self) -> None:
         for agent in self.agents:
