@@ -45,22 +45,8 @@ fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {
     (!path.is_empty() && !path.contains(":memory:")).then(|| std::path::PathBuf::from(path))
 }
 
-pub(crate) fn init_logging(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENT_INBOX_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colour only for a person at a terminal, never in a log file or a journal.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
-    if json {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
-}
-
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    init_logging(args.log_json);
+    let _log = inbox_server::logging::init(args.log_json, "info");
     let config = load_config(&args)?;
     crate::open_files::raise_for(&config);
     let listener = tokio::net::TcpListener::bind(&config.http.listen)
@@ -104,7 +90,7 @@ fn banner(args: &ServeArgs, config: &inbox_server::Config, addr: std::net::Socke
 }
 
 pub async fn migrate(args: DatabaseArgs) -> anyhow::Result<()> {
-    init_logging(false);
+    let _log = inbox_server::logging::init(false, "info");
     let config = load_database_config(&args)?;
     let store = inbox_server::connect_store(&config).await?;
     let ran = store.migrate().await?;

@@ -12,10 +12,12 @@ pub mod config;
 mod convert;
 mod error;
 mod group_commit;
+mod head_cache;
 mod heartbeats;
 mod hints;
 mod http;
 mod limits;
+pub mod logging;
 mod metrics;
 mod nonce_writer;
 mod ops;
@@ -62,6 +64,7 @@ pub struct AppState {
     proxies: Arc<proxies::TrustedProxies>,
     metrics: Arc<metrics::Metrics>,
     hints: Arc<hints::Hints>,
+    head_cache: Arc<head_cache::HeadCache>,
     heartbeats: Arc<heartbeats::Heartbeats>,
     tenant_policies: Arc<tenant_policies::TenantPolicies>,
     session_changes: Arc<session_changes::SessionChanges>,
@@ -218,6 +221,7 @@ async fn prepare(
     let nonces = nonce_writer::NonceWriter::start(store.clone(), metrics.clone());
     let publisher = publish_batcher::PublishBatcher::start(store.clone(), metrics.clone(), &config);
     let heartbeats = heartbeats::Heartbeats::start(config.sessions.heartbeat_interval, shutdown.clone());
+    let head_cache = Arc::new(head_cache::HeadCache::new(config.signals.notify_interval));
     Ok(AppState {
         store,
         heartbeats,
@@ -227,6 +231,7 @@ async fn prepare(
         tokens: Arc::new(tokens),
         metrics,
         hints: Arc::default(),
+        head_cache,
         tenant_policies: Arc::default(),
         session_changes: Arc::default(),
         trust,

@@ -125,7 +125,7 @@ async fn serve(args: crate::cli::DaemonRunArgs) -> anyhow::Result<()> {
     use self::identities::Identities;
     use self::listener::Origin;
 
-    crate::serve::init_logging(args.log_json);
+    let _log = inbox_server::logging::init(args.log_json, "info");
     let home = Home::from_env()?;
     let path = inbox_client::local_daemon::socket_path(&home);
     let listening = listener::listen(&path)?;

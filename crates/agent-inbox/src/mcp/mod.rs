@@ -27,7 +27,7 @@ use server::InboxServer;
 use tasks::{Identity, Tasks};
 
 pub async fn run(args: McpArgs) -> anyhow::Result<()> {
-    init_logging(args.log_json);
+    let _log = inbox_server::logging::init(args.log_json, "info");
     let connect_args = args.connect();
     let connection = connect(&connect_args)?;
     let api = with_profile_signing_key(&connect_args, connection.api).await?;
@@ -92,17 +92,5 @@ async fn tasks(api: &Api) -> Option<Tasks> {
             tracing::warn!(error = %err, "cannot keep the task key; inbox_wait is offered without tasks");
             None
         }
-    }
-}
-
-fn init_logging(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENT_INBOX_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false);
-    if json {
-        builder.json().init();
-    } else {
-        builder.init();
     }
 }

@@ -12,6 +12,8 @@ declare_metrics! {
         "HTTP requests by route template and status";
     Histogram http_request_duration_seconds("route")
         "HTTP request latency by route template";
+    Counter log_lines_dropped_total()
+        "Log lines dropped because the log's writer fell behind (its queue holds 65,536 lines)";
     Histogram publish_commit_seconds()
         "Publish-to-inbox commit latency, per request";
     SizeHistogram publish_batch_size()
@@ -104,6 +106,8 @@ declare_metrics! {
         "Long polls by outcome (events, nudged, timeout, shutdown); timeout/total is the long-poll timeout ratio";
     Counter head_requests_total("result")
         "Head checks by result (not_modified, modified); not_modified/total is the 304 ratio";
+    Counter head_checks_from_memory_total()
+        "Head checks answered 304 from this node's cache of current heads, without a database read";
     Counter signature_verifications_total("result")
         "Signed requests checked, by result (valid, refused); refusals also count under auth failures by code";
     Histogram signature_verify_seconds()

@@ -27,4 +27,5 @@ pub async fn ready(state: &AppState) -> Result<(), ApiError> {
 /// Brings the gauges read at scrape time up to date.
 pub fn refresh_scrape_gauges(state: &AppState) {
     state.metrics.secrets_decryptions().set([], state.store.secrets().decryptions() as f64);
+    state.metrics.log_lines_dropped_total().add([], crate::logging::take_dropped());
 }

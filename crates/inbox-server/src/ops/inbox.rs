@@ -177,14 +177,28 @@ pub struct Head {
     pub body: Option<HeadResponse>,
 }
 
-/// The caller's head, unless `if_none_match` (the header's value) names its current tag.
+/// The caller's head, unless `if_none_match` (the header's value) names its current tag. A
+/// check that will answer `304` is answered from this node's [`HeadCache`] when it can.
+///
+/// [`HeadCache`]: crate::head_cache::HeadCache
 pub async fn head(state: &AppState, caller: &Caller, if_none_match: Option<&str>) -> Result<Head, ApiError> {
     caller.require(Scope::InboxPoll)?;
     let inbox = caller.inbox();
+    if let Some(if_none_match) = if_none_match
+        && let Some(head_seq) = state.head_cache.current(&inbox)
+    {
+        let etag = head_etag(&inbox, head_seq);
+        if names_tag(if_none_match, &etag) {
+            state.metrics.head_requests_total().add(["not_modified".to_owned()], 1);
+            state.metrics.head_checks_from_memory_total().add([], 1);
+            return Ok(Head { etag, body: None });
+        }
+    }
+    let epoch = state.head_cache.epoch();
     let head = state.store.inbox().head(&inbox).await?;
-    let etag = format!("\"{}:{}:{}\"", inbox.tenant_id, inbox.recipient.id, head.head_seq);
-    let matches =
-        if_none_match.is_some_and(|v| v.split(',').any(|tag| tag.trim() == etag || tag.trim() == "*"));
+    state.head_cache.read(&inbox, head.head_seq.get(), epoch);
+    let etag = head_etag(&inbox, head.head_seq.get());
+    let matches = if_none_match.is_some_and(|v| names_tag(v, &etag));
     let result = if matches { "not_modified" } else { "modified" };
     state.metrics.head_requests_total().add([result.to_owned()], 1);
     let body = (!matches).then(|| HeadResponse {
@@ -195,6 +209,16 @@ pub async fn head(state: &AppState, caller: &Caller, if_none_match: Option<&str>
         oldest_available_seq: head.oldest_available_seq.get(),
     });
     Ok(Head { etag, body })
+}
+
+/// The entity tag of an inbox at `head_seq`, quoted.
+fn head_etag(inbox: &RecipientKey, head_seq: u64) -> String {
+    format!("\"{}:{}:{}\"", inbox.tenant_id, inbox.recipient.id, head_seq)
+}
+
+/// Whether an `If-None-Match` value names `etag` (or is `*`).
+fn names_tag(if_none_match: &str, etag: &str) -> bool {
+    if_none_match.split(',').any(|tag| tag.trim() == etag || tag.trim() == "*")
 }
 
 /// After `cursor_reset_required`: the head, the oldest retained sequence and a page of the
@@ -558,6 +582,7 @@ pub fn record_published(state: &AppState, tenant_id: &TenantId, receipt: &Publis
     state.metrics.events_deduplicated_total().add([tenant], receipt.deliveries.len() as u64 - fresh);
     for d in receipt.deliveries.iter().filter(|d| !d.deduplicated) {
         let inbox = RecipientKey { tenant_id: tenant_id.clone(), recipient: d.recipient.clone() };
+        state.head_cache.advanced(&inbox, d.inbox_seq);
         state.hints.advanced(&inbox, d.inbox_seq);
     }
 }

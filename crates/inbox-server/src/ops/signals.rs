@@ -56,6 +56,7 @@ impl Job for Notifier {
                     .start_id(started.minus_ms(grace.as_millis() as u64))
                     .await
                     .map_err(|err| Failure::new(HINTS_WAIT_START, err))?;
+                // Set no sooner: the cache learns heads from reports only from here on.
                 self.cursor.insert(SignalCursor::new(start, grace))
             }
         };
@@ -97,6 +98,13 @@ impl Job for Notifier {
         if abandoned > 0 {
             state.metrics.signal_gaps_abandoned_total().add([], abandoned as u64);
         }
+        // Cached heads are current only while every commit is read: a failed read or an
+        // abandoned gap may have missed one.
+        if outcome.is_ok() && abandoned == 0 {
+            state.head_cache.caught_up();
+        } else {
+            state.head_cache.distrust();
+        }
         outcome
     }
 }
@@ -113,6 +121,7 @@ fn deliver(state: &AppState, signal: &Signal, started: UnixMillis) {
             SignalKind::InboxUpdated => {
                 let inbox =
                     RecipientKey { tenant_id: signal.tenant_id.clone(), recipient: recipient.clone() };
+                state.head_cache.advanced(&inbox, *head);
                 state.hints.advanced(&inbox, *head);
             }
             SignalKind::InboxNudged => {

@@ -182,6 +182,15 @@ impl TestServer {
     }
 }
 
+/// One series of the server's `/metrics` (`name{labels}`), 0 when it is absent.
+pub async fn metric(server: &TestServer, series: &str) -> f64 {
+    let text =
+        server.client.get(format!("{}/metrics", server.base)).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+        .map_or(0.0, |value| value.parse().unwrap())
+}
+
 pub async fn read(response: reqwest::Response) -> (StatusCode, Value) {
     let status = response.status();
     let text = response.text().await.expect("a body");

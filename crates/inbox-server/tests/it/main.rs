@@ -13,6 +13,7 @@ mod console;
 mod contract;
 mod external_idp;
 mod handoff;
+mod head_cache;
 mod isolation;
 mod nudges;
 mod refusals;

@@ -11,16 +11,8 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::harness::{TestServer, assert_problem, read};
+use crate::harness::{TestServer, assert_problem, metric, read};
 use crate::stream_clients::{HINT_DEADLINE, Sse, ws_connect};
-
-async fn metric(server: &TestServer, series: &str) -> f64 {
-    let text =
-        server.client.get(format!("{}/metrics", server.base)).send().await.unwrap().text().await.unwrap();
-    text.lines()
-        .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
-        .map_or(0.0, |value| value.parse().unwrap())
-}
 
 async fn wait_for_metric(server: &TestServer, series: &str, value: f64, within: Duration) {
     let deadline = Instant::now() + within;

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio_tungstenite::tungstenite;
 
-use crate::harness::{TestServer, assert_problem, both_backends, read};
+use crate::harness::{TestServer, assert_problem, both_backends, metric, read};
 use crate::stream_clients::{HINT_DEADLINE, Sse, ws_call, ws_connect, ws_next};
 
 both_backends!(
@@ -62,14 +62,6 @@ async fn publish_held_open(server: &TestServer, commit: bool, during: impl Futur
             if commit { tx.commit().await.unwrap() } else { tx.rollback().await.unwrap() }
         }
     }
-}
-
-async fn metric(server: &TestServer, series: &str) -> f64 {
-    let text =
-        server.client.get(format!("{}/metrics", server.base)).send().await.unwrap().text().await.unwrap();
-    text.lines()
-        .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
-        .map_or(0.0, |value| value.parse().unwrap())
 }
 
 async fn wait_for_metric(server: &TestServer, series: &str, value: f64) {
