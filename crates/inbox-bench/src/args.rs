@@ -6,7 +6,7 @@ usage: inbox-bench store [--publishes N] [--events N]
        inbox-bench hints [--publishes N] [--subscribers N]
        inbox-bench http [--agents N] [--events N] [--seconds N]
        inbox-bench trust [--agents N] [--events N] [--rounds N]
-       inbox-bench publish [--publishes N]
+       inbox-bench publish [--publishes N] [--rounds N]
        inbox-bench galera [--seconds N] [--events N]
        inbox-bench agent [--events-max N]
        inbox-bench history [--events N] [--http-events N] [--backend mysql|sqlite|both]
@@ -37,9 +37,11 @@ usage: inbox-bench store [--publishes N] [--events N]
   --events N     events per phase (default 3000)
   --rounds N     phases per mode, signed and unsigned alternating (default 4)
 
-  publish        HTTP publishing (group commit) beside raw SQL with one transaction per event,
-                 at 1, 4, 16 and 64 publishers: events/s, p50/p99, fsyncs and statements per event
-  --publishes N  publishes per row (default 4000)
+  publish        the node as shipped (info access log) beside the SQL a user would write by
+                 hand: publishing at 1, 4, 16 and 64 publishers (and at warn, for the log's
+                 cost), claim(10)+ack at 1, 4 and 16 agents, the 304 head at 16 connections
+  --publishes N  publishes per side and round (default 2000)
+  --rounds N     paired rounds per row (default 3)
 
   galera         publish and claim+ack through 3 nodes on 3 Galera members beside 1 node on 1
                  member, with the members' certification failures per second; the cluster is
@@ -174,10 +176,11 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
                     ("--archive-retention-seconds", Some(n)) if seconds(&n).is_some() => {
                         settings.archive_retention = seconds(&n)
                     }
+                    ("--log", Some(level)) => settings.log = Some(level),
                     _ => {
                         return Err(
                             "node takes the database URL, then --listen ADDRESS, --history true|false, \
-                             --retention-seconds N and --archive-retention-seconds N"
+                             --retention-seconds N, --archive-retention-seconds N and --log LEVEL"
                                 .to_owned(),
                         );
                     }
@@ -340,6 +343,7 @@ fn parse_publish(mut args: impl Iterator<Item = String>) -> Result<Command, Stri
         match flag.as_str() {
             "--help" | "-h" => return Ok(Command::Help),
             "--publishes" => publish.publishes = count_after(&flag, &mut args)?,
+            "--rounds" => publish.rounds = count_after(&flag, &mut args)?.max(1),
             other => return Err(format!("unknown option {other:?}")),
         }
     }
@@ -423,7 +427,7 @@ mod tests {
         assert!(parse(words("publsh")).is_err(), "an unknown benchmark");
         assert_eq!(
             parse(words("publish --publishes 500")),
-            Ok(Command::Publish(crate::publishing::PublishArgs { publishes: 500 }))
+            Ok(Command::Publish(crate::publishing::PublishArgs { publishes: 500, rounds: 3 }))
         );
         assert_eq!(
             parse(words("hints --subscribers 50")),

@@ -13,6 +13,7 @@ mod galera;
 mod hints;
 mod history;
 mod history_http;
+mod hot_paths;
 mod http;
 mod mysql_db;
 mod node;

@@ -73,7 +73,14 @@ impl Node {
         if let Some(retention) = settings.archive_retention {
             args.extend(["--archive-retention-seconds".to_owned(), retention.as_secs().to_string()]);
         }
-        let serve = Serve::command(std::env::current_exe()?, args).echo_stderr();
+        let mut serve = Serve::command(std::env::current_exe()?, args.clone()).echo_stderr();
+        if let Some(level) = &settings.log {
+            // As an operator runs it: the log goes to a file (or a journal), not to a person.
+            let file =
+                std::env::temp_dir().join(format!("inbox-bench-node-{}-{level}.log", std::process::id()));
+            args.extend(["--log".to_owned(), level.clone()]);
+            serve = Serve::command(std::env::current_exe()?, args).log_to(file);
+        }
         let child = tokio::task::spawn_blocking(move || serve.spawn()).await??;
         Node::ready(child.base.clone(), Running::Child(child)).await
     }
@@ -136,6 +143,9 @@ pub struct NodeSettings {
     pub retention: Option<Duration>,
     /// `[inbox] archive_retention`: how long archived events stay before they are pruned.
     pub archive_retention: Option<Duration>,
+    /// The service's log at this level, as `agent-inbox serve` writes it (to a file here);
+    /// `None`: no log at all.
+    pub log: Option<String>,
 }
 
 /// The child process of `Node::spawn`: serves `Node::config(database_url)` (with `history`
@@ -161,6 +171,7 @@ pub async fn serve_child(
             return ExitCode::FAILURE;
         }
     }
+    let _log = settings.log.as_deref().map(|level| inbox_server::logging::init(false, level));
     let stdin_closed = async {
         let mut sink = Vec::new();
         let _ = tokio::io::stdin().read_to_end(&mut sink).await;

@@ -77,10 +77,43 @@ pub struct RawClaimed {
 /// One event to one recipient, as `SqlStore::publish` does it: lock and advance the head,
 /// read it, insert the row, write the outbox signal, commit. Returns the contention retries.
 pub async fn publish(pool: &MySqlPool, tenant: &str, recipient_id: &str) -> Result<u32, BenchError> {
-    retrying(|| publish_once(pool, tenant, recipient_id)).await.map(|((), retries)| retries)
+    retrying(|| publish_once(pool, tenant, recipient_id, Signal::Written)).await.map(|((), retries)| retries)
 }
 
-async fn publish_once(pool: &MySqlPool, tenant: &str, recipient_id: &str) -> Result<(), BenchError> {
+/// One event to one recipient as a user would write it by hand, with no signal for other
+/// nodes: advance the head, read it, insert the row, commit (four statements). Returns the
+/// contention retries.
+pub async fn publish_by_hand(pool: &MySqlPool, tenant: &str, recipient_id: &str) -> Result<u32, BenchError> {
+    retrying(|| publish_once(pool, tenant, recipient_id, Signal::Left)).await.map(|((), retries)| retries)
+}
+
+/// Whether a raw publish writes the outbox signal the store writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Signal {
+    Written,
+    Left,
+}
+
+/// `SELECT head_seq` of one inbox by its primary key: what a hand-written "has anything
+/// arrived?" check costs.
+pub async fn head_seq(pool: &MySqlPool, tenant: &str, recipient_id: &str) -> Result<i64, BenchError> {
+    let row = sqlx::query(
+        "SELECT head_seq FROM inbox_head WHERE tenant_id = ? AND recipient_kind = ? AND recipient_id = ?",
+    )
+    .bind(tenant)
+    .bind(RECIPIENT_KIND)
+    .bind(recipient_id)
+    .fetch_one(pool)
+    .await?;
+    Ok(row.try_get("head_seq")?)
+}
+
+async fn publish_once(
+    pool: &MySqlPool,
+    tenant: &str,
+    recipient_id: &str,
+    signal: Signal,
+) -> Result<(), BenchError> {
     let now = system_now().get();
     let mut tx = pool.begin().await?;
     sqlx::query(UPSERT_HEAD)
@@ -103,14 +136,16 @@ async fn publish_once(pool: &MySqlPool, tenant: &str, recipient_id: &str) -> Res
     bind_event_row(sqlx::query(&sql), tenant, recipient_id, inbox_seq, &event_id, now)
         .execute(&mut *tx)
         .await?;
-    let recipient_heads = serde_json::to_string(&[(RECIPIENT_KIND, recipient_id, inbox_seq)])?;
-    sqlx::query(INSERT_OUTBOX)
-        .bind(tenant)
-        .bind(&recipient_heads)
-        .bind(1_i64)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+    if signal == Signal::Written {
+        let recipient_heads = serde_json::to_string(&[(RECIPIENT_KIND, recipient_id, inbox_seq)])?;
+        sqlx::query(INSERT_OUTBOX)
+            .bind(tenant)
+            .bind(&recipient_heads)
+            .bind(1_i64)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+    }
     tx.commit().await?;
     Ok(())
 }

@@ -95,6 +95,7 @@ async fn run(args: &SoakArgs, url: &str) -> Result<String, BenchError> {
     let settings = NodeSettings {
         retention: Some(Duration::from_secs(args.retention_seconds)),
         archive_retention: Some(Duration::from_secs(args.archive_retention_seconds)),
+        log: None,
     };
     let tokens =
         TokenService::new(store.clone(), &Node::config(url)).await.map_err(|e| -> BenchError { e.into() })?;
