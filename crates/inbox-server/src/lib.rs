@@ -54,9 +54,22 @@ pub struct Overrides {
     pub callback_resolver: ResolverOverride,
 }
 
-/// Everything a handler can reach. Cheap to clone.
+/// Everything a handler can reach: one shared [`NodeParts`], so the several clones each
+/// request makes (every extractor and middleware takes its own) cost one reference count.
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub struct AppState(Arc<NodeParts>);
+
+impl std::ops::Deref for AppState {
+    type Target = NodeParts;
+
+    fn deref(&self) -> &NodeParts {
+        &self.0
+    }
+}
+
+/// The parts of a running node that requests and background tasks share.
+#[derive(Debug)]
+pub struct NodeParts {
     pub store: SqlStore,
     pub config: Arc<Config>,
     pub tokens: Arc<TokenService>,
@@ -222,7 +235,7 @@ async fn prepare(
     let publisher = publish_batcher::PublishBatcher::start(store.clone(), metrics.clone(), &config);
     let heartbeats = heartbeats::Heartbeats::start(config.sessions.heartbeat_interval, shutdown.clone());
     let head_cache = Arc::new(head_cache::HeadCache::new(config.signals.notify_interval));
-    Ok(AppState {
+    Ok(AppState(Arc::new(NodeParts {
         store,
         heartbeats,
         limits: Arc::new(limits::Limits::new(&config)),
@@ -239,7 +252,7 @@ async fn prepare(
         nonces,
         publisher,
         shutdown,
-    })
+    })))
 }
 
 /// Proves the engine keeps the promises claims rest on, before anything is migrated or served;
