@@ -6,6 +6,7 @@
 //! use cases, one module per subsystem, shared by HTTP, the WebSocket and seed 000's aliases)
 //! over the store. `background.rs` runs the periodic work through `periodic.rs`.
 
+mod ack_batcher;
 pub mod auth;
 mod background;
 pub mod config;
@@ -85,6 +86,7 @@ pub struct NodeParts {
     secrets_key: Arc<secrets_key::Watch>,
     nonces: nonce_writer::NonceWriter,
     publisher: publish_batcher::PublishBatcher,
+    acknowledger: ack_batcher::AckBatcher,
     shutdown: Shutdown,
 }
 
@@ -235,6 +237,7 @@ async fn prepare(
     let publisher = publish_batcher::PublishBatcher::start(store.clone(), metrics.clone(), &config);
     let heartbeats = heartbeats::Heartbeats::start(config.sessions.heartbeat_interval, shutdown.clone());
     let head_cache = Arc::new(head_cache::HeadCache::new(config.signals.notify_interval));
+    let acknowledger = ack_batcher::AckBatcher::start(store.clone());
     Ok(AppState(Arc::new(NodeParts {
         store,
         heartbeats,
@@ -251,6 +254,7 @@ async fn prepare(
         secrets_key: Arc::new(secrets_key::Watch::new(secrets.file.clone(), secrets.keys.clone())),
         nonces,
         publisher,
+        acknowledger,
         shutdown,
     })))
 }

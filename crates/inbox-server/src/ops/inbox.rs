@@ -405,7 +405,7 @@ async fn acknowledge_items(
         .map(|i| (i.event_id, i.class.unwrap_or_default()))
         .collect();
     let acknowledge = Acknowledge { inbox: caller.inbox(), session_id, items };
-    let outcomes = state.store.inbox().acknowledge(&acknowledge).await?;
+    let outcomes = state.acknowledger.acknowledge(acknowledge).await?;
     state.metrics.ack_latency_seconds().observe([], started.elapsed());
     state.hints.touched(&caller.tenant_id);
     let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());

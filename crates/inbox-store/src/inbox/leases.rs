@@ -7,6 +7,7 @@
 //! A signed call's nonce is not recorded here: the server records it before the call, many
 //! calls' nonces in one statement (see `Signatures::remember_nonces`).
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
 
 use inbox_core::{
@@ -51,6 +52,11 @@ pub(crate) async fn claim_statement<'a>(
     }
     args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(i64::from(limit))]);
     Ok(ClaimStatement { sql, args, window })
+}
+
+/// Every item of `ack` acknowledged as completed.
+fn acked(ack: &Acknowledge) -> Vec<ItemOutcome<AckReceipt>> {
+    ack.items.iter().map(|i| Ok(AckReceipt { event_id: i.event_id, state: AckState::Acked })).collect()
 }
 
 /// The longest `retry_after` a release may ask for: one week.
@@ -181,6 +187,48 @@ impl Inbox<'_> {
     /// Acknowledges events. Repeating an ack with the same token succeeds and changes
     /// nothing; a `failed` result parks the event as dead-lettered.
     pub async fn acknowledge(self, ack: &Acknowledge) -> Result<Vec<ItemOutcome<AckReceipt>>, StoreError> {
+        self.check_acknowledge(ack)?;
+        with_retries!(self.store, self.acknowledge_once(ack))
+    }
+
+    /// Acknowledges several requests' events (a node's concurrent acknowledgements, gathered by
+    /// group commit), answering each as [`Inbox::acknowledge`] would. Requests whose every
+    /// item completes, and that name the same session, go in one statement together; the
+    /// others, and every request of a group where some token did not match, are then answered
+    /// one by one. A request never acknowledges another's events: each token is matched within
+    /// its own request and inbox.
+    pub async fn acknowledge_batch(
+        self,
+        acks: &[impl Borrow<Acknowledge>],
+    ) -> Vec<Result<Vec<ItemOutcome<AckReceipt>>, StoreError>> {
+        let mut answers: Vec<Option<Result<_, _>>> =
+            acks.iter().map(|ack| self.check_acknowledge(ack.borrow()).err().map(Err)).collect();
+        let mut groups: HashMap<Option<&SessionId>, Vec<usize>> = HashMap::new();
+        for (i, ack) in acks.iter().map(Borrow::borrow).enumerate() {
+            if answers[i].is_none() && ack.items.iter().all(|item| item.result == AckResult::Completed) {
+                groups.entry(ack.session_id.as_ref()).or_default().push(i);
+            }
+        }
+        for places in groups.into_values().filter(|places| places.len() > 1) {
+            let group: Vec<&Acknowledge> = places.iter().map(|&i| acks[i].borrow()).collect();
+            if let Ok(true) = with_retries!(self.store, self.completed_together(&group, self.store.now())) {
+                for (&i, ack) in places.iter().zip(group) {
+                    answers[i] = Some(Ok(acked(ack)));
+                }
+            }
+        }
+        let mut results = Vec::with_capacity(acks.len());
+        for (ack, answer) in acks.iter().map(Borrow::borrow).zip(answers) {
+            results.push(match answer {
+                Some(answer) => answer,
+                None => with_retries!(self.store, self.acknowledge_once(ack)),
+            });
+        }
+        results
+    }
+
+    /// The checks of an acknowledgement that need no database.
+    fn check_acknowledge(&self, ack: &Acknowledge) -> Result<(), StoreError> {
         self.store.batch_len("acks", ack.items.len())?;
         distinct("acks", ack.items.iter().map(|i| &i.event_id))?;
         for item in &ack.items {
@@ -198,43 +246,15 @@ impl Inbox<'_> {
                 (None, _) => {}
             }
         }
-        with_retries!(self.store, self.acknowledge_once(ack))
+        Ok(())
     }
 
     async fn acknowledge_once(self, ack: &Acknowledge) -> Result<Vec<ItemOutcome<AckReceipt>>, StoreError> {
         let now = self.store.now();
-        if ack.items.iter().all(|item| item.result == AckResult::Completed) {
-            let hashes: Vec<LeaseTokenHash> = ack.items.iter().map(|i| i.lease_token.hash()).collect();
-            let dialect = self.store.dialect();
-            let mut args = Vec::with_capacity(8 + 2 * ack.items.len());
-            // Every item's entry is the same but for its attempt, read from the row itself.
-            let history = self.store.config().record_history.then(|| {
-                let entry = HistoryEntry {
-                    session_id: ack.session_id.clone(),
-                    ..HistoryEntry::new(now, HistoryAction::Acknowledged, AckState::Acked, 0, &Actor::Agent)
-                };
-                AppendAroundAttempt::new(dialect, &entry)
-            });
-            if let Some(append) = &history {
-                args.extend([Arg::Str(append.before.as_str()), Arg::Str(append.after.as_str())]);
-            }
-            args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get())]);
-            args.extend(inbox_args(&ack.inbox));
-            args.extend(ack.items.iter().map(|i| Arg::Bytes(i.event_id.as_bytes())));
-            args.extend(hashes.iter().map(|h| Arg::Bytes(h.0.as_slice())));
-            let sql = queries::ack_completed(
-                dialect,
-                ack.items.len(),
-                history.as_ref().map_or("", |append| append.set.as_str()),
-            );
-            let done = self.store.pools().writer().await?.conn().execute(&sql, &args).await?;
-            if done.rows_affected == ack.items.len() as u64 {
-                return Ok(ack
-                    .items
-                    .iter()
-                    .map(|i| Ok(AckReceipt { event_id: i.event_id, state: AckState::Acked }))
-                    .collect());
-            }
+        if ack.items.iter().all(|item| item.result == AckResult::Completed)
+            && self.completed_together(&[ack], now).await?
+        {
+            return Ok(acked(ack));
         }
         let changes: Vec<Change> = ack
             .items
@@ -258,6 +278,44 @@ impl Inbox<'_> {
             .into_iter()
             .map(|o| o.map(|r| AckReceipt { event_id: r.event_id, state: r.state() }))
             .collect())
+    }
+
+    /// The fast path: every item of `acks` (requests of one session, every item completed)
+    /// acknowledged in one statement. `Ok(false)`: some token did not match (a repeat, a lost
+    /// lease); answer item by item.
+    async fn completed_together(self, acks: &[&Acknowledge], now: UnixMillis) -> Result<bool, StoreError> {
+        let items: usize = acks.iter().map(|ack| ack.items.len()).sum();
+        let hashes: Vec<Vec<LeaseTokenHash>> =
+            acks.iter().map(|ack| ack.items.iter().map(|i| i.lease_token.hash()).collect()).collect();
+        let dialect = self.store.dialect();
+        let mut args = Vec::with_capacity(5 + 3 * acks.len() + 2 * items);
+        // Every item's entry is the same but for its attempt, read from the row itself.
+        let history = self.store.config().record_history.then(|| {
+            let entry = HistoryEntry {
+                session_id: acks[0].session_id.clone(),
+                ..HistoryEntry::new(now, HistoryAction::Acknowledged, AckState::Acked, 0, &Actor::Agent)
+            };
+            AppendAroundAttempt::new(dialect, &entry)
+        });
+        if let Some(append) = &history {
+            args.extend([Arg::Str(append.before.as_str()), Arg::Str(append.after.as_str())]);
+        }
+        args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get())]);
+        for (ack, hashes) in acks.iter().zip(&hashes) {
+            args.extend(inbox_args(&ack.inbox));
+            args.extend(ack.items.iter().map(|i| Arg::Bytes(i.event_id.as_bytes())));
+            args.extend(hashes.iter().map(|h| Arg::Bytes(h.0.as_slice())));
+        }
+        let sizes: Vec<usize> = acks.iter().map(|ack| ack.items.len()).collect();
+        let sql = queries::ack_completed(
+            dialect,
+            &sizes,
+            history.as_ref().map_or("", |append| append.set.as_str()),
+        );
+        // Rows that matched stay acknowledged even when others did not: the item-by-item path
+        // that follows finds them acknowledged with the same token, which it answers as done.
+        let done = self.store.pools().writer().await?.conn().execute(&sql, &args).await?;
+        Ok(done.rows_affected == items as u64)
     }
 
     /// Gives a claimed event back: claimable again after `retry_after_ms`, or dead-lettered if

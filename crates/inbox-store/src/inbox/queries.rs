@@ -431,21 +431,26 @@ pub(super) fn mark_claimed(dialect: Dialect, n: usize, history: bool) -> String 
     )
 }
 
-/// Acknowledges `n` claimed events as completed, if every token matches ([history parts,]
-/// now, now, now, inbox, `n` event ids, `n` token hashes). `history` is a
-/// [`history_set`] or nothing.
-pub(super) fn ack_completed(dialect: Dialect, n: usize, history: &str) -> String {
-    let n = placeholders(n);
+/// Acknowledges claimed events as completed, for one or more requests at once, where every
+/// token matches ([history parts,] now, now, now, then for each request: its inbox, its event
+/// ids, its token hashes; `requests` holds each request's number of events). A request's
+/// tokens match only its own events, as when it runs alone. `history` is a [`history_set`]
+/// or nothing.
+pub(super) fn ack_completed(dialect: Dialect, requests: &[usize], history: &str) -> String {
+    let each = requests
+        .iter()
+        .map(|&n| {
+            let n = placeholders(n);
+            format!(concat!("(", inbox!(), " AND event_id IN ({n}) AND lease_token_hash IN ({n}))"), n = n)
+        })
+        .collect::<Vec<_>>()
+        .join(" OR ");
     format!(
-        concat!(
-            "UPDATE agent_inbox{} SET {}ack_state = 'acked', payload_json = NULL, acked_at_utc = ?, \
-             terminal_at_utc = ?, updated_at_utc = ?, lease_owner_session_id = NULL WHERE ",
-            inbox!(),
-            " AND ack_state = 'claimed' AND event_id IN ({n}) AND lease_token_hash IN ({n})"
-        ),
+        "UPDATE agent_inbox{} SET {}ack_state = 'acked', payload_json = NULL, acked_at_utc = ?, \
+         terminal_at_utc = ?, updated_at_utc = ?, lease_owner_session_id = NULL \
+         WHERE ack_state = 'claimed' AND ({each})",
         by_event_id(dialect),
         history,
-        n = n
     )
 }
 

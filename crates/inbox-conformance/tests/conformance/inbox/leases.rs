@@ -320,3 +320,79 @@ case! {
         );
     }
 }
+
+case! {
+    /// Acknowledgements gathered in one batch answer as each would alone: a request whose every
+    /// token fits is acknowledged (in one statement with its batch mates); a request with a stale
+    /// or another event's token gets its own refusal while its good items land; a token never
+    /// acknowledges an event of another request or inbox; an invalid request fails alone.
+    galera async fn batched_acknowledgements_keep_per_item_outcomes_and_fencing(h: &Harness) {
+        let (alpha, beta) = (inbox_of("t1", "alpha"), inbox_of("t1", "beta"));
+        for _ in 0..3 {
+            publish_to(h, "t1", "alpha", "{}").await;
+            publish_to(h, "t1", "beta", "{}").await;
+        }
+        let a = h.store.inbox().claim_next(&claim_next(&alpha, 3)).await.unwrap();
+        let b = h.store.inbox().claim_next(&claim_next(&beta, 3)).await.unwrap();
+        let stale = LeaseToken::from_random([7; 16]);
+        let mixed = Acknowledge {
+            inbox: beta.clone(),
+            session_id: None,
+            items: vec![
+                AckItem::new(b[0].event.event_id, b[0].lease_token.clone(), AckResult::Completed),
+                AckItem::new(b[1].event.event_id, stale, AckResult::Completed),
+            ],
+        };
+        let requests = vec![
+            // Wholly good.
+            ack_of(&alpha, &a[0]),
+            // A good item and a stale token: the good one lands, the stale one is refused.
+            mixed,
+            // alpha's event with its own token, named in beta's inbox: not found there.
+            ack_with(&beta, a[2].event.event_id, &a[2].lease_token, AckResult::Completed),
+            // Invalid: a quarantine without a reason.
+            ack_with(&beta, b[2].event.event_id, &b[2].lease_token, AckResult::Quarantined),
+            // Another event's token does not fit.
+            ack_with(&alpha, a[1].event.event_id, &b[2].lease_token, AckResult::Completed),
+        ];
+        let answers = h.store.inbox().acknowledge_batch(&requests).await;
+        assert_eq!(answers.len(), requests.len());
+        let state = |outcome: &inbox_store::ItemOutcome<inbox_store::AckReceipt>| outcome.as_ref().unwrap().state;
+        assert_eq!(state(&answers[0].as_ref().unwrap()[0]), AckState::Acked);
+        let mixed = answers[1].as_ref().unwrap();
+        assert_eq!(state(&mixed[0]), AckState::Acked, "a good item lands beside a stale one");
+        assert_eq!(refusal(&mixed[1]), Refusal::Refused(RefusalReason::LeaseMismatch));
+        assert_eq!(refusal(&answers[2].as_ref().unwrap()[0]), Refusal::NotFound, "not in beta's inbox");
+        assert!(matches!(answers[3], Err(StoreError::Invalid { field: "reason", .. })), "{:?}", answers[3]);
+        assert_eq!(refusal(&answers[4].as_ref().unwrap()[0]), Refusal::Refused(RefusalReason::LeaseMismatch));
+
+        let stored = |inbox: &inbox_core::RecipientKey, id: EventId| {
+            let (store, inbox) = (h.store.clone(), inbox.clone());
+            async move { store.inbox().event(&inbox, id).await.unwrap().unwrap().state() }
+        };
+        let expected = [
+            (&alpha, &a[0], AckState::Acked),
+            (&alpha, &a[1], AckState::Claimed),
+            (&alpha, &a[2], AckState::Claimed),
+            (&beta, &b[0], AckState::Acked),
+            (&beta, &b[1], AckState::Claimed),
+            (&beta, &b[2], AckState::Claimed),
+        ];
+        for (inbox, claimed, state) in expected {
+            assert_eq!(stored(inbox, claimed.event.event_id).await, state, "{:?}", claimed.event.event_id);
+        }
+
+        // A repeat beside first acknowledgements: every one answered as done, every event acked.
+        let rest: Vec<Acknowledge> =
+            [(&alpha, &a[0]), (&alpha, &a[1]), (&alpha, &a[2]), (&beta, &b[1]), (&beta, &b[2])]
+                .into_iter()
+                .map(|(inbox, claimed)| ack_of(inbox, claimed))
+                .collect();
+        for answer in h.store.inbox().acknowledge_batch(&rest).await {
+            assert_eq!(state(&answer.unwrap()[0]), AckState::Acked);
+        }
+        for (inbox, claimed, _) in expected {
+            assert_eq!(stored(inbox, claimed.event.event_id).await, AckState::Acked);
+        }
+    }
+}
