@@ -56,7 +56,6 @@ impl Job for Notifier {
                     .start_id(started.minus_ms(grace.as_millis() as u64))
                     .await
                     .map_err(|err| Failure::new(HINTS_WAIT_START, err))?;
-                // Set no sooner: the cache learns heads from reports only from here on.
                 self.cursor.insert(SignalCursor::new(start, grace))
             }
         };
