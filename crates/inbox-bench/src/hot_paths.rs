@@ -126,7 +126,8 @@ pub async fn claim_ack_table(
     let mut table = format!(
         "claim({CLAIM_BATCH})+ack: {CLAIM_EVENTS} events per side and round over the agents, an inbox each; \
          by hand = the store's claim and acknowledgement statements at READ COMMITTED; latency per batch\n\n\
-             agents |  by hand: ev/s  p50 ms  p99 ms |    HTTP: ev/s  p50 ms  p99 ms | HTTP/hand\n"
+         {:>11} |  by hand: ev/s  p50 ms  p99 ms |    HTTP: ev/s  p50 ms  p99 ms | HTTP/hand\n",
+        "agents"
     );
     let mut verdicts = String::new();
     for agents in AGENTS {
