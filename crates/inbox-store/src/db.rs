@@ -433,7 +433,7 @@ impl Pools {
             Pools::MySql { pool, statement_timeout, .. } => {
                 Tx::MySql(within(*statement_timeout, pool.begin()).await?, *statement_timeout)
             }
-            Pools::Sqlite { writer, .. } => Tx::Sqlite(writer.begin_with("BEGIN IMMEDIATE").await?),
+            Pools::Sqlite { writer, .. } => Tx::Sqlite(begin_immediate(writer).await?),
         })
     }
 
@@ -465,6 +465,23 @@ impl Pools {
                 reader.close().await;
             }
         }
+    }
+}
+
+/// `BEGIN IMMEDIATE` on SQLite's writer, in a task of its own, so that a caller dropped
+/// mid-way (a server drops a request's future when its client disconnects) cannot cut it
+/// short. sqlx's `begin_with` awaits once more after the `BEGIN` has taken effect and before
+/// the `Transaction` that rolls back on drop exists; a caller dropped there returned the one
+/// writer connection to the pool inside a transaction nothing would end, and every later
+/// write failed with "begin_with at non-zero transaction depth". In its own task the begin
+/// always finishes, and a transaction whose caller is gone is dropped there, so rolled back.
+async fn begin_immediate(writer: &SqlitePool) -> Result<sqlx::Transaction<'static, Sqlite>, StoreError> {
+    let writer = writer.clone();
+    match tokio::spawn(async move { writer.begin_with("BEGIN IMMEDIATE").await }).await {
+        Ok(begun) => Ok(begun?),
+        Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+        // The runtime is shutting down.
+        Err(_) => Err(StoreError::Unavailable(sqlx::Error::PoolClosed)),
     }
 }
 
