@@ -8,7 +8,9 @@ use inbox_client::LocalState;
 use serde_json::json;
 
 use crate::proxy::Proxy;
-use crate::support::{AGENT, Listen, Server, TENANT, TempDir, append_handler, assert_once, wait_until};
+use crate::support::{
+    AGENT, Listen, Server, TENANT, TempDir, append_handler, assert_once, wait_for, wait_until,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_killed_after_claiming_gets_the_event_again_after_the_lease() {
@@ -205,10 +207,9 @@ async fn a_proxy_closing_connections_every_two_seconds_still_delivers_every_even
         let sent = Instant::now();
         published.push(server.publish(&publisher, AGENT, "task", json!({"n": published.len()})).await);
         let expected = published.len();
-        wait_until("the event is handled", Duration::from_secs(15), || async {
-            dir.lines("handled").len() >= expected
-        })
-        .await;
+        let handled =
+            wait_for(Duration::from_secs(15), || async { dir.lines("handled").len() >= expected }).await;
+        assert!(handled, "event {expected} not handled within 15 s; listen's log:\n{}", listen.dump());
         latencies.push(sent.elapsed());
     }
     wait_until("every event is acknowledged", Duration::from_secs(30), || {

@@ -20,7 +20,17 @@ pub const AGENT: &str = "agent_alpha";
 pub const BIN: &str = env!("CARGO_BIN_EXE_agent-inbox");
 
 /// Polls `condition` until it holds or `within` passes (then panics with `what`).
-pub async fn wait_until<F, Fut>(what: &str, within: Duration, mut condition: F)
+pub async fn wait_until<F, Fut>(what: &str, within: Duration, condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    assert!(wait_for(within, condition).await, "timed out after {within:?} waiting until {what}");
+}
+
+/// Polls `condition` until it holds (true) or `within` passes (false), for a caller that says
+/// more than [`wait_until`] can when it does not hold.
+pub async fn wait_for<F, Fut>(within: Duration, mut condition: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -28,9 +38,11 @@ where
     let deadline = Instant::now() + within;
     loop {
         if condition().await {
-            return;
+            return true;
         }
-        assert!(Instant::now() < deadline, "timed out after {within:?} waiting until {what}");
+        if Instant::now() >= deadline {
+            return false;
+        }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
@@ -95,7 +107,9 @@ impl Server {
             .args(flags)
             .env("AGENT_INBOX_SCAVENGE_INTERVAL", "200ms")
             .env("AGENT_INBOX_HEARTBEAT_INTERVAL", "2s")
-            .env("AGENT_INBOX_LOG", "warn");
+            .env("AGENT_INBOX_LOG", "warn")
+            // Its warnings and errors show beside a failing test's own output.
+            .echo_stderr();
         let mut server = Server {
             db,
             base: format!("http://127.0.0.1:{port}"),
