@@ -43,7 +43,7 @@ function assertExactlyOnce(published) {
 }
 
 test("8 tabs share one SSE connection, every tab hears of new work, 200 events are each handled once", async () => {
-  tabs = await openTabs(harness, pages.origin, 8, { server: server.url, handlerMs: "5" });
+  tabs = await openTabs(harness, pages.origin, 8, { server: server.url, handlerMs: "5", traceClaims: "1" });
   await waitFor(() => reportsOf(harness, "subscribed").length === 8, { what: "8 tabs subscribed" });
   await waitFor(() => leaders(harness).length === 1 && reportsOf(harness, "transport").some((r) => r.status.kind === "sse" && r.status.connected), {
     what: "one leader with its stream open",
@@ -72,8 +72,12 @@ test("the leader tab is closed mid-delivery: another takes over within 2 s, noth
   await waitFor(() => reportsOf(harness, "handled").length >= before + 20, { timeoutMs: 15_000, what: "delivery under way" });
   // The leader stops taking work and finishes what it runs, so its closing loses nothing in the
   // moment between a handler's side effect and its record (the reload test covers that moment).
+  // A claim sent before the route took effect still brings an event back, so idle is no claim
+  // on its way and nothing held: else that event runs in the closing page, which acknowledges
+  // it (or releases it, and another tab answers it from the shared record without running it
+  // again), and the page's report that it ran is lost with the page.
   await leaderPage.route("**/v1/inbox/claim", (route) => route.abort());
-  await waitFor(() => leaderPage.evaluate(() => window.__stats.held === 0), { what: "the leader idle" });
+  await waitFor(() => leaderPage.evaluate(() => window.__stats.claiming === 0 && window.__stats.held === 0), { what: "the leader idle" });
   const closedAt = Date.now();
   await leaderPage.close();
   const successor = await waitFor(
@@ -91,9 +95,14 @@ test("the leader tab is closed mid-delivery: another takes over within 2 s, noth
   try {
     await waitFor(() => published.every((p) => reportsOf(harness, "handled").some((r) => r.eventId === p.eventId)), { timeoutMs: 30_000, what: "every event handled" });
   } catch (error) {
-    const missing = published.filter((p) => !reportsOf(harness, "handled").some((r) => r.eventId === p.eventId)).map((p) => p.inboxSeq);
+    const missing = published.filter((p) => !reportsOf(harness, "handled").some((r) => r.eventId === p.eventId));
     const stats = await Promise.all(tabs.filter((p) => !p.isClosed()).map((p) => p.evaluate(() => JSON.stringify(window.__stats))));
-    t.diagnostic(`missing ${missing}; tabs ${stats.join("\n")}`);
+    // Each missing event's claims, starts and outcomes, by tab, relative to the close.
+    const trail = (p) =>
+      harness.reports
+        .filter((r) => r.eventId === p.eventId || r.eventIds?.includes(p.eventId))
+        .map((r) => `${r.kind}${r.outcome ? `:${r.outcome}` : ""}@tab${r.tab}${r.receivedAt - closedAt >= 0 ? "+" : ""}${r.receivedAt - closedAt}ms`);
+    t.diagnostic(`missing ${missing.map((p) => `${p.inboxSeq} [${trail(p).join(", ")}]`).join("; ")}; tabs ${stats.join("\n")}`);
     throw error;
   }
   assertExactlyOnce(published);

@@ -5,8 +5,9 @@ import { Agent, InboxApi, SigningKey, browserPlatform } from "/dist/index.js";
 const params = new URLSearchParams(location.search);
 const tab = params.get("tab") ?? "0";
 const handlerMs = Number(params.get("handlerMs") ?? "0");
-// `held`: claimed and not finished (a claimed event may wait a moment before its handler runs).
-const stats = { tab, leader: false, hints: { stream: 0, tab: 0, lifecycle: 0 }, transport: null, running: 0, held: 0, subscribed: false, errors: [] };
+// `held`: claimed and not finished (a claimed event may wait a moment before its handler runs);
+// `claiming`: claims on their way (what they bring back is held once they answer).
+const stats = { tab, leader: false, hints: { stream: 0, tab: 0, lifecycle: 0 }, transport: null, running: 0, held: 0, claiming: 0, subscribed: false, errors: [] };
 window.__stats = stats;
 
 const report = (kind, data) => window.report?.({ kind, tab, at: performance.timeOrigin + performance.now(), ...data });
@@ -22,6 +23,12 @@ if (params.get("sign") === "ed25519") {
   api = api.withSigningKey(key);
   report("signing", { keyId: key.keyId });
 }
+const claim = api.claim.bind(api);
+api.claim = (...args) => {
+  stats.claiming += 1;
+  // Settles before the runner sees the answer and starts its events (they count as held).
+  return claim(...args).finally(() => (stats.claiming -= 1));
+};
 
 const agent = new Agent({
   api,
