@@ -22,14 +22,17 @@ impl IdError {
 
 /// Defines a string identifier with a length limit and an allowed alphabet.
 macro_rules! string_id {
-    ($(#[$doc:meta])* $name:ident, field = $field:literal, max = $max:literal, allowed = $allowed:expr, hint = $hint:literal
-     $(, length = $length:literal)?) => {
+    ($(#[$doc:meta])* $name:ident, field = $field:literal, max = $max:literal, allowed = $allowed:expr,
+     pattern = $pattern:expr, hint = $hint:literal $(, length = $length:literal)?) => {
         $(#[$doc])*
         #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub struct $name(String);
 
         impl $name {
             pub const BYTES_MAX: usize = $max;
+            /// The allowed alphabet as a JSON Schema pattern (checked against the validator by
+            /// a test), for the OpenAPI document.
+            pub const PATTERN: &'static str = $pattern;
 
             pub fn new(value: impl Into<String>) -> Result<Self, IdError> {
                 let value = value.into();
@@ -89,14 +92,43 @@ macro_rules! string_id {
             }
         }
 
+        /// Refused with the problem alone: the deserializer's path names the field.
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
                 let raw = String::deserialize(deserializer)?;
-                Self::new(raw).map_err(serde::de::Error::custom)
+                Self::new(raw).map_err(|e| serde::de::Error::custom(e.problem))
             }
         }
+
+        #[cfg(feature = "openapi")]
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                string_schema(Some(1), Some($max), $pattern)
+            }
+        }
+
+        #[cfg(feature = "openapi")]
+        impl utoipa::ToSchema for $name {}
     };
 }
+
+/// A string's JSON Schema: its length bounds and pattern.
+#[cfg(feature = "openapi")]
+pub(crate) fn string_schema(
+    min_length: Option<usize>,
+    max_length: Option<usize>,
+    pattern: &str,
+) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .min_length(min_length)
+        .max_length(max_length)
+        .pattern(Some(pattern))
+        .into()
+}
+
+/// The bytes of [`word_byte`] as a JSON Schema pattern.
+const WORD_PATTERN: &str = "^[A-Za-z0-9_.:-]+$";
 
 fn word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':')
@@ -105,52 +137,55 @@ fn word_byte(b: u8) -> bool {
 string_id!(
     /// A tenant: the isolation boundary. Nothing crosses from one tenant to another.
     TenantId, field = "tenant_id", max = 64, allowed = word_byte,
-    hint = "letters, digits, '_', '-', '.' and ':'"
+    pattern = WORD_PATTERN, hint = "letters, digits, '_', '-', '.' and ':'"
 );
 string_id!(
     /// What kind of party a recipient is (`agent` for every recipient agent-inbox serves today).
     RecipientKind, field = "recipient_kind", max = 32,
     allowed = |b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-',
-    hint = "lower-case letters, digits, '_' and '-'"
+    pattern = "^[a-z0-9_-]+$", hint = "lower-case letters, digits, '_' and '-'"
 );
 string_id!(
     /// A recipient within its tenant and kind, such as an agent id.
     RecipientId, field = "recipient_id", max = 128,
-    allowed = |b| word_byte(b) || b == b'@',
+    allowed = |b| word_byte(b) || b == b'@', pattern = "^[A-Za-z0-9_.:@-]+$",
     hint = "letters, digits, '_', '-', '.', ':' and '@'"
 );
 string_id!(
     /// The kind of work an event announces, such as `meeting_room.message_posted`.
     EventType, field = "event_type", max = 128, allowed = word_byte,
-    hint = "letters, digits, '_', '-', '.' and ':'"
+    pattern = WORD_PATTERN, hint = "letters, digits, '_', '-', '.' and ':'"
 );
 string_id!(
     /// The publisher's key for idempotent publishing: one event per recipient and key.
     DeduplicationKey, field = "deduplication_key", max = 200,
-    allowed = |b| b.is_ascii_graphic(),
+    allowed = |b| b.is_ascii_graphic(), pattern = "^[!-~]+$",
     hint = "printable ASCII without spaces"
 );
 string_id!(
     /// An agent session (one device or process) that claims events.
     SessionId, field = "session_id", max = 64, allowed = word_byte,
-    hint = "letters, digits, '_', '-', '.' and ':'"
+    pattern = WORD_PATTERN, hint = "letters, digits, '_', '-', '.' and ':'"
 );
 string_id!(
     /// A signing key's id: what a signature's `keyid` parameter names (agent keys) and what a
     /// callback delivery's signature names (callback secrets). Unique within a tenant.
     KeyId, field = "key_id", max = 64, allowed = word_byte,
-    hint = "letters, digits, '_', '-', '.' and ':'", length = "must be 1 to {} characters long"
+    pattern = WORD_PATTERN, hint = "letters, digits, '_', '-', '.' and ':'",
+    length = "must be 1 to {} characters long"
 );
 string_id!(
     /// A callback registration's id.
     RegistrationId, field = "registration_id", max = 64, allowed = word_byte,
-    hint = "letters, digits, '_', '-', '.' and ':'", length = "must be 1 to {} characters long"
+    pattern = WORD_PATTERN, hint = "letters, digits, '_', '-', '.' and ':'",
+    length = "must be 1 to {} characters long"
 );
 string_id!(
     /// A meeting room's id, unique within its tenant, shaped like a tenant id so it fits every
     /// correlation field and URL path without escaping.
     RoomId, field = "room_id", max = 64, allowed = word_byte,
-    hint = "letters, digits, '_', '-', '.' and ':'", length = "must be 1 to {} characters long"
+    pattern = WORD_PATTERN, hint = "letters, digits, '_', '-', '.' and ':'",
+    length = "must be 1 to {} characters long"
 );
 
 impl RecipientKind {
@@ -182,7 +217,7 @@ pub struct RecipientKey {
 
 /// A position in one recipient's inbox. Sequence numbers start at 1; cursor 0 means
 /// "before the first event". Per recipient, sequence order is commit order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
 #[serde(transparent)]
 pub struct InboxSeq(pub u64);
 
@@ -213,11 +248,39 @@ impl fmt::Display for InboxSeq {
     }
 }
 
+/// Refused past [`InboxSeq::MAX`], with the problem alone (the path names the field).
+impl<'de> Deserialize<'de> for InboxSeq {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = u64::deserialize(deserializer)?;
+        Self::new(raw).map_err(|e| serde::de::Error::custom(e.problem))
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for InboxSeq {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{KnownFormat, SchemaFormat, Type};
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            .minimum(Some(0u64))
+            .maximum(Some(Self::MAX.0))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for InboxSeq {}
+
 /// An event's identity: a UUIDv7, so ids sort roughly by creation time.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct EventId(Uuid);
 
 impl EventId {
+    /// A UUID in text, as [`EventId::parse`] takes it, as a JSON Schema pattern.
+    pub const PATTERN: &'static str =
+        "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+
     /// Builds a UUIDv7 from a creation time and ten random bytes.
     pub fn new_v7(now: crate::UnixMillis, random: [u8; 10]) -> Self {
         let millis = u64::try_from(now.get()).unwrap_or(0);
@@ -256,6 +319,13 @@ impl fmt::Display for EventId {
     }
 }
 
+impl std::str::FromStr for EventId {
+    type Err = IdError;
+    fn from_str(s: &str) -> Result<Self, IdError> {
+        Self::parse(s)
+    }
+}
+
 impl fmt::Debug for EventId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "EventId({})", self.0.hyphenated())
@@ -271,9 +341,24 @@ impl Serialize for EventId {
 impl<'de> Deserialize<'de> for EventId {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = String::deserialize(deserializer)?;
-        Self::parse(&raw).map_err(serde::de::Error::custom)
+        Self::parse(&raw).map_err(|e| serde::de::Error::custom(e.problem))
     }
 }
+
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for EventId {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{SchemaFormat, Type};
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::Custom("uuid".to_owned())))
+            .pattern(Some(Self::PATTERN))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for EventId {}
 
 #[cfg(test)]
 mod tests {
@@ -303,6 +388,61 @@ mod tests {
         let later = EventId::new_v7(UnixMillis(1_752_337_323_001), [0; 10]);
         assert!(later > id, "v7 ids sort by creation time");
         assert!(EventId::parse("evt_1").is_err());
+    }
+
+    /// Whether `c` is in the one character class of a `^[...]+$` pattern.
+    fn in_class(pattern: &str, c: char) -> bool {
+        let class: Vec<char> = pattern
+            .strip_prefix("^[")
+            .and_then(|p| p.strip_suffix("]+$"))
+            .expect("a ^[...]+$ pattern")
+            .chars()
+            .collect();
+        let mut i = 0;
+        while i < class.len() {
+            if i + 2 < class.len() && class[i + 1] == '-' {
+                if (class[i]..=class[i + 2]).contains(&c) {
+                    return true;
+                }
+                i += 3;
+            } else {
+                if class[i] == c {
+                    return true;
+                }
+                i += 1;
+            }
+        }
+        false
+    }
+
+    #[test]
+    fn each_pattern_allows_exactly_what_its_validator_allows() {
+        fn check(name: &str, pattern: &str, valid: impl Fn(String) -> bool) {
+            for c in (0u8..=127).map(char::from) {
+                assert_eq!(in_class(pattern, c), valid(c.to_string()), "{name}: {c:?} against {pattern}");
+            }
+        }
+        check("TenantId", TenantId::PATTERN, |s| TenantId::new(s).is_ok());
+        check("RecipientKind", RecipientKind::PATTERN, |s| RecipientKind::new(s).is_ok());
+        check("RecipientId", RecipientId::PATTERN, |s| RecipientId::new(s).is_ok());
+        check("EventType", EventType::PATTERN, |s| EventType::new(s).is_ok());
+        check("DeduplicationKey", DeduplicationKey::PATTERN, |s| DeduplicationKey::new(s).is_ok());
+        check("SessionId", SessionId::PATTERN, |s| SessionId::new(s).is_ok());
+        check("KeyId", KeyId::PATTERN, |s| KeyId::new(s).is_ok());
+        check("RegistrationId", RegistrationId::PATTERN, |s| RegistrationId::new(s).is_ok());
+        check("RoomId", RoomId::PATTERN, |s| RoomId::new(s).is_ok());
+    }
+
+    #[test]
+    fn refusals_when_deserializing_leave_the_field_to_the_path() {
+        let err = serde_json::from_str::<RecipientId>("\"a b\"").unwrap_err().to_string();
+        assert!(err.starts_with("contains ' '; use only"), "{err}");
+        let err = serde_json::from_str::<EventId>("\"evt_1\"").unwrap_err().to_string();
+        assert!(err.starts_with("\"evt_1\" is not a UUID"), "{err}");
+        let err =
+            serde_json::from_str::<InboxSeq>(&(i64::MAX as u64 + 1).to_string()).unwrap_err().to_string();
+        assert!(err.starts_with("must be at most"), "{err}");
+        assert_eq!(serde_json::from_str::<InboxSeq>("7").unwrap(), InboxSeq(7));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 
 use crate::IdError;
@@ -19,6 +20,9 @@ pub struct LeaseToken(String);
 pub struct LeaseTokenHash(pub [u8; 32]);
 
 impl LeaseToken {
+    /// What [`LeaseToken::parse`] takes, as a JSON Schema pattern.
+    pub const PATTERN: &'static str = "^lease_[0-9a-f]{32}$";
+
     /// Makes a token from 16 random bytes supplied by the caller.
     pub fn from_random(random: [u8; 16]) -> Self {
         let mut text = String::with_capacity(PREFIX.len() + HEX_LEN);
@@ -52,6 +56,30 @@ impl LeaseToken {
     }
 }
 
+impl Serialize for LeaseToken {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+/// Refused with the problem alone: the deserializer's path names the field.
+impl<'de> Deserialize<'de> for LeaseToken {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(deserializer)?;
+        Self::parse(&raw).map_err(|e| serde::de::Error::custom(e.problem))
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for LeaseToken {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        crate::ids::string_schema(None, None, Self::PATTERN)
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for LeaseToken {}
+
 /// Never print a live token, not even in debug output.
 impl fmt::Debug for LeaseToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -83,6 +111,10 @@ mod tests {
         assert_eq!(parsed.hash(), token.hash());
         assert_ne!(LeaseToken::from_random([0; 16]).hash(), token.hash());
         assert_eq!(format!("{token:?}"), "LeaseToken(..)");
+        let json = serde_json::to_string(&token).unwrap();
+        assert_eq!(serde_json::from_str::<LeaseToken>(&json).unwrap(), token);
+        let refused = serde_json::from_str::<LeaseToken>("\"lease_XYZ\"").unwrap_err().to_string();
+        assert!(refused.starts_with("is not a lease token"), "{refused}");
     }
 
     #[test]

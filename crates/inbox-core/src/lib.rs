@@ -20,7 +20,8 @@ pub use ids::{
 };
 pub use lease::{LeaseToken, LeaseTokenHash};
 pub use lifecycle::{
-    AckResult, AckState, Applied, DeadLetterReason, EventLifecycle, Lease, RefusalReason, Transition,
+    AckResult, AckState, Applied, DeadLetterReason, EventLifecycle, EventState, Lease, RefusalReason,
+    Transition,
 };
 pub use payload::{Correlation, EventBody, PayloadRef, Priority};
 pub use quarantine::QuarantineClass;

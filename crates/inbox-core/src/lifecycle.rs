@@ -22,6 +22,7 @@ use crate::{LeaseTokenHash, UnixMillis};
 
 /// Where an event is in its life. Stored as the snake-case name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AckState {
     Available,
@@ -69,8 +70,66 @@ impl AckState {
     }
 }
 
+/// An event's state as clients and operators are shown it: the stored state, with
+/// `available` split into claimable-now `available` and waiting `retry_scheduled` (an event
+/// whose retry delay has not passed). Operators filter event listings by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum EventState {
+    Available,
+    RetryScheduled,
+    Claimed,
+    Acked,
+    DeadLetter,
+    Quarantined,
+    Expired,
+}
+
+impl EventState {
+    pub const ALL: [EventState; 7] = [
+        EventState::Available,
+        EventState::RetryScheduled,
+        EventState::Claimed,
+        EventState::Acked,
+        EventState::DeadLetter,
+        EventState::Quarantined,
+        EventState::Expired,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventState::Available => "available",
+            EventState::RetryScheduled => "retry_scheduled",
+            EventState::Claimed => "claimed",
+            EventState::Acked => "acked",
+            EventState::DeadLetter => "dead_letter",
+            EventState::Quarantined => "quarantined",
+            EventState::Expired => "expired",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<EventState> {
+        EventState::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+impl From<AckState> for EventState {
+    fn from(state: AckState) -> Self {
+        match state {
+            AckState::Available => EventState::Available,
+            AckState::Claimed => EventState::Claimed,
+            AckState::Acked => EventState::Acked,
+            AckState::DeadLetter => EventState::DeadLetter,
+            AckState::Quarantined => EventState::Quarantined,
+            AckState::Expired => EventState::Expired,
+        }
+    }
+}
+
 /// What the agent reports when it acknowledges an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AckResult {
     /// The work is done.
@@ -95,6 +154,7 @@ impl AckResult {
 
 /// Why an event is parked (the seed's `dead_letter_state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DeadLetterReason {
     #[default]
@@ -272,10 +332,12 @@ impl EventLifecycle {
     }
 
     /// The state shown to clients: `retry_scheduled` is `available` waiting for its retry time.
-    pub fn display_state(&self, now: UnixMillis) -> &'static str {
+    pub fn display_state(&self, now: UnixMillis) -> EventState {
         match self.state {
-            AckState::Available if self.next_retry_at.is_some_and(|at| at > now) => "retry_scheduled",
-            state => state.as_str(),
+            AckState::Available if self.next_retry_at.is_some_and(|at| at > now) => {
+                EventState::RetryScheduled
+            }
+            state => state.into(),
         }
     }
 

@@ -8,6 +8,7 @@ use crate::IdError;
 
 /// Claim order within an inbox: more urgent first, then by sequence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Priority {
     Urgent,

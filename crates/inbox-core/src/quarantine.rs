@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// The kind of anomaly that set an event aside for a person. Unknown or missing classes are
 /// [`QuarantineClass::Other`], so the label's cardinality stays bounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum QuarantineClass {
     /// The payload reads like instructions aimed at the agent rather than data for it.

@@ -64,7 +64,7 @@ fn release_schedules_a_retry_and_spent_attempts_park_the_event() {
         .unwrap()
         .next;
     assert_eq!(released.state, AckState::Available);
-    assert_eq!(released.display_state(UnixMillis(1_010)), "retry_scheduled");
+    assert_eq!(released.display_state(UnixMillis(1_010)).as_str(), "retry_scheduled");
     assert_eq!(
         released.claimable_at(UnixMillis(2_000)),
         Err(RefusalReason::RetryScheduled(UnixMillis(61_010)))

@@ -38,7 +38,7 @@ pub fn envelope(record: &EventRecord, now: UnixMillis) -> EventEnvelope {
         availability_at_utc: format_utc(life.available_at.get()),
         expires_at_utc: life.expires_at.map(|t| format_utc(t.get())),
         deduplication_key: record.deduplication_key.as_ref().map(|k| k.to_string()),
-        ack_state: life.display_state(now).to_owned(),
+        ack_state: life.display_state(now).as_str().to_owned(),
         delivery_attempts: life.delivery_attempts,
         visibility_lease_until_utc: life
             .lease

@@ -50,7 +50,7 @@ pub use error::{ItemOutcome, ItemRefusal, Refusal, StoreError};
 pub use inbox::{
     ACTIVITY_WINDOW_MS_MAX, ACTOR_SUBJECT_BYTES_MAX, ARCHIVE_BATCH_MAX, AckItem, AckReceipt, Acknowledge,
     Actor, ArchiveKey, ArchivedRow, BACKLOGS_MAX, Backlog, CLAIM_INDEX, ClaimByIds, ClaimNext, ClaimPlan,
-    ClaimedEvent, DELIVERY_ATTEMPTS_MAX, Delivery, EventDetail, EventRecord, EventStateFilter, EventsQuery,
+    ClaimedEvent, DELIVERY_ATTEMPTS_MAX, Delivery, EventDetail, EventRecord, EventState, EventsQuery,
     FOLLOW_UPS_MAX, HANDOFF_KEY_PREFIX, HISTORY_ENTRIES_MAX, HandOff, HandOffReceipt, Heartbeat,
     HeartbeatItem, HeartbeatReceipt, HistoryAction, HistoryEntry, Inbox, InboxHead, InboxStats,
     MinuteActivity, ParkedQuery, PollPage, PollQuery, Publish, PublishReceipt, QuarantineRequest,

@@ -7,7 +7,7 @@ use inbox_core::{
 };
 use inbox_rooms::ROOM_NAME_BYTES_MAX;
 use inbox_store::{
-    DELIVERY_ATTEMPTS_MAX, EventStateFilter, REASON_BYTES_MAX, RETRY_AFTER_MS_MAX, SESSIONS_LIST_MAX,
+    DELIVERY_ATTEMPTS_MAX, EventState, REASON_BYTES_MAX, RETRY_AFTER_MS_MAX, SESSIONS_LIST_MAX,
 };
 use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -292,7 +292,7 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
     ];
     // A name that means something else on one path: an inbox's events filter by every state,
     // sessions list up to the store's own bound.
-    let states: Vec<&str> = EventStateFilter::ALL.iter().map(|s| s.as_str()).collect();
+    let states: Vec<&str> = EventState::ALL.iter().map(|s| s.as_str()).collect();
     let path_constraints: Vec<(&str, &str, Value)> = vec![
         ("/v1/admin/inboxes/{recipient_id}/events", "state", json!({"enum": states})),
         ("/v1/admin/sessions", "limit", json!({"minimum": 1, "maximum": SESSIONS_LIST_MAX})),

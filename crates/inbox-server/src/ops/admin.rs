@@ -15,7 +15,7 @@ use inbox_core::{
     AckState, EventId, InboxSeq, QuarantineClass, Recipient, RecipientId, RecipientKey, UnixMillis,
 };
 use inbox_store::{
-    Actor, EventRecord, EventStateFilter, EventsQuery, HistoryEntry, ItemOutcome, ParkedQuery,
+    Actor, EventRecord, EventState, EventsQuery, HistoryEntry, ItemOutcome, ParkedQuery,
     QuarantineRequest as Quarantine,
 };
 
@@ -223,8 +223,8 @@ pub async fn events(
         .state
         .as_deref()
         .map(|text| {
-            EventStateFilter::parse(text).ok_or_else(|| {
-                let known: Vec<&str> = EventStateFilter::ALL.iter().map(|s| s.as_str()).collect();
+            EventState::parse(text).ok_or_else(|| {
+                let known: Vec<&str> = EventState::ALL.iter().map(|s| s.as_str()).collect();
                 ApiError::invalid_field("state", format!("is {text:?}; use one of {}", known.join(", ")))
             })
         })

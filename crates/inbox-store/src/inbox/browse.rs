@@ -9,7 +9,7 @@ use crate::db::Arg;
 use crate::inbox::history::parse_history;
 use crate::inbox::read::inbox_args;
 use crate::inbox::record::{event_from_row, event_with_history_from_row, seq_arg};
-use crate::{EventDetail, EventRecord, EventStateFilter, EventsQuery, MinuteActivity, StoreError};
+use crate::{EventDetail, EventRecord, EventState, EventsQuery, MinuteActivity, StoreError};
 
 /// The longest window [`Inbox::activity`] reports on: one day.
 pub const ACTIVITY_WINDOW_MS_MAX: u64 = 24 * 3_600_000;
@@ -26,11 +26,11 @@ impl Inbox<'_> {
         args.push(query.before_seq.map_or(Arg::I64(i64::MAX), seq_arg));
         let page = match query.state {
             None => queries::EVENTS_PAGE,
-            Some(EventStateFilter::Available) => {
+            Some(EventState::Available) => {
                 args.push(Arg::I64(now.get()));
                 queries::EVENTS_PAGE_AVAILABLE_NOW
             }
-            Some(EventStateFilter::RetryScheduled) => {
+            Some(EventState::RetryScheduled) => {
                 args.push(Arg::I64(now.get()));
                 queries::EVENTS_PAGE_RETRY_SCHEDULED
             }
@@ -124,13 +124,13 @@ impl Inbox<'_> {
 }
 
 /// The stored state a filter other than `available`/`retry_scheduled` names.
-fn stored_state(filter: EventStateFilter) -> AckState {
+fn stored_state(filter: EventState) -> AckState {
     match filter {
-        EventStateFilter::Available | EventStateFilter::RetryScheduled => AckState::Available,
-        EventStateFilter::Claimed => AckState::Claimed,
-        EventStateFilter::Acked => AckState::Acked,
-        EventStateFilter::DeadLetter => AckState::DeadLetter,
-        EventStateFilter::Quarantined => AckState::Quarantined,
-        EventStateFilter::Expired => AckState::Expired,
+        EventState::Available | EventState::RetryScheduled => AckState::Available,
+        EventState::Claimed => AckState::Claimed,
+        EventState::Acked => AckState::Acked,
+        EventState::DeadLetter => AckState::DeadLetter,
+        EventState::Quarantined => AckState::Quarantined,
+        EventState::Expired => AckState::Expired,
     }
 }

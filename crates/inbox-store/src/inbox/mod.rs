@@ -32,9 +32,9 @@ pub use history::{ACTOR_SUBJECT_BYTES_MAX, Actor, HISTORY_ENTRIES_MAX, HistoryAc
 pub use leases::{REASON_BYTES_MAX, RETRY_AFTER_MS_MAX};
 pub use model::{
     AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, DELIVERY_ATTEMPTS_MAX, Delivery,
-    EventDetail, EventRecord, EventStateFilter, EventsQuery, Heartbeat, HeartbeatItem, HeartbeatReceipt,
-    InboxHead, InboxStats, MinuteActivity, ParkedQuery, PollPage, PollQuery, Publish, PublishReceipt,
-    QuarantineRequest, Release, ReleaseReceipt, ScavengeReport,
+    EventDetail, EventRecord, EventState, EventsQuery, Heartbeat, HeartbeatItem, HeartbeatReceipt, InboxHead,
+    InboxStats, MinuteActivity, ParkedQuery, PollPage, PollQuery, Publish, PublishReceipt, QuarantineRequest,
+    Release, ReleaseReceipt, ScavengeReport,
 };
 pub use read::UNACKED_ESTIMATE_MAX;
 

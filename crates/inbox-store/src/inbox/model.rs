@@ -6,6 +6,8 @@ use inbox_core::{
     UnixMillis,
 };
 
+pub use inbox_core::EventState;
+
 use crate::inbox::history::{Actor, HistoryEntry};
 use crate::{StoreConfig, StoreError};
 
@@ -330,53 +332,11 @@ pub struct QuarantineRequest {
 pub struct EventsQuery {
     pub inbox: RecipientKey,
     /// Every state when absent.
-    pub state: Option<EventStateFilter>,
+    pub state: Option<EventState>,
     pub after_seq: Option<InboxSeq>,
     pub before_seq: Option<InboxSeq>,
     pub newest_first: bool,
     pub limit: u32,
-}
-
-/// The states an operator filters events by: the stored states, with `available` split into
-/// claimable-now `available` and waiting `retry_scheduled` (as clients are shown them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventStateFilter {
-    Available,
-    RetryScheduled,
-    Claimed,
-    Acked,
-    DeadLetter,
-    Quarantined,
-    Expired,
-}
-
-impl EventStateFilter {
-    pub const ALL: [EventStateFilter; 7] = [
-        EventStateFilter::Available,
-        EventStateFilter::RetryScheduled,
-        EventStateFilter::Claimed,
-        EventStateFilter::Acked,
-        EventStateFilter::DeadLetter,
-        EventStateFilter::Quarantined,
-        EventStateFilter::Expired,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventStateFilter::Available => "available",
-            EventStateFilter::RetryScheduled => "retry_scheduled",
-            EventStateFilter::Claimed => "claimed",
-            EventStateFilter::Acked => "acked",
-            EventStateFilter::DeadLetter => "dead_letter",
-            EventStateFilter::Quarantined => "quarantined",
-            EventStateFilter::Expired => "expired",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<EventStateFilter> {
-        EventStateFilter::ALL.into_iter().find(|s| s.as_str() == text)
-    }
 }
 
 /// One event with its history, from the live table or the archive.

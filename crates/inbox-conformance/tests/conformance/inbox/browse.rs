@@ -6,9 +6,9 @@ use inbox_conformance::vocabulary::{
     ack_of, ack_with, assert_invalid, claim_next, inbox_of, publish_to, quarantine_by_operator, tenant,
 };
 use inbox_core::{AckResult, Clock, InboxSeq, RecipientId, SessionId, UnixMillis};
-use inbox_store::{ACTIVITY_WINDOW_MS_MAX, EventStateFilter, EventsQuery, Release, SessionRecord};
+use inbox_store::{ACTIVITY_WINDOW_MS_MAX, EventState, EventsQuery, Release, SessionRecord};
 
-fn events(inbox: &inbox_core::RecipientKey, state: Option<EventStateFilter>) -> EventsQuery {
+fn events(inbox: &inbox_core::RecipientKey, state: Option<EventState>) -> EventsQuery {
     EventsQuery {
         inbox: inbox.clone(),
         state,
@@ -47,7 +47,7 @@ case! {
         };
         h.store.inbox().release(&release).await.unwrap();
 
-        use EventStateFilter::*;
+        use EventState::*;
         for (state, expected) in [
             (Available, vec![6, 7]),
             (RetryScheduled, vec![4]),
@@ -58,7 +58,7 @@ case! {
             (Expired, vec![]),
         ] {
             assert_eq!(seqs(h, &events(&inbox, Some(state))).await, expected, "{}", state.as_str());
-            assert_eq!(EventStateFilter::parse(state.as_str()), Some(state));
+            assert_eq!(EventState::parse(state.as_str()), Some(state));
         }
         assert_eq!(seqs(h, &events(&inbox, None)).await, [1, 2, 3, 4, 5, 6, 7]);
         let page = EventsQuery { after_seq: Some(InboxSeq(2)), limit: 3, ..events(&inbox, None) };

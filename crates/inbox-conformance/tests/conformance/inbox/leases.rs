@@ -236,7 +236,7 @@ case! {
             "a repeated release is harmless"
         );
         let stored = h.store.inbox().event(&inbox, id).await.unwrap().unwrap();
-        assert_eq!(stored.lifecycle.display_state(h.clock.now()), "retry_scheduled");
+        assert_eq!(stored.lifecycle.display_state(h.clock.now()).as_str(), "retry_scheduled");
         assert_eq!(stored.last_error.as_deref(), Some("transient_dependency_failure"));
         assert!(
             h.store.inbox().claim_next(&claim_next(&inbox, 1)).await.unwrap().is_empty(),
