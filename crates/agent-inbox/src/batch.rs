@@ -100,7 +100,7 @@ impl Run {
     async fn run(self, batch: Vec<(Event, Reply)>) {
         let input: String = batch.iter().map(|(event, _)| event.to_json() + "\n").collect();
         let mut waiting: HashMap<String, Reply> =
-            batch.into_iter().map(|(event, reply)| (event.event_id().to_owned(), reply)).collect();
+            batch.into_iter().map(|(event, reply)| (event.event_id().to_string(), reply)).collect();
         let mut command = shell(&self.command);
         command.env("AGENT_INBOX_BATCH_SIZE", waiting.len().to_string());
         let (lines, mut reported) = mpsc::unbounded_channel();

@@ -201,7 +201,7 @@ impl Handler for ExecHandler {
         }
         let mut command = shell(&self.command);
         command
-            .env("AGENT_INBOX_EVENT_ID", event.event_id())
+            .env("AGENT_INBOX_EVENT_ID", event.event_id().to_string())
             .env("AGENT_INBOX_EVENT_TYPE", event.event_type())
             .env("AGENT_INBOX_INBOX_SEQ", event.inbox_seq().to_string())
             .env("AGENT_INBOX_DELIVERY_ATTEMPT", event.envelope.delivery_attempts.to_string());

@@ -89,7 +89,7 @@ async fn settle_signing_key(
         return Ok(());
     }
     if let Some(key) = stored {
-        if listing.keys.iter().any(|k| k.key_id == key.key_id()) {
+        if listing.keys.iter().any(|k| k.key_id.as_str() == key.key_id()) {
             println!(
                 "calls are signed with the profile's signing key {} ({})",
                 key.key_id(),

@@ -115,7 +115,7 @@ impl Observer for Reporter {
             Progress::Subscribed { session_id, recipient_id, cursor, head_seq } => {
                 status.cursor = *cursor;
                 status.head_seq = *head_seq;
-                tracing::info!(session_id, recipient_id, cursor, head_seq, "subscribed");
+                tracing::info!(%session_id, %recipient_id, cursor, head_seq, "subscribed");
             }
             Progress::Transport(now) => {
                 status.transport = Some(*now);
@@ -193,7 +193,7 @@ impl Observer for Reporter {
                 );
             }
             Progress::LeaseLost { event_id } => {
-                tracing::warn!(event_id, "lease lost while the command ran; its result will be deduplicated");
+                tracing::warn!(%event_id, "lease lost while the command ran; its result will be deduplicated");
             }
             Progress::Resynced { snapshot } => {
                 tracing::warn!(

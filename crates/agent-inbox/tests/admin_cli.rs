@@ -415,8 +415,13 @@ async fn refusals_name_their_code_and_usage_errors_exit_2() {
     assert_eq!(out.status.code(), Some(2), "--reason is required: {}", stderr(&out));
     let out = setup.admin(&["requeue", AGENT]);
     assert_eq!(out.status.code(), Some(2), "at least one event id: {}", stderr(&out));
-    // What only the service can judge comes back as its problem.
+    // Ids are typed: the command line refuses one that is not, naming the rule.
     let out = setup.admin(&["quarantine", AGENT, "not-an-event-id", "--reason", "x"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("is not a UUID"), "{}", stderr(&out));
+    // What only the service can judge comes back as its problem.
+    let long = "x".repeat(201);
+    let out = setup.admin(&["quarantine", AGENT, "0197f0ab-44f7-7f1a-b0ef-1f5d0f9a1c70", "--reason", &long]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("invalid_field"), "{}", stderr(&out));
 }

@@ -2,6 +2,7 @@
 //! and its release, an inbox's events by state, one event with its history, and each inbox's
 //! backlog. Every route needs an admin token and stays within its tenant.
 
+use inbox_core::{EventId, QuarantineClass, RecipientId, RecipientKind, SessionId};
 use serde::{Deserialize, Serialize};
 
 use crate::{EventEnvelope, ItemError};
@@ -19,8 +20,8 @@ pub struct ParkedEventsResponse {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ParkedEventsRequest {
-    pub recipient_id: String,
-    pub event_ids: Vec<String>,
+    pub recipient_id: RecipientId,
+    pub event_ids: Vec<EventId>,
 }
 
 /// `POST /v1/admin/quarantine`: set available or claimed events aside for a person. A claimed
@@ -30,14 +31,13 @@ pub struct ParkedEventsRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct QuarantineRequest {
-    pub recipient_id: String,
-    pub event_ids: Vec<String>,
+    pub recipient_id: RecipientId,
+    pub event_ids: Vec<EventId>,
     /// Why: 1 to 200 bytes, no control characters; kept on the event and in its history.
     pub reason: String,
-    /// `prompt_injection`, `malformed_payload`, `bad_signature`, `policy` or `other` (the
-    /// default).
+    /// `other` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub class: Option<String>,
+    pub class: Option<QuarantineClass>,
 }
 
 /// One outcome per named event, in the order named.
@@ -50,7 +50,7 @@ pub struct ItemResults {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ItemResult {
-    pub event_id: String,
+    pub event_id: EventId,
     pub ok: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ItemError>,
@@ -67,7 +67,7 @@ pub struct AdminEventView {
     pub reason: Option<String>,
     /// The session that holds (or last held) the event's lease, when the claim named one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     /// When the event entered its terminal state (acked, dead letter, quarantined, expired).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminal_at_utc: Option<String>,
@@ -115,17 +115,19 @@ pub struct HistoryEntryView {
     /// `quarantined`, `requeued`, `released_from_quarantine` or `expired`.
     pub action: String,
     /// The event's `ack_state` after the transition.
+    #[cfg_attr(feature = "openapi", schema(value_type = inbox_core::AckState))]
     pub state: String,
     /// `delivery_attempts` after the transition.
     pub attempt: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     /// `agent`, `operator:<subject>` or `scavenger`.
     pub actor: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// The quarantine class, on a `quarantined` entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<inbox_core::QuarantineClass>))]
     pub class: Option<String>,
 }
 
@@ -138,8 +140,8 @@ pub struct InboxStatsResponse {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InboxStatsView {
-    pub recipient_kind: String,
-    pub recipient_id: String,
+    pub recipient_kind: RecipientKind,
+    pub recipient_id: RecipientId,
     pub head_seq: u64,
     /// Events not yet acknowledged or parked: available, retry-scheduled and claimed.
     pub depth: u64,

@@ -2,6 +2,7 @@
 //! their recent deliveries, agents' signing keys (never their material) and activity per
 //! minute for the console's charts.
 
+use inbox_core::{KeyId, RecipientId, SessionId};
 use serde::{Deserialize, Serialize};
 
 use crate::{CallbackAttemptView, CallbackRegistrationResponse};
@@ -17,8 +18,8 @@ pub struct AdminSessionsResponse {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AdminSessionView {
-    pub session_id: String,
-    pub agent_id: String,
+    pub session_id: SessionId,
+    pub agent_id: RecipientId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_id: Option<String>,
     /// The transport it last used: `sse`, `websocket`, `long-poll` or `poll`.
@@ -31,7 +32,7 @@ pub struct AdminSessionView {
     /// The token subject that opened it.
     pub auth_subject: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub superseded_by_session_id: Option<String>,
+    pub superseded_by_session_id: Option<SessionId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_at_utc: Option<String>,
 }
@@ -68,9 +69,9 @@ pub struct AdminAgentKeysResponse {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AdminAgentKeyView {
-    pub key_id: String,
-    pub agent_id: String,
-    /// `ed25519` or `hmac-sha256`.
+    pub key_id: KeyId,
+    pub agent_id: RecipientId,
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::SigningAlgorithm))]
     pub algorithm: String,
     pub created_at_utc: String,
     /// When it stopped (or stops) verifying.

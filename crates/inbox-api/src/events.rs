@@ -1,5 +1,6 @@
 //! Publishing: `POST /v1/events`, one event to many recipients, atomically.
 
+use inbox_core::{DeduplicationKey, EventId, EventType, Priority, RecipientId, RecipientKind, TenantId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -10,19 +11,19 @@ use crate::{Correlation, PayloadRef};
 #[serde(deny_unknown_fields)]
 pub struct PublishRequest {
     /// Must equal the token's tenant when present.
-    pub tenant_id: Option<String>,
+    pub tenant_id: Option<TenantId>,
     /// Agent ids; every one gets its own inbox row and sequence number, or none does.
-    pub recipients: Vec<String>,
-    pub event_type: String,
-    /// `urgent`, `high`, `normal` (default) or `low`.
-    pub priority: Option<String>,
+    pub recipients: Vec<RecipientId>,
+    pub event_type: EventType,
+    /// `normal` when absent.
+    pub priority: Option<Priority>,
     /// Delayed delivery: not claimable before this time. Also accepted as
     /// `availability_at_utc`, the name every event answers with (seed 001's).
     #[serde(alias = "availability_at_utc")]
     pub available_at_utc: Option<String>,
     pub expires_at_utc: Option<String>,
     /// Publishing the same key again returns the existing event instead of a second one.
-    pub deduplication_key: Option<String>,
+    pub deduplication_key: Option<DeduplicationKey>,
     #[serde(default)]
     pub correlation: Correlation,
     /// Inline JSON payload (at most the server's payload limit).
@@ -42,9 +43,9 @@ pub struct PublishResponse {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DeliveryView {
-    pub recipient_kind: String,
-    pub recipient_id: String,
-    pub event_id: String,
+    pub recipient_kind: RecipientKind,
+    pub recipient_id: RecipientId,
+    pub event_id: EventId,
     pub inbox_seq: u64,
     /// The deduplication key matched an earlier event, which is returned instead.
     pub deduplicated: bool,

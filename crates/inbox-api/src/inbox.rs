@@ -2,6 +2,10 @@
 //! heartbeat. `tenant_id` and `recipient_id` in a request are optional: the access token names
 //! both, and a request that names others is refused.
 
+use inbox_core::{
+    AckResult, DeduplicationKey, EventId, EventType, InboxSeq, LeaseToken, QuarantineClass, RecipientId,
+    RecipientKind, SessionId, TenantId,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -11,23 +15,25 @@ use crate::ItemError;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EventEnvelope {
-    pub event_id: String,
-    pub tenant_id: String,
-    pub recipient_kind: String,
-    pub recipient_id: String,
+    pub event_id: EventId,
+    pub tenant_id: TenantId,
+    pub recipient_kind: RecipientKind,
+    pub recipient_id: RecipientId,
     pub inbox_seq: u64,
-    pub event_type: String,
-    /// `urgent`, `high`, `normal` or `low`.
+    pub event_type: EventType,
+    #[cfg_attr(feature = "openapi", schema(value_type = inbox_core::Priority))]
     pub priority: String,
     pub availability_at_utc: String,
     pub expires_at_utc: Option<String>,
-    pub deduplication_key: Option<String>,
-    /// `available`, `retry_scheduled`, `claimed`, `acked`, `dead_letter`, `quarantined`, `expired`.
+    pub deduplication_key: Option<DeduplicationKey>,
+    /// `retry_scheduled` is an `available` event waiting for its retry time.
+    #[cfg_attr(feature = "openapi", schema(value_type = inbox_core::EventState))]
     pub ack_state: String,
     pub delivery_attempts: u32,
     pub visibility_lease_until_utc: Option<String>,
     pub next_retry_at_utc: Option<String>,
-    /// `none`, `max_attempts_exceeded`, `handler_failed` or `anomaly`.
+    /// Why the event is parked (`none` while it is not).
+    #[cfg_attr(feature = "openapi", schema(value_type = inbox_core::DeadLetterReason))]
     pub dead_letter_state: String,
     pub correlation: Correlation,
     /// Inline JSON payload; cleared once the event is acknowledged.
@@ -56,11 +62,11 @@ pub struct PayloadRef {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PollRequest {
-    pub tenant_id: Option<String>,
-    pub recipient_id: Option<String>,
+    pub tenant_id: Option<TenantId>,
+    pub recipient_id: Option<RecipientId>,
     /// Events with a larger `inbox_seq` are returned; 0 starts at the beginning.
     #[serde(default)]
-    pub after_seq: u64,
+    pub after_seq: InboxSeq,
     /// 1 to 500; default 100.
     pub limit: Option<u32>,
     /// Long poll: wait up to this many seconds for an event past the cursor.
@@ -89,9 +95,9 @@ pub struct PollResponse {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HeadResponse {
-    pub tenant_id: String,
-    pub recipient_kind: String,
-    pub recipient_id: String,
+    pub tenant_id: TenantId,
+    pub recipient_kind: RecipientKind,
+    pub recipient_id: RecipientId,
     pub head_seq: u64,
     /// Cursors below `oldest_available_seq - 1` must resync first.
     pub oldest_available_seq: u64,
@@ -103,13 +109,13 @@ pub struct HeadResponse {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ClaimRequest {
-    pub tenant_id: Option<String>,
-    pub recipient_id: Option<String>,
+    pub tenant_id: Option<TenantId>,
+    pub recipient_id: Option<RecipientId>,
     /// The session (from subscribe) claiming. Required when the tenant's policy is
     /// single-active-session: a session other than the agent's newest is refused with 409
     /// `session_superseded`, a missing one with 409 `session_required`.
-    pub session_id: Option<String>,
-    pub event_ids: Option<Vec<String>>,
+    pub session_id: Option<SessionId>,
+    pub event_ids: Option<Vec<EventId>>,
     /// Claim-next batch size, 1 to 500; default 10.
     pub limit: Option<u32>,
     /// Lease length; default and maximum are the server's settings.
@@ -128,10 +134,11 @@ pub struct ClaimResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Claim {
-    pub event_id: String,
+    pub event_id: EventId,
     /// Shown once: keep it to acknowledge, release or heartbeat this event.
-    pub lease_token: String,
+    pub lease_token: LeaseToken,
     pub visibility_lease_until_utc: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = inbox_core::AckState))]
     pub ack_state: String,
     pub event: EventEnvelope,
 }
@@ -139,7 +146,7 @@ pub struct Claim {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RejectedEvent {
-    pub event_id: String,
+    pub event_id: EventId,
     pub error: ItemError,
 }
 
@@ -148,9 +155,9 @@ pub struct RejectedEvent {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AcknowledgeRequest {
-    pub tenant_id: Option<String>,
-    pub recipient_id: Option<String>,
-    pub session_id: Option<String>,
+    pub tenant_id: Option<TenantId>,
+    pub recipient_id: Option<RecipientId>,
+    pub session_id: Option<SessionId>,
     pub acks: Vec<AckEntry>,
 }
 
@@ -158,13 +165,13 @@ pub struct AcknowledgeRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AckEntry {
-    pub event_id: String,
-    pub lease_token: String,
+    pub event_id: EventId,
+    pub lease_token: LeaseToken,
     /// `completed` (default), `failed` (park the event as a dead letter for an operator) or
     /// `quarantined` (set it aside for a person, never retried: a payload that looks like a
     /// prompt injection, a bad signature; `reason` is then required).
     #[serde(default)]
-    pub result: Option<String>,
+    pub result: Option<AckResult>,
     /// Why: 1 to 200 bytes on one line. Required with `result: quarantined`; with `failed`
     /// it is kept as the dead letter's reason; refused with `completed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -173,7 +180,7 @@ pub struct AckEntry {
     /// `malformed_payload`, `bad_signature`, `policy` or `other` (the default). Only with
     /// `result: quarantined`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub class: Option<String>,
+    pub class: Option<QuarantineClass>,
     /// A hand-off: publishes (each the body of `POST /v1/events`, at most 16) committed in the
     /// same transaction as this acknowledgement, and only while its lease holds; a stale lease
     /// refuses both. Each gets the deduplication key `handoff:{event_id}:{index}`, so a
@@ -194,8 +201,9 @@ pub struct AcknowledgeResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AckOutcome {
-    pub event_id: String,
+    pub event_id: EventId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<inbox_core::AckState>))]
     pub ack_state: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ItemError>,
@@ -210,10 +218,10 @@ pub struct AckOutcome {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseRequest {
-    pub tenant_id: Option<String>,
-    pub recipient_id: Option<String>,
-    pub event_id: String,
-    pub lease_token: String,
+    pub tenant_id: Option<TenantId>,
+    pub recipient_id: Option<RecipientId>,
+    pub event_id: EventId,
+    pub lease_token: LeaseToken,
     pub reason: Option<String>,
     /// Not claimable again before this many seconds (at most 604800).
     #[serde(default)]
@@ -223,7 +231,8 @@ pub struct ReleaseRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReleaseResponse {
-    pub event_id: String,
+    pub event_id: EventId,
+    #[cfg_attr(feature = "openapi", schema(value_type = inbox_core::AckState))]
     pub ack_state: String,
     pub next_retry_at_utc: Option<String>,
 }
@@ -233,9 +242,9 @@ pub struct ReleaseResponse {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatRequest {
-    pub tenant_id: Option<String>,
-    pub recipient_id: Option<String>,
-    pub session_id: Option<String>,
+    pub tenant_id: Option<TenantId>,
+    pub recipient_id: Option<RecipientId>,
+    pub session_id: Option<SessionId>,
     pub leases: Vec<HeartbeatEntry>,
 }
 
@@ -243,8 +252,8 @@ pub struct HeartbeatRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatEntry {
-    pub event_id: String,
-    pub lease_token: String,
+    pub event_id: EventId,
+    pub lease_token: LeaseToken,
     pub extend_by_seconds: u64,
 }
 
@@ -257,7 +266,7 @@ pub struct HeartbeatResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HeartbeatOutcome {
-    pub event_id: String,
+    pub event_id: EventId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub visibility_lease_until_utc: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -329,7 +338,7 @@ impl From<EventEnvelope> for AgentInboxEvent {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseOneRequest {
-    pub lease_token: String,
+    pub lease_token: LeaseToken,
     pub reason: Option<String>,
     #[serde(default)]
     pub retry_after_seconds: u64,
@@ -340,13 +349,13 @@ pub struct ReleaseOneRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AckOneRequest {
-    pub lease_token: String,
+    pub lease_token: LeaseToken,
     /// `completed` (default), `failed` or `quarantined` (with `reason`); `reason` and `class`
     /// as in [`AckEntry`].
     #[serde(default)]
-    pub result: Option<String>,
+    pub result: Option<AckResult>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub class: Option<String>,
+    pub class: Option<QuarantineClass>,
 }

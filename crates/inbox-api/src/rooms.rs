@@ -1,6 +1,7 @@
 //! The meeting-room domain of the seeds: rooms with members, where a posted message and one
 //! inbox event per member commit in one transaction.
 
+use inbox_core::{DeduplicationKey, Priority, RecipientId, RoomId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -10,18 +11,18 @@ use crate::DeliveryView;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateRoomRequest {
-    pub room_id: String,
+    pub room_id: RoomId,
     pub name: Option<String>,
     #[serde(default)]
-    pub members: Vec<String>,
+    pub members: Vec<RecipientId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RoomView {
-    pub room_id: String,
+    pub room_id: RoomId,
     pub name: Option<String>,
-    pub members: Vec<String>,
+    pub members: Vec<RecipientId>,
     pub created_at_utc: String,
 }
 
@@ -29,7 +30,7 @@ pub struct RoomView {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RoomMembersRequest {
-    pub members: Vec<String>,
+    pub members: Vec<RecipientId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,14 +41,15 @@ pub struct PostMessageRequest {
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub body: Value,
     /// Idempotent posting: the same key returns the first message instead of a second.
-    pub deduplication_key: Option<String>,
-    pub priority: Option<String>,
+    pub deduplication_key: Option<DeduplicationKey>,
+    /// `normal` when absent.
+    pub priority: Option<Priority>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PostMessageResponse {
-    pub room_id: String,
+    pub room_id: RoomId,
     pub message_id: String,
     /// The first post with this deduplication key is returned instead of a new one.
     pub deduplicated: bool,

@@ -4,6 +4,7 @@
 //! A signal is never the record: it says "your inbox head is at least `head_seq`", and the
 //! agent then polls after its own cursor.
 
+use inbox_core::{InboxSeq, RecipientId, SessionId, TenantId};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -17,8 +18,8 @@ pub struct StreamSignal {
     /// single-active-session policy); the stream then closes. Stop taking work, or subscribe
     /// again to take over.
     pub signal_type: String,
-    pub tenant_id: String,
-    pub recipient_id: String,
+    pub tenant_id: TenantId,
+    pub recipient_id: RecipientId,
     pub head_seq: u64,
     /// On `inbox.updated`: how many of the inbox's events were not yet acknowledged or parked
     /// (available, scheduled or claimed) when the hint was written, counted up to 10,000. A
@@ -47,7 +48,7 @@ pub struct Seed000Signal {
 #[serde(deny_unknown_fields)]
 pub struct StreamTicketRequest {
     /// The agent session the stream will serve; it is touched while the stream is open.
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     /// How long the ticket stays valid: 1 s to the server's `stream_ticket_ttl` (60 s by
     /// default), which is also the default.
     pub ttl_seconds: Option<u64>,
@@ -60,7 +61,7 @@ pub struct StreamTicketRequest {
 #[serde(deny_unknown_fields)]
 pub struct StreamCookieRequest {
     /// The agent session the stream will serve; it is touched while the stream is open.
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     /// How long the cookie stays valid: 1 s to the access token lifetime, which is also the
     /// default.
     pub ttl_seconds: Option<u64>,
@@ -120,13 +121,13 @@ pub struct WsResponse {
 #[serde(deny_unknown_fields)]
 pub struct SessionHeartbeatRequest {
     /// The highest sequence the agent has processed; never moves the recorded value back.
-    pub last_seen_seq: Option<u64>,
+    pub last_seen_seq: Option<InboxSeq>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionHeartbeatResponse {
-    pub session_id: String,
+    pub session_id: SessionId,
     pub status: String,
     pub heartbeat_interval_seconds: u64,
     /// A session silent past this time is marked gone.

@@ -5,30 +5,73 @@
 //! Binary values (public keys, secrets) are base64url without padding; standard base64 is
 //! accepted too. A secret appears in a response only when the service generated it, once.
 
+use inbox_core::{KeyId, RecipientId, RegistrationId, TenantId};
 use serde::{Deserialize, Serialize};
+
+/// An agent key's RFC 9421 signature algorithm, by its registry name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum SigningAlgorithm {
+    /// An ed25519 key pair: the agent keeps the private key and registers the public one.
+    #[serde(rename = "ed25519")]
+    Ed25519,
+    /// A shared secret the service generates and returns once.
+    #[serde(rename = "hmac-sha256")]
+    HmacSha256,
+}
+
+impl SigningAlgorithm {
+    pub const ALL: [SigningAlgorithm; 2] = [SigningAlgorithm::Ed25519, SigningAlgorithm::HmacSha256];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SigningAlgorithm::Ed25519 => "ed25519",
+            SigningAlgorithm::HmacSha256 => "hmac-sha256",
+        }
+    }
+}
+
+/// How callback deliveries are signed: only with the registration's shared secret.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum CallbackAuthMode {
+    #[default]
+    #[serde(rename = "hmac-sha256")]
+    HmacSha256,
+}
+
+/// What a callback delivery carries: only the thin hint, never event data (agents fetch events
+/// by polling).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryScope {
+    #[default]
+    SignalOnly,
+}
 
 /// `POST /v1/agent-keys`: register an ed25519 public key, or ask for an hmac-sha256 secret.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AgentKeyRequest {
-    /// `ed25519` or `hmac-sha256`.
-    pub algorithm: String,
+    pub algorithm: SigningAlgorithm,
     /// ed25519 only: the 32-byte public key, or its RFC 8410 SubjectPublicKeyInfo DER; a
     /// small-order (weak) key is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub public_key: Option<String>,
     /// The `keyid` signatures will name; unique in the tenant. Generated when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key_id: Option<String>,
+    pub key_id: Option<KeyId>,
 }
 
 /// A registered key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentKeyResponse {
-    pub key_id: String,
-    pub agent_id: String,
+    pub key_id: KeyId,
+    pub agent_id: RecipientId,
+    #[cfg_attr(feature = "openapi", schema(value_type = SigningAlgorithm))]
     pub algorithm: String,
     pub created_at_utc: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -70,7 +113,7 @@ pub struct TenantPolicyRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TenantPolicyResponse {
-    pub tenant_id: String,
+    pub tenant_id: TenantId,
     pub signatures_required: bool,
     pub single_active_session: bool,
 }
@@ -82,19 +125,19 @@ pub struct TenantPolicyResponse {
 pub struct CallbackRegistrationRequest {
     /// Must be the token's tenant when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tenant_id: Option<String>,
+    pub tenant_id: Option<TenantId>,
     /// The agent whose inbox the callback hints at: the token's agent (an admin token may
     /// name any agent of its tenant).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recipient_id: Option<String>,
+    pub recipient_id: Option<RecipientId>,
     /// `https://...` (plain http only to loopback, under the development setting).
     pub callback_url: String,
     /// Only `hmac-sha256`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub auth_mode: Option<String>,
+    pub auth_mode: Option<CallbackAuthMode>,
     /// The key id deliveries name in `MATM-Key-Id` and `keyid`; generated when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret_id: Option<String>,
+    pub secret_id: Option<KeyId>,
     /// The shared secret (at least 32 bytes). When given, the challenge is sent at once;
     /// when absent, a secret is generated and returned, and the challenge waits for
     /// `POST /v1/callback-registrations/{id}/verify`.
@@ -102,7 +145,7 @@ pub struct CallbackRegistrationRequest {
     pub secret: Option<String>,
     /// Only `["signal_only"]`: deliveries carry the thin hint, never event data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delivery_scope: Option<Vec<String>>,
+    pub delivery_scope: Option<Vec<DeliveryScope>>,
     /// At most this many deliveries per minute; heads in between coalesce. 1 to 600, default 60.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_rate_per_minute: Option<u32>,
@@ -115,19 +158,19 @@ pub struct CallbackRegistrationRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CallbackRegistrationResponse {
-    pub registration_id: String,
-    pub tenant_id: String,
-    pub recipient_id: String,
+    pub registration_id: RegistrationId,
+    pub tenant_id: TenantId,
+    pub recipient_id: RecipientId,
     pub callback_url: String,
     pub status: String,
     pub auth_mode: String,
-    pub secret_id: String,
+    pub secret_id: KeyId,
     /// Only when the service generated the secret, in this response only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
     /// During a rotation overlap: the key still signing beside the current one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub previous_secret_id: Option<String>,
+    pub previous_secret_id: Option<KeyId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_secret_retires_at_utc: Option<String>,
     pub max_rate_per_minute: u32,
@@ -159,7 +202,7 @@ pub struct CallbackRegistrationsResponse {
 #[serde(deny_unknown_fields)]
 pub struct RotateCallbackSecretRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret_id: Option<String>,
+    pub secret_id: Option<KeyId>,
     /// Generated (and returned once) when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,

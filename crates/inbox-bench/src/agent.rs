@@ -26,7 +26,7 @@ use inbox_client::{
     Agent, AgentConfig, Api, ContinueAfterReset, Credentials, Event, LocalState, Secret, TransportConfig,
     TransportKind,
 };
-use inbox_core::{RecipientId, TenantId};
+use inbox_core::{EventType, RecipientId, TenantId};
 use inbox_server::{CallerKind, Config, TokenService};
 use inbox_testkit::{Serve, ServeChild};
 use tokio::sync::mpsc;
@@ -331,8 +331,8 @@ async fn publish_one(publisher: &Api, recipient: &str) -> Result<(), BenchError>
     publisher
         .publish(&PublishRequest {
             tenant_id: None,
-            recipients: vec![recipient.to_owned()],
-            event_type: "bench.task".to_owned(),
+            recipients: vec![RecipientId::new(recipient)?],
+            event_type: EventType::new("bench.task")?,
             priority: None,
             available_at_utc: None,
             expires_at_utc: None,

@@ -92,7 +92,7 @@ async fn run() -> Result<(), Failure> {
         move |snapshot: ResyncResponse| {
             let log = log.clone();
             async move {
-                let open: Vec<&str> = snapshot.open_events.iter().map(|e| e.event_id.as_str()).collect();
+                let open: Vec<String> = snapshot.open_events.iter().map(|e| e.event_id.to_string()).collect();
                 log.write(json!({
                     "what": "resync",
                     "open": open,
@@ -144,7 +144,7 @@ fn config() -> Result<AgentConfig, String> {
 
 /// Runs one attempt of an event's script.
 async fn handle(log: &Log, event: Event) -> Result<(), HandlerError> {
-    let id = event.event_id().to_owned();
+    let id = event.event_id().to_string();
     let attempt = log.starts(&id);
     let action = action(event.payload(), attempt);
     log.write(json!({ "what": "start", "event": id, "attempt": attempt }));

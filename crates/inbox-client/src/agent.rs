@@ -25,6 +25,7 @@ use std::time::Duration;
 use inbox_api::ProblemCode;
 use inbox_api::time::{now_ms, parse_utc};
 use inbox_api::{Claim, ClaimRequest, PollRequest, ReleaseRequest, SubscribeRequest};
+use inbox_core::{EventId, InboxSeq, LeaseToken};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -37,7 +38,6 @@ use crate::local_state::LocalState;
 use crate::schedule::{
     ClaimableAt, ClockSample, CycleFound, clock_jump, next_cycle_after, retry_after_seconds,
 };
-use crate::secret_store::Secret;
 use crate::transport::{Signals, Transport, TransportKind, TransportStatus, jitter};
 use crate::work::{HeldGuard, Shared, work};
 
@@ -117,7 +117,11 @@ impl Agent {
     async fn subscribe(self) -> Result<(Shared, inbox_api::SubscribeResponse), ClientError> {
         let request = SubscribeRequest {
             device_id: self.config.device_id.clone(),
-            supported_transports: vec!["sse".into(), "long-poll".into(), "poll".into()],
+            supported_transports: vec![
+                inbox_api::Transport::Sse,
+                inbox_api::Transport::LongPoll,
+                inbox_api::Transport::Poll,
+            ],
             wants_claims: true,
             ..SubscribeRequest::default()
         };
@@ -354,7 +358,7 @@ impl Runner {
         let mut pages = 0;
         let truncated = loop {
             let request = PollRequest {
-                after_seq: scan.seen_through.max(cursor),
+                after_seq: InboxSeq(scan.seen_through.max(cursor)),
                 limit: Some(shared.config.page_size.clamp(1, 500)),
                 ..PollRequest::default()
             };
@@ -410,13 +414,9 @@ impl Runner {
     fn start<H: Handler>(&mut self, handler: &Arc<H>, claim: Claim) {
         let shared = self.shared.clone();
         let handler = handler.clone();
-        shared
-            .held
-            .lock()
-            .expect("held lock")
-            .insert(claim.event_id.clone(), Secret::new(claim.lease_token.clone()));
+        shared.held.lock().expect("held lock").insert(claim.event_id, claim.lease_token.clone());
         self.tasks.spawn(async move {
-            let _held = HeldGuard { shared: shared.clone(), event_id: claim.event_id.clone() };
+            let _held = HeldGuard { shared: shared.clone(), event_id: claim.event_id };
             let started = Instant::now();
             shared.observe(Progress::Started { event: &claim.event });
             let outcome = work(&shared, handler.as_ref(), &claim).await;
@@ -465,13 +465,13 @@ impl Runner {
                 Ok(Some(joined)) => self.count(joined),
                 Ok(None) => break,
                 Err(_) => {
-                    let unfinished: Vec<(String, Secret)> = self
+                    let unfinished: Vec<(EventId, LeaseToken)> = self
                         .shared
                         .held
                         .lock()
                         .expect("held lock")
                         .iter()
-                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .map(|(k, v)| (*k, v.clone()))
                         .collect();
                     self.tasks.abort_all();
                     while let Some(joined) = self.tasks.join_next().await {
@@ -487,19 +487,19 @@ impl Runner {
         }
     }
 
-    async fn release_on_shutdown(&self, event_id: String, lease_token: Secret) {
+    async fn release_on_shutdown(&self, event_id: EventId, lease_token: LeaseToken) {
         let request = ReleaseRequest {
             tenant_id: None,
             recipient_id: None,
-            event_id: event_id.clone(),
-            lease_token: lease_token.expose().to_owned(),
+            event_id,
+            lease_token,
             reason: Some("agent_shutdown".into()),
             retry_after_seconds: 0,
         };
         match self.shared.api.release(&request).await {
-            Ok(_) => tracing::info!(event_id, "released an unfinished event on shutdown"),
+            Ok(_) => tracing::info!(%event_id, "released an unfinished event on shutdown"),
             Err(err) => {
-                tracing::warn!(event_id, error = %err, "could not release on shutdown; the lease will expire")
+                tracing::warn!(%event_id, error = %err, "could not release on shutdown; the lease will expire")
             }
         }
     }

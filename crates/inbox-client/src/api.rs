@@ -11,8 +11,11 @@ use inbox_api::{
     AcknowledgeRequest, AcknowledgeResponse, AgentKeyRequest, AgentKeyResponse, AgentKeysResponse,
     ClaimRequest, ClaimResponse, HeadResponse, HeartbeatRequest, HeartbeatResponse, PollRequest,
     PollResponse, ProblemCode, PublishRequest, PublishResponse, ReleaseRequest, ReleaseResponse,
-    ResyncResponse, SessionHeartbeatRequest, SessionHeartbeatResponse, SubscribeRequest, SubscribeResponse,
+    ResyncResponse, SessionHeartbeatRequest, SessionHeartbeatResponse, SigningAlgorithm, SubscribeRequest,
+    SubscribeResponse,
 };
+use inbox_core::KeyId;
+use inbox_trust::Algorithm;
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -178,11 +181,13 @@ impl Api {
                     .to_owned(),
             )
         })?;
-        let request = AgentKeyRequest {
-            algorithm: key.algorithm().name().to_owned(),
-            public_key: Some(public_key),
-            key_id: Some(key.key_id().to_owned()),
+        let algorithm = match key.algorithm() {
+            Algorithm::Ed25519 => SigningAlgorithm::Ed25519,
+            Algorithm::HmacSha256 => SigningAlgorithm::HmacSha256,
         };
+        let key_id = KeyId::new(key.key_id())
+            .map_err(|err| ClientError::Config(format!("the signing key's id is refused: {err}")))?;
+        let request = AgentKeyRequest { algorithm, public_key: Some(public_key), key_id: Some(key_id) };
         self.call_signed(Method::POST, "/v1/agent-keys", Some(&request)).await
     }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use inbox_api::{EventEnvelope, ResyncResponse};
-use inbox_core::QuarantineClass;
+use inbox_core::{EventId, QuarantineClass, RecipientId, SessionId};
 use serde_json::Value;
 
 use crate::error::ClientError;
@@ -26,12 +26,12 @@ pub struct Event {
 }
 
 impl Event {
-    pub fn event_id(&self) -> &str {
-        &self.envelope.event_id
+    pub fn event_id(&self) -> EventId {
+        self.envelope.event_id
     }
 
     pub fn event_type(&self) -> &str {
-        &self.envelope.event_type
+        self.envelope.event_type.as_str()
     }
 
     pub fn inbox_seq(&self) -> u64 {
@@ -219,8 +219,8 @@ pub enum Outcome {
 #[derive(Debug)]
 pub enum Progress<'a> {
     Subscribed {
-        session_id: &'a str,
-        recipient_id: &'a str,
+        session_id: &'a SessionId,
+        recipient_id: &'a RecipientId,
         cursor: u64,
         head_seq: u64,
     },
@@ -243,7 +243,7 @@ pub enum Progress<'a> {
         elapsed: Duration,
     },
     LeaseLost {
-        event_id: &'a str,
+        event_id: &'a EventId,
     },
     Resynced {
         snapshot: &'a ResyncResponse,

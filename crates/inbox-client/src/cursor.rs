@@ -12,6 +12,7 @@ use std::collections::HashSet;
 
 use inbox_api::EventEnvelope;
 use inbox_api::time::parse_utc;
+use inbox_core::{EventId, EventState};
 
 /// A scan in progress, fed page by page in sequence order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +44,7 @@ impl Scan {
         next_cursor: u64,
         head_seq: u64,
         now_ms: i64,
-        held: &HashSet<String>,
+        held: &HashSet<EventId>,
     ) {
         self.head_seq = self.head_seq.max(head_seq);
         for event in events {
@@ -84,20 +85,22 @@ enum State {
 
 fn classify(event: &EventEnvelope, now_ms: i64) -> State {
     let time = |text: &Option<String>| text.as_deref().and_then(|t| parse_utc(t).ok());
-    match event.ack_state.as_str() {
-        "acked" | "dead_letter" | "quarantined" | "expired" => State::Terminal,
-        "claimed" => time(&event.visibility_lease_until_utc).map_or(State::Unknown, State::Later),
-        "available" | "retry_scheduled" => {
+    let Some(state) = EventState::parse(&event.ack_state) else { return State::Unknown };
+    match state {
+        EventState::Acked | EventState::DeadLetter | EventState::Quarantined | EventState::Expired => {
+            State::Terminal
+        }
+        EventState::Claimed => time(&event.visibility_lease_until_utc).map_or(State::Unknown, State::Later),
+        EventState::Available | EventState::RetryScheduled => {
             let available = parse_utc(&event.availability_at_utc).unwrap_or(0);
             let retry = time(&event.next_retry_at_utc).unwrap_or(0);
             let from = available.max(retry);
-            if from <= now_ms && event.ack_state == "available" {
+            if from <= now_ms && state == EventState::Available {
                 State::Claimable
             } else {
                 State::Later(from)
             }
         }
-        _ => State::Unknown,
     }
 }
 
@@ -106,17 +109,23 @@ mod tests {
     use super::*;
     use inbox_api::Correlation;
     use inbox_api::time::format_utc;
+    use inbox_core::{EventType, RecipientId, RecipientKind, TenantId};
 
     const NOW: i64 = 1_800_000_000_000;
 
+    /// The event of sequence `seq`: its id is made from the sequence.
+    fn id(seq: u64) -> EventId {
+        EventId::from_bytes(u128::from(seq).to_be_bytes())
+    }
+
     fn event(seq: u64, state: &str) -> EventEnvelope {
         EventEnvelope {
-            event_id: format!("e{seq}"),
-            tenant_id: "t".into(),
-            recipient_kind: "agent".into(),
-            recipient_id: "a".into(),
+            event_id: id(seq),
+            tenant_id: TenantId::new("t").unwrap(),
+            recipient_kind: RecipientKind::agent(),
+            recipient_id: RecipientId::new("a").unwrap(),
             inbox_seq: seq,
-            event_type: "task".into(),
+            event_type: EventType::new("task").unwrap(),
             priority: "normal".into(),
             availability_at_utc: format_utc(NOW - 1_000),
             expires_at_utc: None,
@@ -168,10 +177,10 @@ mod tests {
         let mut delayed = event(4, "available");
         delayed.availability_at_utc = format_utc(NOW + 60_000);
         let page = [leased(1, NOW + 5_000), leased(2, NOW + 2_000), retry, delayed];
-        let held: HashSet<String> = ["e2".to_owned()].into();
+        let held: HashSet<EventId> = [id(2)].into();
         let mut scan = Scan::new(0);
         scan.add_page(&page, 4, 4, NOW, &held);
-        assert_eq!(scan.next_change_ms, Some(NOW + 5_000), "our own lease (e2) is not a reason to wake");
+        assert_eq!(scan.next_change_ms, Some(NOW + 5_000), "our own lease (2) is not a reason to wake");
         assert_eq!(scan.claimable, 0);
         assert_eq!(scan.cursor, 0);
     }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use inbox_core::AckResult;
 use sqlx::Row as _;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -33,9 +34,14 @@ pub enum Processed {
 
 impl Processed {
     pub fn as_str(self) -> &'static str {
+        self.ack_result().as_str()
+    }
+
+    /// The acknowledgement's `result`.
+    pub fn ack_result(self) -> AckResult {
         match self {
-            Processed::Completed => "completed",
-            Processed::Failed => "failed",
+            Processed::Completed => AckResult::Completed,
+            Processed::Failed => AckResult::Failed,
         }
     }
 }

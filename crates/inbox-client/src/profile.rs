@@ -219,8 +219,8 @@ pub async fn login(
     let record = Profile {
         server_url: base,
         secret_store: secrets.kind(),
-        tenant_id: head.tenant_id,
-        agent_id: head.recipient_id,
+        tenant_id: head.tenant_id.to_string(),
+        agent_id: head.recipient_id.to_string(),
     };
     home.save_profile(profile, &record)?;
     Ok(LoginReport { profile: record, stored_in: secrets.describe(), fell_back, api })

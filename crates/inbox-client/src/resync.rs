@@ -38,17 +38,18 @@ fn add_page(snapshot: &mut ResyncResponse, events: Vec<EventEnvelope>, more: boo
 #[cfg(test)]
 mod tests {
     use inbox_api::Correlation;
+    use inbox_core::{EventId, EventType, RecipientId, RecipientKind, TenantId};
 
     use super::*;
 
     fn event(inbox_seq: u64) -> EventEnvelope {
         EventEnvelope {
-            event_id: format!("ev{inbox_seq}"),
-            tenant_id: "t1".into(),
-            recipient_kind: "agent".into(),
-            recipient_id: "alpha".into(),
+            event_id: EventId::from_bytes(u128::from(inbox_seq).to_be_bytes()),
+            tenant_id: TenantId::new("t1").unwrap(),
+            recipient_kind: RecipientKind::agent(),
+            recipient_id: RecipientId::new("alpha").unwrap(),
             inbox_seq,
-            event_type: "task".into(),
+            event_type: EventType::new("task").unwrap(),
             priority: "normal".into(),
             availability_at_utc: String::new(),
             expires_at_utc: None,

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use inbox_api::{PollRequest, ProblemCode, StreamSignal};
+use inbox_core::InboxSeq;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
@@ -391,7 +392,7 @@ impl Transport {
         let connected =
             *self.status.borrow() == TransportStatus { kind: TransportKind::LongPoll, connected: true };
         let request = PollRequest {
-            after_seq,
+            after_seq: InboxSeq(after_seq),
             limit: Some(1),
             wait_seconds: connected.then_some(wait.wait_seconds),
             ..PollRequest::default()

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use inbox_api::{PollRequest, ProblemCode};
+use inbox_core::InboxSeq;
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -94,7 +95,7 @@ enum Look {
 
 async fn look(api: &Api, after_seq: u64, wait_seconds: Option<u32>) -> Result<Look, ClientError> {
     let request = PollRequest {
-        after_seq,
+        after_seq: InboxSeq(after_seq),
         limit: Some(CLAIMABLE_COUNTED_MAX),
         wait_seconds,
         include_claimable_only: true,

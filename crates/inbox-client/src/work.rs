@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use inbox_api::{AckEntry, AcknowledgeRequest, Claim, HeartbeatEntry, HeartbeatRequest, ReleaseRequest};
-use inbox_core::QuarantineClass;
+use inbox_core::{AckResult, EventId, LeaseToken, QuarantineClass, SessionId};
 use tokio::time::Instant;
 
 use crate::api::Api;
@@ -18,7 +18,6 @@ use crate::contract::{AgentConfig, Event, Handler, HandlerError, Outcome, Progre
 use crate::error::ClientError;
 use crate::local_state::{LocalState, Processed};
 use crate::schedule::{heartbeat_delay, heartbeat_retry_delay};
-use crate::secret_store::Secret;
 use crate::transport::jitter;
 
 /// Longest reason the service keeps for a release or a quarantine.
@@ -30,16 +29,18 @@ pub(crate) struct Shared {
     pub(crate) state: LocalState,
     pub(crate) config: AgentConfig,
     pub(crate) inbox: String,
-    pub(crate) session_id: Option<String>,
+    pub(crate) session_id: Option<SessionId>,
     pub(crate) lease: Duration,
     /// Events being worked on, with their lease tokens (for a release on shutdown).
-    pub(crate) held: Mutex<HashMap<String, Secret>>,
+    pub(crate) held: Mutex<HashMap<EventId, LeaseToken>>,
 }
 
 impl Shared {
     /// The error of a session a newer one superseded.
     pub(crate) fn superseded(&self) -> ClientError {
-        ClientError::SessionSuperseded { session_id: self.session_id.clone().unwrap_or_default() }
+        ClientError::SessionSuperseded {
+            session_id: self.session_id.as_ref().map(ToString::to_string).unwrap_or_default(),
+        }
     }
 
     pub(crate) fn observe(&self, progress: Progress<'_>) {
@@ -48,15 +49,15 @@ impl Shared {
         }
     }
 
-    pub(crate) fn held_ids(&self) -> HashSet<String> {
-        self.held.lock().expect("held lock").keys().cloned().collect()
+    pub(crate) fn held_ids(&self) -> HashSet<EventId> {
+        self.held.lock().expect("held lock").keys().copied().collect()
     }
 }
 
 /// Removes an event from the held set when its task ends, however it ends.
 pub(crate) struct HeldGuard {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) event_id: String,
+    pub(crate) event_id: EventId,
 }
 
 impl Drop for HeldGuard {
@@ -73,10 +74,9 @@ impl Drop for HeldGuard {
 /// operator requeued the dead letter, which is asking for exactly that, or its failure was
 /// never acknowledged, and running a failing handler twice is what at-least-once allows.
 pub(crate) async fn work<H: Handler>(shared: &Shared, handler: &H, claim: &Claim) -> Outcome {
-    let token = Secret::new(claim.lease_token.clone());
-    match shared.state.processed(&shared.inbox, &claim.event_id).await {
+    match shared.state.processed(&shared.inbox, &claim.event_id.to_string()).await {
         Ok(Some(result @ Processed::Completed)) => {
-            return match acknowledge(shared, claim, &token, Verdict::Processed(result)).await {
+            return match acknowledge(shared, claim, Verdict::Processed(result)).await {
                 Ok(()) => Outcome::Deduplicated { result },
                 Err(err) => Outcome::Unconfirmed { error: err.to_string() },
             };
@@ -88,9 +88,7 @@ pub(crate) async fn work<H: Handler>(shared: &Shared, handler: &H, claim: &Claim
         Err(err) => {
             // Without the record we cannot tell whether this ran before; give it back.
             tracing::error!(error = %err, "local state unreadable; releasing the event");
-            return match release(shared, claim, &token, Duration::from_secs(5), "local_state_unavailable")
-                .await
-            {
+            return match release(shared, claim, Duration::from_secs(5), "local_state_unavailable").await {
                 Ok(()) => Outcome::Released { after: Duration::from_secs(5), reason: err.to_string() },
                 Err(err) => Outcome::Unconfirmed { error: err.to_string() },
             };
@@ -98,12 +96,12 @@ pub(crate) async fn work<H: Handler>(shared: &Shared, handler: &H, claim: &Claim
     }
     let event =
         Event { envelope: claim.event.clone(), lease_until_utc: claim.visibility_lease_until_utc.clone() };
-    let result = with_heartbeats(shared, claim, &token, handler.handle(event)).await;
+    let result = with_heartbeats(shared, claim, handler.handle(event)).await;
     let (processed, reason, follow_ups) = match result {
         Ok(done) => (Processed::Completed, String::new(), done.follow_ups),
         Err(HandlerError::Permanent { reason }) => (Processed::Failed, reason, Vec::new()),
         Err(HandlerError::Retry { after, reason }) => {
-            return match release(shared, claim, &token, after, &reason).await {
+            return match release(shared, claim, after, &reason).await {
                 Ok(()) => Outcome::Released { after, reason },
                 Err(err) => Outcome::Unconfirmed { error: err.to_string() },
             };
@@ -112,7 +110,7 @@ pub(crate) async fn work<H: Handler>(shared: &Shared, handler: &H, claim: &Claim
         Err(HandlerError::Quarantine { reason, class }) => {
             let reason = quarantine_reason(&reason);
             let verdict = Verdict::Quarantined { reason: reason.clone(), class };
-            return match acknowledge(shared, claim, &token, verdict).await {
+            return match acknowledge(shared, claim, verdict).await {
                 Ok(()) => Outcome::Quarantined { reason, class },
                 Err(err) => Outcome::Unconfirmed { error: err.to_string() },
             };
@@ -121,7 +119,7 @@ pub(crate) async fn work<H: Handler>(shared: &Shared, handler: &H, claim: &Claim
     // A hand-off is recorded only once it committed: until then nothing was handed on, and a
     // redelivered event must run again to make its follow-ups (a plain ack of it would lose them).
     if !follow_ups.is_empty() {
-        return match acknowledge(shared, claim, &token, Verdict::HandOff(follow_ups)).await {
+        return match acknowledge(shared, claim, Verdict::HandOff(follow_ups)).await {
             Ok(()) => {
                 record(shared, claim, processed).await;
                 Outcome::Acked
@@ -134,7 +132,7 @@ pub(crate) async fn work<H: Handler>(shared: &Shared, handler: &H, claim: &Claim
         Processed::Completed => Verdict::Processed(processed),
         Processed::Failed => Verdict::Failed { reason: fit_reason(&reason) },
     };
-    match acknowledge(shared, claim, &token, verdict).await {
+    match acknowledge(shared, claim, verdict).await {
         Ok(()) if processed == Processed::Completed => Outcome::Acked,
         Ok(()) => Outcome::Failed { reason },
         Err(err) => Outcome::Unconfirmed { error: err.to_string() },
@@ -143,12 +141,7 @@ pub(crate) async fn work<H: Handler>(shared: &Shared, handler: &H, claim: &Claim
 
 /// Runs `work` while extending the lease at half its length. A lease that is lost cannot be
 /// won back; the handler is left to finish, and its result is recorded for deduplication.
-pub(crate) async fn with_heartbeats<T>(
-    shared: &Shared,
-    claim: &Claim,
-    token: &Secret,
-    work: impl Future<Output = T>,
-) -> T {
+pub(crate) async fn with_heartbeats<T>(shared: &Shared, claim: &Claim, work: impl Future<Output = T>) -> T {
     let mut work = pin!(work);
     let lease = shared.lease;
     let mut next = Instant::now() + heartbeat_delay(lease);
@@ -162,8 +155,8 @@ pub(crate) async fn with_heartbeats<T>(
                     recipient_id: None,
                     session_id: shared.session_id.clone(),
                     leases: vec![HeartbeatEntry {
-                        event_id: claim.event_id.clone(),
-                        lease_token: token.expose().to_owned(),
+                        event_id: claim.event_id,
+                        lease_token: claim.lease_token.clone(),
                         extend_by_seconds: lease.as_secs().max(1),
                     }],
                 };
@@ -188,8 +181,10 @@ pub(crate) async fn with_heartbeats<T>(
 }
 
 async fn record(shared: &Shared, claim: &Claim, processed: Processed) {
-    if let Err(err) =
-        shared.state.record_processed(&shared.inbox, &claim.event_id, claim.event.inbox_seq, processed).await
+    if let Err(err) = shared
+        .state
+        .record_processed(&shared.inbox, &claim.event_id.to_string(), claim.event.inbox_seq, processed)
+        .await
     {
         tracing::warn!(event_id = %claim.event_id, error = %err, "could not record the event as processed");
     }
@@ -213,34 +208,25 @@ pub(crate) enum Verdict {
 }
 
 /// Acknowledges one event, repeating on network failure (the same token twice is success).
-pub(crate) async fn acknowledge(
-    shared: &Shared,
-    claim: &Claim,
-    token: &Secret,
-    verdict: Verdict,
-) -> Result<(), ClientError> {
+pub(crate) async fn acknowledge(shared: &Shared, claim: &Claim, verdict: Verdict) -> Result<(), ClientError> {
     let mut follow_ups = Vec::new();
     let (result, reason, class) = match verdict {
-        Verdict::Processed(processed) => (processed.as_str(), None, None),
+        Verdict::Processed(processed) => (processed.ack_result(), None, None),
         Verdict::HandOff(publishes) => {
             follow_ups = publishes;
-            (Processed::Completed.as_str(), None, None)
+            (AckResult::Completed, None, None)
         }
-        Verdict::Failed { reason } => {
-            (Processed::Failed.as_str(), Some(reason).filter(|r| !r.is_empty()), None)
-        }
-        Verdict::Quarantined { reason, class } => {
-            ("quarantined", Some(reason), Some(class.as_str().to_owned()))
-        }
+        Verdict::Failed { reason } => (AckResult::Failed, Some(reason).filter(|r| !r.is_empty()), None),
+        Verdict::Quarantined { reason, class } => (AckResult::Quarantined, Some(reason), Some(class)),
     };
     let request = AcknowledgeRequest {
         tenant_id: None,
         recipient_id: None,
         session_id: shared.session_id.clone(),
         acks: vec![AckEntry {
-            event_id: claim.event_id.clone(),
-            lease_token: token.expose().to_owned(),
-            result: Some(result.to_owned()),
+            event_id: claim.event_id,
+            lease_token: claim.lease_token.clone(),
+            result: Some(result),
             reason,
             class,
             follow_ups,
@@ -267,15 +253,14 @@ pub(crate) async fn acknowledge(
 pub(crate) async fn release(
     shared: &Shared,
     claim: &Claim,
-    token: &Secret,
     after: Duration,
     reason: &str,
 ) -> Result<(), ClientError> {
     let request = ReleaseRequest {
         tenant_id: None,
         recipient_id: None,
-        event_id: claim.event_id.clone(),
-        lease_token: token.expose().to_owned(),
+        event_id: claim.event_id,
+        lease_token: claim.lease_token.clone(),
         reason: Some(fit_reason(reason)),
         retry_after_seconds: crate::schedule::retry_after_seconds(after),
     };

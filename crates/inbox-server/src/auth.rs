@@ -95,12 +95,13 @@ impl Caller {
     }
 
     /// Refuses a request whose body or path names a tenant other than the token's.
-    pub fn check_tenant(&self, named: Option<&str>) -> Result<(), ApiError> {
+    pub fn check_tenant(&self, named: Option<&TenantId>) -> Result<(), ApiError> {
         match named {
-            Some(named) if named != self.tenant_id.as_str() => Err(ApiError::forbidden(
+            Some(named) if *named != self.tenant_id => Err(ApiError::forbidden(
                 ProblemCode::TenantMismatch,
                 format!(
-                    "the request names tenant {named:?} but your token is for tenant {:?}",
+                    "the request names tenant {:?} but your token is for tenant {:?}",
+                    named.as_str(),
                     self.tenant_id.as_str()
                 ),
             )),

@@ -1,20 +1,22 @@
 //! Conversions between the store's domain types and the wire types of `inbox-api`, and the
-//! parsing of wire strings into typed values (each failure names its field).
+//! checks a wire type cannot make alone (a rule across fields, free text, times), each
+//! failure named by its field. Ids and closed sets arrive typed: they checked themselves as
+//! the body was deserialized.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use inbox_api::time::format_utc;
 use inbox_api::{
     AdminEventView, CallbackAttemptView, CallbackRegistrationResponse, DeliveryView, EventEnvelope,
-    PayloadRef, PublishRequest,
+    PayloadRef, PublishRequest, SigningAlgorithm,
 };
 use inbox_core::{
-    AckResult, DeduplicationKey, EventBody, EventId, EventType, LeaseToken, Priority, QuarantineClass,
-    Recipient, RecipientId, SessionId, TenantId, UnixMillis,
+    AckResult, EventBody, EventId, LeaseToken, QuarantineClass, Recipient, SessionId, TenantId, UnixMillis,
 };
 use inbox_store::{
     AckItem, CallbackAttempt, CallbackRegistration, Delivery, EventRecord, Publish, REASON_BYTES_MAX,
 };
+use inbox_trust::Algorithm;
 
 use crate::error::ApiError;
 
@@ -26,18 +28,17 @@ pub fn envelope(record: &EventRecord, now: UnixMillis) -> EventEnvelope {
         EventBody::Json(text) => (serde_json::from_str(text).ok(), None),
         EventBody::Reference(r) => (None, Some(PayloadRef { kind: r.kind.clone(), id: r.id.clone() })),
     };
-    let c = &record.correlation;
     EventEnvelope {
-        event_id: record.event_id.to_string(),
-        tenant_id: record.inbox.tenant_id.to_string(),
-        recipient_kind: record.inbox.recipient.kind.to_string(),
-        recipient_id: record.inbox.recipient.id.to_string(),
+        event_id: record.event_id,
+        tenant_id: record.inbox.tenant_id.clone(),
+        recipient_kind: record.inbox.recipient.kind.clone(),
+        recipient_id: record.inbox.recipient.id.clone(),
         inbox_seq: record.inbox_seq.get(),
-        event_type: record.event_type.to_string(),
+        event_type: record.event_type.clone(),
         priority: record.priority.as_str().to_owned(),
         availability_at_utc: format_utc(life.available_at.get()),
         expires_at_utc: life.expires_at.map(|t| format_utc(t.get())),
-        deduplication_key: record.deduplication_key.as_ref().map(|k| k.to_string()),
+        deduplication_key: record.deduplication_key.clone(),
         ack_state: life.display_state(now).as_str().to_owned(),
         delivery_attempts: life.delivery_attempts,
         visibility_lease_until_utc: life
@@ -46,7 +47,7 @@ pub fn envelope(record: &EventRecord, now: UnixMillis) -> EventEnvelope {
             .map(|l| format_utc(l.until.get())),
         next_retry_at_utc: life.next_retry_at.filter(|at| *at > now).map(|t| format_utc(t.get())),
         dead_letter_state: life.dead_letter_reason.as_str().to_owned(),
-        correlation: c.clone(),
+        correlation: record.correlation.clone(),
         payload,
         payload_ref,
         created_at_utc: format_utc(record.created_at.get()),
@@ -58,16 +59,16 @@ pub fn admin_event(record: &EventRecord, now: UnixMillis) -> AdminEventView {
     AdminEventView {
         event: envelope(record, now),
         reason: record.last_error.clone(),
-        session_id: record.lease_owner_session_id.as_ref().map(ToString::to_string),
+        session_id: record.lease_owner_session_id.clone(),
         terminal_at_utc: record.terminal_at.map(|t| format_utc(t.get())),
     }
 }
 
 pub fn delivery(d: &Delivery) -> DeliveryView {
     DeliveryView {
-        recipient_kind: d.recipient.kind.to_string(),
-        recipient_id: d.recipient.id.to_string(),
-        event_id: d.event_id.to_string(),
+        recipient_kind: d.recipient.kind.clone(),
+        recipient_id: d.recipient.id.clone(),
+        event_id: d.event_id,
         inbox_seq: d.inbox_seq.get(),
         deduplicated: d.deduplicated,
     }
@@ -78,15 +79,15 @@ pub fn delivery(d: &Delivery) -> DeliveryView {
 pub fn callback_registration(registration: &CallbackRegistration) -> CallbackRegistrationResponse {
     let previous = registration.previous.as_ref();
     CallbackRegistrationResponse {
-        registration_id: registration.registration_id.to_string(),
-        tenant_id: registration.tenant_id.to_string(),
-        recipient_id: registration.recipient_id.to_string(),
+        registration_id: registration.registration_id.clone(),
+        tenant_id: registration.tenant_id.clone(),
+        recipient_id: registration.recipient_id.clone(),
         callback_url: registration.callback_url.clone(),
         status: registration.state.as_str().to_owned(),
         auth_mode: registration.auth_mode.clone(),
-        secret_id: registration.key_id.to_string(),
+        secret_id: registration.key_id.clone(),
         secret: None,
-        previous_secret_id: previous.map(|p| p.key_id.to_string()),
+        previous_secret_id: previous.map(|p| p.key_id.clone()),
         previous_secret_retires_at_utc: previous.map(|p| format_utc(p.retires_at.get())),
         max_rate_per_minute: registration.max_rate_per_minute,
         replay_window_seconds: registration.replay_window_seconds,
@@ -113,32 +114,17 @@ pub fn callback_attempt(a: &CallbackAttempt) -> CallbackAttemptView {
     }
 }
 
+/// The algorithm a wire request names.
+pub fn algorithm(algorithm: SigningAlgorithm) -> Algorithm {
+    match algorithm {
+        SigningAlgorithm::Ed25519 => Algorithm::Ed25519,
+        SigningAlgorithm::HmacSha256 => Algorithm::HmacSha256,
+    }
+}
+
+/// An event id from a path (a body's arrive typed).
 pub fn event_id(field: &str, text: &str) -> Result<EventId, ApiError> {
     EventId::parse(text).map_err(|e| ApiError::invalid_field(field, e.problem))
-}
-
-pub fn lease_token(field: &str, text: &str) -> Result<LeaseToken, ApiError> {
-    LeaseToken::parse(text).map_err(|e| ApiError::invalid_field(field, e.problem))
-}
-
-pub fn priority(text: Option<&str>) -> Result<Priority, ApiError> {
-    match text {
-        None => Ok(Priority::Normal),
-        Some(text) => Priority::ALL.into_iter().find(|p| p.as_str() == text).ok_or_else(|| {
-            ApiError::invalid_field("priority", format!("is {text:?}; use urgent, high, normal or low"))
-        }),
-    }
-}
-
-pub fn ack_result(field: &str, text: Option<&str>) -> Result<AckResult, ApiError> {
-    match text {
-        None | Some("completed") => Ok(AckResult::Completed),
-        Some("failed") => Ok(AckResult::Failed),
-        Some("quarantined") => Ok(AckResult::Quarantined),
-        Some(other) => {
-            Err(ApiError::invalid_field(field, format!("is {other:?}; use completed, failed or quarantined")))
-        }
-    }
 }
 
 /// A reason an agent or operator gives (kept in `last_error` and the history): checked here
@@ -159,31 +145,18 @@ pub fn reason(field: &str, text: &str) -> Result<String, ApiError> {
     Ok(text.to_owned())
 }
 
-/// A quarantine's class; absent means the store's default (`other`).
-pub fn quarantine_class(field: &str, text: Option<&str>) -> Result<Option<QuarantineClass>, ApiError> {
-    text.map(|text| {
-        QuarantineClass::parse(text).ok_or_else(|| {
-            let known: Vec<&str> = QuarantineClass::ALL.iter().map(|c| c.as_str()).collect();
-            ApiError::invalid_field(field, format!("is {text:?}; use one of {}", known.join(", ")))
-        })
-    })
-    .transpose()
-}
-
 /// One acknowledgement of the wire, checked: a quarantine needs a reason; a reason goes only
 /// with `failed` or `quarantined`, a class only with `quarantined` (nothing sent is ignored).
 /// `at` is the item's field prefix (`acks[3].`, or empty for seed 000's single ack).
 pub fn ack_item(
     at: &str,
-    event_id: &str,
-    lease_token: &str,
-    result: Option<&str>,
+    event_id: EventId,
+    lease_token: LeaseToken,
+    result: Option<AckResult>,
     reason: Option<&str>,
-    class: Option<&str>,
+    class: Option<QuarantineClass>,
 ) -> Result<AckItem, ApiError> {
-    let event_id = self::event_id(&format!("{at}event_id"), event_id)?;
-    let lease_token = self::lease_token(&format!("{at}lease_token"), lease_token)?;
-    let result = ack_result(&format!("{at}result"), result)?;
+    let result = result.unwrap_or_default();
     let reason_field = format!("{at}reason");
     let reason = match (result, reason) {
         (AckResult::Quarantined, None) => {
@@ -200,41 +173,30 @@ pub fn ack_item(
         }
         (_, reason) => reason.map(|text| self::reason(&reason_field, text)).transpose()?,
     };
-    let class_field = format!("{at}class");
     if class.is_some() && result != AckResult::Quarantined {
         return Err(ApiError::invalid_field(
-            &class_field,
+            &format!("{at}class"),
             "goes only with result quarantined; leave it out otherwise",
         ));
     }
-    let class = quarantine_class(&class_field, class)?;
     Ok(AckItem { event_id, lease_token, result, reason, class })
 }
 
 /// The body of `POST /v1/events` (or a hand-off's follow-up, its fields named after `at`) as
 /// a publish of the caller's tenant; a body naming another tenant is refused.
 pub fn publish(at: &str, tenant_id: &TenantId, request: PublishRequest) -> Result<Publish, ApiError> {
-    if let Some(named) = request.tenant_id.as_deref()
-        && named != tenant_id.as_str()
+    if let Some(named) = &request.tenant_id
+        && named != tenant_id
     {
         return Err(ApiError::forbidden(
             inbox_api::ProblemCode::TenantMismatch,
             format!(
-                "the request names tenant {named:?} (in {at}tenant_id) but your token is for tenant {:?}",
+                "the request names tenant {:?} (in {at}tenant_id) but your token is for tenant {:?}",
+                named.as_str(),
                 tenant_id.as_str()
             ),
         ));
     }
-    let recipients = request
-        .recipients
-        .iter()
-        .enumerate()
-        .map(|(i, id)| {
-            RecipientId::new(id.as_str())
-                .map(Recipient::agent)
-                .map_err(|e| ApiError::invalid_field(&format!("{at}recipients[{i}]"), e.problem))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
     let body = match (request.payload, request.payload_ref) {
         (Some(_), Some(_)) => {
             return Err(ApiError::invalid_field(
@@ -248,17 +210,12 @@ pub fn publish(at: &str, tenant_id: &TenantId, request: PublishRequest) -> Resul
     };
     Ok(Publish {
         tenant_id: tenant_id.clone(),
-        recipients,
-        event_type: EventType::new(request.event_type)
-            .map_err(|e| ApiError::invalid_field(&format!("{at}event_type"), e.problem))?,
-        priority: priority(request.priority.as_deref())?,
+        recipients: request.recipients.into_iter().map(Recipient::agent).collect(),
+        event_type: request.event_type,
+        priority: request.priority.unwrap_or_default(),
         available_at: time(&format!("{at}available_at_utc"), request.available_at_utc.as_deref())?,
         expires_at: time(&format!("{at}expires_at_utc"), request.expires_at_utc.as_deref())?,
-        deduplication_key: request
-            .deduplication_key
-            .map(DeduplicationKey::new)
-            .transpose()
-            .map_err(|e| ApiError::invalid_field(&format!("{at}deduplication_key"), e.problem))?,
+        deduplication_key: request.deduplication_key,
         correlation: request.correlation,
         body,
         max_attempts: request.max_attempts,
@@ -289,4 +246,17 @@ pub fn decode_base64(field: &str, text: &str) -> Result<Vec<u8>, ApiError> {
         }
     }
     Err(ApiError::invalid_field(field, "is not base64 or base64url"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_algorithms_are_the_registry_names() {
+        for wire in SigningAlgorithm::ALL {
+            assert_eq!(algorithm(wire).name(), wire.as_str());
+            assert_eq!(serde_json::to_value(wire).unwrap(), wire.as_str());
+        }
+    }
 }

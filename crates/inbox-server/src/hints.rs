@@ -256,8 +256,8 @@ mod tests {
     fn signal(head: u64, delivery: &str) -> StreamSignal {
         StreamSignal {
             signal_type: "inbox.updated".into(),
-            tenant_id: "t1".into(),
-            recipient_id: "a".into(),
+            tenant_id: TenantId::new("t1").unwrap(),
+            recipient_id: RecipientId::new("a").unwrap(),
             head_seq: head,
             approximate_unacked: None,
             sent_at_utc: "2026-01-01T00:00:00Z".into(),

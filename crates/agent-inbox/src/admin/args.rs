@@ -4,9 +4,9 @@
 
 use std::path::PathBuf;
 
-use clap::builder::PossibleValuesParser;
+use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{Args, Subcommand};
-use inbox_core::QuarantineClass;
+use inbox_core::{EventId, QuarantineClass, RecipientId};
 
 /// Event states `events --state` filters on.
 pub const EVENT_STATES: [&str; 7] =
@@ -107,8 +107,9 @@ pub enum AdminCommand {
         #[arg(long)]
         reason: String,
         /// What kind of anomaly [default: other].
-        #[arg(long, value_parser = PossibleValuesParser::new(QuarantineClass::ALL.map(QuarantineClass::as_str)))]
-        class: Option<String>,
+        #[arg(long, value_parser = PossibleValuesParser::new(QuarantineClass::ALL.map(QuarantineClass::as_str))
+            .map(|name| QuarantineClass::parse(&name).expect("a possible value")))]
+        class: Option<QuarantineClass>,
     },
     /// Release quarantined events back to the agent's inbox, claimable again.
     Release(EventsArgs),
@@ -129,8 +130,8 @@ pub enum AdminCommand {
 #[derive(Debug, Clone, Args)]
 pub struct EventsArgs {
     /// The agent (recipient id).
-    pub agent: String,
+    pub agent: RecipientId,
     /// The events, by id.
     #[arg(required = true, num_args = 1..)]
-    pub event_ids: Vec<String>,
+    pub event_ids: Vec<EventId>,
 }

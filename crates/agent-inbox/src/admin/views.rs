@@ -25,7 +25,7 @@ pub fn inboxes(answer: &InboxStatsResponse) -> String {
     ]);
     for inbox in &answer.inboxes {
         table.row(vec![
-            inbox.recipient_id.clone(),
+            inbox.recipient_id.to_string(),
             inbox.depth.to_string(),
             or_none(inbox.oldest_unacked_age_seconds.map(age)),
             inbox.head_seq.to_string(),
@@ -49,8 +49,8 @@ pub fn events(agent: &str, events: &[AdminEventView]) -> String {
         let event = &view.event;
         table.row(vec![
             event.inbox_seq.to_string(),
-            event.event_id.clone(),
-            event.event_type.clone(),
+            event.event_id.to_string(),
+            event.event_type.to_string(),
             event.priority.clone(),
             state(view),
             event.delivery_attempts.to_string(),
@@ -70,10 +70,10 @@ pub fn parked(events: &[AdminEventView]) -> String {
     for view in events {
         let event = &view.event;
         table.row(vec![
-            event.recipient_id.clone(),
+            event.recipient_id.to_string(),
             event.inbox_seq.to_string(),
-            event.event_id.clone(),
-            event.event_type.clone(),
+            event.event_id.to_string(),
+            event.event_type.to_string(),
             state(view),
             event.delivery_attempts.to_string(),
             or_none(view.terminal_at_utc.as_ref()),
@@ -88,10 +88,10 @@ pub fn event(detail: &AdminEventDetail) -> String {
     let view = &detail.event;
     let event = &view.event;
     let mut fields = Fields::default();
-    fields.field("event_id", event.event_id.clone());
-    fields.field("agent", event.recipient_id.clone());
+    fields.field("event_id", event.event_id.to_string());
+    fields.field("agent", event.recipient_id.to_string());
     fields.field("inbox_seq", event.inbox_seq.to_string());
-    fields.field("type", event.event_type.clone());
+    fields.field("type", event.event_type.to_string());
     fields.field("priority", event.priority.clone());
     fields.field("state", state(view));
     fields.field("attempts", event.delivery_attempts.to_string());
@@ -101,10 +101,10 @@ pub fn event(detail: &AdminEventDetail) -> String {
         ("expires", &event.expires_at_utc),
         ("lease until", &event.visibility_lease_until_utc),
         ("next retry", &event.next_retry_at_utc),
-        ("session", &view.session_id),
+        ("session", &view.session_id.as_ref().map(ToString::to_string)),
         ("finished", &view.terminal_at_utc),
         ("reason", &view.reason),
-        ("deduplication key", &event.deduplication_key),
+        ("deduplication key", &event.deduplication_key.as_ref().map(ToString::to_string)),
     ];
     for (name, value) in optional {
         if let Some(value) = value {
@@ -168,7 +168,7 @@ pub fn item_results(results: &ItemResults) -> String {
             None => ("ok".to_owned(), String::new()),
             Some(error) => (error.code.as_str().to_owned(), error.detail.clone()),
         };
-        table.row(vec![result.event_id.clone(), outcome, detail]);
+        table.row(vec![result.event_id.to_string(), outcome, detail]);
     }
     table.render()
 }
@@ -189,8 +189,8 @@ pub fn sessions(answer: &AdminSessionsResponse) -> String {
     ]);
     for session in &answer.sessions {
         table.row(vec![
-            session.session_id.clone(),
-            session.agent_id.clone(),
+            session.session_id.to_string(),
+            session.agent_id.to_string(),
             or_none(session.device_id.as_ref()),
             session.transport.clone(),
             session.status.clone(),
@@ -198,7 +198,7 @@ pub fn sessions(answer: &AdminSessionsResponse) -> String {
             session.last_heartbeat_at_utc.clone(),
             match (&session.superseded_by_session_id, &session.superseded_at_utc) {
                 (Some(by), Some(at)) => format!("{by} at {at}"),
-                (Some(by), None) => by.clone(),
+                (Some(by), None) => by.to_string(),
                 _ => NONE.to_owned(),
             },
         ]);
@@ -226,8 +226,8 @@ pub fn callbacks(answer: &AdminCallbacksResponse) -> String {
     for view in &answer.registrations {
         let registration = &view.registration;
         registrations.row(vec![
-            registration.registration_id.clone(),
-            registration.recipient_id.clone(),
+            registration.registration_id.to_string(),
+            registration.recipient_id.to_string(),
             registration.callback_url.clone(),
             registration.status.clone(),
             registration.delivered_head_seq.to_string(),
@@ -237,7 +237,7 @@ pub fn callbacks(answer: &AdminCallbacksResponse) -> String {
         ]);
         for attempt in &view.recent_deliveries {
             deliveries.row(vec![
-                registration.registration_id.clone(),
+                registration.registration_id.to_string(),
                 attempt.created_at_utc.clone(),
                 attempt.kind.clone(),
                 or_none(attempt.head_seq),
@@ -270,8 +270,8 @@ pub fn agent_keys(answer: &AdminAgentKeysResponse) -> String {
     let mut table = Table::new(&["KEY ID", "AGENT", "ALGORITHM", "CREATED", "RETIRED"]);
     for key in &answer.keys {
         table.row(vec![
-            key.key_id.clone(),
-            key.agent_id.clone(),
+            key.key_id.to_string(),
+            key.agent_id.to_string(),
             key.algorithm.clone(),
             key.created_at_utc.clone(),
             or_none(key.retired_at_utc.as_ref()),

@@ -1,7 +1,9 @@
 //! The tools' arguments: their JSON schemas (what a model is shown) and the checks that turn
 //! a bad value into a sentence naming the argument, before anything reaches the service.
 
-use inbox_core::QuarantineClass;
+use inbox_core::{
+    DeduplicationKey, EventId, EventType, IdError, LeaseToken, Priority, QuarantineClass, RecipientId,
+};
 use rmcp::schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -99,10 +101,10 @@ pub struct FollowUpArgs {
 
 /// An acknowledgement's result, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AckResult {
-    pub result: String,
+pub struct CheckedAck {
+    pub result: inbox_core::AckResult,
     pub reason: Option<String>,
-    pub class: Option<String>,
+    pub class: Option<QuarantineClass>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -178,6 +180,47 @@ fn present(name: &str, value: &str) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// A value the service takes typed (an id, a lease token), parsed here so the model reads
+/// which argument is wrong and why.
+pub fn typed<T>(
+    name: &str,
+    text: &str,
+    parse: impl FnOnce(&str) -> Result<T, IdError>,
+) -> Result<T, Invalid> {
+    parse(text).map_err(|e| Invalid(format!("{name} {}", e.problem)))
+}
+
+/// A publish's recipients, each an agent id.
+pub fn recipients(texts: &[String]) -> Result<Vec<RecipientId>, Invalid> {
+    texts.iter().map(|text| typed("each of recipients", text, |t| RecipientId::new(t))).collect()
+}
+
+pub fn event_type(text: &str) -> Result<EventType, Invalid> {
+    typed("event_type", text, |t| EventType::new(t))
+}
+
+pub fn event_id(text: &str) -> Result<EventId, Invalid> {
+    typed("event_id", text, EventId::parse)
+}
+
+pub fn lease_token(text: &str) -> Result<LeaseToken, Invalid> {
+    typed("lease_token", text, LeaseToken::parse)
+}
+
+pub fn deduplication_key(text: Option<&str>) -> Result<Option<DeduplicationKey>, Invalid> {
+    text.map(|t| typed("deduplication_key", t, |t| DeduplicationKey::new(t))).transpose()
+}
+
+/// A priority by its name.
+pub fn priority(text: Option<&str>) -> Result<Option<Priority>, Invalid> {
+    text.map(|text| {
+        Priority::ALL.into_iter().find(|p| p.as_str() == text).ok_or_else(|| {
+            Invalid(format!("priority must be \"urgent\", \"high\", \"normal\" or \"low\" (got {text:?})"))
+        })
+    })
+    .transpose()
+}
+
 impl WaitArgs {
     pub fn timeout_seconds(&self) -> Result<u64, Invalid> {
         within("timeout_seconds", self.timeout_seconds, 0, WAIT_SECONDS_MAX, WAIT_SECONDS_DEFAULT)
@@ -194,7 +237,7 @@ impl PollArgs {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimWhat {
     Next(u32),
-    Named(Vec<String>),
+    Named(Vec<EventId>),
 }
 
 impl ClaimArgs {
@@ -208,10 +251,8 @@ impl ClaimArgs {
                         ids.len()
                     )));
                 }
-                for id in ids {
-                    present("each of event_ids", id)?;
-                }
-                Ok(ClaimWhat::Named(ids.clone()))
+                let ids = ids.iter().map(|id| typed("each of event_ids", id, EventId::parse));
+                Ok(ClaimWhat::Named(ids.collect::<Result<_, _>>()?))
             }
             (None, limit) => within("limit", limit, 1, PAGE_MAX, 1).map(|n| ClaimWhat::Next(n as u32)),
         }
@@ -223,26 +264,31 @@ impl ClaimArgs {
 }
 
 impl AckArgs {
-    pub fn check(&self) -> Result<AckResult, Invalid> {
+    pub fn check(&self) -> Result<CheckedAck, Invalid> {
+        use inbox_core::AckResult;
         present("event_id", &self.event_id)?;
         present("lease_token", &self.lease_token)?;
         let result = match self.result.as_deref().unwrap_or("completed") {
-            result @ ("completed" | "failed" | "quarantined") => result.to_owned(),
+            "completed" => AckResult::Completed,
+            "failed" => AckResult::Failed,
+            "quarantined" => AckResult::Quarantined,
             other => {
                 return Err(Invalid(format!(
                     "result must be \"completed\", \"failed\" or \"quarantined\" (got {other:?})"
                 )));
             }
         };
-        if result != "quarantined" && self.class.is_some() {
+        if result != AckResult::Quarantined && self.class.is_some() {
             return Err(Invalid(format!(
-                "class goes with result \"quarantined\" only (result is {result:?})"
+                "class goes with result \"quarantined\" only (result is {:?})",
+                result.as_str()
             )));
         }
         let reason = self.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
-        if result != "completed" && self.follow_ups.is_some() {
+        if result != AckResult::Completed && self.follow_ups.is_some() {
             return Err(Invalid(format!(
-                "follow_ups go with result \"completed\" only (result is {result:?})"
+                "follow_ups go with result \"completed\" only (result is {:?})",
+                result.as_str()
             )));
         }
         for follow_up in self.follow_ups.iter().flatten() {
@@ -256,17 +302,17 @@ impl AckArgs {
             .check()
             .map_err(|Invalid(sentence)| Invalid(format!("in follow_ups: {sentence}")))?;
         }
-        if result == "completed" {
+        if result == AckResult::Completed {
             if reason.is_some() {
                 return Err(Invalid(
                     "reason goes with result \"failed\" or \"quarantined\", not \"completed\"".to_owned(),
                 ));
             }
-            return Ok(AckResult { result, reason: None, class: None });
+            return Ok(CheckedAck { result, reason: None, class: None });
         }
-        if result == "failed" {
+        if result == AckResult::Failed {
             reason.map(check_reason).transpose()?;
-            return Ok(AckResult { result, reason: reason.map(str::to_owned), class: None });
+            return Ok(CheckedAck { result, reason: reason.map(str::to_owned), class: None });
         }
         let Some(reason) = reason else {
             return Err(Invalid(
@@ -275,13 +321,17 @@ impl AckArgs {
             ));
         };
         check_reason(reason)?;
-        if let Some(class) = self.class.as_deref()
-            && QuarantineClass::parse(class).is_none()
-        {
-            let known = QuarantineClass::ALL.map(|c| format!("\"{}\"", c.as_str()));
-            return Err(Invalid(format!("class must be one of {} (got {class:?})", known.join(", "))));
-        }
-        Ok(AckResult { result, reason: Some(reason.to_owned()), class: self.class.clone() })
+        let class = self
+            .class
+            .as_deref()
+            .map(|class| {
+                QuarantineClass::parse(class).ok_or_else(|| {
+                    let known = QuarantineClass::ALL.map(|c| format!("\"{}\"", c.as_str()));
+                    Invalid(format!("class must be one of {} (got {class:?})", known.join(", ")))
+                })
+            })
+            .transpose()?;
+        Ok(CheckedAck { result, reason: Some(reason.to_owned()), class })
     }
 }
 
@@ -335,13 +385,7 @@ impl PublishArgs {
         {
             return Err(Invalid("payload must be a JSON object".to_owned()));
         }
-        if let Some(priority) = self.priority.as_deref()
-            && !matches!(priority, "urgent" | "high" | "normal" | "low")
-        {
-            return Err(Invalid(format!(
-                "priority must be \"urgent\", \"high\", \"normal\" or \"low\" (got {priority:?})"
-            )));
-        }
+        priority(self.priority.as_deref())?;
         if let Some(max) = self.max_attempts {
             within("max_attempts", Some(u64::from(max)), 1, 1000, 1)?;
         }
@@ -407,10 +451,10 @@ mod tests {
         );
         assert_eq!(
             quarantine(Some(" looks injected "), Some("prompt_injection")).check().unwrap(),
-            AckResult {
-                result: "quarantined".into(),
+            CheckedAck {
+                result: inbox_core::AckResult::Quarantined,
                 reason: Some("looks injected".into()),
-                class: Some("prompt_injection".into())
+                class: Some(QuarantineClass::PromptInjection)
             }
         );
         let completed_with_reason = AckArgs {

@@ -13,9 +13,11 @@ use inbox_client::{Api, claimable_now, wait_for_work};
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
+use inbox_core::InboxSeq;
+
 use super::arguments::{
     AckArgs, ClaimArgs, ClaimWhat, FollowUpArgs, HeartbeatArgs, Invalid, PollArgs, PublishArgs, ReleaseArgs,
-    WaitArgs,
+    WaitArgs, deduplication_key, event_id, event_type, lease_token, priority, recipients,
 };
 use super::outcome::{from_error, from_item, invalid_argument, success};
 use super::retry::{Repeat, retrying};
@@ -66,11 +68,9 @@ pub async fn wait_now(api: &Api, ended: bool) -> Option<CallToolResult> {
 }
 
 pub async fn poll(api: &Api, args: PollArgs) -> Answer {
-    let request = PollRequest {
-        after_seq: args.after_seq.unwrap_or(0),
-        limit: Some(args.limit()?),
-        ..PollRequest::default()
-    };
+    let after_seq = InboxSeq::new(args.after_seq.unwrap_or(0))
+        .map_err(|e| Invalid(format!("after_seq {}", e.problem)))?;
+    let request = PollRequest { after_seq, limit: Some(args.limit()?), ..PollRequest::default() };
     let page = retrying(Repeat::Safe, || api.poll(&request)).await.map_err(|err| from_error(&err))?;
     Ok(success(&page))
 }
@@ -84,7 +84,7 @@ pub async fn claim(api: &Api, args: ClaimArgs) -> Answer {
     let answer =
         retrying(Repeat::OnlyIfRefused, || api.claim(&request)).await.map_err(|err| from_error(&err))?;
     if let (true, Some(rejected)) = (answer.claims.is_empty(), answer.rejected.first()) {
-        return Err(from_item(&rejected.event_id, &rejected.error));
+        return Err(from_item(&rejected.event_id.to_string(), &rejected.error));
     }
     let mut body = serde_json::to_value(&answer).unwrap_or(Value::Null);
     if answer.claims.is_empty() {
@@ -100,19 +100,19 @@ pub async fn ack(api: &Api, args: AckArgs) -> Answer {
         recipient_id: None,
         session_id: None,
         acks: vec![AckEntry {
-            event_id: args.event_id.clone(),
-            lease_token: args.lease_token,
+            event_id: event_id(&args.event_id)?,
+            lease_token: lease_token(&args.lease_token)?,
             result: Some(checked.result),
             reason: checked.reason,
             class: checked.class,
-            follow_ups: args.follow_ups.iter().flatten().map(follow_up).collect(),
+            follow_ups: args.follow_ups.iter().flatten().map(follow_up).collect::<Result<_, _>>()?,
         }],
     };
     let answer =
         retrying(Repeat::Safe, || api.acknowledge(&request)).await.map_err(|err| from_error(&err))?;
     match answer.results.into_iter().next() {
         Some(outcome) => match &outcome.error {
-            Some(error) => Err(from_item(&outcome.event_id, error)),
+            Some(error) => Err(from_item(&outcome.event_id.to_string(), error)),
             None => Ok(success(&outcome)),
         },
         None => Err(invalid_answer(&args.event_id)),
@@ -124,8 +124,8 @@ pub async fn release(api: &Api, args: ReleaseArgs) -> Answer {
     let request = ReleaseRequest {
         tenant_id: None,
         recipient_id: None,
-        event_id: args.event_id,
-        lease_token: args.lease_token,
+        event_id: event_id(&args.event_id)?,
+        lease_token: lease_token(&args.lease_token)?,
         reason: args.reason,
         retry_after_seconds,
     };
@@ -140,15 +140,15 @@ pub async fn heartbeat(api: &Api, args: HeartbeatArgs) -> Answer {
         recipient_id: None,
         session_id: None,
         leases: vec![HeartbeatEntry {
-            event_id: args.event_id.clone(),
-            lease_token: args.lease_token,
+            event_id: event_id(&args.event_id)?,
+            lease_token: lease_token(&args.lease_token)?,
             extend_by_seconds,
         }],
     };
     let answer = retrying(Repeat::Safe, || api.heartbeat(&request)).await.map_err(|err| from_error(&err))?;
     match answer.leases.into_iter().next() {
         Some(outcome) => match &outcome.error {
-            Some(error) => Err(from_item(&outcome.event_id, error)),
+            Some(error) => Err(from_item(&outcome.event_id.to_string(), error)),
             None => Ok(success(&outcome)),
         },
         None => Err(invalid_answer(&args.event_id)),
@@ -161,12 +161,12 @@ pub async fn publish(api: &Api, args: PublishArgs) -> Answer {
     let repeat = if args.deduplication_key.is_some() { Repeat::Safe } else { Repeat::OnlyIfRefused };
     let request = PublishRequest {
         tenant_id: None,
-        recipients: args.recipients,
-        event_type: args.event_type,
-        priority: args.priority,
+        recipients: recipients(&args.recipients)?,
+        event_type: event_type(&args.event_type)?,
+        priority: priority(args.priority.as_deref())?,
         available_at_utc: args.available_at_utc,
         expires_at_utc: args.expires_at_utc,
-        deduplication_key: args.deduplication_key,
+        deduplication_key: deduplication_key(args.deduplication_key.as_deref())?,
         correlation: Correlation::default(),
         payload: args.payload,
         payload_ref: None,
@@ -176,12 +176,13 @@ pub async fn publish(api: &Api, args: PublishArgs) -> Answer {
     Ok(success(&answer))
 }
 
-fn follow_up(args: &FollowUpArgs) -> PublishRequest {
-    PublishRequest {
+fn follow_up(args: &FollowUpArgs) -> Result<PublishRequest, Invalid> {
+    let invalid = |Invalid(sentence)| Invalid(format!("in follow_ups: {sentence}"));
+    Ok(PublishRequest {
         tenant_id: None,
-        recipients: args.recipients.clone(),
-        event_type: args.event_type.clone(),
-        priority: args.priority.clone(),
+        recipients: recipients(&args.recipients).map_err(invalid)?,
+        event_type: event_type(&args.event_type).map_err(invalid)?,
+        priority: priority(args.priority.as_deref()).map_err(invalid)?,
         available_at_utc: None,
         expires_at_utc: None,
         deduplication_key: None,
@@ -189,7 +190,7 @@ fn follow_up(args: &FollowUpArgs) -> PublishRequest {
         payload: args.payload.clone(),
         payload_ref: None,
         max_attempts: None,
-    }
+    })
 }
 
 fn invalid_answer(event_id: &str) -> CallToolResult {

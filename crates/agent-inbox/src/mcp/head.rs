@@ -10,6 +10,7 @@ use inbox_api::{PollRequest, ProblemCode};
 use inbox_client::schedule::Backoff;
 use inbox_client::sse::SseParser;
 use inbox_client::{Api, ClientError};
+use inbox_core::InboxSeq;
 use tokio::sync::{Mutex, broadcast};
 use tokio::task::JoinHandle;
 
@@ -163,8 +164,12 @@ async fn long_poll(
     last_seen: &mut Option<u64>,
     head: u64,
 ) -> Result<(), ClientError> {
-    let request =
-        PollRequest { after_seq: head, limit: Some(1), wait_seconds: Some(25), ..PollRequest::default() };
+    let request = PollRequest {
+        after_seq: InboxSeq(head),
+        limit: Some(1),
+        wait_seconds: Some(25),
+        ..PollRequest::default()
+    };
     let page = api.poll(&request).await?;
     note(updates, last_seen, page.head_seq);
     Ok(())

@@ -249,7 +249,7 @@ async fn a_cursor_reset_calls_resync_then_continues_after_the_services_resume_po
         move |event: Event| {
             let handled = handled.clone();
             async move {
-                handled.lock().unwrap().push(event.event_id().to_owned());
+                handled.lock().unwrap().push(event.event_id().to_string());
                 Ok(())
             }
         }
@@ -267,7 +267,7 @@ async fn a_cursor_reset_calls_resync_then_continues_after_the_services_resume_po
     assert_eq!(snapshots[0].head_seq, 3);
     assert_eq!(snapshots[0].resume_after_seq, 3);
     assert_eq!(snapshots[0].open_events.len(), 1);
-    assert_eq!(snapshots[0].open_events[0].event_id, ids[2]);
+    assert_eq!(snapshots[0].open_events[0].event_id.to_string(), ids[2]);
     assert_eq!(handled.lock().unwrap().clone(), vec![ids[2].clone()]);
     assert!(
         state.cursor(&format!("{TENANT}/{AGENT}")).await.unwrap() >= 3,
@@ -289,7 +289,7 @@ async fn a_polling_only_agent_gets_every_event() {
         move |event: Event| {
             let handled = handled.clone();
             async move {
-                handled.lock().unwrap().push(event.event_id().to_owned());
+                handled.lock().unwrap().push(event.event_id().to_string());
                 Ok(())
             }
         }
@@ -390,7 +390,7 @@ async fn hints_do_not_cut_the_outage_backoff_short_while_requests_fail() {
         move |event: Event| {
             let handled = handled.clone();
             async move {
-                handled.lock().unwrap().push(event.event_id().to_owned());
+                handled.lock().unwrap().push(event.event_id().to_string());
                 Ok(())
             }
         }
@@ -478,7 +478,7 @@ async fn the_resync_callback_gets_every_open_event_across_pages() {
         move |event: Event| {
             let handled = handled.clone();
             async move {
-                handled.lock().unwrap().push(event.event_id().to_owned());
+                handled.lock().unwrap().push(event.event_id().to_string());
                 Ok(())
             }
         }
@@ -495,7 +495,7 @@ async fn the_resync_callback_gets_every_open_event_across_pages() {
     let snapshots = snapshots.lock().unwrap().clone();
     assert_eq!(snapshots.len(), 1, "resync called once, with every page");
     let snapshot = &snapshots[0];
-    let seen: Vec<String> = snapshot.open_events.iter().map(|e| e.event_id.clone()).collect();
+    let seen: Vec<String> = snapshot.open_events.iter().map(|e| e.event_id.to_string()).collect();
     assert_eq!(seen, open, "every open event, in order");
     assert_eq!((snapshot.resume_after_seq, snapshot.more_available), (9, false));
     let metrics =

@@ -45,7 +45,7 @@ async fn signed_api(base: &str, token: &str) -> Api {
     let api = Api::new(base, Credentials::access_token(Secret::new(token))).unwrap();
     let key = RequestSigningKey::generate_ed25519().unwrap();
     let registered = api.register_signing_key(&key).await.unwrap();
-    assert_eq!(registered.key_id, key.key_id());
+    assert_eq!(registered.key_id.as_str(), key.key_id());
     assert_eq!(registered.public_key, key.public_key());
     api.with_signing_key(key)
 }
@@ -72,7 +72,7 @@ type Handled = Arc<Mutex<HashMap<String, u32>>>;
 
 fn counted(handled: &Handled, event: &Event) -> u32 {
     let mut handled = handled.lock().unwrap();
-    let runs = handled.entry(event.event_id().to_owned()).or_default();
+    let runs = handled.entry(event.event_id().to_string()).or_default();
     *runs += 1;
     *runs
 }

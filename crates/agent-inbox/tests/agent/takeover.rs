@@ -52,7 +52,7 @@ fn start(
             let handled = handled.clone();
             async move {
                 tokio::time::sleep(Duration::from_millis(100)).await; // the work itself
-                handled.lock().unwrap().push((name, event.event_id().to_owned()));
+                handled.lock().unwrap().push((name, event.event_id().to_string()));
                 Ok(())
             }
         }

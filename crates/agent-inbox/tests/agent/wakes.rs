@@ -111,7 +111,7 @@ fn finishing_after_a_scan(
 ) -> impl Handler {
     let (runs, watch, first_of) = (runs.clone(), watch.clone(), first_of.to_owned());
     move |event: Event| {
-        let id = event.event_id().to_owned();
+        let id = event.event_id().to_string();
         let n_runs = {
             let mut runs = runs.lock().unwrap();
             runs.push((id.clone(), Instant::now()));
@@ -199,7 +199,7 @@ async fn a_service_that_comes_back_is_found_within_three_seconds() {
     let recording = {
         let runs = runs.clone();
         move |event: Event| {
-            runs.lock().unwrap().push((event.event_id().to_owned(), Instant::now()));
+            runs.lock().unwrap().push((event.event_id().to_string(), Instant::now()));
             async { Ok(()) }
         }
     };

@@ -1,17 +1,14 @@
 //! The OpenAPI document, generated from the handlers' annotations and the wire types. A copy
 //! is checked in at `openapi.json` in the repository root; a test fails when the two differ.
 
-use inbox_core::{
-    DeduplicationKey, EventType, InboxSeq, KeyId, QuarantineClass, RecipientId, RegistrationId, RoomId,
-    SessionId, TenantId,
-};
+use std::collections::BTreeMap;
+
+use inbox_core::{EventId, EventState, InboxSeq, KeyId, RecipientId, RegistrationId, RoomId, SessionId};
 use inbox_rooms::ROOM_NAME_BYTES_MAX;
-use inbox_store::{
-    DELIVERY_ATTEMPTS_MAX, EventState, REASON_BYTES_MAX, RETRY_AFTER_MS_MAX, SESSIONS_LIST_MAX,
-};
+use inbox_store::{DELIVERY_ATTEMPTS_MAX, REASON_BYTES_MAX, RETRY_AFTER_MS_MAX, SESSIONS_LIST_MAX};
 use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi};
+use utoipa::{Modify, OpenApi, PartialSchema};
 
 use crate::http::routes::{
     admin, admin_events, admin_views, agent_keys, agents, auth, callbacks, events, inbox, rooms, sessions,
@@ -46,6 +43,8 @@ use crate::ops::signatures::agent_keys::RETIRE_AFTER_SECONDS_MAX;
         callbacks::register, callbacks::list, callbacks::read, callbacks::remove, callbacks::verify,
         callbacks::rotate, callbacks::deliveries, callbacks::register_for_agent,
     ),
+    // Query parameters' types are not collected with the bodies'.
+    components(schemas(inbox_api::EventsOrder)),
     modifiers(&BearerAuth),
     security(("bearer" = []))
 )]
@@ -76,6 +75,7 @@ pub fn document() -> String {
 pub fn document_for(config: &crate::Config) -> String {
     let generated = ApiDoc::openapi().to_json().expect("the OpenAPI document serializes");
     let mut document: Value = serde_json::from_str(&generated).expect("the generated document is JSON");
+    inline_scalars(&mut document);
     add_error_answers(&mut document);
     add_constraints(&mut document, config);
     let mut json = serde_json::to_string_pretty(&document).expect("the OpenAPI document serializes");
@@ -83,10 +83,64 @@ pub fn document_for(config: &crate::Config) -> String {
     json
 }
 
-const WORD: &str = "^[A-Za-z0-9_.:-]+$";
-const RECIPIENT: &str = "^[A-Za-z0-9_.:@-]+$";
-const UUID: &str = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
-const LEASE_TOKEN: &str = "^lease_[0-9a-f]{32}$";
+/// The JSON Schema a type states for itself (an id's length and pattern, a sequence's range).
+fn schema_of<T: PartialSchema>() -> Value {
+    serde_json::to_value(T::schema()).expect("a schema serializes")
+}
+
+/// Ids, sequences and closed sets (`TenantId`, `InboxSeq`, `Priority`, ...) each have a schema
+/// of their own, which utoipa refers to. The document states each where it is used instead:
+/// a plain string or integer with the type's bounds, pattern or enum (and `null` beside it
+/// when the field is optional), so a field's rules are read where the field is, as they were
+/// when they were written here by hand.
+fn inline_scalars(document: &mut Value) {
+    let Some(schemas) = document["components"]["schemas"].as_object_mut() else { return };
+    let scalars: BTreeMap<String, Value> = schemas
+        .iter()
+        .filter(|(_, schema)| matches!(schema["type"].as_str(), Some("string" | "integer")))
+        .map(|(name, schema)| {
+            let mut schema = schema.clone();
+            // The field's own description says what it is for.
+            schema.as_object_mut().map(|s| s.remove("description"));
+            (format!("#/components/schemas/{name}"), schema)
+        })
+        .collect();
+    schemas.retain(|name, _| !scalars.contains_key(&format!("#/components/schemas/{name}")));
+    inline(document, &scalars);
+}
+
+fn inline(value: &mut Value, scalars: &BTreeMap<String, Value>) {
+    let merge = |members: &mut serde_json::Map<String, Value>, schema: &Value| {
+        for (key, value) in schema.as_object().into_iter().flatten() {
+            members.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    };
+    match value {
+        Value::Array(items) => items.iter_mut().for_each(|item| inline(item, scalars)),
+        Value::Object(members) => {
+            members.values_mut().for_each(|member| inline(member, scalars));
+            if let Some(schema) = members.get("$ref").and_then(Value::as_str).and_then(|r| scalars.get(r)) {
+                members.remove("$ref");
+                merge(members, schema);
+            }
+            // An optional one: `{"oneOf": [{"type": "null"}, <scalar>]}`.
+            let optional = members.get("oneOf").and_then(Value::as_array).is_some_and(|parts| {
+                parts.len() == 2
+                    && parts[0] == json!({"type": "null"})
+                    && matches!(parts[1]["type"].as_str(), Some("string" | "integer"))
+            });
+            if optional && let Some(Value::Array(mut parts)) = members.remove("oneOf") {
+                let mut scalar = parts.remove(1);
+                scalar["type"] = json!([scalar["type"].take(), "null"]);
+                if let Some(values) = scalar.get_mut("enum").and_then(Value::as_array_mut) {
+                    values.push(Value::Null);
+                }
+                merge(members, &scalar);
+            }
+        }
+        _ => {}
+    }
+}
 
 /// The bounds the server enforces, written into the schemas: ranges, lengths, patterns, enums
 /// and formats, so generated clients and contract tools know what is refused before sending it.
@@ -108,112 +162,52 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
     // UTF-8, which JSON Schema cannot state: `maxLength` is the same number, in characters
     // (exact for ASCII).
     let text = |max: usize| json!({"pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$", "maxLength": max});
-    let word = |max: usize| json!({"pattern": WORD, "minLength": 1, "maxLength": max});
-    let recipient = json!({"pattern": RECIPIENT, "minLength": 1, "maxLength": RecipientId::BYTES_MAX});
-    let event_id = json!({"format": "uuid", "pattern": UUID});
-    let lease_token = json!({"pattern": LEASE_TOKEN});
     let limit = json!({"minimum": 1, "maximum": batch_max});
-    let seq = json!({"maximum": InboxSeq::MAX.0});
-    let priority = json!({"enum": ["urgent", "high", "normal", "low", null]});
-    let ack_result = json!({"enum": ["completed", "failed", "quarantined", null]});
     // A reason an agent or operator gives: one line of 1 to `REASON_BYTES_MAX` bytes.
     let reason = json!({
         "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", "minLength": 1, "maxLength": REASON_BYTES_MAX
     });
-    let deduplication_key =
-        json!({"pattern": "^[!-~]+$", "minLength": 1, "maxLength": DeduplicationKey::BYTES_MAX});
-    let mut classes: Vec<Value> = QuarantineClass::ALL.iter().map(|c| json!(c.as_str())).collect();
-    classes.push(Value::Null);
-    let optional_class = json!({"enum": classes});
+    // Ids, sequences and closed sets state their own bounds (see `inline_scalars`); these are
+    // the bounds of plain numbers, lists and free text, which are settings or constants of the
+    // checks that use them.
     let table: Vec<(&str, &str, Value)> = vec![
-        ("PollRequest", "tenant_id", word(TenantId::BYTES_MAX)),
-        ("PollRequest", "recipient_id", recipient.clone()),
-        ("PollRequest", "after_seq", seq.clone()),
         ("PollRequest", "limit", limit.clone()),
         ("PollRequest", "wait_seconds", json!({"maximum": wait_max})),
-        ("ClaimRequest", "tenant_id", word(TenantId::BYTES_MAX)),
-        ("ClaimRequest", "recipient_id", recipient.clone()),
-        ("ClaimRequest", "session_id", word(SessionId::BYTES_MAX)),
         ("ClaimRequest", "event_ids", json!({"minItems": 1, "maxItems": batch_max})),
-        ("ClaimRequest", "event_ids/items", event_id.clone()),
         ("ClaimRequest", "limit", limit.clone()),
         ("ClaimRequest", "lease_seconds", json!({"minimum": 1, "maximum": lease_max})),
-        ("AcknowledgeRequest", "tenant_id", word(TenantId::BYTES_MAX)),
-        ("AcknowledgeRequest", "recipient_id", recipient.clone()),
-        ("AcknowledgeRequest", "session_id", word(SessionId::BYTES_MAX)),
         ("AcknowledgeRequest", "acks", json!({"minItems": 1, "maxItems": batch_max})),
-        ("AckEntry", "event_id", event_id.clone()),
-        ("AckEntry", "lease_token", lease_token.clone()),
-        ("AckEntry", "result", ack_result.clone()),
         ("AckEntry", "reason", reason.clone()),
-        ("AckEntry", "class", optional_class.clone()),
-        ("AckOneRequest", "lease_token", lease_token.clone()),
-        ("AckOneRequest", "result", ack_result),
         ("AckOneRequest", "reason", reason.clone()),
-        ("AckOneRequest", "class", optional_class.clone()),
-        ("ReleaseRequest", "tenant_id", word(TenantId::BYTES_MAX)),
-        ("ReleaseRequest", "recipient_id", recipient.clone()),
-        ("ReleaseRequest", "event_id", event_id.clone()),
-        ("ReleaseRequest", "lease_token", lease_token.clone()),
         ("ReleaseRequest", "retry_after_seconds", json!({"maximum": retry_after_seconds_max})),
         ("ReleaseRequest", "reason", text(REASON_BYTES_MAX)),
         ("ReleaseOneRequest", "reason", text(REASON_BYTES_MAX)),
-        ("ReleaseOneRequest", "lease_token", lease_token.clone()),
         ("ReleaseOneRequest", "retry_after_seconds", json!({"maximum": retry_after_seconds_max})),
-        ("HeartbeatRequest", "tenant_id", word(TenantId::BYTES_MAX)),
-        ("HeartbeatRequest", "recipient_id", recipient.clone()),
-        ("HeartbeatRequest", "session_id", word(SessionId::BYTES_MAX)),
         ("HeartbeatRequest", "leases", json!({"minItems": 1, "maxItems": batch_max})),
-        ("HeartbeatEntry", "event_id", event_id.clone()),
-        ("HeartbeatEntry", "lease_token", lease_token.clone()),
         ("HeartbeatEntry", "extend_by_seconds", json!({"minimum": 1, "maximum": lease_max})),
-        ("PublishRequest", "tenant_id", word(TenantId::BYTES_MAX)),
         ("PublishRequest", "recipients", json!({"minItems": 1, "maxItems": fanout_max})),
-        ("PublishRequest", "recipients/items", recipient.clone()),
-        ("ParkedEventsRequest", "recipient_id", recipient.clone()),
         (
             "ParkedEventsRequest",
             "event_ids",
             json!({"minItems": 1, "maxItems": batch_max, "uniqueItems": true}),
         ),
-        ("ParkedEventsRequest", "event_ids/items", event_id.clone()),
-        ("QuarantineRequest", "recipient_id", recipient.clone()),
         (
             "QuarantineRequest",
             "event_ids",
             json!({"minItems": 1, "maxItems": batch_max, "uniqueItems": true}),
         ),
-        ("QuarantineRequest", "event_ids/items", event_id.clone()),
         ("QuarantineRequest", "reason", reason),
-        ("QuarantineRequest", "class", optional_class),
-        ("CreateRoomRequest", "room_id", word(RoomId::BYTES_MAX)),
         ("CreateRoomRequest", "members", json!({"maxItems": fanout_max})),
-        ("CreateRoomRequest", "members/items", recipient.clone()),
         ("RoomMembersRequest", "members", json!({"minItems": 1, "maxItems": fanout_max})),
-        ("RoomMembersRequest", "members/items", recipient.clone()),
-        ("PostMessageRequest", "deduplication_key", deduplication_key.clone()),
-        ("PublishRequest", "event_type", word(EventType::BYTES_MAX)),
-        ("PublishRequest", "priority", priority.clone()),
         ("PublishRequest", "available_at_utc", json!({"format": "date-time"})),
         ("PublishRequest", "expires_at_utc", json!({"format": "date-time"})),
-        ("PublishRequest", "deduplication_key", deduplication_key),
         ("PublishRequest", "max_attempts", json!({"minimum": 1, "maximum": DELIVERY_ATTEMPTS_MAX})),
-        ("PostMessageRequest", "priority", priority),
-        ("SubscribeRequest", "tenant_id", word(TenantId::BYTES_MAX)),
         ("SubscribeRequest", "device_id", {
             let mut device = text(inbox_store::DEVICE_ID_BYTES_MAX);
             device["minLength"] = json!(1);
             device
         }),
-        ("SubscribeRequest", "last_seen_seq", seq.clone()),
-        ("SessionHeartbeatRequest", "last_seen_seq", seq),
-        ("StreamTicketRequest", "session_id", word(SessionId::BYTES_MAX)),
-        ("AgentKeyRequest", "algorithm", json!({"enum": ["ed25519", "hmac-sha256"]})),
-        ("SubscribeRequest", "supported_transports/items", json!({"enum": crate::ops::sessions::OFFERED})),
         ("CallbackRegistrationRequest", "callback_url", json!({"format": "uri", "pattern": "^https://"})),
-        ("CallbackRegistrationRequest", "tenant_id", word(TenantId::BYTES_MAX)),
-        ("CallbackRegistrationRequest", "recipient_id", recipient.clone()),
-        ("CallbackRegistrationRequest", "secret_id", word(KeyId::BYTES_MAX)),
         (
             "CallbackRegistrationRequest",
             "max_rate_per_minute",
@@ -224,12 +218,9 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
             "replay_window_seconds",
             json!({"minimum": REPLAY_WINDOW_SECONDS_RANGE.start(), "maximum": REPLAY_WINDOW_SECONDS_RANGE.end()}),
         ),
-        ("RotateCallbackSecretRequest", "secret_id", word(KeyId::BYTES_MAX)),
         ("RotateCallbackSecretRequest", "overlap_seconds", json!({"maximum": ROTATION_OVERLAP_SECONDS_MAX})),
         ("StreamTicketRequest", "ttl_seconds", json!({"minimum": 1, "maximum": ticket_ttl_max})),
-        ("StreamCookieRequest", "session_id", word(SessionId::BYTES_MAX)),
         ("StreamCookieRequest", "ttl_seconds", json!({"minimum": 1, "maximum": cookie_ttl_max})),
-        ("AgentKeyRequest", "key_id", word(KeyId::BYTES_MAX)),
         (
             "CreateRoomRequest",
             "name",
@@ -275,20 +266,21 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
         "required": ["event_ids", "limit"],
         "properties": {"event_ids": {"type": "array"}, "limit": {"type": "integer"}}
     });
-    // Path and query parameters, by name wherever they appear.
+    // Path and query parameters, by name wherever they appear: the routes read them as text
+    // and the use cases check them, as the types named here do.
     let parameter_constraints: Vec<(&str, Value)> = vec![
         ("limit", limit),
-        ("agent_id", recipient.clone()),
-        ("recipient_id", recipient),
-        ("room_id", word(RoomId::BYTES_MAX)),
-        ("session_id", word(SessionId::BYTES_MAX)),
-        ("event_id", event_id),
+        ("agent_id", schema_of::<RecipientId>()),
+        ("recipient_id", schema_of::<RecipientId>()),
+        ("room_id", schema_of::<RoomId>()),
+        ("session_id", schema_of::<SessionId>()),
+        ("event_id", schema_of::<EventId>()),
         ("after_seconds", json!({"maximum": RETIRE_AFTER_SECONDS_MAX})),
-        ("after_seq", json!({"maximum": InboxSeq::MAX.0})),
-        ("state", json!({"enum": ["dead_letter", "quarantined"]})),
+        ("after_seq", schema_of::<InboxSeq>()),
+        ("state", json!({"enum": [EventState::DeadLetter.as_str(), EventState::Quarantined.as_str()]})),
         ("minutes", json!({"minimum": 1, "maximum": ACTIVITY_MINUTES_MAX})),
-        ("registration_id", word(RegistrationId::BYTES_MAX)),
-        ("key_id", word(KeyId::BYTES_MAX)),
+        ("registration_id", schema_of::<RegistrationId>()),
+        ("key_id", schema_of::<KeyId>()),
     ];
     // A name that means something else on one path: an inbox's events filter by every state,
     // sessions list up to the store's own bound.
@@ -398,6 +390,8 @@ mod tests {
     use std::path::PathBuf;
     use std::time::Duration;
 
+    use inbox_core::{DeduplicationKey, EventType, TenantId};
+
     use super::*;
 
     /// The checked-in copy must match the code. Regenerate it with
@@ -463,7 +457,7 @@ mod tests {
         let reason = json!(REASON_BYTES_MAX);
         assert_eq!(
             schemas["SubscribeRequest"]["properties"]["supported_transports"]["items"]["enum"],
-            json!(crate::ops::sessions::OFFERED),
+            json!(inbox_api::Transport::ALL.map(inbox_api::Transport::as_str)),
             "the transports a subscribe may name are the ones the server offers"
         );
         let bounds: Vec<(&str, &str, &str, Value)> = vec![

@@ -11,9 +11,7 @@ use inbox_api::{
     AdminEventDetail, AdminEventsResponse, HistoryEntryView, InboxStatsResponse, InboxStatsView, ItemResult,
     ItemResults, ParkedEventsRequest, ParkedEventsResponse, ProblemCode, QuarantineRequest, Scope,
 };
-use inbox_core::{
-    AckState, EventId, InboxSeq, QuarantineClass, Recipient, RecipientId, RecipientKey, UnixMillis,
-};
+use inbox_core::{AckState, EventId, InboxSeq, Recipient, RecipientId, RecipientKey, UnixMillis};
 use inbox_store::{
     Actor, EventRecord, EventState, EventsQuery, HistoryEntry, ItemOutcome, ParkedQuery,
     QuarantineRequest as Quarantine,
@@ -92,27 +90,25 @@ pub async fn list_parked(
     Ok(ParkedEventsResponse { events: events.iter().map(|e| admin_event(e, now)).collect() })
 }
 
-/// The inbox and the event ids a batch request names, each id checked with its field name.
-fn parse_batch(
+/// The inbox a batch request names; refused when it names an event twice.
+fn batch_inbox(
     caller: &Caller,
-    recipient_id: &str,
-    event_ids: &[String],
-) -> Result<(RecipientKey, Vec<EventId>), ApiError> {
-    let inbox = inbox_of(caller, "recipient_id", recipient_id)?;
-    let mut ids: Vec<EventId> = Vec::with_capacity(event_ids.len());
-    for (i, text) in event_ids.iter().enumerate() {
-        let field = format!("event_ids[{i}]");
-        let id = convert::event_id(&field, text)?;
+    recipient_id: &RecipientId,
+    event_ids: &[EventId],
+) -> Result<RecipientKey, ApiError> {
+    for (i, id) in event_ids.iter().enumerate() {
         // One outcome per event named: a second mention would have none of its own.
-        if ids.contains(&id) {
+        if event_ids[..i].contains(id) {
             return Err(ApiError::invalid_field(
-                &field,
+                &format!("event_ids[{i}]"),
                 format!("names event {id} again; name each event once"),
             ));
         }
-        ids.push(id);
     }
-    Ok((inbox, ids))
+    Ok(RecipientKey {
+        tenant_id: caller.tenant_id.clone(),
+        recipient: Recipient::agent(recipient_id.clone()),
+    })
 }
 
 fn results<T>(outcomes: &[ItemOutcome<T>], ids: &[EventId]) -> ItemResults {
@@ -121,7 +117,7 @@ fn results<T>(outcomes: &[ItemOutcome<T>], ids: &[EventId]) -> ItemResults {
             .iter()
             .zip(ids)
             .map(|(outcome, id)| ItemResult {
-                event_id: id.to_string(),
+                event_id: *id,
                 ok: outcome.is_ok(),
                 error: outcome.as_ref().err().map(item_error),
             })
@@ -142,14 +138,15 @@ pub async fn requeue(
     request: &ParkedEventsRequest,
 ) -> Result<ItemResults, ApiError> {
     require_admin(caller)?;
-    let (inbox, ids) = parse_batch(caller, &request.recipient_id, &request.event_ids)?;
+    let ids = &request.event_ids;
+    let inbox = batch_inbox(caller, &request.recipient_id, ids)?;
     let before = state.store.now();
-    let outcomes = state.store.inbox().requeue(&inbox, &ids, &operator(caller)?).await?;
+    let outcomes = state.store.inbox().requeue(&inbox, ids, &operator(caller)?).await?;
     state.metrics.requeued_total().add([], changed_since(&outcomes, before));
     // The streams of every node, this one included, hear of it from the `inbox.nudged` signal
     // the store committed with the change: one nudge per change, within a notifier pass.
     state.hints.touched(&caller.tenant_id);
-    Ok(results(&outcomes, &ids))
+    Ok(results(&outcomes, ids))
 }
 
 /// Deletes parked events for good.
@@ -159,10 +156,11 @@ pub async fn purge(
     request: &ParkedEventsRequest,
 ) -> Result<ItemResults, ApiError> {
     require_admin(caller)?;
-    let (inbox, ids) = parse_batch(caller, &request.recipient_id, &request.event_ids)?;
-    let outcomes = state.store.inbox().purge(&inbox, &ids).await?;
+    let ids = &request.event_ids;
+    let inbox = batch_inbox(caller, &request.recipient_id, ids)?;
+    let outcomes = state.store.inbox().purge(&inbox, ids).await?;
     state.hints.touched(&caller.tenant_id);
-    Ok(results(&outcomes, &ids))
+    Ok(results(&outcomes, ids))
 }
 
 /// Sets available or claimed events aside for a person; repeats are accepted unchanged.
@@ -172,16 +170,17 @@ pub async fn quarantine(
     request: &QuarantineRequest,
 ) -> Result<ItemResults, ApiError> {
     require_admin(caller)?;
-    let (inbox, ids) = parse_batch(caller, &request.recipient_id, &request.event_ids)?;
+    let ids = &request.event_ids;
+    let inbox = batch_inbox(caller, &request.recipient_id, ids)?;
     let reason = convert::reason("reason", &request.reason)?;
-    let class = convert::quarantine_class("class", request.class.as_deref())?;
+    let class = request.class;
     let quarantine = Quarantine { reason, class, actor: operator(caller)? };
     let before = state.store.now();
-    let outcomes = state.store.inbox().quarantine(&inbox, &ids, &quarantine).await?;
+    let outcomes = state.store.inbox().quarantine(&inbox, ids, &quarantine).await?;
     state.hints.touched(&caller.tenant_id);
     let labels = ["operator".to_owned(), class.unwrap_or_default().as_str().to_owned()];
     state.metrics.quarantined_total().add(labels, changed_since(&outcomes, before));
-    Ok(results(&outcomes, &ids))
+    Ok(results(&outcomes, ids))
 }
 
 /// Lets quarantined events be delivered again; an already released one is accepted unchanged.
@@ -191,13 +190,14 @@ pub async fn release_quarantined(
     request: &ParkedEventsRequest,
 ) -> Result<ItemResults, ApiError> {
     require_admin(caller)?;
-    let (inbox, ids) = parse_batch(caller, &request.recipient_id, &request.event_ids)?;
+    let ids = &request.event_ids;
+    let inbox = batch_inbox(caller, &request.recipient_id, ids)?;
     let before = state.store.now();
-    let outcomes = state.store.inbox().release_quarantined(&inbox, &ids, &operator(caller)?).await?;
+    let outcomes = state.store.inbox().release_quarantined(&inbox, ids, &operator(caller)?).await?;
     state.metrics.quarantine_releases_total().add([], changed_since(&outcomes, before));
     // Agents are nudged as after a requeue.
     state.hints.touched(&caller.tenant_id);
-    Ok(results(&outcomes, &ids))
+    Ok(results(&outcomes, ids))
 }
 
 /// Which events of an inbox to list.
@@ -280,10 +280,10 @@ fn history_entry(entry: &HistoryEntry) -> HistoryEntryView {
         action: entry.action.as_str().to_owned(),
         state: entry.state.as_str().to_owned(),
         attempt: entry.attempt,
-        session_id: entry.session_id.as_ref().map(ToString::to_string),
+        session_id: entry.session_id.clone(),
         actor: entry.actor.clone(),
         reason: entry.reason.clone(),
-        class: entry.class.map(|c: QuarantineClass| c.as_str().to_owned()),
+        class: entry.class.map(|c| c.as_str().to_owned()),
     }
 }
 
@@ -302,8 +302,8 @@ pub async fn inboxes(
         inboxes: stats
             .into_iter()
             .map(|s| InboxStatsView {
-                recipient_kind: s.recipient.kind.to_string(),
-                recipient_id: s.recipient.id.to_string(),
+                recipient_kind: s.recipient.kind.clone(),
+                recipient_id: s.recipient.id.clone(),
                 head_seq: s.head_seq.get(),
                 depth: s.depth,
                 claimed: s.claimed,

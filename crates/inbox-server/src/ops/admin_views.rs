@@ -46,8 +46,8 @@ pub async fn sessions(
 
 fn session_view(s: &SessionView) -> AdminSessionView {
     AdminSessionView {
-        session_id: s.session_id.to_string(),
-        agent_id: s.agent_id.to_string(),
+        session_id: s.session_id.clone(),
+        agent_id: s.agent_id.clone(),
         device_id: s.device_id.clone(),
         transport: s.transport.clone(),
         status: s.status.clone(),
@@ -55,7 +55,7 @@ fn session_view(s: &SessionView) -> AdminSessionView {
         last_heartbeat_at_utc: format_utc(s.last_heartbeat_at.get()),
         last_seen_seq: s.last_seen_seq.get(),
         auth_subject: s.auth_subject.clone(),
-        superseded_by_session_id: s.superseded_by.as_ref().map(ToString::to_string),
+        superseded_by_session_id: s.superseded_by.clone(),
         superseded_at_utc: s.superseded_at.map(|t| format_utc(t.get())),
     }
 }
@@ -90,8 +90,8 @@ pub async fn agent_keys(state: &AppState, caller: &Caller) -> Result<AdminAgentK
         keys: keys
             .iter()
             .map(|k| AdminAgentKeyView {
-                key_id: k.key_id.to_string(),
-                agent_id: k.agent_id.to_string(),
+                key_id: k.key_id.clone(),
+                agent_id: k.agent_id.clone(),
                 algorithm: k.algorithm.name().to_owned(),
                 created_at_utc: format_utc(k.created_at.get()),
                 retired_at_utc: k.retired_at.map(|t| format_utc(t.get())),

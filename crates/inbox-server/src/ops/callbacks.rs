@@ -450,8 +450,8 @@ async fn deliver(state: &AppState, due: DueDelivery) {
     let approximate_unacked = state.store.inbox().unacked_estimate(&inbox).await.ok();
     let signal = StreamSignal {
         signal_type: "inbox.updated".to_owned(),
-        tenant_id: registration.tenant_id.to_string(),
-        recipient_id: registration.recipient_id.to_string(),
+        tenant_id: registration.tenant_id.clone(),
+        recipient_id: registration.recipient_id.clone(),
         head_seq: due.head_seq.get(),
         approximate_unacked,
         sent_at_utc: format_utc(now.get()),

@@ -90,7 +90,7 @@ pub async fn hand_off(state: &AppState, caller: &Caller, hand_off: HandOff) -> R
                 record_published(state, &caller.tenant_id, published);
             }
             AckOutcome {
-                event_id: receipt.ack.event_id.to_string(),
+                event_id: receipt.ack.event_id,
                 ack_state: Some(receipt.ack.state.as_str().to_owned()),
                 error: None,
                 follow_ups: receipt
@@ -103,7 +103,7 @@ pub async fn hand_off(state: &AppState, caller: &Caller, hand_off: HandOff) -> R
             }
         }
         Err(refusal) => AckOutcome {
-            event_id: refusal.event_id.to_string(),
+            event_id: refusal.event_id,
             ack_state: None,
             error: Some(item_error(&refusal)),
             follow_ups: Vec::new(),

@@ -17,7 +17,8 @@ use inbox_api::{
     ReleaseResponse, ResyncResponse, Scope,
 };
 use inbox_core::{
-    AckResult, AckState, EventId, InboxSeq, QuarantineClass, RecipientKey, RefusalReason, SessionId, TenantId,
+    AckResult, AckState, EventId, InboxSeq, QuarantineClass, RecipientId, RecipientKey, RefusalReason,
+    SessionId, TenantId,
 };
 use inbox_store::{
     AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Heartbeat, HeartbeatItem,
@@ -44,12 +45,11 @@ const LONG_POLL_RECHECK: Duration = Duration::from_secs(5);
 /// Events after the cursor, in sequence order; with `wait_seconds`, a long poll.
 pub async fn poll(state: &AppState, caller: &Caller, request: PollRequest) -> Result<PollResponse, ApiError> {
     caller.require(Scope::InboxPoll)?;
-    caller.check_tenant(request.tenant_id.as_deref())?;
-    caller.check_agent(request.recipient_id.as_deref())?;
+    caller.check_tenant(request.tenant_id.as_ref())?;
+    caller.check_agent(request.recipient_id.as_ref().map(RecipientId::as_str))?;
     let query = PollQuery {
         inbox: caller.inbox(),
-        after_seq: InboxSeq::new(request.after_seq)
-            .map_err(|e| ApiError::invalid_field("after_seq", e.problem))?,
+        after_seq: request.after_seq,
         limit: request.limit.unwrap_or(POLL_LIMIT_DEFAULT),
         claimable_only: request.include_claimable_only,
     };
@@ -202,9 +202,9 @@ pub async fn head(state: &AppState, caller: &Caller, if_none_match: Option<&str>
     let result = if matches { "not_modified" } else { "modified" };
     state.metrics.head_requests_total().add([result.to_owned()], 1);
     let body = (!matches).then(|| HeadResponse {
-        tenant_id: inbox.tenant_id.to_string(),
-        recipient_kind: inbox.recipient.kind.to_string(),
-        recipient_id: inbox.recipient.id.to_string(),
+        tenant_id: inbox.tenant_id.clone(),
+        recipient_kind: inbox.recipient.kind.clone(),
+        recipient_id: inbox.recipient.id.clone(),
         head_seq: head.head_seq.get(),
         oldest_available_seq: head.oldest_available_seq.get(),
     });
@@ -263,9 +263,9 @@ pub async fn claim(
     request: ClaimRequest,
 ) -> Result<ClaimResponse, ApiError> {
     caller.require(Scope::InboxClaim)?;
-    caller.check_tenant(request.tenant_id.as_deref())?;
-    caller.check_agent(request.recipient_id.as_deref())?;
-    let session_id = convert::session_id("session_id", request.session_id.as_deref())?;
+    caller.check_tenant(request.tenant_id.as_ref())?;
+    caller.check_agent(request.recipient_id.as_ref().map(RecipientId::as_str))?;
+    let session_id = request.session_id;
     require_active_session(state, caller, session_id.as_ref()).await?;
     let lease_ms = request.lease_seconds.map(|s| convert::seconds_to_ms("lease_seconds", s)).transpose()?;
     let inbox = caller.inbox();
@@ -277,18 +277,13 @@ pub async fn claim(
             let claimed = state.store.inbox().claim_next(&claim).await?;
             (claimed, Vec::new())
         }
-        Some(ids) => {
+        Some(event_ids) => {
             if request.limit.is_some() {
                 return Err(ApiError::invalid_field(
                     "limit",
                     "applies only when event_ids is absent; send one or the other",
                 ));
             }
-            let event_ids = ids
-                .iter()
-                .enumerate()
-                .map(|(i, id)| convert::event_id(&format!("event_ids[{i}]"), id))
-                .collect::<Result<Vec<_>, _>>()?;
             let claim = ClaimByIds { inbox, session_id, event_ids, lease_ms };
             let outcomes = state.store.inbox().claim_by_ids(&claim).await?;
             let mut claimed = Vec::new();
@@ -303,10 +298,8 @@ pub async fn claim(
                         ) {
                             state.metrics.duplicate_claims_total().add([tenant.clone()], 1);
                         }
-                        rejected.push(RejectedEvent {
-                            event_id: refusal.event_id.to_string(),
-                            error: item_error(&refusal),
-                        });
+                        rejected
+                            .push(RejectedEvent { event_id: refusal.event_id, error: item_error(&refusal) });
                     }
                 }
             }
@@ -328,8 +321,8 @@ pub async fn claim(
 
 fn claim_view(c: &ClaimedEvent, now: inbox_core::UnixMillis) -> Claim {
     Claim {
-        event_id: c.event.event_id.to_string(),
-        lease_token: c.lease_token.as_str().to_owned(),
+        event_id: c.event.event_id,
+        lease_token: c.lease_token.clone(),
         visibility_lease_until_utc: format_utc(c.lease_until.get()),
         ack_state: c.event.state().as_str().to_owned(),
         event: envelope(&c.event, now),
@@ -343,9 +336,9 @@ pub async fn acknowledge(
     caller: &Caller,
     request: AcknowledgeRequest,
 ) -> Result<AcknowledgeResponse, ApiError> {
-    caller.check_tenant(request.tenant_id.as_deref())?;
-    caller.check_agent(request.recipient_id.as_deref())?;
-    let session_id = convert::session_id("session_id", request.session_id.as_deref())?;
+    caller.check_tenant(request.tenant_id.as_ref())?;
+    caller.check_agent(request.recipient_id.as_ref().map(RecipientId::as_str))?;
+    let session_id = request.session_id;
     // Entries with follow-ups are hand-offs, each its own transaction; the rest are
     // acknowledged together. Answers keep the request's order.
     let mut plain = Vec::new();
@@ -354,11 +347,11 @@ pub async fn acknowledge(
         let at = format!("acks[{i}].");
         let item = convert::ack_item(
             &at,
-            &a.event_id,
-            &a.lease_token,
-            a.result.as_deref(),
+            a.event_id,
+            a.lease_token.clone(),
+            a.result,
             a.reason.as_deref(),
-            a.class.as_deref(),
+            a.class,
         )?;
         if a.follow_ups.is_empty() {
             plain.push((i, item));
@@ -370,7 +363,7 @@ pub async fn acknowledge(
         caller.require(Scope::InboxAck)?;
         handoff::require_handoff(caller)?;
         let mut seen = std::collections::HashSet::new();
-        if let Some(twice) = request.acks.iter().find(|a| !seen.insert(a.event_id.as_str())) {
+        if let Some(twice) = request.acks.iter().find(|a| !seen.insert(a.event_id)) {
             return Err(ApiError::invalid_field("acks", format!("names event {} twice", twice.event_id)));
         }
     }
@@ -424,13 +417,13 @@ async fn acknowledge_items(
 fn ack_outcome(outcome: ItemOutcome<AckReceipt>) -> AckOutcome {
     match outcome {
         Ok(receipt) => AckOutcome {
-            event_id: receipt.event_id.to_string(),
+            event_id: receipt.event_id,
             ack_state: Some(receipt.state.as_str().to_owned()),
             error: None,
             follow_ups: Vec::new(),
         },
         Err(refusal) => AckOutcome {
-            event_id: refusal.event_id.to_string(),
+            event_id: refusal.event_id,
             ack_state: None,
             error: Some(item_error(&refusal)),
             follow_ups: Vec::new(),
@@ -448,13 +441,14 @@ pub async fn acknowledge_one(
     request: AckOneRequest,
 ) -> Result<AckOutcome, ApiError> {
     caller.check_agent(Some(agent_id))?;
+    let event_id = convert::event_id("event_id", event_id)?;
     let item = convert::ack_item(
         "",
         event_id,
-        &request.lease_token,
-        request.result.as_deref(),
+        request.lease_token,
+        request.result,
         request.reason.as_deref(),
-        request.class.as_deref(),
+        request.class,
     )?;
     let receipt = acknowledge_items(state, caller, None, vec![item]).await?.remove(0)?;
     Ok(ack_outcome(Ok(receipt)))
@@ -466,12 +460,12 @@ pub async fn release(
     caller: &Caller,
     request: ReleaseRequest,
 ) -> Result<ReleaseResponse, ApiError> {
-    caller.check_tenant(request.tenant_id.as_deref())?;
-    caller.check_agent(request.recipient_id.as_deref())?;
+    caller.check_tenant(request.tenant_id.as_ref())?;
+    caller.check_agent(request.recipient_id.as_ref().map(RecipientId::as_str))?;
     let release = Release {
         inbox: caller.inbox(),
-        event_id: convert::event_id("event_id", &request.event_id)?,
-        lease_token: convert::lease_token("lease_token", &request.lease_token)?,
+        event_id: request.event_id,
+        lease_token: request.lease_token,
         retry_after_ms: convert::seconds_to_ms("retry_after_seconds", request.retry_after_seconds)?,
         reason: request.reason,
     };
@@ -487,7 +481,7 @@ async fn release_event(
     let receipt = state.store.inbox().release(&release).await?;
     state.hints.touched(&caller.tenant_id);
     Ok(ReleaseResponse {
-        event_id: receipt.event_id.to_string(),
+        event_id: receipt.event_id,
         ack_state: receipt.state.as_str().to_owned(),
         next_retry_at_utc: receipt.next_retry_at.map(|t| format_utc(t.get())),
     })
@@ -506,7 +500,7 @@ pub async fn release_one(
     let release = Release {
         inbox: caller.inbox(),
         event_id: convert::event_id("event_id", event_id)?,
-        lease_token: convert::lease_token("lease_token", &request.lease_token)?,
+        lease_token: request.lease_token,
         retry_after_ms: convert::seconds_to_ms("retry_after_seconds", request.retry_after_seconds)?,
         reason: request.reason,
     };
@@ -520,16 +514,16 @@ pub async fn heartbeat(
     request: HeartbeatRequest,
 ) -> Result<HeartbeatResponse, ApiError> {
     caller.require(Scope::InboxHeartbeat)?;
-    caller.check_tenant(request.tenant_id.as_deref())?;
-    caller.check_agent(request.recipient_id.as_deref())?;
+    caller.check_tenant(request.tenant_id.as_ref())?;
+    caller.check_agent(request.recipient_id.as_ref().map(RecipientId::as_str))?;
     let items = request
         .leases
         .iter()
         .enumerate()
         .map(|(i, l)| {
             Ok(HeartbeatItem {
-                event_id: convert::event_id(&format!("leases[{i}].event_id"), &l.event_id)?,
-                lease_token: convert::lease_token(&format!("leases[{i}].lease_token"), &l.lease_token)?,
+                event_id: l.event_id,
+                lease_token: l.lease_token.clone(),
                 extend_ms: convert::seconds_to_ms(
                     &format!("leases[{i}].extend_by_seconds"),
                     l.extend_by_seconds,
@@ -543,12 +537,12 @@ pub async fn heartbeat(
             .into_iter()
             .map(|o| match o {
                 Ok(r) => HeartbeatOutcome {
-                    event_id: r.event_id.to_string(),
+                    event_id: r.event_id,
                     visibility_lease_until_utc: Some(format_utc(r.lease_until.get())),
                     error: None,
                 },
                 Err(refusal) => HeartbeatOutcome {
-                    event_id: refusal.event_id.to_string(),
+                    event_id: refusal.event_id,
                     visibility_lease_until_utc: None,
                     error: Some(item_error(&refusal)),
                 },

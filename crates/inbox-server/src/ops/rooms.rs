@@ -14,7 +14,7 @@ use inbox_api::time::format_utc;
 use inbox_api::{
     CreateRoomRequest, PostMessageRequest, PostMessageResponse, RoomMembersRequest, RoomView, Scope,
 };
-use inbox_core::{DeduplicationKey, RecipientId};
+use inbox_core::RecipientId;
 use inbox_rooms::{NewRoom, PostMessage, Room, RoomId, RoomsExt as _};
 use inbox_store::StoreError;
 
@@ -36,9 +36,9 @@ pub async fn create(
         .rooms()
         .create(&NewRoom {
             tenant_id: caller.tenant_id.clone(),
-            room_id: room_id(&request.room_id)?,
+            room_id: request.room_id,
             name: request.name,
-            members: agent_ids(&request.members)?,
+            members: request.members,
         })
         .await?;
     Ok(room_view(&room))
@@ -68,11 +68,8 @@ pub async fn add_members(
     request: RoomMembersRequest,
 ) -> Result<RoomView, ApiError> {
     caller.require(Scope::RoomsWrite)?;
-    let room = state
-        .store
-        .rooms()
-        .add_members(&caller.tenant_id, &room_id(room_id_text)?, &agent_ids(&request.members)?)
-        .await?;
+    let room =
+        state.store.rooms().add_members(&caller.tenant_id, &room_id(room_id_text)?, &request.members).await?;
     Ok(room_view(&room))
 }
 
@@ -105,45 +102,31 @@ pub async fn post(
         room_id: room_id(room_id_text)?,
         author: caller.subject.clone(),
         body: request.body.to_string(),
-        deduplication_key: request
-            .deduplication_key
-            .map(DeduplicationKey::new)
-            .transpose()
-            .map_err(|e| ApiError::invalid_field("deduplication_key", e.problem))?,
-        priority: convert::priority(request.priority.as_deref())?,
+        deduplication_key: request.deduplication_key,
+        priority: request.priority.unwrap_or_default(),
     };
     let started = Instant::now();
     let posted = state.store.rooms().post(&post).await?;
     state.metrics.publish_commit_seconds().observe([], started.elapsed());
     record_published(state, &post.tenant_id, &posted.receipt);
     Ok(PostMessageResponse {
-        room_id: post.room_id.to_string(),
+        room_id: post.room_id.clone(),
         message_id: posted.message_id.to_string(),
         deduplicated: posted.deduplicated,
         deliveries: posted.receipt.deliveries.iter().map(convert::delivery).collect(),
     })
 }
 
+/// A room id from a path (a body's arrive typed).
 fn room_id(text: &str) -> Result<RoomId, ApiError> {
     RoomId::new(text).map_err(|e| ApiError::invalid_field("room_id", e.problem))
 }
 
-fn agent_ids(members: &[String]) -> Result<Vec<RecipientId>, ApiError> {
-    members
-        .iter()
-        .enumerate()
-        .map(|(i, id)| {
-            RecipientId::new(id.as_str())
-                .map_err(|e| ApiError::invalid_field(&format!("members[{i}]"), e.problem))
-        })
-        .collect()
-}
-
 fn room_view(room: &Room) -> RoomView {
     RoomView {
-        room_id: room.room_id.to_string(),
+        room_id: room.room_id.clone(),
         name: room.name.clone(),
-        members: room.members.iter().map(ToString::to_string).collect(),
+        members: room.members.clone(),
         created_at_utc: format_utc(room.created_at.get()),
     }
 }

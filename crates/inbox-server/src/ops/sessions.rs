@@ -23,9 +23,9 @@ use axum::http::StatusCode;
 use inbox_api::time::format_utc;
 use inbox_api::{
     ProblemCode, RecipientView, Scope, SessionHeartbeatRequest, SessionHeartbeatResponse, SubscribeRequest,
-    SubscribeResponse,
+    SubscribeResponse, Transport,
 };
-use inbox_core::{InboxSeq, RecipientId, SessionId, TenantId};
+use inbox_core::{RecipientId, RecipientKind, SessionId, TenantId};
 use inbox_store::{SessionRecord, SessionStanding, SessionTouch};
 
 use crate::AppState;
@@ -124,13 +124,6 @@ impl WebsocketOrigin {
     }
 }
 
-/// Transports this server offers, in the order it recommends them: SSE is the cheapest push
-/// that survives proxies, WebSocket when the client cannot do SSE, then long poll and poll.
-/// Also every name `supported_transports` may hold (the OpenAPI document's enum).
-pub(crate) const OFFERED: &[&str] = &["sse", "websocket", "long-poll", "poll"];
-/// Transports that need the `stream.subscribe` scope.
-const STREAMS: &[&str] = &["sse", "websocket"];
-
 /// Opens a session for the caller, superseding the agent's earlier ones when the tenant runs
 /// the single-active-session policy (their open streams on this node are told at once, on
 /// other nodes through the notifier), and tells the agent how to learn about new work (the
@@ -142,25 +135,16 @@ pub async fn subscribe(
     request: SubscribeRequest,
 ) -> Result<SubscribeResponse, ApiError> {
     caller.require(Scope::InboxPoll)?;
-    caller.check_tenant(request.tenant_id.as_deref())?;
-    caller.check_agent(request.agent_id.as_deref())?;
-    if let Some(unknown) = request.supported_transports.iter().find(|t| !OFFERED.contains(&t.as_str())) {
-        return Err(ApiError::invalid_field(
-            "supported_transports",
-            format!("names {unknown:?}; use sse, websocket, long-poll or poll"),
-        ));
-    }
+    caller.check_tenant(request.tenant_id.as_ref())?;
+    caller.check_agent(request.agent_id.as_ref().map(RecipientId::as_str))?;
+    // The server offers every transport, in `Transport::ALL`'s order of preference; streams
+    // only to a token that may subscribe to them.
     let streams_allowed = caller.has(Scope::StreamSubscribe);
-    let recommended = OFFERED
-        .iter()
-        .filter(|t| streams_allowed || !STREAMS.contains(t))
-        .find(|t| {
-            request.supported_transports.is_empty() || request.supported_transports.iter().any(|s| s == *t)
-        })
-        .copied()
-        .unwrap_or("poll");
-    let last_seen_seq = InboxSeq::new(request.last_seen_seq.unwrap_or(0))
-        .map_err(|e| ApiError::invalid_field("last_seen_seq", e.problem))?;
+    let recommended = Transport::ALL
+        .into_iter()
+        .filter(|t| streams_allowed || !t.is_stream())
+        .find(|t| request.supported_transports.is_empty() || request.supported_transports.contains(t))
+        .unwrap_or(Transport::Poll);
     let session_id = SessionId::new(format!("sess_{}", hex::encode(inbox_store::random_bytes::<16>())))
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let opened = state
@@ -171,8 +155,8 @@ pub async fn subscribe(
             tenant_id: caller.tenant_id.clone(),
             agent_id: caller.subject.clone(),
             device_id: request.device_id,
-            transport: recommended.to_owned(),
-            last_seen_seq,
+            transport: recommended.as_str().to_owned(),
+            last_seen_seq: request.last_seen_seq.unwrap_or_default(),
             auth_subject: caller.subject.to_string(),
         })
         .await?;
@@ -182,14 +166,14 @@ pub async fn subscribe(
     let head = state.store.inbox().head(&caller.inbox()).await?;
     let config = &state.config;
     Ok(SubscribeResponse {
-        session_id: session_id.to_string(),
+        session_id: session_id.clone(),
         recipient: RecipientView {
-            tenant_id: caller.tenant_id.to_string(),
-            recipient_kind: "agent".to_owned(),
-            recipient_id: caller.subject.to_string(),
+            tenant_id: caller.tenant_id.clone(),
+            recipient_kind: RecipientKind::agent(),
+            recipient_id: caller.subject.clone(),
         },
         current_head_seq: head.head_seq.get(),
-        recommended_transport: recommended.to_owned(),
+        recommended_transport: recommended.as_str().to_owned(),
         poll_after_cursor_url: "/v1/inbox/poll-after-cursor".to_owned(),
         sse_url: streams_allowed.then(|| format!("/v1/streams/sse?session_id={session_id}")),
         websocket_url: streams_allowed.then(|| origin.url(&format!("?session_id={session_id}"))),
@@ -211,11 +195,7 @@ pub async fn heartbeat(
     caller.require(Scope::InboxPoll)?;
     let session_id =
         &SessionId::new(session_id).map_err(|e| ApiError::invalid_field("session_id", e.problem))?;
-    let last_seen_seq = request
-        .last_seen_seq
-        .map(InboxSeq::new)
-        .transpose()
-        .map_err(|e| ApiError::invalid_field("last_seen_seq", e.problem))?;
+    let last_seen_seq = request.last_seen_seq;
     require_active_session(state, caller, Some(session_id)).await?;
     let touch = SessionTouch {
         session_id,
@@ -230,7 +210,7 @@ pub async fn heartbeat(
     let interval = state.config.sessions.heartbeat_interval;
     let gone_after = state.store.now().plus_ms((interval * 3).as_millis() as u64);
     Ok(SessionHeartbeatResponse {
-        session_id: session_id.to_string(),
+        session_id: session_id.clone(),
         status: "active".to_owned(),
         heartbeat_interval_seconds: interval.as_secs(),
         gone_after_utc: format_utc(gone_after.get()),

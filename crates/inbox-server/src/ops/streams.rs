@@ -285,8 +285,8 @@ fn signal(state: &AppState, inbox: &RecipientKey, signal_type: &str, head: u64) 
     let now = state.store.now();
     StreamSignal {
         signal_type: signal_type.to_owned(),
-        tenant_id: inbox.tenant_id.to_string(),
-        recipient_id: inbox.recipient.id.to_string(),
+        tenant_id: inbox.tenant_id.clone(),
+        recipient_id: inbox.recipient.id.clone(),
         head_seq: head,
         approximate_unacked: None,
         sent_at_utc: format_utc(now.get()),

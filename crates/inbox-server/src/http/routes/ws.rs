@@ -258,7 +258,7 @@ async fn run(
         "claim" => {
             let mut claim = parse_json::<ClaimRequest>(body)?;
             if claim.session_id.is_none() {
-                claim.session_id = connection.session_id.as_ref().map(ToString::to_string);
+                claim.session_id = connection.session_id.clone();
             }
             to_value(inbox::claim(state, caller, claim).await?)
         }

@@ -50,13 +50,13 @@ pub async fn register(
     request: CallbackRegistrationRequest,
 ) -> Result<CallbackRegistrationResponse, ApiError> {
     require_scope(caller, Scope::CallbackRegister)?;
-    caller.check_tenant(request.tenant_id.as_deref())?;
-    let recipient = match request.recipient_id.as_deref() {
+    caller.check_tenant(request.tenant_id.as_ref())?;
+    let recipient = match &request.recipient_id {
         Some(named) => {
             if !is_operator(caller) {
-                caller.check_agent(Some(named))?;
+                caller.check_agent(Some(named.as_str()))?;
             }
-            RecipientId::new(named).map_err(|e| ApiError::invalid_field("recipient_id", e.problem))?
+            named.clone()
         }
         None if caller.kind == CallerKind::Agent => caller.subject.clone(),
         None => return Err(ApiError::invalid_field("recipient_id", "is required with a non-agent token")),
@@ -72,11 +72,11 @@ pub async fn register_for_agent(
     request: CallbackRegistrationRequest,
 ) -> Result<CallbackRegistrationResponse, ApiError> {
     require_scope(caller, Scope::CallbackRegister)?;
-    caller.check_tenant(request.tenant_id.as_deref())?;
+    caller.check_tenant(request.tenant_id.as_ref())?;
     if !is_operator(caller) {
         caller.check_agent(Some(agent_id))?;
     }
-    if request.recipient_id.as_deref().is_some_and(|named| named != agent_id) {
+    if request.recipient_id.as_ref().is_some_and(|named| named.as_str() != agent_id) {
         return Err(ApiError::invalid_field(
             "recipient_id",
             "differs from the agent in the path; leave it out",
@@ -184,15 +184,6 @@ async fn create(
     recipient_id: RecipientId,
     request: CallbackRegistrationRequest,
 ) -> Result<CallbackRegistrationResponse, ApiError> {
-    if request.auth_mode.as_deref().is_some_and(|mode| mode != "hmac-sha256") {
-        return Err(ApiError::invalid_field("auth_mode", "must be hmac-sha256"));
-    }
-    if request.delivery_scope.as_ref().is_some_and(|scope| scope.iter().any(|s| s != "signal_only")) {
-        return Err(ApiError::invalid_field(
-            "delivery_scope",
-            "may only be [\"signal_only\"]: callbacks carry the thin hint, agents fetch events by polling",
-        ));
-    }
     let max_rate_per_minute = request.max_rate_per_minute.unwrap_or(RATE_PER_MINUTE_DEFAULT);
     if !(1..=RATE_PER_MINUTE_MAX).contains(&max_rate_per_minute) {
         return Err(ApiError::invalid_field(
@@ -362,9 +353,9 @@ fn secret_from(supplied: Option<&str>) -> Result<(SecretBytes, Option<String>), 
 }
 
 /// The supplied secret id, or a generated one.
-fn key_id_from(secret_id: Option<String>) -> Result<KeyId, ApiError> {
+fn key_id_from(secret_id: Option<KeyId>) -> Result<KeyId, ApiError> {
     match secret_id {
-        Some(id) => KeyId::new(id).map_err(|e| ApiError::invalid_field("secret_id", e.problem)),
+        Some(id) => Ok(id),
         None => KeyId::new(format!("cbk_{}", hex::encode(inbox_store::random_bytes::<8>())))
             .map_err(|e| ApiError::internal(e.to_string())),
     }

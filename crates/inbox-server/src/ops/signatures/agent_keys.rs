@@ -37,15 +37,10 @@ pub async fn register(
     signed: bool,
 ) -> Result<AgentKeyResponse, ApiError> {
     require_agent(caller)?;
-    let algorithm = Algorithm::from_name(&request.algorithm).ok_or_else(|| {
-        ApiError::invalid_field(
-            "algorithm",
-            format!("is {:?}; use ed25519 or hmac-sha256", request.algorithm),
-        )
-    })?;
+    let algorithm = crate::convert::algorithm(request.algorithm);
     let (key_material, secret) = key_material(algorithm, request.public_key.as_deref())?;
     let key_id = match request.key_id {
-        Some(key_id) => KeyId::new(key_id).map_err(|e| ApiError::invalid_field("key_id", e.problem))?,
+        Some(key_id) => key_id,
         None => KeyId::new(format!("ak_{}", hex::encode(inbox_store::random_bytes::<8>())))
             .map_err(|e| ApiError::internal(e.to_string()))?,
     };
@@ -196,8 +191,8 @@ fn unknown_key(key_id: &KeyId) -> ApiError {
 
 fn key_view(key: &AgentKey) -> AgentKeyResponse {
     AgentKeyResponse {
-        key_id: key.key_id.to_string(),
-        agent_id: key.agent_id.to_string(),
+        key_id: key.key_id.clone(),
+        agent_id: key.agent_id.clone(),
         algorithm: key.algorithm.name().to_owned(),
         created_at_utc: format_utc(key.created_at.get()),
         retires_at_utc: key.retired_at.map(|t| format_utc(t.get())),

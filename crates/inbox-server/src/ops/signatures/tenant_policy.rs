@@ -36,7 +36,7 @@ pub async fn change(
 
 fn response(caller: &Caller, policy: TenantPolicy) -> TenantPolicyResponse {
     TenantPolicyResponse {
-        tenant_id: caller.tenant_id.to_string(),
+        tenant_id: caller.tenant_id.clone(),
         signatures_required: policy.signatures_required,
         single_active_session: policy.single_active_session,
     }

@@ -90,7 +90,7 @@ async fn mint(
             format!("is {ttl}; it must be between 1 and {ttl_seconds_max}"),
         ));
     }
-    let session_id = crate::convert::session_id("session_id", request.session_id.as_deref())?;
+    let session_id = request.session_id;
     if let Some(session_id) = &session_id {
         touch(state, caller, session_id, None).await?;
     }
