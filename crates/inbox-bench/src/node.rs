@@ -16,6 +16,8 @@ pub struct Node {
     pub base: String,
     pub client: reqwest::Client,
     running: Running,
+    /// The file the child logs to, removed when the node stops.
+    log_file: Option<std::path::PathBuf>,
 }
 
 enum Running {
@@ -74,15 +76,19 @@ impl Node {
             args.extend(["--archive-retention-seconds".to_owned(), retention.as_secs().to_string()]);
         }
         let mut serve = Serve::command(std::env::current_exe()?, args.clone()).echo_stderr();
+        let mut log_file = None;
         if let Some(level) = &settings.log {
             // As an operator runs it: the log goes to a file (or a journal), not to a person.
             let file =
                 std::env::temp_dir().join(format!("inbox-bench-node-{}-{level}.log", std::process::id()));
             args.extend(["--log".to_owned(), level.clone()]);
-            serve = Serve::command(std::env::current_exe()?, args).log_to(file);
+            serve = Serve::command(std::env::current_exe()?, args).log_to(&file);
+            log_file = Some(file);
         }
         let child = tokio::task::spawn_blocking(move || serve.spawn()).await??;
-        Node::ready(child.base.clone(), Running::Child(child)).await
+        let mut node = Node::ready(child.base.clone(), Running::Child(child)).await?;
+        node.log_file = log_file;
+        Ok(node)
     }
 
     async fn ready(base: String, running: Running) -> Result<Node, BenchError> {
@@ -91,7 +97,7 @@ impl Node {
         loop {
             let ready = client.get(format!("{base}/readyz")).send().await;
             if ready.is_ok_and(|r| r.status().is_success()) {
-                return Ok(Node { base, client, running });
+                return Ok(Node { base, client, running, log_file: None });
             }
             if Instant::now() > deadline {
                 return Err("a node did not become ready within 30 s".into());
@@ -123,6 +129,9 @@ impl Node {
             Running::Child(child) => {
                 let _ = tokio::task::spawn_blocking(move || child.close_stdin_and_wait()).await;
             }
+        }
+        if let Some(file) = self.log_file {
+            let _ = std::fs::remove_file(file);
         }
     }
 
