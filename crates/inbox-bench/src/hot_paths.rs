@@ -12,7 +12,6 @@ use tokio::task::JoinSet;
 
 use crate::http::{acks_for, call};
 use crate::node::Node;
-use crate::publishing::Side;
 use crate::report::percentile;
 use crate::subjects::Subjects;
 use crate::{BenchError, raw, verify};
@@ -31,6 +30,22 @@ const HEAD_CONNECTIONS: usize = 16;
 const HEAD_SECONDS: Duration = Duration::from_secs(3);
 /// The target of the issue for the `304` head.
 const HEAD_TARGET: f64 = 1.0;
+
+/// One side of one round.
+#[derive(Debug, Default)]
+pub struct Side {
+    pub events: usize,
+    pub elapsed: Duration,
+    pub latencies: Vec<Duration>,
+    pub fsyncs: u64,
+    pub statements: u64,
+}
+
+impl Side {
+    pub fn rate(&self) -> f64 {
+        self.events as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
 
 /// The sides of one table row over its paired rounds.
 #[derive(Debug)]

@@ -16,7 +16,7 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use inbox_core::TenantId;
 use inbox_server::TokenService;
@@ -24,7 +24,7 @@ use serde_json::json;
 use sqlx::{MySqlPool, Row as _};
 use tokio::task::JoinSet;
 
-use crate::hot_paths::{self, Rounds, Show};
+use crate::hot_paths::{self, Rounds, Show, Side};
 use crate::node::{Node, NodeSettings};
 use crate::subjects::Subjects;
 use crate::{BenchError, mysql_db, raw};
@@ -144,22 +144,6 @@ impl Targets<'_> {
             Publisher::Shipped => http_row(self.shipped, self.publisher, concurrency, publishes).await,
             Publisher::Quiet => http_row(self.quiet, self.publisher, concurrency, publishes).await,
         }
-    }
-}
-
-/// One side of one round.
-#[derive(Debug, Default)]
-pub struct Side {
-    pub events: usize,
-    pub elapsed: Duration,
-    pub latencies: Vec<Duration>,
-    pub fsyncs: u64,
-    pub statements: u64,
-}
-
-impl Side {
-    pub fn rate(&self) -> f64 {
-        self.events as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
 }
 
