@@ -54,6 +54,32 @@ pub(crate) async fn claim_statement<'a>(
     Ok(ClaimStatement { sql, args, window })
 }
 
+/// Events one statement of [`Inbox::acknowledge_batch`] acknowledges at most: with two
+/// parameters each, well inside SQLite's and MySQL's limits on a statement's parameters.
+const ACKS_TOGETHER_MAX: usize = 2_000;
+
+/// `places` (requests of one session) cut into the groups that go in one statement each, of
+/// at most [`ACKS_TOGETHER_MAX`] events; a request alone takes the one-request path.
+fn statements(places: &[usize], acks: &[impl Borrow<Acknowledge>]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut events = 0;
+    for &i in places {
+        let n = acks[i].borrow().items.len();
+        match groups.last_mut() {
+            Some(group) if events + n <= ACKS_TOGETHER_MAX => {
+                group.push(i);
+                events += n;
+            }
+            _ => {
+                groups.push(vec![i]);
+                events = n;
+            }
+        }
+    }
+    groups.retain(|group| group.len() > 1);
+    groups
+}
+
 /// Every item of `ack` acknowledged as completed.
 fn acked(ack: &Acknowledge) -> Vec<ItemOutcome<AckReceipt>> {
     ack.items.iter().map(|i| Ok(AckReceipt { event_id: i.event_id, state: AckState::Acked })).collect()
@@ -209,7 +235,7 @@ impl Inbox<'_> {
                 groups.entry(ack.session_id.as_ref()).or_default().push(i);
             }
         }
-        for places in groups.into_values().filter(|places| places.len() > 1) {
+        for places in groups.into_values().flat_map(|places| statements(&places, acks)) {
             let group: Vec<&Acknowledge> = places.iter().map(|&i| acks[i].borrow()).collect();
             if let Ok(true) = with_retries!(self.store, self.completed_together(&group, self.store.now())) {
                 for (&i, ack) in places.iter().zip(group) {
