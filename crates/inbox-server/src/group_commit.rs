@@ -3,7 +3,7 @@
 //! or one commit per batch instead of one per request. An idle node sends each request at
 //! once; a busy one (whose last batch held more than one) may wait a short `linger` for more.
 //! Up to `in_flight_max` batches run at once, so one batch's fsync overlaps the next one's
-//! statements. Used by the nonce writer and the publish batcher.
+//! statements. Used by the nonce writer, the publish batcher and the acknowledgement batcher.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
