@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use inbox_store::{AckReceipt, Acknowledge, ItemOutcome, SqlStore, StoreError};
 
+use crate::group_commit::unreachable;
 use crate::group_commit::{Committed, Gathering, GroupCommit};
-use crate::publish_batcher::unreachable;
 
 type Answer = Result<Vec<ItemOutcome<AckReceipt>>, StoreError>;
 
@@ -35,8 +35,7 @@ impl AckBatcher {
                 let store = committing.clone();
                 Box::pin(async move {
                     let answers = store.inbox().acknowledge_batch(&batch.items).await;
-                    let unreachable = answers.iter().all(|a| matches!(a, Err(StoreError::Unavailable(_))));
-                    Committed { answers, unreachable }
+                    Committed::from_store(answers)
                 })
             },
             || Err(unreachable()),

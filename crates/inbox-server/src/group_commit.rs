@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
+use inbox_store::StoreError;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 /// How a batch is gathered.
@@ -32,6 +33,19 @@ pub(crate) struct Committed<A> {
     /// The backend did not answer at all (the database is away): requests that queued
     /// meanwhile are answered the same way at once, instead of each waiting out the timeout.
     pub unreachable: bool,
+}
+
+impl<T> Committed<Result<T, StoreError>> {
+    /// A store's answers to a batch: the database did not answer when none got through.
+    pub(crate) fn from_store(answers: Vec<Result<T, StoreError>>) -> Self {
+        let unreachable = answers.iter().all(|a| matches!(a, Err(StoreError::Unavailable(_))));
+        Committed { answers, unreachable }
+    }
+}
+
+/// The answer of requests that queued behind a batch the database did not answer.
+pub(crate) fn unreachable() -> StoreError {
+    StoreError::unreachable("the database did not answer the batch ahead of this request")
 }
 
 /// A batch handed to the commit function.

@@ -45,11 +45,10 @@ impl NonceWriter {
                 Box::pin(async move {
                     let answers = store.signatures().remember_nonces(&batch.items).await;
                     metrics.signature_nonce_writes_total().add([], 1);
-                    let unreachable = answers.iter().all(|a| matches!(a, Err(StoreError::Unavailable(_))));
-                    Committed { answers, unreachable }
+                    Committed::from_store(answers)
                 })
             },
-            || Err(crate::publish_batcher::unreachable()),
+            || Err(crate::group_commit::unreachable()),
         );
         NonceWriter { writer, store }
     }

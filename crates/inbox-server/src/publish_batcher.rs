@@ -9,7 +9,7 @@ use std::sync::Arc;
 use inbox_store::{Publish, PublishReceipt, SqlStore, StoreError};
 
 use crate::config::Config;
-use crate::group_commit::{Committed, Gathering, GroupCommit};
+use crate::group_commit::{Committed, Gathering, GroupCommit, unreachable};
 use crate::metrics::Metrics;
 
 type Answer = Result<PublishReceipt, StoreError>;
@@ -38,8 +38,7 @@ impl PublishBatcher {
                     metrics.publish_batch_size().observe([], batch.items.len());
                     metrics.publish_linger_seconds().observe([], batch.gathered_for);
                     let answers = store.inbox().publish_batch(&batch.items).await;
-                    let unreachable = answers.iter().all(|a| matches!(a, Err(StoreError::Unavailable(_))));
-                    Committed { answers, unreachable }
+                    Committed::from_store(answers)
                 })
             },
             || Err(unreachable()),
@@ -56,9 +55,4 @@ impl PublishBatcher {
             None => self.store.inbox().publish(&publish).await,
         }
     }
-}
-
-/// The answer of requests that queued behind a batch the database did not answer.
-pub(crate) fn unreachable() -> StoreError {
-    StoreError::unreachable("the database did not answer the batch ahead of this request")
 }
