@@ -269,6 +269,8 @@ export interface PublishRequest {
   available_at_utc?: string;
   expires_at_utc?: string;
   deduplication_key?: string;
+  /** The source this event is fair to, under the tenant's fair claims (default: the publisher). */
+  fairness_key?: string;
   correlation?: Correlation;
   payload?: JsonObject;
   payload_ref?: PayloadRef;

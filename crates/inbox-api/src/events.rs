@@ -1,6 +1,8 @@
 //! Publishing: `POST /v1/events`, one event to many recipients, atomically.
 
-use inbox_core::{DeduplicationKey, EventId, EventType, Priority, RecipientId, RecipientKind, TenantId};
+use inbox_core::{
+    DeduplicationKey, EventId, EventType, FairnessKey, Priority, RecipientId, RecipientKind, TenantId,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -24,6 +26,12 @@ pub struct PublishRequest {
     pub expires_at_utc: Option<String>,
     /// Publishing the same key again returns the existing event instead of a second one.
     pub deduplication_key: Option<DeduplicationKey>,
+    /// The source this event is fair to (a room, a project, a person). Used only when the
+    /// tenant's policy turns `fair_claims` on, where it defaults to the publishing token's
+    /// subject: within one priority, claims then interleave keys, quiet ones first, so one
+    /// key's backlog cannot hold another key's events back. Ignored otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fairness_key: Option<FairnessKey>,
     #[serde(default)]
     pub correlation: Correlation,
     /// Inline JSON payload (at most the server's payload limit).

@@ -108,6 +108,13 @@ pub struct TenantPolicyRequest {
     /// leases already held keep working, so a superseded process can finish its work.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub single_active_session: Option<bool>,
+    /// Fair claims (off by default): within one priority, a claim interleaves the sources of
+    /// an inbox's events (each publish's `fairness_key`, by default its publisher), quiet
+    /// sources first, instead of taking them oldest first; no source waits without bound.
+    /// Turning it on affects events published from then on; earlier ones are claimed first,
+    /// oldest first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_claims: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +123,7 @@ pub struct TenantPolicyResponse {
     pub tenant_id: TenantId,
     pub signatures_required: bool,
     pub single_active_session: bool,
+    pub fair_claims: bool,
 }
 
 /// `POST /v1/callback-registrations` (and seed 000's `POST /api/v1/agents/{agent_id}/callbacks`).

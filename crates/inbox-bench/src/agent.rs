@@ -337,6 +337,7 @@ async fn publish_one(publisher: &Api, recipient: &str) -> Result<(), BenchError>
             available_at_utc: None,
             expires_at_utc: None,
             deduplication_key: None,
+            fairness_key: None,
             correlation: Default::default(),
             payload: Some(serde_json::json!({"work": "none"})),
             payload_ref: None,

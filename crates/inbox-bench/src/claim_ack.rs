@@ -106,6 +106,7 @@ async fn store_batch(
             session_id: None,
             limit: BATCH_EVENTS,
             lease_ms: None,
+            order: Default::default(),
         })
         .await?;
     measured.claim_latencies.push(started.elapsed());

@@ -233,8 +233,13 @@ async fn drain(
             // Skipped rows are held by another worker: keep going until all are acknowledged.
             while acked.load(Ordering::Relaxed) < n_events as u64 {
                 let batch = Instant::now();
-                let claim =
-                    ClaimNext { inbox: inbox.clone(), session_id: None, limit: BATCH_EVENTS, lease_ms: None };
+                let claim = ClaimNext {
+                    inbox: inbox.clone(),
+                    session_id: None,
+                    limit: BATCH_EVENTS,
+                    lease_ms: None,
+                    order: Default::default(),
+                };
                 let claimed = store.inbox().claim_next(&claim).await?;
                 if claimed.is_empty() {
                     tokio::task::yield_now().await;

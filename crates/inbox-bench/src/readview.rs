@@ -283,7 +283,13 @@ async fn seed(
         let publish =
             Publish::new(inbox.tenant_id.clone(), vec![inbox.recipient.clone()], event_type.clone(), body);
         store.inbox().publish(&publish).await?;
-        let claim = ClaimNext { inbox: inbox.clone(), session_id: None, limit: 1, lease_ms: None };
+        let claim = ClaimNext {
+            inbox: inbox.clone(),
+            session_id: None,
+            limit: 1,
+            lease_ms: None,
+            order: Default::default(),
+        };
         let claimed = store.inbox().claim_next(&claim).await?;
         let items = claimed
             .into_iter()
@@ -414,6 +420,7 @@ async fn agent(
             session_id: None,
             limit: CLAIM_LIMIT,
             lease_ms: Some(LEASE_MS),
+            order: Default::default(),
         };
         let started = Instant::now();
         let claimed = store.inbox().claim_next(&claim).await?;

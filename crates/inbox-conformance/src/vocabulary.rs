@@ -6,8 +6,8 @@ use inbox_core::{
     TenantId,
 };
 use inbox_store::{
-    AckItem, Acknowledge, Actor, ClaimNext, ClaimedEvent, Delivery, HistoryAction, HistoryEntry, PollQuery,
-    Publish, QuarantineRequest, Refusal, StoreError,
+    AckItem, Acknowledge, Actor, ClaimNext, ClaimOrder, ClaimedEvent, Delivery, HistoryAction, HistoryEntry,
+    PollQuery, Publish, QuarantineRequest, Refusal, StoreError,
 };
 
 use crate::Harness;
@@ -42,7 +42,13 @@ pub async fn publish_to(h: &Harness, tenant_name: &str, recipient: &str, body: &
 }
 
 pub fn claim_next(inbox: &RecipientKey, limit: u32) -> ClaimNext {
-    ClaimNext { inbox: inbox.clone(), session_id: None, limit, lease_ms: Some(60_000) }
+    ClaimNext {
+        inbox: inbox.clone(),
+        session_id: None,
+        limit,
+        lease_ms: Some(60_000),
+        order: ClaimOrder::Sequence,
+    }
 }
 
 pub fn ack_of(inbox: &RecipientKey, claimed: &ClaimedEvent) -> Acknowledge {

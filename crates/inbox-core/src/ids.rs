@@ -163,6 +163,14 @@ string_id!(
     hint = "printable ASCII without spaces"
 );
 string_id!(
+    /// The source an event is fair to (a room, a project, a person): under a tenant's fair
+    /// claims, one key's backlog cannot hold another key's events back. Defaults to the
+    /// publishing subject.
+    FairnessKey, field = "fairness_key", max = 200,
+    allowed = |b| b.is_ascii_graphic(), pattern = "^[!-~]+$",
+    hint = "printable ASCII without spaces"
+);
+string_id!(
     /// An agent session (one device or process) that claims events.
     SessionId, field = "session_id", max = 64, allowed = word_byte,
     pattern = WORD_PATTERN, hint = "letters, digits, '_', '-', '.' and ':'"
@@ -427,6 +435,7 @@ mod tests {
         check("RecipientId", RecipientId::PATTERN, |s| RecipientId::new(s).is_ok());
         check("EventType", EventType::PATTERN, |s| EventType::new(s).is_ok());
         check("DeduplicationKey", DeduplicationKey::PATTERN, |s| DeduplicationKey::new(s).is_ok());
+        check("FairnessKey", FairnessKey::PATTERN, |s| FairnessKey::new(s).is_ok());
         check("SessionId", SessionId::PATTERN, |s| SessionId::new(s).is_ok());
         check("KeyId", KeyId::PATTERN, |s| KeyId::new(s).is_ok());
         check("RegistrationId", RegistrationId::PATTERN, |s| RegistrationId::new(s).is_ok());

@@ -15,8 +15,8 @@ mod time;
 
 pub use backoff::BackoffPolicy;
 pub use ids::{
-    DeduplicationKey, EventId, EventType, IdError, InboxSeq, KeyId, Recipient, RecipientId, RecipientKey,
-    RecipientKind, RegistrationId, RoomId, SessionId, TenantId,
+    DeduplicationKey, EventId, EventType, FairnessKey, IdError, InboxSeq, KeyId, Recipient, RecipientId,
+    RecipientKey, RecipientKind, RegistrationId, RoomId, SessionId, TenantId,
 };
 pub use lease::{LeaseToken, LeaseTokenHash};
 pub use lifecycle::{

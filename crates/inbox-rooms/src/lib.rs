@@ -16,8 +16,8 @@ mod queries;
 use std::fmt;
 
 use inbox_core::{
-    Correlation, DeduplicationKey, EventBody, EventId, EventType, InboxSeq, Priority, Recipient, RecipientId,
-    RecipientKind, TenantId, UnixMillis,
+    Correlation, DeduplicationKey, EventBody, EventId, EventType, FairnessKey, InboxSeq, Priority, Recipient,
+    RecipientId, RecipientKind, TenantId, UnixMillis,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -77,6 +77,9 @@ pub struct PostMessage {
     /// Posting the same key to the same room again returns the first message.
     pub deduplication_key: Option<DeduplicationKey>,
     pub priority: Priority,
+    /// The members' events' fairness key (see `Publish::fairness_key`); the server sets one
+    /// under the tenant's fair claims.
+    pub fairness_key: Option<FairnessKey>,
 }
 
 /// What a post did.
@@ -304,6 +307,7 @@ impl Rooms<'_> {
             // The room deduplicates posts; a key on the events could collide with a key some
             // other publisher chose for the same agent and silently swallow the delivery.
             deduplication_key: None,
+            fairness_key: post.fairness_key.clone(),
             correlation: Correlation {
                 meeting_room_id: Some(room.to_owned()),
                 message_id: Some(message_id.to_string()),

@@ -216,6 +216,8 @@ pub fn publish(at: &str, tenant_id: &TenantId, request: PublishRequest) -> Resul
         available_at: time(&format!("{at}available_at_utc"), request.available_at_utc.as_deref())?,
         expires_at: time(&format!("{at}expires_at_utc"), request.expires_at_utc.as_deref())?,
         deduplication_key: request.deduplication_key,
+        // Kept only under the tenant's fair claims: `ops::inbox::fair_publish` decides.
+        fairness_key: request.fairness_key,
         correlation: request.correlation,
         body,
         max_attempts: request.max_attempts,

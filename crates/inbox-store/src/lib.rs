@@ -49,9 +49,9 @@ pub use entropy::random_bytes;
 pub use error::{ItemOutcome, ItemRefusal, Refusal, StoreError};
 pub use inbox::{
     ACTIVITY_WINDOW_MS_MAX, ACTOR_SUBJECT_BYTES_MAX, ARCHIVE_BATCH_MAX, AckItem, AckReceipt, Acknowledge,
-    Actor, ArchiveKey, ArchivedRow, BACKLOGS_MAX, Backlog, CLAIM_INDEX, ClaimByIds, ClaimNext, ClaimPlan,
-    ClaimedEvent, DELIVERY_ATTEMPTS_MAX, Delivery, EventDetail, EventRecord, EventState, EventsQuery,
-    FOLLOW_UPS_MAX, HANDOFF_KEY_PREFIX, HISTORY_ENTRIES_MAX, HandOff, HandOffReceipt, Heartbeat,
+    Actor, ArchiveKey, ArchivedRow, BACKLOGS_MAX, Backlog, CLAIM_INDEX, ClaimByIds, ClaimNext, ClaimOrder,
+    ClaimPlan, ClaimedEvent, DELIVERY_ATTEMPTS_MAX, Delivery, EventDetail, EventRecord, EventState,
+    EventsQuery, FOLLOW_UPS_MAX, HANDOFF_KEY_PREFIX, HISTORY_ENTRIES_MAX, HandOff, HandOffReceipt, Heartbeat,
     HeartbeatItem, HeartbeatReceipt, HistoryAction, HistoryEntry, Inbox, InboxHead, InboxStats,
     MinuteActivity, ParkedQuery, PollPage, PollQuery, Publish, PublishReceipt, QuarantineRequest,
     REASON_BYTES_MAX, RETRY_AFTER_MS_MAX, Release, ReleaseReceipt, ScavengeReport, UNACKED_ESTIMATE_MAX,

@@ -57,6 +57,11 @@ const MYSQL: &[Migration] = &[
         name: "claim floor",
         sql: include_str!("migrations/mysql/0012_claim_floor.sql"),
     },
+    Migration {
+        version: 13,
+        name: "fair claims",
+        sql: include_str!("migrations/mysql/0013_fair_claims.sql"),
+    },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -89,6 +94,11 @@ const SQLITE: &[Migration] = &[
         version: 12,
         name: "claim floor",
         sql: include_str!("migrations/sqlite/0012_claim_floor.sql"),
+    },
+    Migration {
+        version: 13,
+        name: "fair claims",
+        sql: include_str!("migrations/sqlite/0013_fair_claims.sql"),
     },
 ];
 

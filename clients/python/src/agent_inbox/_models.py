@@ -292,6 +292,8 @@ class PublishRequest:
     available_at_utc: str | None = None
     expires_at_utc: str | None = None
     deduplication_key: str | None = None
+    #: The source this event is fair to, under the tenant's fair claims (default: the publisher).
+    fairness_key: str | None = None
     correlation: Correlation | None = None
     payload: Any = None
     payload_ref: PayloadRef | None = None
@@ -341,6 +343,7 @@ class AgentKeysResponse:
 class TenantPolicyRequest:
     signatures_required: bool | None = None
     single_active_session: bool | None = None
+    fair_claims: bool | None = None
 
 
 @dataclass
@@ -348,3 +351,4 @@ class TenantPolicyResponse:
     tenant_id: str
     signatures_required: bool
     single_active_session: bool
+    fair_claims: bool

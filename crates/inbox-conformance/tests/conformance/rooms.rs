@@ -37,6 +37,7 @@ fn message(tenant_name: &str, room: &str, body: &str) -> PostMessage {
         body: body.to_owned(),
         deduplication_key: None,
         priority: Priority::Normal,
+        fairness_key: None,
     }
 }
 

@@ -117,7 +117,13 @@ async fn a_committed_call_publishes_an_event_the_store_reads_claims_and_acks() {
     let claimed = h
         .store
         .inbox()
-        .claim_next(&ClaimNext { inbox: inbox("alpha"), session_id: None, limit: 10, lease_ms: Some(60_000) })
+        .claim_next(&ClaimNext {
+            inbox: inbox("alpha"),
+            session_id: None,
+            limit: 10,
+            lease_ms: Some(60_000),
+            order: Default::default(),
+        })
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);

@@ -390,7 +390,7 @@ mod tests {
     use std::path::PathBuf;
     use std::time::Duration;
 
-    use inbox_core::{DeduplicationKey, EventType, TenantId};
+    use inbox_core::{DeduplicationKey, EventType, FairnessKey, TenantId};
 
     use super::*;
 
@@ -550,6 +550,7 @@ mod tests {
             ("PublishRequest", "event_type", "maxLength", json!(EventType::BYTES_MAX)),
             ("PublishRequest", "deduplication_key", "maxLength", json!(DeduplicationKey::BYTES_MAX)),
             ("PostMessageRequest", "deduplication_key", "maxLength", json!(DeduplicationKey::BYTES_MAX)),
+            ("PublishRequest", "fairness_key", "maxLength", json!(FairnessKey::BYTES_MAX)),
             ("CallbackRegistrationRequest", "secret_id", "maxLength", json!(KeyId::BYTES_MAX)),
             ("RotateCallbackSecretRequest", "secret_id", "maxLength", json!(KeyId::BYTES_MAX)),
         ];

@@ -16,7 +16,7 @@ use crate::AppState;
 use crate::auth::Caller;
 use crate::convert;
 use crate::error::{ApiError, item_error};
-use crate::ops::inbox::record_published;
+use crate::ops::inbox::{fairness_key, record_published, subject_key};
 
 /// Refuses a caller that may not hand off: a hand-off publishes, so it needs a publishing
 /// scope, but `events.handoff` is enough: it publishes only what a live lease acknowledges.
@@ -77,7 +77,16 @@ pub fn hand_off_of(
 
 /// Commits one hand-off and answers its acknowledgement's outcome with the follow-ups'
 /// deliveries.
-pub async fn hand_off(state: &AppState, caller: &Caller, hand_off: HandOff) -> Result<AckOutcome, ApiError> {
+pub async fn hand_off(
+    state: &AppState,
+    caller: &Caller,
+    mut hand_off: HandOff,
+) -> Result<AckOutcome, ApiError> {
+    for follow_up in &mut hand_off.follow_ups {
+        let requested = follow_up.fairness_key.take();
+        follow_up.fairness_key =
+            fairness_key(state, &caller.tenant_id, requested, || subject_key(caller)).await?;
+    }
     let started = Instant::now();
     let outcome = state.store.inbox().hand_off(&hand_off).await?;
     state.metrics.ack_latency_seconds().observe([], started.elapsed());

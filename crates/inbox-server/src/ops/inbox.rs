@@ -17,12 +17,12 @@ use inbox_api::{
     ReleaseResponse, ResyncResponse, Scope,
 };
 use inbox_core::{
-    AckResult, AckState, EventId, InboxSeq, QuarantineClass, RecipientId, RecipientKey, RefusalReason,
-    SessionId, TenantId,
+    AckResult, AckState, EventId, FairnessKey, InboxSeq, QuarantineClass, RecipientId, RecipientKey,
+    RefusalReason, SessionId, TenantId,
 };
 use inbox_store::{
-    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, Heartbeat, HeartbeatItem,
-    ItemOutcome, PollPage, PollQuery, PublishReceipt, Refusal, Release, StoreError,
+    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimOrder, ClaimedEvent, Heartbeat,
+    HeartbeatItem, ItemOutcome, PollPage, PollQuery, PublishReceipt, Refusal, Release, StoreError,
 };
 
 use crate::AppState;
@@ -273,7 +273,12 @@ pub async fn claim(
     let (claimed, rejected) = match request.event_ids {
         None => {
             let limit = request.limit.unwrap_or(CLAIM_LIMIT_DEFAULT);
-            let claim = ClaimNext { inbox, session_id, limit, lease_ms };
+            let order = if state.tenant_policies.get(&state.store, &caller.tenant_id).await?.fair_claims {
+                ClaimOrder::Fair
+            } else {
+                ClaimOrder::Sequence
+            };
+            let claim = ClaimNext { inbox, session_id, limit, lease_ms, order };
             let claimed = state.store.inbox().claim_next(&claim).await?;
             (claimed, Vec::new())
         }
@@ -560,12 +565,33 @@ pub async fn publish(
     request: PublishRequest,
 ) -> Result<PublishResponse, ApiError> {
     caller.require(Scope::EventsPublish)?;
-    let publish = convert::publish("", &caller.tenant_id, request)?;
+    let mut publish = convert::publish("", &caller.tenant_id, request)?;
+    publish.fairness_key =
+        fairness_key(state, &caller.tenant_id, publish.fairness_key.take(), || subject_key(caller)).await?;
     let started = Instant::now();
     let receipt = state.publisher.publish(publish).await?;
     state.metrics.publish_commit_seconds().observe([], started.elapsed());
     record_published(state, &caller.tenant_id, &receipt);
     Ok(PublishResponse { deliveries: receipt.deliveries.iter().map(convert::delivery).collect() })
+}
+
+/// The fairness key a publish of `tenant_id` carries: under the tenant's fair claims the one
+/// requested, else `default`; otherwise none, so the store ranks nothing and pays nothing.
+pub async fn fairness_key(
+    state: &AppState,
+    tenant_id: &TenantId,
+    requested: Option<FairnessKey>,
+    default: impl FnOnce() -> FairnessKey,
+) -> Result<Option<FairnessKey>, ApiError> {
+    if !state.tenant_policies.get(&state.store, tenant_id).await?.fair_claims {
+        return Ok(None);
+    }
+    Ok(Some(requested.unwrap_or_else(default)))
+}
+
+/// The caller's subject as a fairness key: what a publish is fair to by default.
+pub fn subject_key(caller: &Caller) -> FairnessKey {
+    FairnessKey::new(caller.subject.as_str()).expect("a recipient id is a valid fairness key")
 }
 
 /// Counts a committed publish and hints its recipients' waiters on this node.

@@ -14,7 +14,7 @@ use inbox_api::time::format_utc;
 use inbox_api::{
     CreateRoomRequest, PostMessageRequest, PostMessageResponse, RoomMembersRequest, RoomView, Scope,
 };
-use inbox_core::RecipientId;
+use inbox_core::{FairnessKey, RecipientId};
 use inbox_rooms::{NewRoom, PostMessage, Room, RoomId, RoomsExt as _};
 use inbox_store::StoreError;
 
@@ -22,7 +22,7 @@ use crate::AppState;
 use crate::auth::{Caller, CallerKind};
 use crate::convert;
 use crate::error::ApiError;
-use crate::ops::inbox::record_published;
+use crate::ops::inbox::{fairness_key, record_published};
 
 /// Creates a room in the caller's tenant, with its first member agents.
 pub async fn create(
@@ -104,7 +104,13 @@ pub async fn post(
         body: request.body.to_string(),
         deduplication_key: request.deduplication_key,
         priority: request.priority.unwrap_or_default(),
+        fairness_key: None,
     };
+    // Under fair claims a room is one source: its burst cannot hold back a member's others.
+    let room_key =
+        || FairnessKey::new(format!("room:{}", post.room_id)).expect("a room id makes a valid key");
+    let post =
+        PostMessage { fairness_key: fairness_key(state, &caller.tenant_id, None, room_key).await?, ..post };
     let started = Instant::now();
     let posted = state.store.rooms().post(&post).await?;
     state.metrics.publish_commit_seconds().observe([], started.elapsed());

@@ -12,6 +12,7 @@ mod callbacks;
 mod console;
 mod contract;
 mod external_idp;
+mod fair_claims;
 mod handoff;
 mod head_cache;
 mod isolation;

@@ -20,13 +20,14 @@ use crate::entropy::random_bytes;
 use crate::inbox::apply::Change;
 use crate::inbox::claim_floor;
 use crate::inbox::claim_plan::ClaimStatement;
+use crate::inbox::fairness;
 use crate::inbox::history::{Actor, AppendAroundAttempt, Attribution, HistoryAction, HistoryEntry};
 use crate::inbox::read::{inbox_args, load_events};
 use crate::inbox::record::{event_from_row, seq_arg, settle};
 use crate::store::with_retries;
 use crate::{
-    AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, EventRecord, Heartbeat, HeartbeatReceipt,
-    ItemOutcome, ItemRefusal, Refusal, Release, ReleaseReceipt, StoreError,
+    AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimOrder, ClaimedEvent, EventRecord, Heartbeat,
+    HeartbeatReceipt, ItemOutcome, ItemRefusal, Refusal, Release, ReleaseReceipt, StoreError,
 };
 
 /// The claim statement of `inbox` for `limit` events at `now`: what [`Inbox::claim_next`]
@@ -104,6 +105,9 @@ impl Inbox<'_> {
         claim: &ClaimNext,
         lease_ms: u64,
     ) -> Result<Vec<ClaimedEvent>, StoreError> {
+        if claim.order == ClaimOrder::Fair {
+            return self.claim_fair_once(claim, lease_ms).await;
+        }
         let now = self.store.now();
         let mut tx = self.store.pools().begin().await?;
         let statement = claim_statement(&mut tx.conn(), &claim.inbox, claim.limit, now).await?;
@@ -120,6 +124,38 @@ impl Inbox<'_> {
         tx.commit().await?;
         if statement.window.worth_advancing(lowest_claimed) {
             self.advance_claim_floor(&claim.inbox).await;
+        }
+        Ok(claimed)
+    }
+
+    /// A fair claim (`fairness.rs`): the fair index in rank order, then the served rank raised
+    /// to the highest rank taken, in a statement of its own after the commit. Best effort: a
+    /// served rank left behind only ranks a new key's events a little early.
+    async fn claim_fair_once(
+        self,
+        claim: &ClaimNext,
+        lease_ms: u64,
+    ) -> Result<Vec<ClaimedEvent>, StoreError> {
+        let now = self.store.now();
+        let mut tx = self.store.pools().begin().await?;
+        let (sql, args) = fairness::claim_statement(&tx.conn(), &claim.inbox, claim.limit, now);
+        let rows = tx.conn().fetch_all(&sql, &args).await?;
+        let mut served = None;
+        for row in &rows {
+            served = served.max(row.opt_i64("fair_rank")?);
+        }
+        let records = rows.iter().map(event_from_row).collect::<Result<Vec<_>, _>>()?;
+        let lease = Leasing { session_id: claim.session_id.as_ref(), now, lease_ms };
+        let claimed = lease_records(self, &mut tx.conn(), &claim.inbox, records, lease).await?;
+        tx.commit().await?;
+        if let Some(rank) = served.and_then(|rank| u64::try_from(rank).ok()) {
+            let raised = async {
+                let mut pooled = self.store.pools().writer().await?;
+                fairness::raise_served_rank(&mut pooled.conn(), &claim.inbox, rank, now).await
+            };
+            if let Err(err) = raised.await {
+                tracing::debug!(error = %err, tenant = %claim.inbox.tenant_id, "served rank not raised");
+            }
         }
         Ok(claimed)
     }

@@ -10,6 +10,7 @@ mod browse;
 mod claim_floor;
 mod claim_plan;
 mod cold_storage;
+mod fairness;
 mod handoff;
 pub(crate) mod history;
 mod leases;
@@ -31,10 +32,10 @@ pub use handoff::{FOLLOW_UPS_MAX, HANDOFF_KEY_PREFIX, HandOff, HandOffReceipt, h
 pub use history::{ACTOR_SUBJECT_BYTES_MAX, Actor, HISTORY_ENTRIES_MAX, HistoryAction, HistoryEntry};
 pub use leases::{REASON_BYTES_MAX, RETRY_AFTER_MS_MAX};
 pub use model::{
-    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimedEvent, DELIVERY_ATTEMPTS_MAX, Delivery,
-    EventDetail, EventRecord, EventState, EventsQuery, Heartbeat, HeartbeatItem, HeartbeatReceipt, InboxHead,
-    InboxStats, MinuteActivity, ParkedQuery, PollPage, PollQuery, Publish, PublishReceipt, QuarantineRequest,
-    Release, ReleaseReceipt, ScavengeReport,
+    AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimOrder, ClaimedEvent, DELIVERY_ATTEMPTS_MAX,
+    Delivery, EventDetail, EventRecord, EventState, EventsQuery, Heartbeat, HeartbeatItem, HeartbeatReceipt,
+    InboxHead, InboxStats, MinuteActivity, ParkedQuery, PollPage, PollQuery, Publish, PublishReceipt,
+    QuarantineRequest, Release, ReleaseReceipt, ScavengeReport,
 };
 pub use read::UNACKED_ESTIMATE_MAX;
 

@@ -2,8 +2,8 @@
 
 use inbox_core::{
     AckResult, AckState, Correlation, DeduplicationKey, EventBody, EventId, EventLifecycle, EventType,
-    InboxSeq, LeaseToken, Priority, QuarantineClass, Recipient, RecipientKey, SessionId, TenantId,
-    UnixMillis,
+    FairnessKey, InboxSeq, LeaseToken, Priority, QuarantineClass, Recipient, RecipientKey, SessionId,
+    TenantId, UnixMillis,
 };
 
 pub use inbox_core::EventState;
@@ -29,6 +29,10 @@ pub struct Publish {
     pub expires_at: Option<UnixMillis>,
     /// Publishing the same key to the same recipient again returns the existing event.
     pub deduplication_key: Option<DeduplicationKey>,
+    /// The source this event is fair to: with a key, the event gets a fair rank, which fair
+    /// claims ([`ClaimOrder::Fair`]) serve by (`fairness.rs`). The server sets it only for
+    /// tenants whose policy turns fair claims on.
+    pub fairness_key: Option<FairnessKey>,
     pub correlation: Correlation,
     pub body: EventBody,
     /// Delivery attempts before dead-lettering; defaults to the store's setting.
@@ -51,6 +55,7 @@ impl Publish {
             available_at: None,
             expires_at: None,
             deduplication_key: None,
+            fairness_key: None,
             correlation: Correlation::default(),
             body,
             max_attempts: None,
@@ -181,6 +186,18 @@ pub struct ClaimNext {
     pub session_id: Option<SessionId>,
     pub limit: u32,
     pub lease_ms: Option<u64>,
+    pub order: ClaimOrder,
+}
+
+/// The order a claim takes events in, within one priority.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ClaimOrder {
+    /// Oldest first: sequence order.
+    #[default]
+    Sequence,
+    /// Interleaved across fairness keys, quiet keys first (`fairness.rs`); events without a
+    /// key first, in sequence order.
+    Fair,
 }
 
 /// Claim these events, each with its own outcome.

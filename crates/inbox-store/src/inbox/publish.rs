@@ -14,6 +14,7 @@ use super::Inbox;
 use super::queries::{self, recipients_predicate};
 use crate::db::{Arg, DbConnection};
 use crate::entropy::random_bytes;
+use crate::inbox::fairness;
 use crate::inbox::record::{push_event_values, recipient_from_row, seq};
 use crate::store::with_retries;
 use crate::{Delivery, Dialect, EventRecord, Publish, PublishReceipt, StoreError};
@@ -160,7 +161,9 @@ impl Inbox<'_> {
                 Ok(self.new_record(publish, recipient, inbox_seq, now))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        insert_records(conn, &records).await?;
+        let keys = vec![publish.fairness_key.as_ref(); records.len()];
+        let ranks = fairness::rank(conn, tenant, &records, &keys).await?;
+        insert_records(conn, &records, &ranks).await?;
         let outbox_id = insert_signal(conn, tenant, &records, now).await?;
 
         let mut fresh_deliveries = records.iter().map(|r| Delivery {
@@ -228,15 +231,19 @@ impl Inbox<'_> {
     }
 }
 
-/// Inserts inbox rows, many per statement.
+/// Inserts inbox rows, many per statement, each with its fair rank from `ranks` (by index;
+/// none past its end, see [`fairness::rank`]).
 pub(crate) async fn insert_records(
     conn: &mut DbConnection<'_>,
     records: &[EventRecord],
+    ranks: &[Option<u64>],
 ) -> Result<(), StoreError> {
-    for chunk in records.chunks(ROWS_PER_INSERT) {
-        let mut args = Vec::with_capacity(chunk.len() * queries::EVENT_COLUMN_COUNT);
-        for record in chunk {
+    for (n, chunk) in records.chunks(ROWS_PER_INSERT).enumerate() {
+        let mut args = Vec::with_capacity(chunk.len() * (queries::EVENT_COLUMN_COUNT + 1));
+        for (i, record) in chunk.iter().enumerate() {
             push_event_values(record, &mut args);
+            let rank = ranks.get(n * ROWS_PER_INSERT + i).copied().flatten();
+            args.push(Arg::OptI64(rank.map(|rank| i64::try_from(rank).unwrap_or(i64::MAX))));
         }
         conn.execute(&queries::insert_events(chunk.len()), &args).await?;
     }

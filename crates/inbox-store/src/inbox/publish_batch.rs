@@ -11,12 +11,13 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use inbox_core::{EventId, InboxSeq, Recipient, UnixMillis};
+use inbox_core::{EventId, FairnessKey, InboxSeq, Recipient, UnixMillis};
 
 use super::Inbox;
 use super::queries::{self, recipients_predicate};
 use crate::db::{Arg, DbConnection};
 use crate::dialect::Dialect;
+use crate::inbox::fairness;
 use crate::inbox::publish::{insert_records, insert_signal};
 use crate::inbox::record::{recipient_from_row, seq};
 use crate::store::with_retries;
@@ -136,12 +137,14 @@ impl Inbox<'_> {
         }
 
         let mut receipts = Vec::with_capacity(batch.len());
-        let mut records_by_tenant: BTreeMap<&str, Vec<EventRecord>> = BTreeMap::new();
+        // Per tenant: the new rows, and each one's fairness key.
+        let mut records_by_tenant: BTreeMap<&str, (Vec<EventRecord>, Vec<Option<&FairnessKey>>)> =
+            BTreeMap::new();
         for batched in batch {
             let tenant = batched.publish.tenant_id.as_str();
             let key = batched.publish.deduplication_key.as_ref().map(|k| k.as_str());
             let mut deliveries = Vec::with_capacity(batched.recipients.len());
-            let records = records_by_tenant.entry(tenant).or_default();
+            let (records, keys) = records_by_tenant.entry(tenant).or_default();
             for recipient in &batched.recipients {
                 let dedup = key.map(|key| (tenant.to_owned(), key.to_owned(), recipient.clone()));
                 if let Some((event_id, inbox_seq)) = dedup.as_ref().and_then(|k| existing.get(k)) {
@@ -169,6 +172,7 @@ impl Inbox<'_> {
                     deduplicated: false,
                 });
                 records.push(record);
+                keys.push(batched.publish.fairness_key.as_ref());
             }
             receipts.push((tenant, PublishReceipt { deliveries, outbox_id: None }));
         }
@@ -180,8 +184,9 @@ impl Inbox<'_> {
             debug_assert_eq!(head_seq, read, "the advance covered exactly the rows written");
         }
         let mut outbox_ids = HashMap::new();
-        for (tenant, records) in &records_by_tenant {
-            insert_records(&mut conn, records).await?;
+        for (tenant, (records, keys)) in &records_by_tenant {
+            let ranks = fairness::rank(&mut conn, tenant, records, keys).await?;
+            insert_records(&mut conn, records, &ranks).await?;
             outbox_ids.insert(*tenant, insert_signal(&mut conn, tenant, records, now).await?);
         }
         tx.commit().await?;

@@ -192,10 +192,11 @@ pub(super) fn write_heads(dialect: Dialect, n: usize, on_existing: Sql) -> Strin
     sql
 }
 
-/// `n` new inbox rows ([`EVENT_COLUMN_COUNT`] values each, in [`EVENT_COLUMNS`] order).
+/// `n` new inbox rows ([`EVENT_COLUMN_COUNT`] values each, in [`EVENT_COLUMNS`] order, then
+/// the row's `fair_rank`, which only publishing writes and no read needs).
 pub(super) fn insert_events(n: usize) -> String {
-    let mut sql = format!("INSERT INTO agent_inbox ({EVENT_COLUMNS}) VALUES ");
-    let row = format!("({})", placeholders(EVENT_COLUMN_COUNT));
+    let mut sql = format!("INSERT INTO agent_inbox ({EVENT_COLUMNS}, fair_rank) VALUES ");
+    let row = format!("({})", placeholders(EVENT_COLUMN_COUNT + 1));
     push_repeated(&mut sql, n, &row);
     sql
 }
@@ -328,6 +329,29 @@ pub(super) fn claim_next_in_buckets(ranks: &str, n: usize) -> String {
         ),
         ranks,
         placeholders(n)
+    )
+}
+
+/// A fair claim (`fairness.rs`): claimable events and their fair ranks, most urgent first, then
+/// by fair rank, then oldest, through the fair index from its start (inbox, now, now, now,
+/// limit). Events without
+/// a rank (NULL) sort first. MySQL skips rows another claimer holds.
+pub(super) fn claim_next_fair(dialect: Dialect, ranks: &str) -> String {
+    let (hint, lock) = match dialect {
+        Dialect::MySql => (" FORCE INDEX (ix_agent_inbox_fair)", " FOR UPDATE SKIP LOCKED"),
+        Dialect::Sqlite => (" INDEXED BY ix_agent_inbox_fair", ""),
+    };
+    format!(
+        concat!(
+            "SELECT ",
+            event_columns!(),
+            ", fair_rank FROM agent_inbox{} WHERE ",
+            inbox!(),
+            " AND priority IN ({}) AND ",
+            claimable!(),
+            " ORDER BY priority, fair_rank, inbox_seq LIMIT ?{}"
+        ),
+        hint, ranks, lock
     )
 }
 
@@ -797,6 +821,56 @@ pub(super) fn delete_archived(n: usize) -> String {
     sql.push(')');
     sql
 }
+
+// ---- fair claims ----
+
+/// The served rank of each inbox a publish writes to (tenant, the recipients predicate's
+/// binds). Read without a lock: a clock a little behind only ranks a new key a little early.
+pub(super) fn fair_clocks_of(recipients: &str) -> String {
+    format!(
+        "SELECT recipient_kind, recipient_id, served_rank FROM inbox_fair_clock WHERE tenant_id = ? AND {recipients}"
+    )
+}
+
+/// The last rank of `n` keys in the inboxes a publish writes to (tenant, `n` keys, the
+/// recipients predicate's binds). Locked on MySQL, so a host transaction at REPEATABLE READ
+/// reads the latest rank, not its snapshot's.
+pub(super) fn fair_keys_of(dialect: Dialect, n: usize, recipients: &str) -> String {
+    let lock = match dialect {
+        Dialect::MySql => " FOR UPDATE",
+        Dialect::Sqlite => "",
+    };
+    format!(
+        "SELECT recipient_kind, recipient_id, fairness_key, last_rank FROM inbox_fair_key \
+         WHERE tenant_id = ? AND fairness_key IN ({}) AND {recipients}{lock}",
+        placeholders(n)
+    )
+}
+
+/// Sets the last rank of `n` (inbox, key) pairs (tenant, kind, recipient, key, rank per pair).
+pub(super) fn write_fair_keys(dialect: Dialect, n: usize) -> String {
+    let mut sql = String::from(
+        "INSERT INTO inbox_fair_key (tenant_id, recipient_kind, recipient_id, fairness_key, last_rank) VALUES ",
+    );
+    push_repeated(&mut sql, n, "(?, ?, ?, ?, ?)");
+    sql.push_str(match dialect {
+        Dialect::MySql => " ON DUPLICATE KEY UPDATE last_rank = VALUES(last_rank)",
+        Dialect::Sqlite => {
+            " ON CONFLICT (tenant_id, recipient_kind, recipient_id, fairness_key) DO UPDATE SET last_rank = excluded.last_rank"
+        }
+    });
+    sql
+}
+
+/// Raises an inbox's served rank to a rank a claim took, never lowering it (inbox, rank, now).
+pub(super) const RAISE_FAIR_CLOCK: Sql = Sql {
+    mysql: "INSERT INTO inbox_fair_clock (tenant_id, recipient_kind, recipient_id, served_rank, updated_at_utc) \
+            VALUES (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE served_rank = GREATEST(served_rank, VALUES(served_rank)), \
+            updated_at_utc = VALUES(updated_at_utc)",
+    sqlite: "INSERT INTO inbox_fair_clock (tenant_id, recipient_kind, recipient_id, served_rank, updated_at_utc) \
+             VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id, recipient_kind, recipient_id) DO UPDATE SET \
+             served_rank = MAX(served_rank, excluded.served_rank), updated_at_utc = excluded.updated_at_utc",
+};
 
 #[cfg(test)]
 mod tests {

@@ -1,5 +1,5 @@
 //! Per-tenant settings (whether agents must sign their critical calls, whether each agent may
-//! have only one active session), and the tenant row lock that serializes a tenant's
+//! have only one active session, whether claims are fair across sources), and the tenant row lock that serializes a tenant's
 //! registrations so their limits hold exactly.
 
 use inbox_core::{TenantId, UnixMillis};
@@ -17,6 +17,9 @@ pub struct TenantPolicy {
     /// Seed 001's concurrency policy: an agent's newest session supersedes its earlier ones,
     /// and only that session may take new work (see `sessions.rs`).
     pub single_active_session: bool,
+    /// Fair claims (issue 31, `inbox/fairness.rs`): within one priority, claims interleave the
+    /// fairness keys of the inbox's events, quiet keys first, instead of sequence order.
+    pub fair_claims: bool,
 }
 
 /// A change to a tenant's policy: `None` keeps the current value.
@@ -24,6 +27,7 @@ pub struct TenantPolicy {
 pub struct TenantPolicyChange {
     pub signatures_required: Option<bool>,
     pub single_active_session: Option<bool>,
+    pub fair_claims: Option<bool>,
 }
 
 impl Signatures<'_> {
@@ -44,6 +48,7 @@ impl Signatures<'_> {
         let change = TenantPolicyChange {
             signatures_required: Some(policy.signatures_required),
             single_active_session: Some(policy.single_active_session),
+            fair_claims: Some(policy.fair_claims),
         };
         self.change_tenant_policy(tenant_id, change).await.map(drop)
     }
@@ -75,12 +80,14 @@ impl Signatures<'_> {
         let policy = TenantPolicy {
             signatures_required: change.signatures_required.unwrap_or(current.signatures_required),
             single_active_session: change.single_active_session.unwrap_or(current.single_active_session),
+            fair_claims: change.fair_claims.unwrap_or(current.fair_claims),
         };
         conn.execute(
             queries::UPDATE_POLICY,
             &[
                 Arg::I64(i64::from(policy.signatures_required)),
                 Arg::I64(i64::from(policy.single_active_session)),
+                Arg::I64(i64::from(policy.fair_claims)),
                 Arg::I64(now.get()),
                 Arg::Str(tenant_id.as_str()),
             ],
@@ -95,6 +102,7 @@ fn policy_from_row(row: &DbRow) -> Result<TenantPolicy, StoreError> {
     Ok(TenantPolicy {
         signatures_required: row.i64("signatures_required")? != 0,
         single_active_session: row.i64("single_active_session")? != 0,
+        fair_claims: row.i64("fair_claims")? != 0,
     })
 }
 

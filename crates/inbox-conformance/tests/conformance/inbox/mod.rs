@@ -3,6 +3,7 @@
 mod browse;
 mod claim_floor;
 mod concurrency;
+mod fair_claims;
 mod handoff;
 mod history;
 mod leases;

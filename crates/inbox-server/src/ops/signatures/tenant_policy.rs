@@ -1,6 +1,7 @@
 //! The tenant's policy, for operators: whether agents must sign their claim, acknowledge,
 //! release and heartbeat calls, and whether each agent may have only one active session (seed
-//! 001's single-active-session, `ops/sessions.rs`). This node sees a change at once, other
+//! 001's single-active-session, `ops/sessions.rs`), and whether claims are fair across the
+//! sources of an inbox's events (`ops/inbox.rs`, the store's `inbox/fairness.rs`). This node sees a change at once, other
 //! nodes within [`crate::tenant_policies::TENANT_POLICY_CACHE_TTL`].
 
 use inbox_api::{TenantPolicyRequest, TenantPolicyResponse};
@@ -28,6 +29,7 @@ pub async fn change(
     let change = TenantPolicyChange {
         signatures_required: request.signatures_required,
         single_active_session: request.single_active_session,
+        fair_claims: request.fair_claims,
     };
     let policy = state.store.signatures().change_tenant_policy(&caller.tenant_id, change).await?;
     state.tenant_policies.remember(&caller.tenant_id, policy);
@@ -39,5 +41,6 @@ fn response(caller: &Caller, policy: TenantPolicy) -> TenantPolicyResponse {
         tenant_id: caller.tenant_id.clone(),
         signatures_required: policy.signatures_required,
         single_active_session: policy.single_active_session,
+        fair_claims: policy.fair_claims,
     }
 }
