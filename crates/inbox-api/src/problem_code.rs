@@ -96,6 +96,8 @@ problem_codes! {
     SignatureRequired => "signature_required",
     StreamsAtCapacity => "streams_at_capacity",
     TenantMismatch => "tenant_mismatch",
+    TenantPendingLimit => "tenant_pending_limit",
+    TenantStorageLimit => "tenant_storage_limit",
     TokenExpired => "token_expired",
     TooManyWaiters => "too_many_waiters",
     Unauthorized => "unauthorized",

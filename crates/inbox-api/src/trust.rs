@@ -115,6 +115,15 @@ pub struct TenantPolicyRequest {
     /// oldest first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_claims: Option<bool>,
+    /// The most events of the tenant not yet acknowledged or parked (0: no limit). A publish
+    /// past it is refused with 429 `tenant_pending_limit` and `Retry-After`; nothing stored
+    /// changes. Counted per node, at most a second old.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_events_max: Option<u64>,
+    /// The most inline payload bytes those events may hold (0: no limit). A publish past it is
+    /// refused with 507 `tenant_storage_limit` and `Retry-After`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored_bytes_max: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,6 +133,8 @@ pub struct TenantPolicyResponse {
     pub signatures_required: bool,
     pub single_active_session: bool,
     pub fair_claims: bool,
+    pub pending_events_max: u64,
+    pub stored_bytes_max: u64,
 }
 
 /// `POST /v1/callback-registrations` (and seed 000's `POST /api/v1/agents/{agent_id}/callbacks`).

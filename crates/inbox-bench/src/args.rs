@@ -13,6 +13,7 @@ usage: inbox-bench store [--publishes N] [--events N]
        inbox-bench streams [--streams N] [--fanout N[,N...]] [--publishes N]
        inbox-bench readview [--seed-events N] [--agents N] [--rate N] [--before-seconds N]
                             [--view-seconds N] [--after-seconds N] [--no-view]
+       inbox-bench fairness [--backlog N] [--b-after N]
        inbox-bench soak [--minutes N] [--rate N] [--agents N] [--window-minutes N]
                         [--retention-seconds N] [--archive-retention-seconds N]
 
@@ -80,6 +81,12 @@ usage: inbox-bench store [--publishes N] [--events N]
                  load before, while and after the view is held (default 90, 600, 30)
   --no-view      hold no view: the control run
 
+  fairness       fair claims beside sequence claims on MariaDB (issue 31): sender A's backlog,
+                 sender B's 20 events published mid-run, the claim that took B's last one and
+                 A's claim+ack throughput; claim p50/p99 with 1, 100 and 10,000 keys
+  --backlog N    sender A's events (default 20000)
+  --b-after N    claims of 10 before B publishes (default 50)
+
   soak           an hour of steady load through the HTTP API (node in a child process, on
                  MariaDB) while retention turns rows over into the archive and prunes it: p99
                  of publish, claim and acknowledge per window, the node's RSS (not for CI)
@@ -106,6 +113,7 @@ pub enum Command {
     Agent(crate::agent::AgentArgs),
     History(crate::history::HistoryArgs),
     ReadView(crate::readview::ReadViewArgs),
+    Fairness(crate::fairness::FairnessArgs),
     Soak(crate::soak::SoakArgs),
     /// The hidden child process of `hints`: idle SSE clients for the node at this address.
     HintsIdleClients(String),
@@ -155,6 +163,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
             return Ok(Command::StreamsClients(addr));
         }
         Some("readview") => return parse_readview(args),
+        Some("fairness") => return parse_fairness(args),
         Some("soak") => return parse_soak(args),
         Some("hints-idle-clients") => {
             let addr = args.next().ok_or("hints-idle-clients needs the node's address")?;
@@ -191,12 +200,12 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
         Some("--help" | "-h" | "help") => return Ok(Command::Help),
         Some(other) => {
             return Err(format!(
-                "unknown command {other:?}; use `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent`, `history`, `streams`, `readview` or `soak`"
+                "unknown command {other:?}; use `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent`, `history`, `streams`, `readview`, `fairness` or `soak`"
             ));
         }
         None => {
             return Err(
-                "name a benchmark to run: `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent`, `history`, `streams`, `readview` or `soak`"
+                "name a benchmark to run: `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent`, `history`, `streams`, `readview`, `fairness` or `soak`"
                     .to_owned(),
             );
         }
@@ -275,6 +284,19 @@ fn parse_readview(mut args: impl Iterator<Item = String>) -> Result<Command, Str
         }
     }
     Ok(Command::ReadView(readview))
+}
+
+fn parse_fairness(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
+    let mut fairness = crate::fairness::FairnessArgs::default();
+    while let Some(flag) = args.next() {
+        match flag.as_str() {
+            "--help" | "-h" => return Ok(Command::Help),
+            "--backlog" => fairness.backlog = number_after(&flag, &mut args, 1_000_000)? as usize,
+            "--b-after" => fairness.b_after = number_after(&flag, &mut args, 100_000)? as usize,
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(Command::Fairness(fairness))
 }
 
 /// The whole number that follows `flag`, within `1..=max`.

@@ -9,6 +9,7 @@ mod agent;
 mod args;
 mod claim_ack;
 mod cpu;
+mod fairness;
 mod galera;
 mod hints;
 mod history;
@@ -78,6 +79,7 @@ async fn main() -> ExitCode {
         Ok(Command::Http(http_args)) => return http::main(http_args).await,
         Ok(Command::Trust(trust_args)) => return trust::main(trust_args).await,
         Ok(Command::Publish(publish_args)) => return publishing::main(publish_args).await,
+        Ok(Command::Fairness(fairness_args)) => return fairness::main(fairness_args).await,
         Ok(Command::Galera(galera_args)) => return galera::main(galera_args).await,
         Ok(Command::Agent(agent_args)) => return agent::main(agent_args).await,
         Ok(Command::History(history_args)) => return history::main(history_args).await,

@@ -25,6 +25,7 @@ mod ops;
 mod periodic;
 mod proxies;
 mod publish_batcher;
+mod quotas;
 pub mod secrets_key;
 mod session_changes;
 mod startup;
@@ -81,6 +82,7 @@ pub struct NodeParts {
     head_cache: Arc<head_cache::HeadCache>,
     heartbeats: Arc<heartbeats::Heartbeats>,
     tenant_policies: Arc<tenant_policies::TenantPolicies>,
+    quotas: Arc<quotas::Quotas>,
     session_changes: Arc<session_changes::SessionChanges>,
     trust: Arc<trust::Trust>,
     secrets_key: Arc<secrets_key::Watch>,
@@ -249,6 +251,7 @@ async fn prepare(
         hints: Arc::default(),
         head_cache,
         tenant_policies: Arc::default(),
+        quotas: Arc::default(),
         session_changes: Arc::default(),
         trust,
         secrets_key: Arc::new(secrets_key::Watch::new(secrets.file.clone(), secrets.keys.clone())),

@@ -54,8 +54,8 @@ pub use inbox::{
     EventsQuery, FOLLOW_UPS_MAX, HANDOFF_KEY_PREFIX, HISTORY_ENTRIES_MAX, HandOff, HandOffReceipt, Heartbeat,
     HeartbeatItem, HeartbeatReceipt, HistoryAction, HistoryEntry, Inbox, InboxHead, InboxStats,
     MinuteActivity, ParkedQuery, PollPage, PollQuery, Publish, PublishReceipt, QuarantineRequest,
-    REASON_BYTES_MAX, RETRY_AFTER_MS_MAX, Release, ReleaseReceipt, ScavengeReport, UNACKED_ESTIMATE_MAX,
-    archive_key_of_line, handoff_key,
+    REASON_BYTES_MAX, RETRY_AFTER_MS_MAX, Release, ReleaseReceipt, ScavengeReport, TenantUsage,
+    UNACKED_ESTIMATE_MAX, archive_key_of_line, handoff_key,
 };
 pub use purge_lag::PurgeLag;
 pub use secrets::{

@@ -59,8 +59,8 @@ const MYSQL: &[Migration] = &[
     },
     Migration {
         version: 13,
-        name: "fair claims",
-        sql: include_str!("migrations/mysql/0013_fair_claims.sql"),
+        name: "fair delivery",
+        sql: include_str!("migrations/mysql/0013_fair_delivery.sql"),
     },
 ];
 
@@ -97,8 +97,8 @@ const SQLITE: &[Migration] = &[
     },
     Migration {
         version: 13,
-        name: "fair claims",
-        sql: include_str!("migrations/sqlite/0013_fair_claims.sql"),
+        name: "fair delivery",
+        sql: include_str!("migrations/sqlite/0013_fair_delivery.sql"),
     },
 ];
 

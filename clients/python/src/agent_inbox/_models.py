@@ -344,6 +344,9 @@ class TenantPolicyRequest:
     signatures_required: bool | None = None
     single_active_session: bool | None = None
     fair_claims: bool | None = None
+    #: Quotas (0: no limit): events not yet acknowledged, and the inline payload bytes they hold.
+    pending_events_max: int | None = None
+    stored_bytes_max: int | None = None
 
 
 @dataclass
@@ -352,3 +355,5 @@ class TenantPolicyResponse:
     signatures_required: bool
     single_active_session: bool
     fair_claims: bool
+    pending_events_max: int
+    stored_bytes_max: int

@@ -50,6 +50,8 @@ declare_metrics! {
         "Terminal events moved to the archive by retention";
     Counter cursor_resets_total("tenant")
         "Polls answered with cursor_reset_required, by tenant";
+    Counter quota_refusals_total("tenant", "limit")
+        "Publishes refused by a tenant quota, by tenant and limit (pending_events, stored_bytes)";
     Counter rate_limited_total("code")
         "Requests refused by a rate limit or waiter cap, by code";
     Counter auth_failures_total("code")

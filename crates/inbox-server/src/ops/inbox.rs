@@ -32,6 +32,7 @@ use crate::error::{ApiError, item_error};
 use crate::ops::handoff;
 use crate::ops::sessions::require_active_session;
 use crate::ops::streams::Connected;
+use crate::quotas;
 
 /// Default page size of a poll.
 pub const POLL_LIMIT_DEFAULT: u32 = 100;
@@ -568,8 +569,11 @@ pub async fn publish(
     let mut publish = convert::publish("", &caller.tenant_id, request)?;
     publish.fairness_key =
         fairness_key(state, &caller.tenant_id, publish.fairness_key.take(), || subject_key(caller)).await?;
+    let bytes_each = quotas::inline_bytes(&publish.body);
+    state.quotas.admit(state, &caller.tenant_id, publish.recipients.len() as u64, bytes_each).await?;
     let started = Instant::now();
     let receipt = state.publisher.publish(publish).await?;
+    state.quotas.published(&caller.tenant_id, bytes_each, &receipt);
     state.metrics.publish_commit_seconds().observe([], started.elapsed());
     record_published(state, &caller.tenant_id, &receipt);
     Ok(PublishResponse { deliveries: receipt.deliveries.iter().map(convert::delivery).collect() })

@@ -111,8 +111,11 @@ pub async fn post(
         || FairnessKey::new(format!("room:{}", post.room_id)).expect("a room id makes a valid key");
     let post =
         PostMessage { fairness_key: fairness_key(state, &caller.tenant_id, None, room_key).await?, ..post };
+    let bytes_each = post.body.len() as u64;
+    state.quotas.admit(state, &caller.tenant_id, 1, bytes_each).await?;
     let started = Instant::now();
     let posted = state.store.rooms().post(&post).await?;
+    state.quotas.published(&caller.tenant_id, bytes_each, &posted.receipt);
     state.metrics.publish_commit_seconds().observe([], started.elapsed());
     record_published(state, &post.tenant_id, &posted.receipt);
     Ok(PostMessageResponse {

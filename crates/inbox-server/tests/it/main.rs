@@ -12,7 +12,7 @@ mod callbacks;
 mod console;
 mod contract;
 mod external_idp;
-mod fair_claims;
+mod fair_delivery;
 mod handoff;
 mod head_cache;
 mod isolation;

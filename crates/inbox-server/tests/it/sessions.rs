@@ -65,7 +65,8 @@ async fn only_the_newest_session_takes_work_under_the_policy(backend: Backend) {
     let policy = set_policy(&server, true).await;
     assert_eq!(
         policy,
-        json!({"tenant_id": "t1", "signatures_required": false, "single_active_session": true, "fair_claims": false})
+        json!({"tenant_id": "t1", "signatures_required": false, "single_active_session": true, "fair_claims": false,
+            "pending_events_max": 0, "stored_bytes_max": 0})
     );
     let admin = server.token("t1", "ops", CallerKind::Admin, "admin").await;
     let (_, read_back) = server.call(Method::GET, "/v1/admin/tenant-policy", Some(&admin), None).await;

@@ -35,7 +35,7 @@ pub use model::{
     AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimOrder, ClaimedEvent, DELIVERY_ATTEMPTS_MAX,
     Delivery, EventDetail, EventRecord, EventState, EventsQuery, Heartbeat, HeartbeatItem, HeartbeatReceipt,
     InboxHead, InboxStats, MinuteActivity, ParkedQuery, PollPage, PollQuery, Publish, PublishReceipt,
-    QuarantineRequest, Release, ReleaseReceipt, ScavengeReport,
+    QuarantineRequest, Release, ReleaseReceipt, ScavengeReport, TenantUsage,
 };
 pub use read::UNACKED_ESTIMATE_MAX;
 

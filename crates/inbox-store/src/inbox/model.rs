@@ -189,6 +189,15 @@ pub struct ClaimNext {
     pub order: ClaimOrder,
 }
 
+/// What a tenant's quotas count (`Inbox::tenant_usage`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TenantUsage {
+    /// Events not yet acknowledged or parked.
+    pub pending_events: u64,
+    /// The inline payload bytes they hold.
+    pub stored_bytes: u64,
+}
+
 /// The order a claim takes events in, within one priority.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ClaimOrder {

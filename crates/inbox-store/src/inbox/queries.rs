@@ -272,6 +272,15 @@ pub(super) const COUNT_UNACKED: &str = concat!(
     " AND ack_state IN ('available', 'claimed') LIMIT ?) AS open_events"
 );
 
+/// A tenant's events not yet acknowledged or parked, and the inline payload bytes they hold
+/// (tenant): what its quotas count. Walks the tenant's rows by primary key.
+pub(super) const TENANT_USAGE: Sql = Sql {
+    mysql: "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(LENGTH(payload_json)), 0) AS SIGNED) AS bytes FROM agent_inbox \
+            WHERE tenant_id = ? AND ack_state IN ('available', 'claimed')",
+    sqlite: "SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(CAST(payload_json AS BLOB))), 0) AS bytes FROM agent_inbox \
+             WHERE tenant_id = ? AND ack_state IN ('available', 'claimed')",
+};
+
 /// Events after a cursor not yet acknowledged or parked (inbox, after seq, limit).
 pub(super) const OPEN_EVENTS_AFTER: &str = concat!(
     "SELECT ",

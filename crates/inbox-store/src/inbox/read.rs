@@ -1,13 +1,13 @@
 //! The read side: poll after a cursor, head lookup, single events. Nothing here writes or
 //! locks, so readers never slow down publishers or claimers.
 
-use inbox_core::{EventId, InboxSeq, RecipientKey};
+use inbox_core::{EventId, InboxSeq, RecipientKey, TenantId};
 
 use super::{Inbox, claim_floor, queries};
 use crate::Dialect;
 use crate::db::{Arg, DbConnection};
 use crate::inbox::record::{event_from_row, event_with_history_from_row, seq, seq_arg};
-use crate::{EventRecord, InboxHead, PollPage, PollQuery, StoreError};
+use crate::{EventRecord, InboxHead, PollPage, PollQuery, StoreError, TenantUsage};
 
 /// Where [`Inbox::unacked_estimate`] stops counting.
 pub const UNACKED_ESTIMATE_MAX: u64 = 10_000;
@@ -90,6 +90,25 @@ impl Inbox<'_> {
             .map(|row| row.i64("n"))
             .transpose()?;
         Ok(n.unwrap_or(0).max(0) as u64)
+    }
+
+    /// What the tenant's quotas count: its events not yet acknowledged or parked, and the
+    /// inline payload bytes they hold.
+    pub async fn tenant_usage(self, tenant_id: &TenantId) -> Result<TenantUsage, StoreError> {
+        let mut pooled = self.store.pools().reader().await?;
+        let dialect = self.store.dialect();
+        let row = pooled
+            .conn()
+            .fetch_optional(queries::TENANT_USAGE.text(dialect), &[Arg::Str(tenant_id.as_str())])
+            .await?;
+        let (events, bytes) = match row {
+            Some(row) => (row.i64("n")?, row.i64("bytes")?),
+            None => (0, 0),
+        };
+        Ok(TenantUsage {
+            pending_events: u64::try_from(events).unwrap_or(0),
+            stored_bytes: u64::try_from(bytes).unwrap_or(0),
+        })
     }
 
     /// Events after `after_seq` not yet acknowledged or parked (available, scheduled or

@@ -13,7 +13,7 @@ macro_rules! key_columns {
 /// Columns of `tenant_policy` read into a `TenantPolicy`.
 macro_rules! policy_columns {
     () => {
-        "signatures_required, single_active_session, fair_claims"
+        "signatures_required, single_active_session, fair_claims, pending_events_max, stored_bytes_max"
     };
 }
 
@@ -85,9 +85,11 @@ pub(super) fn delete_expired_nonces(n: usize) -> String {
 pub(super) const POLICY_OF_TENANT: &str =
     concat!("SELECT ", policy_columns!(), " FROM tenant_policy WHERE tenant_id = ?");
 
-/// Every setting (signatures required, single active session, fair claims, updated at, tenant).
+/// Every setting (signatures required, single active session, fair claims, pending events max,
+/// stored bytes max, updated at, tenant).
 pub(super) const UPDATE_POLICY: &str = "UPDATE tenant_policy SET signatures_required = ?, \
-    single_active_session = ?, fair_claims = ?, updated_at_utc = ? WHERE tenant_id = ?";
+    single_active_session = ?, fair_claims = ?, pending_events_max = ?, stored_bytes_max = ?, \
+    updated_at_utc = ? WHERE tenant_id = ?";
 
 /// Creates the tenant's policy row if missing, keeping an existing one (tenant, updated at).
 pub(super) const ENSURE_TENANT_ROW: Sql = Sql {

@@ -1,5 +1,5 @@
 //! Per-tenant settings (whether agents must sign their critical calls, whether each agent may
-//! have only one active session, whether claims are fair across sources), and the tenant row lock that serializes a tenant's
+//! have only one active session, whether claims are fair across sources, the tenant's quotas), and the tenant row lock that serializes a tenant's
 //! registrations so their limits hold exactly.
 
 use inbox_core::{TenantId, UnixMillis};
@@ -20,6 +20,10 @@ pub struct TenantPolicy {
     /// Fair claims (issue 31, `inbox/fairness.rs`): within one priority, claims interleave the
     /// fairness keys of the inbox's events, quiet keys first, instead of sequence order.
     pub fair_claims: bool,
+    /// Quotas (0: none): the tenant's events not yet acknowledged or parked, and the inline
+    /// payload bytes they hold. The server refuses publishes past them (`quotas.rs`).
+    pub pending_events_max: u64,
+    pub stored_bytes_max: u64,
 }
 
 /// A change to a tenant's policy: `None` keeps the current value.
@@ -28,6 +32,8 @@ pub struct TenantPolicyChange {
     pub signatures_required: Option<bool>,
     pub single_active_session: Option<bool>,
     pub fair_claims: Option<bool>,
+    pub pending_events_max: Option<u64>,
+    pub stored_bytes_max: Option<u64>,
 }
 
 impl Signatures<'_> {
@@ -49,6 +55,8 @@ impl Signatures<'_> {
             signatures_required: Some(policy.signatures_required),
             single_active_session: Some(policy.single_active_session),
             fair_claims: Some(policy.fair_claims),
+            pending_events_max: Some(policy.pending_events_max),
+            stored_bytes_max: Some(policy.stored_bytes_max),
         };
         self.change_tenant_policy(tenant_id, change).await.map(drop)
     }
@@ -81,6 +89,8 @@ impl Signatures<'_> {
             signatures_required: change.signatures_required.unwrap_or(current.signatures_required),
             single_active_session: change.single_active_session.unwrap_or(current.single_active_session),
             fair_claims: change.fair_claims.unwrap_or(current.fair_claims),
+            pending_events_max: change.pending_events_max.unwrap_or(current.pending_events_max),
+            stored_bytes_max: change.stored_bytes_max.unwrap_or(current.stored_bytes_max),
         };
         conn.execute(
             queries::UPDATE_POLICY,
@@ -88,6 +98,8 @@ impl Signatures<'_> {
                 Arg::I64(i64::from(policy.signatures_required)),
                 Arg::I64(i64::from(policy.single_active_session)),
                 Arg::I64(i64::from(policy.fair_claims)),
+                Arg::I64(i64::try_from(policy.pending_events_max).unwrap_or(i64::MAX)),
+                Arg::I64(i64::try_from(policy.stored_bytes_max).unwrap_or(i64::MAX)),
                 Arg::I64(now.get()),
                 Arg::Str(tenant_id.as_str()),
             ],
@@ -103,6 +115,8 @@ fn policy_from_row(row: &DbRow) -> Result<TenantPolicy, StoreError> {
         signatures_required: row.i64("signatures_required")? != 0,
         single_active_session: row.i64("single_active_session")? != 0,
         fair_claims: row.i64("fair_claims")? != 0,
+        pending_events_max: u64::try_from(row.i64("pending_events_max")?).unwrap_or(0),
+        stored_bytes_max: u64::try_from(row.i64("stored_bytes_max")?).unwrap_or(0),
     })
 }
 

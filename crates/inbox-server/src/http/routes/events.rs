@@ -19,7 +19,7 @@ pub fn router() -> Router<AppState> {
 
 /// Publishes one event to every named agent: all inbox rows commit together, or none does.
 #[utoipa::path(post, path = "/v1/events", tag = "publishing", request_body = PublishRequest,
-    responses((status = 201, description = "published (at least one new event)", body = PublishResponse), (status = 200, description = "every recipient already had an event with this deduplication_key: the existing events, unchanged", body = PublishResponse), (status = 413, description = "payload_too_large", body = inbox_api::Problem)))]
+    responses((status = 201, description = "published (at least one new event)", body = PublishResponse), (status = 200, description = "every recipient already had an event with this deduplication_key: the existing events, unchanged", body = PublishResponse), (status = 413, description = "payload_too_large", body = inbox_api::Problem), (status = 429, description = "tenant_pending_limit or rate_limited: the tenant's pending-events quota (or a rate limit); retry after Retry-After seconds", body = inbox_api::Problem), (status = 507, description = "tenant_storage_limit: the tenant's stored-bytes quota; retry after Retry-After seconds", body = inbox_api::Problem)))]
 pub async fn publish(
     State(state): State<AppState>,
     caller: Caller,

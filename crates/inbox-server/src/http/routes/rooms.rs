@@ -77,7 +77,9 @@ pub async fn remove_member(
     request_body = PostMessageRequest,
     responses((status = 201, body = PostMessageResponse), (status = 200, description = "deduplicated", body = PostMessageResponse),
         (status = 404, description = "room_not_found", body = inbox_api::Problem),
-        (status = 413, description = "payload_too_large", body = inbox_api::Problem)))]
+        (status = 413, description = "payload_too_large", body = inbox_api::Problem),
+        (status = 429, description = "tenant_pending_limit or rate_limited: the tenant's pending-events quota (or a rate limit); retry after Retry-After seconds", body = inbox_api::Problem),
+        (status = 507, description = "tenant_storage_limit: the tenant's stored-bytes quota; retry after Retry-After seconds", body = inbox_api::Problem)))]
 pub async fn post_message(
     State(state): State<AppState>,
     caller: Caller,

@@ -30,6 +30,8 @@ pub async fn change(
         signatures_required: request.signatures_required,
         single_active_session: request.single_active_session,
         fair_claims: request.fair_claims,
+        pending_events_max: request.pending_events_max,
+        stored_bytes_max: request.stored_bytes_max,
     };
     let policy = state.store.signatures().change_tenant_policy(&caller.tenant_id, change).await?;
     state.tenant_policies.remember(&caller.tenant_id, policy);
@@ -42,5 +44,7 @@ fn response(caller: &Caller, policy: TenantPolicy) -> TenantPolicyResponse {
         signatures_required: policy.signatures_required,
         single_active_session: policy.single_active_session,
         fair_claims: policy.fair_claims,
+        pending_events_max: policy.pending_events_max,
+        stored_bytes_max: policy.stored_bytes_max,
     }
 }

@@ -1,4 +1,6 @@
--- Fair claims (issue 31; inbox/fairness.rs): within one priority, a claim of an inbox whose
+-- Fair delivery (issue 31): fair claims and per-tenant quotas.
+--
+-- Fair claims (inbox/fairness.rs): within one priority, a claim of an inbox whose
 -- tenant turned fair claims on interleaves the sources (fairness keys) of its events instead
 -- of serving them in sequence order, so one source's burst cannot hold another's events back.
 --
@@ -15,8 +17,12 @@ ALTER TABLE agent_inbox
     ADD COLUMN fair_rank BIGINT NULL,
     ADD KEY ix_agent_inbox_fair (tenant_id, recipient_kind, recipient_id, ack_state, priority, fair_rank, inbox_seq);
 
+-- The tenant's quotas (0: none): events not yet acknowledged or parked, and the inline
+-- payload bytes they hold. Publishing past one is refused (429, 507); nothing stored changes.
 ALTER TABLE tenant_policy
-    ADD COLUMN fair_claims BIGINT NOT NULL DEFAULT 0;
+    ADD COLUMN fair_claims BIGINT NOT NULL DEFAULT 0,
+    ADD COLUMN pending_events_max BIGINT NOT NULL DEFAULT 0,
+    ADD COLUMN stored_bytes_max BIGINT NOT NULL DEFAULT 0;
 
 -- Each key's last rank in an inbox. Written only by publishes, which hold the inbox's head
 -- lock, so ranks of one key never repeat. A row whose last_rank is at or below the inbox's

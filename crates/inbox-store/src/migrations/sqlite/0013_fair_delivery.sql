@@ -1,9 +1,12 @@
--- Fair claims (see the MySQL file for the rules behind each column).
+-- Fair delivery: fair claims and per-tenant quotas (see the MySQL file for the rules behind
+-- each column).
 ALTER TABLE agent_inbox ADD COLUMN fair_rank INTEGER NULL;
 CREATE INDEX IF NOT EXISTS ix_agent_inbox_fair
     ON agent_inbox (tenant_id, recipient_kind, recipient_id, ack_state, priority, fair_rank, inbox_seq);
 
 ALTER TABLE tenant_policy ADD COLUMN fair_claims INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tenant_policy ADD COLUMN pending_events_max INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tenant_policy ADD COLUMN stored_bytes_max INTEGER NOT NULL DEFAULT 0;
 
 CREATE TABLE IF NOT EXISTS inbox_fair_key (
     tenant_id      TEXT    NOT NULL,
