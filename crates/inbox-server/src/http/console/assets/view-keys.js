@@ -22,6 +22,14 @@ const COLUMNS = [
   { key: "retired", label: "Status", sortValue: (k) => k.retired_at_utc ?? "", cell: retired },
 ];
 
+/** The tenant's quotas, as a clause of the subtitle ("" when it has none). */
+function quotas(policy) {
+  const limits = [];
+  if (policy.pending_events_max > 0) limits.push(`${policy.pending_events_max} pending events`);
+  if (policy.stored_bytes_max > 0) limits.push(`${policy.stored_bytes_max} stored payload bytes`);
+  return limits.length ? `, quotas of ${limits.join(" and ")}` : "";
+}
+
 export function mount(container) {
   const sort = { key: "agent_id", descending: false };
   let keys = [];
@@ -29,7 +37,7 @@ export function mount(container) {
   let failure = null;
   const render = () => {
     const rules = policy
-      ? `; the tenant ${policy.signatures_required ? "requires" : "does not require"} signed claims and acknowledgements${policy.single_active_session ? ", one active session per agent" : ""}`
+      ? `; the tenant ${policy.signatures_required ? "requires" : "does not require"} signed claims and acknowledgements${policy.single_active_session ? ", one active session per agent" : ""}${policy.fair_claims ? ", fair claims" : ""}${quotas(policy)}`
       : "";
     replace(container,
       pageHeader("Agent keys", { subtitle: `${plural(keys.length, "request-signing key")} (RFC 9421)${rules}` }),
