@@ -16,8 +16,13 @@ type Answer = Result<Vec<ItemOutcome<AckReceipt>>, StoreError>;
 
 /// How acknowledgements are gathered: what queued while the previous batch ran, up to 64
 /// requests (each of at most the store's batch of events), two batches at once.
-const GATHERING: Gathering =
-    Gathering { batch_max: 64, yields: 1, linger: std::time::Duration::ZERO, in_flight_max: 2 };
+const GATHERING: Gathering = Gathering {
+    batch_max: 64,
+    yields: 1,
+    linger: std::time::Duration::ZERO,
+    in_flight_max: 2,
+    share_per_key: 0,
+};
 
 #[derive(Debug, Clone)]
 pub struct AckBatcher {

@@ -71,6 +71,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("publish_linger", "inbox", "publish_linger"),
     ("publish_batch_max", "inbox", "publish_batch_max"),
     ("publish_batches_in_flight", "inbox", "publish_batches_in_flight"),
+    ("publish_tenant_share", "inbox", "publish_tenant_share"),
     ("scavenge_interval", "inbox", "scavenge_interval"),
     ("scavenge_batch", "inbox", "scavenge_batch"),
     ("history", "inbox", "history"),

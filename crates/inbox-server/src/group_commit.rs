@@ -23,6 +23,9 @@ pub(crate) struct Gathering {
     pub linger: Duration,
     /// Batches committing at once (at least one).
     pub in_flight_max: usize,
+    /// While requests of more than one key (tenant) wait, a batch takes at most this many of
+    /// any one key, in arrival order; the rest wait for the next batch (0: no shares).
+    pub share_per_key: usize,
 }
 
 /// What the commit function answers for a batch.
@@ -54,6 +57,8 @@ pub(crate) struct Batch<T> {
     pub items: Vec<T>,
     /// From the first request's arrival at the task to the commit's start.
     pub gathered_for: Duration,
+    /// Per item, from its arrival at the task to the commit's start.
+    pub waited: Vec<Duration>,
 }
 
 /// The handle requests use; the task stops when the last handle is dropped.
@@ -85,6 +90,17 @@ impl<T: Send + 'static, A: Send + 'static> GroupCommit<T, A> {
     /// answer.
     pub(crate) fn start(
         gathering: Gathering,
+        commit: impl FnMut(Batch<T>) -> BoxFuture<'static, Committed<A>> + Send + 'static,
+        unreachable: impl Fn() -> A + Send + 'static,
+    ) -> Self {
+        Self::start_shared(gathering, |_| 0, commit, unreachable)
+    }
+
+    /// [`Self::start`] with fair shares: `key` names an item's share (its tenant), and
+    /// `gathering.share_per_key` bounds each key's items per batch while several keys wait.
+    pub(crate) fn start_shared(
+        gathering: Gathering,
+        key: impl Fn(&T) -> u64 + Send + 'static,
         mut commit: impl FnMut(Batch<T>) -> BoxFuture<'static, Committed<A>> + Send + 'static,
         unreachable: impl Fn() -> A + Send + 'static,
     ) -> Self {
@@ -94,11 +110,18 @@ impl<T: Send + 'static, A: Send + 'static> GroupCommit<T, A> {
             // When a batch last found the backend away: what queued before then is answered so.
             let away_since: Arc<Mutex<Option<Instant>>> = Arc::default();
             let mut batch = Vec::with_capacity(gathering.batch_max);
+            // Requests past their key's share in the last batch, in arrival order: they go first.
+            let mut deferred: Vec<Queued<T, A>> = Vec::new();
             let mut busy = false;
             loop {
                 let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
-                if requests.recv_many(&mut batch, gathering.batch_max).await == 0 {
-                    return;
+                batch.append(&mut deferred);
+                if batch.is_empty() {
+                    if requests.recv_many(&mut batch, gathering.batch_max).await == 0 {
+                        return;
+                    }
+                } else {
+                    take_queued(&mut requests, &mut batch, gathering.batch_max);
                 }
                 let first_taken = Instant::now();
                 for _ in 0..gathering.yields {
@@ -110,22 +133,28 @@ impl<T: Send + 'static, A: Send + 'static> GroupCommit<T, A> {
                     tokio::time::sleep(gathering.linger).await;
                     take_queued(&mut requests, &mut batch, gathering.batch_max);
                 }
+                if gathering.share_per_key > 0 {
+                    deferred = over_share(&mut batch, &key, gathering.share_per_key);
+                }
                 let away = away_since.lock().expect("group commit lock").take();
                 let mut items = Vec::with_capacity(batch.len());
                 let mut replies = Vec::with_capacity(batch.len());
+                let mut waited = Vec::with_capacity(batch.len());
+                let starting = Instant::now();
                 for queued in batch.drain(..) {
                     if away.is_some_and(|away| queued.at <= away) {
                         let _ = queued.reply.send(unreachable());
                     } else {
                         items.push(queued.item);
                         replies.push(queued.reply);
+                        waited.push(starting.saturating_duration_since(queued.at));
                     }
                 }
                 if items.is_empty() {
                     continue;
                 }
                 busy = items.len() > 1;
-                let committing = commit(Batch { items, gathered_for: first_taken.elapsed() });
+                let committing = commit(Batch { items, gathered_for: first_taken.elapsed(), waited });
                 let away_since = away_since.clone();
                 tokio::spawn(async move {
                     let committed = committing.await;
@@ -152,10 +181,106 @@ impl<T: Send + 'static, A: Send + 'static> GroupCommit<T, A> {
     }
 }
 
+/// Takes out of `batch`, in arrival order, the requests past `share` of their key, when
+/// `batch` holds more than one key; a batch of one key keeps everything.
+fn over_share<T, A>(
+    batch: &mut Vec<Queued<T, A>>,
+    key: &impl Fn(&T) -> u64,
+    share: usize,
+) -> Vec<Queued<T, A>> {
+    let first = match batch.first() {
+        Some(queued) => key(&queued.item),
+        None => return Vec::new(),
+    };
+    if batch.iter().all(|queued| key(&queued.item) == first) {
+        return Vec::new();
+    }
+    let mut taken: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+    let mut over = Vec::new();
+    let mut kept = Vec::with_capacity(batch.len());
+    for queued in batch.drain(..) {
+        let n = taken.entry(key(&queued.item)).or_default();
+        if *n < share {
+            *n += 1;
+            kept.push(queued);
+        } else {
+            over.push(queued);
+        }
+    }
+    *batch = kept;
+    over
+}
+
 /// Moves what is queued into `batch`, up to `max`, without waiting.
 fn take_queued<R>(requests: &mut mpsc::UnboundedReceiver<R>, batch: &mut Vec<R>, max: usize) {
     while batch.len() < max {
         let Ok(next) = requests.try_recv() else { break };
         batch.push(next);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use tokio::sync::Semaphore;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_batch_takes_each_key_up_to_its_share_while_others_wait() {
+        let gathering = Gathering {
+            batch_max: 64,
+            yields: 1,
+            linger: Duration::ZERO,
+            in_flight_max: 1,
+            share_per_key: 2,
+        };
+        let batches: Arc<Mutex<Vec<Vec<(u64, u32)>>>> = Arc::default();
+        // The first batch holds until every other request has queued.
+        let hold = Arc::new(Semaphore::new(0));
+        let (seen, gate) = (batches.clone(), hold.clone());
+        let commit = GroupCommit::start_shared(
+            gathering,
+            |item: &(u64, u32)| item.0,
+            move |batch: Batch<(u64, u32)>| {
+                let (seen, gate) = (seen.clone(), gate.clone());
+                Box::pin(async move {
+                    let first = seen.lock().unwrap().is_empty();
+                    seen.lock().unwrap().push(batch.items.clone());
+                    if first {
+                        let _ = gate.acquire().await;
+                    }
+                    Committed { answers: batch.items.iter().map(|_| ()).collect(), unreachable: false }
+                })
+            },
+            || (),
+        );
+        let mut waiting = Vec::new();
+        let first = commit.clone();
+        waiting.push(tokio::spawn(async move { first.submit((1, 0)).await }));
+        while batches.lock().unwrap().is_empty() {
+            tokio::task::yield_now().await;
+        }
+        for n in 1..=6 {
+            let flood = commit.clone();
+            waiting.push(tokio::spawn(async move { flood.submit((1, n)).await }));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let quiet = commit.clone();
+        waiting.push(tokio::spawn(async move { quiet.submit((2, 0)).await }));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        hold.add_permits(1);
+        for request in waiting {
+            assert_eq!(request.await.unwrap(), Some(()), "every request is answered");
+        }
+        let batches = batches.lock().unwrap().clone();
+        assert_eq!(
+            batches[1],
+            [(1, 1), (1, 2), (2, 0)],
+            "key 2 rides in the next batch, key 1 gets its share"
+        );
+        assert_eq!(batches[2], [(1, 3), (1, 4), (1, 5), (1, 6)], "alone, a key fills the batch");
     }
 }

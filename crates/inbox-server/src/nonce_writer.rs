@@ -35,8 +35,13 @@ pub struct NonceWriter {
 impl NonceWriter {
     /// Starts the writing task on the current runtime.
     pub fn start(store: SqlStore, metrics: Arc<Metrics>) -> NonceWriter {
-        let gathering =
-            Gathering { batch_max: BATCH_MAX, yields: GATHER_YIELDS, linger: LINGER, in_flight_max: 1 };
+        let gathering = Gathering {
+            batch_max: BATCH_MAX,
+            yields: GATHER_YIELDS,
+            linger: LINGER,
+            in_flight_max: 1,
+            share_per_key: 0,
+        };
         let writing = store.clone();
         let writer = GroupCommit::start(
             gathering,

@@ -2,7 +2,9 @@
 //! together, in one transaction, by [`SqlStore::publish_batch`]. An idle node commits each
 //! publish at once; a busy one commits what arrived while its previous batch committed (and,
 //! with `publish_linger`, what arrives within that short wait). No publish is answered before
-//! its batch's commit returns.
+//! its batch's commit returns. While several tenants' publishes wait, a batch takes at most
+//! `publish_tenant_share` of each tenant's (issue 31), so one tenant's flood cannot make the
+//! others wait behind a batch of its own.
 
 use std::sync::Arc;
 
@@ -28,15 +30,21 @@ impl PublishBatcher {
             yields: 1,
             linger: config.inbox.publish_linger,
             in_flight_max: config.inbox.publish_batches_in_flight as usize,
+            share_per_key: config.inbox.publish_tenant_share as usize,
         };
         let committing = store.clone();
-        let batcher = GroupCommit::start(
+        let batcher = GroupCommit::start_shared(
             gathering,
+            |publish: &Arc<Publish>| tenant_key(publish),
             move |batch| {
                 let (store, metrics) = (committing.clone(), metrics.clone());
                 Box::pin(async move {
                     metrics.publish_batch_size().observe([], batch.items.len());
                     metrics.publish_linger_seconds().observe([], batch.gathered_for);
+                    for (publish, waited) in batch.items.iter().zip(&batch.waited) {
+                        let tenant = metrics.tenant_label(publish.tenant_id.as_str());
+                        metrics.publish_queue_wait_seconds().observe([tenant], *waited);
+                    }
                     let answers = store.inbox().publish_batch(&batch.items).await;
                     Committed::from_store(answers)
                 })
@@ -46,7 +54,8 @@ impl PublishBatcher {
         PublishBatcher { batcher, store }
     }
 
-    /// Publishes, in whichever batch this node is gathering.
+    /// Publishes, in whichever batch this node is gathering (or the next, past its tenant's
+    /// share).
     pub async fn publish(&self, publish: Publish) -> Answer {
         let publish = Arc::new(publish);
         match self.batcher.submit(publish.clone()).await {
@@ -55,4 +64,12 @@ impl PublishBatcher {
             None => self.store.inbox().publish(&publish).await,
         }
     }
+}
+
+/// The share a publish counts against: its tenant.
+fn tenant_key(publish: &Publish) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    publish.tenant_id.as_str().hash(&mut hasher);
+    hasher.finish()
 }

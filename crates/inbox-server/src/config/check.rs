@@ -48,6 +48,9 @@ impl Config {
         if !(1..=500).contains(&self.inbox.publish_batch_max) {
             return bad("publish_batch_max must be between 1 and 500".into());
         }
+        if !(1..=500).contains(&self.inbox.publish_tenant_share) {
+            return bad("publish_tenant_share must be between 1 and 500".into());
+        }
         if !(1..=16).contains(&self.inbox.publish_batches_in_flight) {
             return bad("publish_batches_in_flight must be between 1 and 16".into());
         }

@@ -119,6 +119,11 @@ pub struct InboxConfig {
     /// Batches one node commits at once: with two, one batch's fsync overlaps the next one's
     /// statements (heads are locked in one order, so batches never deadlock).
     pub publish_batches_in_flight: u32,
+    /// Fair shares of the batcher (issue 31): while publishes of more than one tenant wait, one
+    /// batch takes at most this many of any one tenant's, the rest going in the next batch, so a
+    /// tenant's flood cannot make every other tenant's publish wait for a batch of its own. A
+    /// tenant alone still fills batches up to `publish_batch_max`.
+    pub publish_tenant_share: u32,
     /// How often the scavenger runs, and how many rows one pass handles per kind of work.
     #[serde(with = "super::forms::human_duration")]
     pub scavenge_interval: Duration,
@@ -144,6 +149,7 @@ impl Default for InboxConfig {
             publish_linger: Duration::ZERO,
             publish_batch_max: 64,
             publish_batches_in_flight: 2,
+            publish_tenant_share: 8,
             scavenge_interval: Duration::from_secs(1),
             scavenge_batch: 500,
             history: store.record_history,

@@ -18,6 +18,8 @@ declare_metrics! {
         "Publish-to-inbox commit latency, per request";
     SizeHistogram publish_batch_size()
         "Publishes committed together in one transaction";
+    Histogram publish_queue_wait_seconds("tenant")
+        "Time a publish waited in this node's batcher before its batch began to commit, by tenant (fair shares bound a flooding tenant's effect on the others)";
     Histogram publish_linger_seconds()
         "How long a publish batch gathered before its commit started";
     Counter events_published_total("tenant")
