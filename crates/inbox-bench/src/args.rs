@@ -13,7 +13,7 @@ usage: inbox-bench store [--publishes N] [--events N]
        inbox-bench streams [--streams N] [--fanout N[,N...]] [--publishes N]
        inbox-bench readview [--seed-events N] [--agents N] [--rate N] [--before-seconds N]
                             [--view-seconds N] [--after-seconds N] [--no-view]
-       inbox-bench fairness [--backlog N] [--b-after N]
+       inbox-bench fairness [--backlog N] [--b-after N] [--phase-seconds N]
        inbox-bench soak [--minutes N] [--rate N] [--agents N] [--window-minutes N]
                         [--retention-seconds N] [--archive-retention-seconds N]
 
@@ -83,9 +83,13 @@ usage: inbox-bench store [--publishes N] [--events N]
 
   fairness       fair claims beside sequence claims on MariaDB (issue 31): sender A's backlog,
                  sender B's 20 events published mid-run, the claim that took B's last one and
-                 A's claim+ack throughput; claim p50/p99 with 1, 100 and 10,000 keys
+                 A's claim+ack throughput; claim p50/p99 with 1, 100 and 10,000 keys; B's
+                 publish and publish->hint p99 while another tenant floods publishes
   --backlog N    sender A's events (default 20000)
   --b-after N    claims of 10 before B publishes (default 50)
+  --phase-seconds N  noisy tenant: tenant B's 50 publishes/s for N s alone, then as long while
+                 tenant A floods from 32 connections, twice over, through a node as shipped
+                 (default 10)
 
   soak           an hour of steady load through the HTTP API (node in a child process, on
                  MariaDB) while retention turns rows over into the archive and prunes it: p99
@@ -293,6 +297,7 @@ fn parse_fairness(mut args: impl Iterator<Item = String>) -> Result<Command, Str
             "--help" | "-h" => return Ok(Command::Help),
             "--backlog" => fairness.backlog = number_after(&flag, &mut args, 1_000_000)? as usize,
             "--b-after" => fairness.b_after = number_after(&flag, &mut args, 100_000)? as usize,
+            "--phase-seconds" => fairness.phase_seconds = number_after(&flag, &mut args, 600)?,
             other => return Err(format!("unknown option {other:?}")),
         }
     }

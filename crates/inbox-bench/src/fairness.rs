@@ -10,6 +10,9 @@
 //! **Claim cost by keys.** The same backlog spread over 1, 100 and 10,000 keys; claim p50/p99
 //! of fair claims of 10 (with their acknowledgements), beside sequence claims of the same inbox
 //! shape. Target: fair claim p99 flat as the keys grow.
+//!
+//! **Noisy tenant** (`noisy_tenant.rs`): one tenant's publishing flood beside another's steady
+//! publishes, through a node in a child process.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -41,11 +44,13 @@ pub struct FairnessArgs {
     pub backlog: usize,
     /// Claims before sender B publishes.
     pub b_after: usize,
+    /// Length of each phase of the noisy-tenant part.
+    pub phase_seconds: u64,
 }
 
 impl Default for FairnessArgs {
     fn default() -> Self {
-        Self { backlog: 20_000, b_after: 50 }
+        Self { backlog: 20_000, b_after: 50, phase_seconds: 10 }
     }
 }
 
@@ -121,6 +126,7 @@ async fn run(args: &FairnessArgs, url: &str) -> Result<String, BenchError> {
             ));
         }
     }
+    out.push_str(&crate::noisy_tenant::section(url, args.phase_seconds).await?);
     Ok(out)
 }
 

@@ -173,7 +173,7 @@ async fn latency(
     Ok(result)
 }
 
-async fn open_sse(node: &Node, token: &str) -> Result<reqwest::Response, BenchError> {
+pub(crate) async fn open_sse(node: &Node, token: &str) -> Result<reqwest::Response, BenchError> {
     let response = node.client.get(format!("{}/v1/streams/sse", node.base)).bearer_auth(token).send().await?;
     if !response.status().is_success() {
         return Err(format!("the SSE stream answered {}", response.status()).into());
@@ -182,7 +182,7 @@ async fn open_sse(node: &Node, token: &str) -> Result<reqwest::Response, BenchEr
 }
 
 /// Records when each head was first announced on a stream.
-async fn read_hints(mut response: reqwest::Response, seen: Arc<Mutex<Vec<Option<Instant>>>>) {
+pub(crate) async fn read_hints(mut response: reqwest::Response, seen: Arc<Mutex<Vec<Option<Instant>>>>) {
     let mut buffer = String::new();
     while let Ok(Some(chunk)) = response.chunk().await {
         let at = Instant::now();

@@ -18,6 +18,7 @@ mod hot_paths;
 mod http;
 mod mysql_db;
 mod node;
+mod noisy_tenant;
 mod publish;
 mod publishing;
 mod raw;
