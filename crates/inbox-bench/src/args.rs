@@ -190,10 +190,14 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
                         settings.archive_retention = seconds(&n)
                     }
                     ("--log", Some(level)) => settings.log = Some(level),
+                    ("--tenant-requests-per-second", Some(n)) if n.parse::<u32>().is_ok() => {
+                        settings.tenant_requests_per_second = n.parse().ok()
+                    }
                     _ => {
                         return Err(
                             "node takes the database URL, then --listen ADDRESS, --history true|false, \
-                             --retention-seconds N, --archive-retention-seconds N and --log LEVEL"
+                             --retention-seconds N, --archive-retention-seconds N, --log LEVEL and \
+                             --tenant-requests-per-second N"
                                 .to_owned(),
                         );
                     }

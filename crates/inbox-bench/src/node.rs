@@ -75,6 +75,9 @@ impl Node {
         if let Some(retention) = settings.archive_retention {
             args.extend(["--archive-retention-seconds".to_owned(), retention.as_secs().to_string()]);
         }
+        if let Some(rate) = settings.tenant_requests_per_second {
+            args.extend(["--tenant-requests-per-second".to_owned(), rate.to_string()]);
+        }
         let mut serve = Serve::command(std::env::current_exe()?, args.clone()).echo_stderr();
         let mut log_file = None;
         if let Some(level) = &settings.log {
@@ -155,6 +158,9 @@ pub struct NodeSettings {
     /// The service's log at this level, as `agent-inbox serve` writes it (to a file here);
     /// `None`: no log at all.
     pub log: Option<String>,
+    /// `[limits] tenant_requests_per_second` (its burst twice that); `None`: limits lifted, as
+    /// every benchmark's node has them ([`Node::config`]).
+    pub tenant_requests_per_second: Option<u32>,
 }
 
 /// The child process of `Node::spawn`: serves `Node::config(database_url)` (with `history`
@@ -192,6 +198,10 @@ pub async fn serve_child(
     }
     if let Some(retention) = settings.archive_retention {
         config.inbox.archive_retention = retention;
+    }
+    if let Some(rate) = settings.tenant_requests_per_second {
+        config.limits.tenant_requests_per_second = rate;
+        config.limits.tenant_requests_burst = rate.saturating_mul(2);
     }
     match inbox_server::run(config, listener, stdin_closed).await {
         Ok(()) => ExitCode::SUCCESS,

@@ -96,6 +96,7 @@ async fn run(args: &SoakArgs, url: &str) -> Result<String, BenchError> {
         retention: Some(Duration::from_secs(args.retention_seconds)),
         archive_retention: Some(Duration::from_secs(args.archive_retention_seconds)),
         log: None,
+        tenant_requests_per_second: None,
     };
     let tokens =
         TokenService::new(store.clone(), &Node::config(url)).await.map_err(|e| -> BenchError { e.into() })?;
