@@ -6,6 +6,7 @@
 //! exhaustively and replayed exactly.
 
 mod backoff;
+mod disabling;
 mod ids;
 mod lease;
 mod lifecycle;
@@ -14,6 +15,7 @@ mod quarantine;
 mod time;
 
 pub use backoff::BackoffPolicy;
+pub use disabling::DisablePolicy;
 pub use ids::{
     DeduplicationKey, EventId, EventType, FairnessKey, IdError, InboxSeq, KeyId, Recipient, RecipientId,
     RecipientKey, RecipientKind, RegistrationId, RoomId, SessionId, TenantId,

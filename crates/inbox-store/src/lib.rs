@@ -37,7 +37,8 @@ mod tokens;
 
 pub use callbacks::{
     CALLBACK_ATTEMPTS_LIST_MAX, CallbackAttempt, CallbackLimits, CallbackRegistration, Callbacks,
-    DeliveryResult, DueDelivery, NewCallbackRegistration, PreviousSecret, RegistrationId, VerificationState,
+    DeliveryResult, Disabled, DueDelivery, NewCallbackRegistration, PreviousSecret, RegistrationId,
+    VerificationState,
 };
 pub use clock::{DatabaseClock, system_now};
 pub use config::StoreConfig;

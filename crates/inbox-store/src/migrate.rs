@@ -62,6 +62,11 @@ const MYSQL: &[Migration] = &[
         name: "fair delivery",
         sql: include_str!("migrations/mysql/0013_fair_delivery.sql"),
     },
+    Migration {
+        version: 14,
+        name: "callback disabling",
+        sql: include_str!("migrations/mysql/0014_callback_disabling.sql"),
+    },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -99,6 +104,11 @@ const SQLITE: &[Migration] = &[
         version: 13,
         name: "fair delivery",
         sql: include_str!("migrations/sqlite/0013_fair_delivery.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "callback disabling",
+        sql: include_str!("migrations/sqlite/0014_callback_disabling.sql"),
     },
 ];
 

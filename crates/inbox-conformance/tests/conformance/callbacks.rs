@@ -1,10 +1,11 @@
 //! Callback registrations with their limits, and deliveries driven by the database.
 
+use inbox_conformance::Harness;
 use inbox_conformance::vocabulary::{agent_id, publish_to, tenant};
-use inbox_core::InboxSeq;
+use inbox_core::{InboxSeq, UnixMillis};
 use inbox_store::{
-    CallbackAttempt, CallbackLimits, DeliveryResult, KeyId, NewCallbackRegistration, StoreError,
-    VerificationState,
+    CallbackAttempt, CallbackLimits, CallbackRegistration, DeliveryResult, DueDelivery, KeyId,
+    NewCallbackRegistration, RegistrationId, StoreError, VerificationState,
 };
 
 fn registration(tenant_name: &str, agent: &str) -> NewCallbackRegistration {
@@ -20,6 +21,145 @@ fn registration(tenant_name: &str, agent: &str) -> NewCallbackRegistration {
 }
 
 const LIMITS: CallbackLimits = CallbackLimits { per_recipient_max: 2, per_tenant_max: 3 };
+
+/// Takes a due delivery as the worker does; returns its lease.
+async fn claim(h: &Harness, due: &DueDelivery) -> UnixMillis {
+    let lease = h.store.now().plus_ms(30_000);
+    let id = &due.registration.registration_id;
+    assert!(h.store.callbacks().claim_delivery(id, due.registration.next_attempt_at, lease).await.unwrap());
+    lease
+}
+
+/// An active registration of `agent` in t1 with one event waiting.
+async fn active_with_news(h: &Harness, agent: &str) -> RegistrationId {
+    let created = h.store.callbacks().create_registration(&registration("t1", agent), LIMITS).await.unwrap();
+    assert!(h.store.callbacks().mark_verified(&tenant("t1"), &created.registration_id).await.unwrap());
+    publish_to(h, "t1", agent, "{}").await;
+    created.registration_id
+}
+
+async fn stored(h: &Harness, id: &RegistrationId) -> CallbackRegistration {
+    h.store.callbacks().registration(&tenant("t1"), id).await.unwrap().unwrap()
+}
+
+async fn due_now(h: &Harness) -> Vec<DueDelivery> {
+    h.store.callbacks().due_deliveries(h.store.now(), None, 10).await.unwrap()
+}
+
+fn failure(
+    next_attempt_at: UnixMillis,
+    give_up_head: Option<InboxSeq>,
+    disable: Option<&str>,
+) -> DeliveryResult {
+    DeliveryResult::Failed {
+        error: "no answer within 5s".into(),
+        next_attempt_at,
+        give_up_head,
+        disable: disable.map(str::to_owned),
+    }
+}
+
+case! {
+    /// Failures in a row count across heads (a head given up on does not reset them) and
+    /// remember when they started; a success starts both over.
+    async fn callback_failures_in_a_row_count_across_heads_until_a_success(h: &Harness) {
+        let id = active_with_news(h, "alpha").await;
+        let first_failure = h.store.now();
+        let lease = claim(h, &due_now(h).await[0]).await;
+        assert!(h.store.callbacks().finish_delivery(&id, lease, &failure(h.store.now(), None, None)).await.unwrap());
+        h.clock.advance_ms(1_000);
+        let lease = claim(h, &due_now(h).await[0]).await;
+        let give_up = failure(h.store.now(), Some(InboxSeq(1)), None);
+        assert!(h.store.callbacks().finish_delivery(&id, lease, &give_up).await.unwrap());
+        let after = stored(h, &id).await;
+        assert_eq!((after.failed_attempts, after.consecutive_failures), (0, 2), "per head, and in a row");
+        assert_eq!(after.failing_since, Some(first_failure), "since the first failure");
+        assert!(after.disabled.is_none());
+
+        publish_to(h, "t1", "alpha", "{}").await;
+        let due = due_now(h).await;
+        assert_eq!(due[0].registration.consecutive_failures, 2);
+        let lease = claim(h, &due[0]).await;
+        let delivered = DeliveryResult::Delivered { head_seq: InboxSeq(2), next_attempt_at: h.store.now() };
+        assert!(h.store.callbacks().finish_delivery(&id, lease, &delivered).await.unwrap());
+        let after = stored(h, &id).await;
+        assert_eq!((after.consecutive_failures, after.failing_since, after.last_error), (0, None, None));
+    }
+}
+
+case! {
+    /// A registration disabled for a reason gets no deliveries and cannot be claimed, however
+    /// much is published; re-enabling starts its counts over and makes the current head due
+    /// at once. Re-enabling one that is not disabled changes nothing.
+    async fn a_disabled_callback_gets_nothing_until_re_enabled(h: &Harness) {
+        let id = active_with_news(h, "alpha").await;
+        let healthy = active_with_news(h, "beta").await;
+        let due = due_now(h).await;
+        let mine = due.iter().find(|d| d.registration.registration_id == id).unwrap();
+        let lease = claim(h, mine).await;
+        let reason = "50 failed deliveries in a row over 24h; the last: no answer within 5s";
+        let disabled = failure(h.store.now(), None, Some(reason));
+        assert!(h.store.callbacks().finish_delivery(&id, lease, &disabled).await.unwrap());
+        let after = stored(h, &id).await;
+        let state = after.disabled.clone().expect("disabled");
+        assert_eq!((state.at, state.reason.as_str()), (h.store.now(), reason));
+
+        publish_to(h, "t1", "alpha", "{}").await;
+        h.clock.advance_ms(60_000);
+        let due = due_now(h).await;
+        let ids: Vec<&RegistrationId> = due.iter().map(|d| &d.registration.registration_id).collect();
+        assert_eq!(ids, [&healthy], "only the enabled registration is due");
+        assert!(
+            !h.store.callbacks().claim_delivery(&id, after.next_attempt_at, h.store.now()).await.unwrap(),
+            "a disabled registration cannot be claimed"
+        );
+        assert!(!h.store.callbacks().enable(&tenant("t2"), &id).await.unwrap(), "another tenant's");
+
+        assert!(h.store.callbacks().enable(&tenant("t1"), &id).await.unwrap());
+        let enabled = stored(h, &id).await;
+        assert_eq!((enabled.disabled.clone(), enabled.consecutive_failures, enabled.failing_since), (None, 0, None));
+        let due = due_now(h).await;
+        let mine = due.iter().find(|d| d.registration.registration_id == id).expect("due at once");
+        assert_eq!(mine.head_seq, InboxSeq(2), "the current head");
+        assert!(!h.store.callbacks().enable(&tenant("t1"), &id).await.unwrap(), "not disabled: unchanged");
+    }
+}
+
+case! {
+    /// An outcome is recorded only under the lease it was claimed with: a delivery that
+    /// outlived its lease, or a registration re-enabled meanwhile, records nothing.
+    async fn a_delivery_outcome_is_recorded_only_under_its_lease(h: &Harness) {
+        let id = active_with_news(h, "alpha").await;
+        let lease = claim(h, &due_now(h).await[0]).await;
+        let stale = UnixMillis(lease.get() - 1);
+        assert!(!h.store.callbacks().finish_delivery(&id, stale, &failure(h.store.now(), None, Some("x"))).await.unwrap());
+        let after = stored(h, &id).await;
+        assert_eq!((after.consecutive_failures, after.disabled), (0, None), "nothing recorded");
+        assert!(h.store.callbacks().finish_delivery(&id, lease, &failure(h.store.now(), None, None)).await.unwrap());
+    }
+}
+
+case! {
+    /// Due deliveries come soonest first, then by id, and page on after a given one, so a
+    /// worker that defers the first of a page still reaches the rest.
+    async fn due_deliveries_page_on_after_a_given_one(h: &Harness) {
+        let mut ids = Vec::new();
+        for agent in ["alpha", "beta", "gamma"] {
+            let created = h.store.callbacks().create_registration(&registration("t1", agent), LIMITS).await.unwrap();
+            h.store.callbacks().mark_verified(&tenant("t1"), &created.registration_id).await.unwrap();
+            publish_to(h, "t1", agent, "{}").await;
+            ids.push(created.registration_id);
+        }
+        ids.sort();
+        let now = h.store.now();
+        let first = h.store.callbacks().due_deliveries(now, None, 1).await.unwrap();
+        assert_eq!(first[0].registration.registration_id, ids[0]);
+        let at = first[0].registration.next_attempt_at;
+        let rest = h.store.callbacks().due_deliveries(now, Some((at, &ids[0])), 10).await.unwrap();
+        let rest: Vec<RegistrationId> = rest.into_iter().map(|d| d.registration.registration_id).collect();
+        assert_eq!(rest, ids[1..]);
+    }
+}
 
 case! {
     /// Registrations stay within their limits, are due only once active and past the delivered
@@ -41,10 +181,10 @@ case! {
 
         publish_to(h, "t1", "alpha", "{}").await;
         let now = h.store.now();
-        assert!(h.store.callbacks().due_deliveries(now, 10).await.unwrap().is_empty(), "pending: nothing due");
+        assert!(h.store.callbacks().due_deliveries(now, None, 10).await.unwrap().is_empty(), "pending: nothing due");
         let id = first.registration_id.clone();
         assert!(h.store.callbacks().mark_verified(&tenant("t1"), &id).await.unwrap());
-        let due = h.store.callbacks().due_deliveries(now, 10).await.unwrap();
+        let due = h.store.callbacks().due_deliveries(now, None, 10).await.unwrap();
         assert_eq!(due.len(), 1);
         assert_eq!((due[0].registration.registration_id.clone(), due[0].head_seq), (id.clone(), InboxSeq(1)));
         assert_eq!(due[0].registration.signing_secrets(now).len(), 1);
@@ -54,36 +194,43 @@ case! {
         let lease = now.plus_ms(30_000);
         assert!(h.store.callbacks().claim_delivery(&id, seen, lease).await.unwrap());
         assert!(!other.callbacks().claim_delivery(&id, seen, lease).await.unwrap(), "one node takes it");
-        assert!(h.store.callbacks().due_deliveries(now, 10).await.unwrap().is_empty(), "leased");
+        assert!(h.store.callbacks().due_deliveries(now, None, 10).await.unwrap().is_empty(), "leased");
 
         let retry_at = now.plus_ms(1_000);
-        let failed =
-            DeliveryResult::Failed { error: "timed out".into(), next_attempt_at: retry_at, give_up_head: None };
-        h.store.callbacks().finish_delivery(&id, &failed).await.unwrap();
+        let failed = DeliveryResult::Failed {
+            error: "timed out".into(),
+            next_attempt_at: retry_at,
+            give_up_head: None,
+            disable: None,
+        };
+        assert!(h.store.callbacks().finish_delivery(&id, lease, &failed).await.unwrap());
         let stored = h.store.callbacks().registration(&tenant("t1"), &id).await.unwrap().unwrap();
         assert_eq!((stored.failed_attempts, stored.last_error.as_deref()), (1, Some("timed out")));
-        assert!(h.store.callbacks().due_deliveries(now, 10).await.unwrap().is_empty(), "backing off");
+        assert!(h.store.callbacks().due_deliveries(now, None, 10).await.unwrap().is_empty(), "backing off");
         h.clock.advance_ms(1_000);
-        let due = h.store.callbacks().due_deliveries(h.store.now(), 10).await.unwrap();
+        let due = h.store.callbacks().due_deliveries(h.store.now(), None, 10).await.unwrap();
         assert_eq!(due.len(), 1, "due again after the backoff");
 
+        let lease = claim(h, &due[0]).await;
         let delivered = DeliveryResult::Delivered { head_seq: InboxSeq(1), next_attempt_at: h.store.now() };
-        h.store.callbacks().finish_delivery(&id, &delivered).await.unwrap();
+        assert!(h.store.callbacks().finish_delivery(&id, lease, &delivered).await.unwrap());
         assert!(
-            h.store.callbacks().due_deliveries(h.store.now(), 10).await.unwrap().is_empty(),
+            h.store.callbacks().due_deliveries(h.store.now(), None, 10).await.unwrap().is_empty(),
             "head 1 delivered"
         );
         publish_to(h, "t1", "alpha", "{}").await;
         publish_to(h, "t1", "alpha", "{}").await;
-        let due = h.store.callbacks().due_deliveries(h.store.now(), 10).await.unwrap();
+        let due = h.store.callbacks().due_deliveries(h.store.now(), None, 10).await.unwrap();
         assert_eq!(due[0].head_seq, InboxSeq(3), "publishes coalesce into the newest head");
+        let lease = claim(h, &due[0]).await;
         let given_up = DeliveryResult::Failed {
             error: "refused".into(),
             next_attempt_at: h.store.now(),
             give_up_head: Some(InboxSeq(3)),
+            disable: None,
         };
-        h.store.callbacks().finish_delivery(&id, &given_up).await.unwrap();
-        assert!(h.store.callbacks().due_deliveries(h.store.now(), 10).await.unwrap().is_empty());
+        assert!(h.store.callbacks().finish_delivery(&id, lease, &given_up).await.unwrap());
+        assert!(h.store.callbacks().due_deliveries(h.store.now(), None, 10).await.unwrap().is_empty());
 
         let attempt = CallbackAttempt {
             delivery_id: "d-1".into(),

@@ -4,24 +4,38 @@
 use inbox_core::{InboxSeq, TenantId, UnixMillis};
 
 use super::{
-    CALLBACK_ATTEMPTS_LIST_MAX, CallbackAttempt, Callbacks, DeliveryResult, DueDelivery, RegistrationId,
-    attempt_from_row, queries, registration_from_row, truncate,
+    CALLBACK_ATTEMPTS_LIST_MAX, CALLBACK_DISABLED_REASON_BYTES_MAX, CallbackAttempt, Callbacks,
+    DeliveryResult, DueDelivery, RegistrationId, attempt_from_row, queries, registration_from_row, truncate,
+    truncate_to,
 };
 use crate::StoreError;
 use crate::db::Arg;
 
 impl Callbacks<'_> {
-    /// Active registrations whose recipient's head is past what they were sent, and whose
-    /// next attempt is due at `now`, soonest first, at most `limit`.
-    pub async fn due_deliveries(self, now: UnixMillis, limit: u32) -> Result<Vec<DueDelivery>, StoreError> {
+    /// Active, enabled registrations whose recipient's head is past what they were sent, and
+    /// whose next attempt is due at `now`, soonest first (then by id), at most `limit`; with
+    /// `after`, those that come after that (next attempt, registration) in the same order.
+    pub async fn due_deliveries(
+        self,
+        now: UnixMillis,
+        after: Option<(UnixMillis, &RegistrationId)>,
+        limit: u32,
+    ) -> Result<Vec<DueDelivery>, StoreError> {
         let mut pooled = self.store.pools().reader().await?;
-        let rows = pooled
-            .conn()
-            .fetch_all(
-                queries::DUE_DELIVERIES,
-                &[Arg::I64(now.get()), Arg::I64(i64::from(limit.clamp(1, 1_000)))],
-            )
-            .await?;
+        let limit = Arg::I64(i64::from(limit.clamp(1, 1_000)));
+        let rows = match after {
+            None => pooled.conn().fetch_all(queries::DUE_DELIVERIES, &[Arg::I64(now.get()), limit]).await?,
+            Some((next_attempt_at, registration_id)) => {
+                let args = [
+                    Arg::I64(now.get()),
+                    Arg::I64(next_attempt_at.get()),
+                    Arg::I64(next_attempt_at.get()),
+                    Arg::Str(registration_id.as_str()),
+                    limit,
+                ];
+                pooled.conn().fetch_all(queries::DUE_DELIVERIES_AFTER, &args).await?
+            }
+        };
         rows.iter()
             .map(|row| {
                 Ok(DueDelivery {
@@ -56,16 +70,21 @@ impl Callbacks<'_> {
         Ok(done.rows_affected == 1)
     }
 
-    /// Records how a claimed delivery ended.
+    /// Records how a claimed delivery ended, if its lease (the `lease_until` it was claimed
+    /// with) still holds; whether it did. A delivery that outlived its lease, or whose
+    /// registration an operator re-enabled meanwhile, records nothing.
     pub async fn finish_delivery(
         self,
         registration_id: &RegistrationId,
+        lease_until: UnixMillis,
         result: &DeliveryResult,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let now = self.store.now();
         let mut pooled = self.store.pools().writer().await?;
         let mut conn = pooled.conn();
-        match result {
+        let id = Arg::Str(registration_id.as_str());
+        let lease = Arg::I64(lease_until.get());
+        let done = match result {
             DeliveryResult::Delivered { head_seq, next_attempt_at } => {
                 let head = head_seq.get() as i64;
                 conn.execute(
@@ -75,40 +94,58 @@ impl Callbacks<'_> {
                         Arg::I64(head),
                         Arg::I64(next_attempt_at.get()),
                         Arg::I64(now.get()),
-                        Arg::Str(registration_id.as_str()),
+                        id,
+                        lease,
                     ],
                 )
-                .await?;
+                .await?
             }
-            DeliveryResult::Failed { error, next_attempt_at, give_up_head: None } => {
-                conn.execute(
-                    queries::RECORD_FAILED,
-                    &[
-                        Arg::I64(next_attempt_at.get()),
-                        Arg::Str(truncate(error)),
-                        Arg::I64(now.get()),
-                        Arg::Str(registration_id.as_str()),
-                    ],
-                )
-                .await?;
+            DeliveryResult::Failed { error, next_attempt_at, give_up_head, disable } => {
+                let disabled_at = Arg::OptI64(disable.as_ref().map(|_| now.get()));
+                let reason = Arg::OptStr(
+                    disable.as_deref().map(|r| truncate_to(r, CALLBACK_DISABLED_REASON_BYTES_MAX)),
+                );
+                let failed = [
+                    Arg::I64(next_attempt_at.get()),
+                    Arg::Str(truncate(error)),
+                    Arg::I64(now.get()),
+                    disabled_at,
+                    reason,
+                    Arg::I64(now.get()),
+                    id,
+                    lease,
+                ];
+                match give_up_head {
+                    None => conn.execute(queries::RECORD_FAILED, &failed).await?,
+                    Some(head_seq) => {
+                        let head = head_seq.get() as i64;
+                        let mut args = vec![Arg::I64(head), Arg::I64(head)];
+                        args.extend(failed);
+                        conn.execute(queries::RECORD_GIVEN_UP, &args).await?
+                    }
+                }
             }
-            DeliveryResult::Failed { error, next_attempt_at, give_up_head: Some(head_seq) } => {
-                let head = head_seq.get() as i64;
-                conn.execute(
-                    queries::RECORD_GIVEN_UP,
-                    &[
-                        Arg::I64(head),
-                        Arg::I64(head),
-                        Arg::I64(next_attempt_at.get()),
-                        Arg::Str(truncate(error)),
-                        Arg::I64(now.get()),
-                        Arg::Str(registration_id.as_str()),
-                    ],
-                )
-                .await?;
-            }
-        }
-        Ok(())
+        };
+        Ok(done.rows_affected == 1)
+    }
+
+    /// Re-enables a disabled registration (an operator's decision): its failure counts start
+    /// over and its recipient's current head is delivered at once. Whether it was disabled.
+    pub async fn enable(
+        self,
+        tenant_id: &TenantId,
+        registration_id: &RegistrationId,
+    ) -> Result<bool, StoreError> {
+        let now = self.store.now();
+        let mut pooled = self.store.pools().writer().await?;
+        let done = pooled
+            .conn()
+            .execute(
+                queries::ENABLE_REGISTRATION,
+                &[Arg::I64(now.get()), Arg::Str(tenant_id.as_str()), Arg::Str(registration_id.as_str())],
+            )
+            .await?;
+        Ok(done.rows_affected == 1)
     }
 
     /// Appends an attempt to the delivery log.

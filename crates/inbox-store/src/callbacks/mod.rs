@@ -25,6 +25,8 @@ use crate::{SqlStore, StoreError};
 
 /// Longest error text kept on a registration or an attempt.
 pub const CALLBACK_ERROR_BYTES_MAX: usize = 255;
+/// Longest reason kept for a disabled registration.
+pub const CALLBACK_DISABLED_REASON_BYTES_MAX: usize = 512;
 /// Attempts one listing returns at most.
 pub const CALLBACK_ATTEMPTS_LIST_MAX: u32 = 200;
 
@@ -126,9 +128,23 @@ pub struct CallbackRegistration {
     pub next_attempt_at: UnixMillis,
     /// Failed attempts in a row for the current head.
     pub failed_attempts: u32,
+    /// Failed deliveries in a row across heads since the last success (the backoff's and
+    /// the disabling bound's count), and when the first of them ended.
+    pub consecutive_failures: u32,
+    pub failing_since: Option<UnixMillis>,
+    /// Set when the delivery worker gave up on the receiver: nothing is sent until an
+    /// operator re-enables it.
+    pub disabled: Option<Disabled>,
     pub last_error: Option<String>,
     pub created_at: UnixMillis,
     pub verified_at: Option<UnixMillis>,
+}
+
+/// Why and when a registration was disabled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Disabled {
+    pub at: UnixMillis,
+    pub reason: String,
 }
 
 impl CallbackRegistration {
@@ -153,6 +169,8 @@ impl fmt::Debug for CallbackRegistration {
             .field("key_id", &self.key_id)
             .field("delivered_head_seq", &self.delivered_head_seq)
             .field("failed_attempts", &self.failed_attempts)
+            .field("consecutive_failures", &self.consecutive_failures)
+            .field("disabled", &self.disabled)
             .finish_non_exhaustive()
     }
 }
@@ -172,8 +190,14 @@ pub enum DeliveryResult {
     Delivered { head_seq: InboxSeq, next_attempt_at: UnixMillis },
     /// The attempt failed; retry at `next_attempt_at`. With `give_up_head`, the attempts for
     /// this head are exhausted: it counts as handled (the agent recovers by polling) and the
-    /// failure count starts over with the next head.
-    Failed { error: String, next_attempt_at: UnixMillis, give_up_head: Option<InboxSeq> },
+    /// failure count starts over with the next head. With `disable`, the registration has
+    /// failed past the bound and is disabled for that reason.
+    Failed {
+        error: String,
+        next_attempt_at: UnixMillis,
+        give_up_head: Option<InboxSeq>,
+        disable: Option<String>,
+    },
 }
 
 /// One attempt in the delivery log.
@@ -187,7 +211,8 @@ pub struct CallbackAttempt {
     pub head_seq: Option<u64>,
     /// 1 for the first attempt at a head (or a challenge), counting up while it fails.
     pub attempt: u32,
-    /// `delivered`, `failed`, `abandoned`, `verified` or `verification_failed`.
+    /// `delivered`, `failed`, `abandoned`, `disabled` (failed, and the registration disabled),
+    /// `verified` or `verification_failed`.
     pub outcome: String,
     pub http_status: Option<u16>,
     pub error: Option<String>,
@@ -210,10 +235,14 @@ impl SqlStore {
 }
 
 fn truncate(text: &str) -> &str {
-    if text.len() <= CALLBACK_ERROR_BYTES_MAX {
+    truncate_to(text, CALLBACK_ERROR_BYTES_MAX)
+}
+
+fn truncate_to(text: &str, max: usize) -> &str {
+    if text.len() <= max {
         return text;
     }
-    let mut end = CALLBACK_ERROR_BYTES_MAX;
+    let mut end = max;
     while !text.is_char_boundary(end) {
         end -= 1;
     }
@@ -264,6 +293,12 @@ fn registration_from_row(store: &SqlStore, row: &DbRow) -> Result<CallbackRegist
         delivered_head_seq: row.i64("delivered_head_seq")?.max(0) as u64,
         next_attempt_at: UnixMillis(row.i64("next_attempt_at_utc")?),
         failed_attempts: small("failed_attempts")?,
+        consecutive_failures: small("consecutive_failures")?,
+        failing_since: row.opt_i64("failing_since_utc")?.map(UnixMillis),
+        disabled: match (row.opt_i64("disabled_at_utc")?, row.opt_string("disabled_reason")?) {
+            (Some(at), reason) => Some(Disabled { at: UnixMillis(at), reason: reason.unwrap_or_default() }),
+            (None, _) => None,
+        },
         last_error: row.opt_string("last_error")?,
         created_at: UnixMillis(row.i64("created_at_utc")?),
         verified_at: row.opt_i64("verified_at_utc")?.map(UnixMillis),

@@ -10,7 +10,8 @@ macro_rules! registration_columns {
          r.verification_state, r.auth_mode, r.key_id, r.secret, r.secret_sealed_by, r.previous_key_id, \
          r.previous_secret, r.previous_secret_sealed_by, \
          r.previous_retires_at_utc, r.replay_window_seconds, r.max_rate_per_minute, r.delivered_head_seq, \
-         r.next_attempt_at_utc, r.failed_attempts, r.last_error, r.created_at_utc, r.verified_at_utc"
+         r.next_attempt_at_utc, r.failed_attempts, r.consecutive_failures, r.failing_since_utc, \
+         r.disabled_at_utc, r.disabled_reason, r.last_error, r.created_at_utc, r.verified_at_utc"
     };
 }
 
@@ -86,39 +87,78 @@ pub(super) const ROTATE_SECRET: &str = "UPDATE callback_registration SET previou
 
 // ---- deliveries ----
 
-/// Active registrations due at a time whose recipient's head is past what they were sent,
-/// with that head, soonest first (now, limit).
+/// What every due delivery's row satisfies: active, not disabled, past its next attempt
+/// (now), and its recipient's head past what it was sent.
+macro_rules! due_from {
+    () => {
+        " FROM callback_registration r \
+         JOIN inbox_head h ON h.tenant_id = r.tenant_id AND h.recipient_kind = 'agent' \
+         AND h.recipient_id = r.recipient_id \
+         WHERE r.verification_state = 'active' AND r.disabled_at_utc IS NULL AND r.next_attempt_at_utc <= ? \
+         AND h.head_seq > r.delivered_head_seq"
+    };
+}
+
+/// Due deliveries with their heads, soonest first (now, limit).
 pub(super) const DUE_DELIVERIES: &str = concat!(
     "SELECT ",
     registration_columns!(),
-    ", h.head_seq FROM callback_registration r \
-     JOIN inbox_head h ON h.tenant_id = r.tenant_id AND h.recipient_kind = 'agent' \
-     AND h.recipient_id = r.recipient_id \
-     WHERE r.verification_state = 'active' AND r.next_attempt_at_utc <= ? \
-     AND h.head_seq > r.delivered_head_seq \
-     ORDER BY r.next_attempt_at_utc LIMIT ?"
+    ", h.head_seq",
+    due_from!(),
+    " ORDER BY r.next_attempt_at_utc, r.registration_id LIMIT ?"
+);
+
+/// The next page of due deliveries, after the last one of the page before: the worker reads
+/// on past deliveries it had to defer, so they cannot hide the rest (now, next attempt at,
+/// next attempt at, registration, limit).
+pub(super) const DUE_DELIVERIES_AFTER: &str = concat!(
+    "SELECT ",
+    registration_columns!(),
+    ", h.head_seq",
+    due_from!(),
+    " AND (r.next_attempt_at_utc > ? OR (r.next_attempt_at_utc = ? AND r.registration_id > ?)) \
+     ORDER BY r.next_attempt_at_utc, r.registration_id LIMIT ?"
 );
 
 /// Takes a due registration, the compare-and-set on the `next_attempt_at` the caller read
 /// (lease until, registration, seen next attempt at).
 pub(super) const CLAIM_DELIVERY: &str = "UPDATE callback_registration SET next_attempt_at_utc = ? \
-    WHERE registration_id = ? AND next_attempt_at_utc = ? AND verification_state = 'active'";
+    WHERE registration_id = ? AND next_attempt_at_utc = ? AND verification_state = 'active' \
+    AND disabled_at_utc IS NULL";
 
-/// A delivered head, never moving the cursor back; the failure count starts over (head, head,
-/// next attempt at, updated at, registration).
+// Each way a delivery ends is recorded only while the delivery's lease holds (the last bind,
+// the `next_attempt_at_utc` its claim set): an operator's re-enable, or another node that took
+// the registration after the lease ran out, has moved it, and then the outcome is stale.
+
+/// A delivered head, never moving the cursor back; the failure counts start over (head, head,
+/// next attempt at, updated at, registration, lease).
 pub(super) const RECORD_DELIVERED: &str = "UPDATE callback_registration SET delivered_head_seq = \
     CASE WHEN delivered_head_seq < ? THEN ? ELSE delivered_head_seq END, next_attempt_at_utc = ?, \
-    failed_attempts = 0, last_error = NULL, updated_at_utc = ? WHERE registration_id = ?";
+    failed_attempts = 0, consecutive_failures = 0, failing_since_utc = NULL, last_error = NULL, \
+    updated_at_utc = ? WHERE registration_id = ? AND next_attempt_at_utc = ?";
 
-/// One more failed attempt at the current head (next attempt at, error, updated at, registration).
+/// One more failed attempt at the current head, disabled when past the bound (next attempt at,
+/// error, failed at, disabled at, reason, updated at, registration, lease).
 pub(super) const RECORD_FAILED: &str = "UPDATE callback_registration SET failed_attempts = failed_attempts + 1, \
-    next_attempt_at_utc = ?, last_error = ?, updated_at_utc = ? WHERE registration_id = ?";
+    consecutive_failures = consecutive_failures + 1, next_attempt_at_utc = ?, last_error = ?, \
+    failing_since_utc = COALESCE(failing_since_utc, ?), disabled_at_utc = ?, disabled_reason = ?, \
+    updated_at_utc = ? WHERE registration_id = ? AND next_attempt_at_utc = ?";
 
-/// A head given up on counts as delivered, with the error kept (head, head, next attempt at,
-/// error, updated at, registration).
+/// A head given up on counts as delivered, with the error kept; the registration's failures
+/// in a row go on counting (head, head, next attempt at, error, failed at, disabled at, reason,
+/// updated at, registration, lease).
 pub(super) const RECORD_GIVEN_UP: &str = "UPDATE callback_registration SET delivered_head_seq = \
     CASE WHEN delivered_head_seq < ? THEN ? ELSE delivered_head_seq END, failed_attempts = 0, \
-    next_attempt_at_utc = ?, last_error = ?, updated_at_utc = ? WHERE registration_id = ?";
+    consecutive_failures = consecutive_failures + 1, next_attempt_at_utc = ?, last_error = ?, \
+    failing_since_utc = COALESCE(failing_since_utc, ?), disabled_at_utc = ?, disabled_reason = ?, \
+    updated_at_utc = ? WHERE registration_id = ? AND next_attempt_at_utc = ?";
+
+/// Re-enables a disabled registration: the failure counts start over and the cursor goes back
+/// to 0, so the current head is delivered at once (updated at, tenant, registration).
+pub(super) const ENABLE_REGISTRATION: &str = "UPDATE callback_registration SET disabled_at_utc = NULL, \
+    disabled_reason = NULL, consecutive_failures = 0, failing_since_utc = NULL, failed_attempts = 0, \
+    delivered_head_seq = 0, next_attempt_at_utc = 0, updated_at_utc = ? \
+    WHERE tenant_id = ? AND registration_id = ? AND disabled_at_utc IS NOT NULL";
 
 // ---- the attempt log ----
 
