@@ -12,7 +12,7 @@ use inbox_client::{Api, Credentials, RequestSigningKey, Secret};
 use inbox_conformance::{Backend, Harness};
 use inbox_core::{RecipientId, TenantId};
 use inbox_server::{CallerKind, Config, TokenService};
-use inbox_store::{CallbackLimits, NewCallbackRegistration};
+use inbox_store::{CallbackLimits, DeliveryResult, NewCallbackRegistration};
 use inbox_testkit::ServeChild;
 use serde_json::{Value, json};
 
@@ -319,14 +319,46 @@ async fn every_subcommand_as_a_table_and_as_json() {
     assert_eq!(setup.json(&["sessions", "agent_nobody"])["sessions"], json!([]));
 
     let shown = setup.ok(&["callbacks"]);
-    let columns =
-        ["REGISTRATION", "AGENT", "URL", "STATUS", "DELIVERED HEAD", "FAILED", "NEXT ATTEMPT", "LAST ERROR"];
+    let columns = [
+        "REGISTRATION",
+        "AGENT",
+        "URL",
+        "STATUS",
+        "DELIVERED HEAD",
+        "FAILED IN A ROW",
+        "NEXT ATTEMPT",
+        "LAST ERROR",
+    ];
     let rows = table(&shown, &columns);
     assert_eq!(rows[0]["REGISTRATION"], registration.registration_id.to_string());
     assert_eq!(rows[0]["URL"], "https://hooks.example.invalid/agent");
     assert!(shown.contains("recent deliveries:"), "{shown}");
     let callbacks = setup.json(&["callbacks"]);
     assert_eq!(callbacks["registrations"][0]["callback_url"], "https://hooks.example.invalid/agent");
+
+    // A callback the delivery worker disabled is shown with why, and re-enabled.
+    let id = &registration.registration_id;
+    let store = setup.db.store.callbacks();
+    store.mark_verified(&TenantId::new(TENANT).unwrap(), id).await.unwrap();
+    let due = store.due_deliveries(setup.db.store.now(), None, 10).await.unwrap();
+    let lease = setup.db.store.now().plus_ms(60_000);
+    assert!(store.claim_delivery(id, due[0].registration.next_attempt_at, lease).await.unwrap());
+    let disable = DeliveryResult::Failed {
+        error: "the receiver answered 503".into(),
+        next_attempt_at: setup.db.store.now(),
+        give_up_head: None,
+        disable: Some(
+            "50 failed deliveries in a row over 24.0 h; the last: the receiver answered 503".into(),
+        ),
+    };
+    assert!(store.finish_delivery(id, lease, &disable).await.unwrap());
+    let shown = setup.ok(&["callbacks"]);
+    assert_eq!(table(&shown, &columns)[0]["STATUS"], "disabled", "{shown}");
+    assert!(shown.contains("50 failed deliveries in a row"), "{shown}");
+    assert!(shown.contains("agent-inbox admin enable-callback"), "{shown}");
+    let enabled = setup.ok(&["enable-callback", id.as_str()]);
+    assert!(enabled.contains("is active"), "{enabled}");
+    assert!(setup.json(&["callbacks"])["registrations"][0].get("disabled_at_utc").is_none());
 
     let rows = table(&setup.ok(&["keys"]), &["KEY ID", "AGENT", "ALGORITHM", "CREATED", "RETIRED"]);
     assert_eq!(rows.len(), 1, "{rows:?}");

@@ -52,6 +52,11 @@ pub struct AdminCallbackView {
     pub registration: CallbackRegistrationResponse,
     /// Failed attempts in a row for the current head.
     pub failed_attempts: u32,
+    /// Failed deliveries in a row across heads since the last success, and when the first of
+    /// them failed: what the disabling bound counts.
+    pub consecutive_failures: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_since_utc: Option<String>,
     /// When the next delivery may be sent (the rate limit or a retry's backoff).
     pub next_attempt_at_utc: String,
     /// The last deliveries and challenges, newest first (at most 10).

@@ -173,7 +173,8 @@ pub struct CallbackRegistrationRequest {
     pub replay_window_seconds: Option<u32>,
 }
 
-/// A registration as the tenant sees it. `status` is `pending_verification` or `active`.
+/// A registration as the tenant sees it. `status` is `pending_verification` or `active`; an
+/// active registration may also be disabled (`disabled_at_utc`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CallbackRegistrationResponse {
@@ -206,6 +207,14 @@ pub struct CallbackRegistrationResponse {
     /// Why the last challenge or delivery failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Set when deliveries failed past the server's bound: nothing is delivered until an
+    /// operator re-enables the registration (`POST /v1/admin/callbacks/{id}/enable`); the
+    /// agent still finds its events by polling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_at_utc: Option<String>,
+    /// Why it was disabled: the failures in a row, for how long, and the last error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_reason: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

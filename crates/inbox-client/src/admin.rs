@@ -4,7 +4,7 @@
 //! tool can print exactly what the service said (fields this build does not know included).
 
 use inbox_api::{
-    AdminAgentKeysResponse, AdminCallbacksResponse, AdminEventDetail, AdminEventsResponse,
+    AdminAgentKeysResponse, AdminCallbackView, AdminCallbacksResponse, AdminEventDetail, AdminEventsResponse,
     AdminSessionsResponse, InboxStatsResponse, ItemResults, ParkedEventsRequest, ParkedEventsResponse,
     QuarantineRequest,
 };
@@ -152,6 +152,16 @@ impl Admin {
     /// The tenant's callback registrations with their delivery state and recent deliveries.
     pub async fn callbacks(&self) -> Result<AdminAnswer<AdminCallbacksResponse>, ClientError> {
         self.get("/v1/admin/callbacks").await
+    }
+
+    /// Re-enables a callback registration disabled after failing past the server's bound; its
+    /// agent's current head is delivered at once. One not disabled is answered unchanged.
+    pub async fn enable_callback(
+        &self,
+        registration_id: &str,
+    ) -> Result<AdminAnswer<AdminCallbackView>, ClientError> {
+        let path = format!("/v1/admin/callbacks/{}/enable", segment(registration_id));
+        self.post(&path, &serde_json::Map::new()).await
     }
 
     /// The tenant's agent signing keys (never their material).

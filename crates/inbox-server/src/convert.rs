@@ -97,6 +97,8 @@ pub fn callback_registration(registration: &CallbackRegistration) -> CallbackReg
         challenge_delivery_id: None,
         expires_at_utc: None,
         last_error: registration.last_error.clone(),
+        disabled_at_utc: registration.disabled.as_ref().map(|d| format_utc(d.at.get())),
+        disabled_reason: registration.disabled.as_ref().map(|d| d.reason.clone()),
     }
 }
 

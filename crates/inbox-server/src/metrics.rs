@@ -317,8 +317,9 @@ mod tests {
         // 47 before issue 16, which added the quarantine, release and requeue counters; 50 before
         // issue 28, which added stream refusals and stalled connections; issue 26 added the
         // secrets key's three, issue 27 the purge lag's two, issue 29 the dropped log lines and
-        // the head checks answered from memory, issue 31 the quota refusals and the batcher wait.
-        assert_eq!(names.len(), 61, "the families exported before metrics were declared once");
+        // the head checks answered from memory; issue 31 the quota refusals, the batcher wait,
+        // the webhook deliveries deferred per origin and the callbacks disabled.
+        assert_eq!(names.len(), 63, "the families exported before metrics were declared once");
     }
 
     #[test]

@@ -120,8 +120,15 @@ pub enum AdminCommand {
         #[arg(long)]
         limit: Option<u32>,
     },
-    /// Callback registrations: state, failures, next attempt and recent deliveries.
+    /// Callback registrations: state, failures, next attempt, whether and why disabled, and
+    /// recent deliveries.
     Callbacks,
+    /// Re-enable a callback registration disabled after failing past the bound: its failure
+    /// counts start over and its agent's current head is delivered at once.
+    EnableCallback {
+        /// The registration (`cbreg_...`, as `admin callbacks` lists it).
+        registration_id: String,
+    },
     /// Agents' request-signing keys (never their material).
     Keys,
 }

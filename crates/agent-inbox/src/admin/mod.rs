@@ -84,6 +84,10 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             let answer = admin.callbacks().await.map_err(refused)?;
             print(json, &answer, views::callbacks)
         }
+        AdminCommand::EnableCallback { registration_id } => {
+            let answer = admin.enable_callback(&registration_id).await.map_err(refused)?;
+            print(json, &answer, views::callback_enabled)
+        }
         AdminCommand::Keys => {
             let answer = admin.agent_keys().await.map_err(refused)?;
             print(json, &answer, views::agent_keys)

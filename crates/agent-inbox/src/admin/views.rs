@@ -2,8 +2,8 @@
 //! shows. No I/O: every function returns the text to print.
 
 use inbox_api::{
-    AdminAgentKeysResponse, AdminCallbacksResponse, AdminEventDetail, AdminEventView, AdminSessionsResponse,
-    InboxStatsResponse, ItemResults,
+    AdminAgentKeysResponse, AdminCallbackView, AdminCallbacksResponse, AdminEventDetail, AdminEventView,
+    AdminSessionsResponse, InboxStatsResponse, ItemResults,
 };
 
 use super::table::{Fields, NONE, Table, age, or_none};
@@ -217,7 +217,7 @@ pub fn callbacks(answer: &AdminCallbacksResponse) -> String {
         "URL",
         "STATUS",
         "DELIVERED HEAD",
-        "FAILED",
+        "FAILED IN A ROW",
         "NEXT ATTEMPT",
         "LAST ERROR",
     ]);
@@ -229,9 +229,9 @@ pub fn callbacks(answer: &AdminCallbacksResponse) -> String {
             registration.registration_id.to_string(),
             registration.recipient_id.to_string(),
             registration.callback_url.clone(),
-            registration.status.clone(),
+            status(view),
             registration.delivered_head_seq.to_string(),
-            view.failed_attempts.to_string(),
+            view.consecutive_failures.to_string(),
             view.next_attempt_at_utc.clone(),
             or_none(registration.last_error.as_ref()),
         ]);
@@ -250,6 +250,14 @@ pub fn callbacks(answer: &AdminCallbacksResponse) -> String {
         }
     }
     let mut out = registrations.render();
+    let disabled: Vec<&AdminCallbackView> =
+        answer.registrations.iter().filter(|v| v.registration.disabled_at_utc.is_some()).collect();
+    if !disabled.is_empty() {
+        out.push_str("\ndisabled (re-enable with: agent-inbox admin enable-callback REGISTRATION):\n");
+        for view in disabled {
+            out.push_str(&format!("  {}\n", disabled_line(view)));
+        }
+    }
     out.push_str("\nrecent deliveries:\n");
     if deliveries.is_empty() {
         out.push_str("  none yet\n");
@@ -261,6 +269,38 @@ pub fn callbacks(answer: &AdminCallbacksResponse) -> String {
         }
     }
     out
+}
+
+/// One registration after `admin enable-callback`.
+pub fn callback_enabled(view: &AdminCallbackView) -> String {
+    let registration = &view.registration;
+    match registration.disabled_at_utc {
+        Some(_) => format!("still {}\n", disabled_line(view)),
+        None => format!(
+            "{} of {} is {}; the current head is delivered on the next pass\n",
+            registration.registration_id,
+            registration.recipient_id,
+            status(view)
+        ),
+    }
+}
+
+/// `disabled` for a disabled registration, else its verification state.
+fn status(view: &AdminCallbackView) -> String {
+    match view.registration.disabled_at_utc {
+        Some(_) => "disabled".to_owned(),
+        None => view.registration.status.clone(),
+    }
+}
+
+fn disabled_line(view: &AdminCallbackView) -> String {
+    let registration = &view.registration;
+    format!(
+        "{} disabled at {}: {}",
+        registration.registration_id,
+        or_none(registration.disabled_at_utc.as_ref()),
+        or_none(registration.disabled_reason.as_ref())
+    )
 }
 
 pub fn agent_keys(answer: &AdminAgentKeysResponse) -> String {

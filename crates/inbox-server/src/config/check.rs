@@ -125,6 +125,16 @@ impl Config {
                 "callbacks_in_flight_max and callbacks_fanout_per_tenant_max must be 1 to 10000".into()
             );
         }
+        if !(1..=self.callbacks.in_flight_max).contains(&self.callbacks.in_flight_per_origin_max) {
+            return bad("callbacks_in_flight_per_origin_max must be 1 to callbacks_in_flight_max".into());
+        }
+        if self.callbacks.disable_after_failures > 1_000_000
+            || self.callbacks.disable_after > Duration::from_secs(90 * 86_400)
+        {
+            return bad(
+                "callbacks_disable_after_failures must be 0 (never) to 1000000 and callbacks_disable_after at most 90 days".into(),
+            );
+        }
         if !(Duration::from_millis(10)..=Duration::from_secs(60)).contains(&self.callbacks.poll_interval) {
             return bad("callbacks_poll_interval must be between 10ms and 1m".into());
         }

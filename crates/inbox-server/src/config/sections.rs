@@ -278,6 +278,16 @@ pub struct CallbacksConfig {
     /// Deliveries in flight on one node, and taken for one tenant in one pass: the fan-out cap.
     pub in_flight_max: u32,
     pub fanout_per_tenant_max: u32,
+    /// Deliveries in flight on one node to one origin (scheme, host and port): a receiver that
+    /// stops answering holds at most this many of `callbacks_in_flight_max`, whatever number of
+    /// registrations point at it (one registration never has more than one in flight).
+    pub in_flight_per_origin_max: u32,
+    /// A registration whose deliveries have failed this many times in a row (across heads)
+    /// *and* for at least `callbacks_disable_after` is disabled until an operator re-enables
+    /// it; 0 never disables.
+    pub disable_after_failures: u32,
+    #[serde(with = "super::forms::human_duration")]
+    pub disable_after: Duration,
     /// How often each node looks for due deliveries.
     #[serde(with = "super::forms::human_duration")]
     pub poll_interval: Duration,
@@ -296,6 +306,9 @@ impl Default for CallbacksConfig {
             retry_max: Duration::from_secs(300),
             in_flight_max: 32,
             fanout_per_tenant_max: 100,
+            in_flight_per_origin_max: 4,
+            disable_after_failures: 50,
+            disable_after: Duration::from_secs(24 * 3600),
             poll_interval: Duration::from_millis(250),
         }
     }

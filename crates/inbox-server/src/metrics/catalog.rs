@@ -125,9 +125,13 @@ declare_metrics! {
     Counter callback_challenges_total("outcome")
         "Callback registration challenges, by outcome";
     Counter callback_deliveries_total("tenant", "outcome")
-        "Webhook hint deliveries by tenant and outcome (delivered, failed, abandoned)";
+        "Webhook hint deliveries by tenant and outcome (delivered, failed, abandoned, disabled)";
     Histogram callback_delivery_seconds()
         "Duration of one webhook delivery attempt";
     Counter callback_fanout_deferred_total()
         "Due webhook deliveries left for a later pass by the per-tenant fan-out cap";
+    Counter callback_origin_deferred_total()
+        "Due webhook deliveries left for a later pass because their origin had callbacks_in_flight_per_origin_max deliveries in flight";
+    Counter callback_endpoints_disabled_total("tenant")
+        "Callback registrations disabled after failing past callbacks_disable_after_failures and callbacks_disable_after";
 }

@@ -1,14 +1,16 @@
-//! Operators' read-only views of a tenant beyond its events: agent sessions, callback
-//! registrations with their recent deliveries, agents' signing keys, and activity per minute.
-//! Each starts with [`require_admin`]; the tenant is the token's.
+//! Operators' views of a tenant beyond its events: agent sessions, callback registrations with
+//! their recent deliveries (and re-enabling a disabled one, the only change made here), agents'
+//! signing keys, and activity per minute. Each starts with [`require_admin`]; the tenant is the
+//! token's.
 
+use axum::http::StatusCode;
 use inbox_api::time::format_utc;
 use inbox_api::{
     ActivityResponse, AdminAgentKeyView, AdminAgentKeysResponse, AdminCallbackView, AdminCallbacksResponse,
-    AdminSessionView, AdminSessionsResponse, MinuteActivityView,
+    AdminSessionView, AdminSessionsResponse, MinuteActivityView, ProblemCode,
 };
 use inbox_core::{RecipientId, UnixMillis};
-use inbox_store::{AGENT_KEYS_LIST_MAX, MinuteActivity, SessionView};
+use inbox_store::{AGENT_KEYS_LIST_MAX, CallbackRegistration, MinuteActivity, RegistrationId, SessionView};
 
 use crate::AppState;
 use crate::auth::Caller;
@@ -65,21 +67,58 @@ fn session_view(s: &SessionView) -> AdminSessionView {
 /// `callbacks.per_tenant_max`).
 pub async fn callbacks(state: &AppState, caller: &Caller) -> Result<AdminCallbacksResponse, ApiError> {
     require_admin(caller)?;
-    let store = state.store.callbacks();
-    let registrations = store.registrations(&caller.tenant_id, None).await?;
+    let registrations = state.store.callbacks().registrations(&caller.tenant_id, None).await?;
     let mut views = Vec::with_capacity(registrations.len());
     for registration in &registrations {
-        let attempts = store
-            .attempts(&caller.tenant_id, &registration.registration_id, CALLBACK_RECENT_DELIVERIES)
-            .await?;
-        views.push(AdminCallbackView {
-            registration: convert::callback_registration(registration),
-            failed_attempts: registration.failed_attempts,
-            next_attempt_at_utc: format_utc(registration.next_attempt_at.get()),
-            recent_deliveries: attempts.iter().map(convert::callback_attempt).collect(),
-        });
+        views.push(callback_view(state, registration).await?);
     }
     Ok(AdminCallbacksResponse { registrations: views })
+}
+
+/// Re-enables a callback registration the delivery worker disabled: its failure counts start
+/// over and its agent's current head is delivered at once. One that is not disabled is
+/// answered as it is, unchanged.
+pub async fn enable_callback(
+    state: &AppState,
+    caller: &Caller,
+    registration_id: &str,
+) -> Result<AdminCallbackView, ApiError> {
+    require_admin(caller)?;
+    let not_found = || {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            ProblemCode::CallbackRegistrationNotFound,
+            format!(
+                "no callback registration {registration_id:?} in this tenant; list them with GET /v1/admin/callbacks"
+            ),
+        )
+    };
+    let id = RegistrationId::new(registration_id).map_err(|_| not_found())?;
+    let store = state.store.callbacks();
+    if store.enable(&caller.tenant_id, &id).await? {
+        tracing::info!(registration_id = %id, tenant_id = %caller.tenant_id, "callback re-enabled by an operator");
+    }
+    let registration = store.registration(&caller.tenant_id, &id).await?.ok_or_else(not_found)?;
+    callback_view(state, &registration).await
+}
+
+async fn callback_view(
+    state: &AppState,
+    registration: &CallbackRegistration,
+) -> Result<AdminCallbackView, ApiError> {
+    let attempts = state
+        .store
+        .callbacks()
+        .attempts(&registration.tenant_id, &registration.registration_id, CALLBACK_RECENT_DELIVERIES)
+        .await?;
+    Ok(AdminCallbackView {
+        registration: convert::callback_registration(registration),
+        failed_attempts: registration.failed_attempts,
+        consecutive_failures: registration.consecutive_failures,
+        failing_since_utc: registration.failing_since.map(|t| format_utc(t.get())),
+        next_attempt_at_utc: format_utc(registration.next_attempt_at.get()),
+        recent_deliveries: attempts.iter().map(convert::callback_attempt).collect(),
+    })
 }
 
 /// Every agent key of the tenant, live and retired, without its material.

@@ -13,10 +13,20 @@
 //! delivery, exactly one does, and a failing callback is retried with backoff, logged, and
 //! finally given up on for that head. The inbox itself is never touched: an agent whose
 //! callback fails still finds its events by polling.
+//!
+//! One receiver cannot slow the others (`dispatch.rs`): a registration has at most one
+//! delivery in flight, an origin at most `callbacks_in_flight_per_origin_max` of the node's
+//! `callbacks_in_flight_max`, and the worker reads on past the deliveries it defers. A
+//! registration that keeps failing is backed off by its failures in a row and, past
+//! `callbacks_disable_after_failures` and `callbacks_disable_after`, disabled until an
+//! operator re-enables it (`registrations::enable`).
 
+mod dispatch;
+mod origins;
 pub mod registrations;
 
-use std::collections::HashMap;
+pub use dispatch::Dispatcher;
+
 use std::fmt;
 use std::future::Future;
 use std::net::IpAddr;
@@ -25,9 +35,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use inbox_api::time::format_utc;
-use inbox_api::{CallbackChallenge, CallbackChallengeAnswer, StreamSignal};
-use inbox_core::{BackoffPolicy, EventId, InboxSeq, Recipient, RecipientKey, UnixMillis};
-use inbox_store::{CallbackAttempt, CallbackRegistration, DeliveryResult, DueDelivery};
+use inbox_api::{CallbackChallenge, CallbackChallengeAnswer};
+use inbox_core::{BackoffPolicy, DisablePolicy, EventId, UnixMillis};
+use inbox_store::{CallbackAttempt, CallbackRegistration};
 use inbox_trust::message_signatures::SigningKey;
 use inbox_trust::ssrf::{self, CallbackTarget, Host};
 use inbox_trust::webhooks::{OutgoingWebhook, challenge_string, check_challenge_response, sign_webhook};
@@ -35,14 +45,11 @@ use tokio::sync::Semaphore;
 
 use crate::AppState;
 use crate::config::Config;
-use crate::periodic::{Failure, Job, Outcome};
 
 /// Largest response body read from a receiver (a challenge answer is tiny).
 const RESPONSE_BYTES_LIMIT: usize = 8 * 1024;
 /// How long a challenge stays answerable.
 pub const CHALLENGE_TTL: Duration = Duration::from_secs(30);
-/// Due deliveries read per pass, per allowed in-flight delivery.
-const DUE_READ_FACTOR: u32 = 2;
 
 /// Resolves a callback host name to its addresses. The system resolver by default; tests
 /// inject answers (including hostile ones) to prove that no answer reaches inside.
@@ -143,7 +150,9 @@ pub struct Webhooks {
     resolver: Arc<dyn Resolver>,
     timeout: Duration,
     in_flight: Arc<Semaphore>,
+    origins: origins::OriginSlots,
     backoff: BackoffPolicy,
+    disabling: DisablePolicy,
 }
 
 impl fmt::Debug for Webhooks {
@@ -162,9 +171,14 @@ impl Webhooks {
             resolver: resolver.0.clone().unwrap_or_else(|| Arc::new(SystemResolver)),
             timeout: config.callbacks.timeout,
             in_flight: Arc::new(Semaphore::new(config.callbacks.in_flight_max as usize)),
+            origins: origins::OriginSlots::new(config.callbacks.in_flight_per_origin_max as usize),
             backoff: BackoffPolicy {
                 base_ms: config.callbacks.retry_base.as_millis() as u64,
                 ceiling_ms: config.callbacks.retry_max.as_millis() as u64,
+            },
+            disabling: DisablePolicy {
+                failures_min: config.callbacks.disable_after_failures,
+                failing_ms_min: config.callbacks.disable_after.as_millis() as u64,
             },
         }
     }
@@ -381,153 +395,4 @@ pub async fn challenge(state: &AppState, registration: &CallbackRegistration) ->
     let outcome = if result.is_ok() { "verified" } else { "failed" };
     state.metrics.callback_challenges_total().add([outcome.to_owned()], 1);
     ChallengeOutcome { delivery_id, expires_at, result }
-}
-
-/// The delivery worker: every `callbacks_poll_interval`, takes due deliveries (at most
-/// `callbacks_fanout_per_tenant_max` per tenant, at most `callbacks_in_flight_max` at once on
-/// this node) and sends each one in its own task.
-#[derive(Debug)]
-pub struct Dispatcher;
-
-impl Job for Dispatcher {
-    const NAME: &'static str = "callback dispatcher";
-
-    async fn tick(&mut self, state: &AppState) -> Outcome {
-        pass(state).await.map_err(|err| Failure::new("callback delivery pass", err))
-    }
-}
-
-async fn pass(state: &AppState) -> Result<(), inbox_store::StoreError> {
-    let webhooks = &state.trust.webhooks;
-    let available = webhooks.in_flight.available_permits() as u32;
-    if available == 0 {
-        return Ok(());
-    }
-    let now = state.store.now();
-    let due = state.store.callbacks().due_deliveries(now, available * DUE_READ_FACTOR).await?;
-    let per_tenant_max = state.config.callbacks.fanout_per_tenant_max as usize;
-    let mut per_tenant: HashMap<String, usize> = HashMap::new();
-    for delivery in due {
-        let taken = per_tenant.entry(delivery.registration.tenant_id.to_string()).or_default();
-        if *taken >= per_tenant_max {
-            state.metrics.callback_fanout_deferred_total().add([], 1);
-            continue;
-        }
-        let Ok(permit) = webhooks.in_flight.clone().try_acquire_owned() else {
-            break;
-        };
-        // Held while the request runs; a node that dies mid-delivery releases it by expiry.
-        let lease_until = now.plus_ms((webhooks.timeout * 2 + Duration::from_secs(5)).as_millis() as u64);
-        let registration_id = &delivery.registration.registration_id;
-        if !state
-            .store
-            .callbacks()
-            .claim_delivery(registration_id, delivery.registration.next_attempt_at, lease_until)
-            .await?
-        {
-            continue;
-        }
-        *taken += 1;
-        let state = state.clone();
-        tokio::spawn(async move {
-            deliver(&state, delivery).await;
-            drop(permit);
-        });
-    }
-    Ok(())
-}
-
-/// Sends one hint and records how it went.
-async fn deliver(state: &AppState, due: DueDelivery) {
-    let registration = &due.registration;
-    let now = state.store.now();
-    let delivery_id = delivery_id(now);
-    let inbox = RecipientKey {
-        tenant_id: registration.tenant_id.clone(),
-        recipient: Recipient::agent(registration.recipient_id.clone()),
-    };
-    // Best effort, as on streams: without the count the hint still goes out.
-    let approximate_unacked = state.store.inbox().unacked_estimate(&inbox).await.ok();
-    let signal = StreamSignal {
-        signal_type: "inbox.updated".to_owned(),
-        tenant_id: registration.tenant_id.clone(),
-        recipient_id: registration.recipient_id.clone(),
-        head_seq: due.head_seq.get(),
-        approximate_unacked,
-        sent_at_utc: format_utc(now.get()),
-        delivery_id: delivery_id.clone(),
-    };
-    let body = serde_json::to_vec(&signal).unwrap_or_default();
-    let secrets: Vec<(&str, &[u8])> = registration
-        .signing_secrets(now)
-        .into_iter()
-        .map(|(keyid, secret)| (keyid.as_str(), secret))
-        .collect();
-    let webhooks = &state.trust.webhooks;
-    let started = Instant::now();
-    let sent =
-        webhooks.send(&registration.callback_url, body, &secrets, &delivery_id, now, webhooks.timeout).await;
-    let elapsed = started.elapsed();
-    let finished = state.store.now();
-    let attempt = registration.failed_attempts + 1;
-    let (result, outcome, http_status, error) = match &sent {
-        Ok(answer) => {
-            let interval_ms = 60_000 / u64::from(registration.max_rate_per_minute.max(1));
-            (
-                DeliveryResult::Delivered {
-                    head_seq: due.head_seq,
-                    next_attempt_at: finished.plus_ms(interval_ms),
-                },
-                "delivered",
-                Some(answer.status),
-                None,
-            )
-        }
-        Err(err) => {
-            let error = err.to_string();
-            let jitter =
-                f64::from(u32::from_le_bytes(inbox_store::random_bytes::<4>())) / f64::from(u32::MAX);
-            let backoff_ms = webhooks.backoff.delay_ms(attempt, jitter);
-            let give_up = attempt >= state.config.callbacks.attempts_max;
-            let give_up_head: Option<InboxSeq> = give_up.then_some(due.head_seq);
-            (
-                DeliveryResult::Failed {
-                    error: error.clone(),
-                    next_attempt_at: finished.plus_ms(backoff_ms),
-                    give_up_head,
-                },
-                if give_up { "abandoned" } else { "failed" },
-                err.status(),
-                Some(error),
-            )
-        }
-    };
-    if let Some(error) = &error {
-        tracing::info!(
-            registration_id = %registration.registration_id, head_seq = due.head_seq.get(), attempt, outcome,
-            error = %error, "webhook delivery failed; the agent still recovers by polling"
-        );
-    }
-    if let Err(err) = state.store.callbacks().finish_delivery(&registration.registration_id, &result).await {
-        tracing::warn!(error = %err, "recording a webhook delivery failed; it will be retried after its lease");
-    }
-    let logged = CallbackAttempt {
-        delivery_id,
-        registration_id: registration.registration_id.clone(),
-        tenant_id: registration.tenant_id.clone(),
-        kind: "hint".to_owned(),
-        head_seq: Some(due.head_seq.get()),
-        attempt,
-        outcome: outcome.to_owned(),
-        http_status,
-        error,
-        duration_ms: elapsed.as_millis() as u64,
-        created_at: now,
-    };
-    if let Err(err) = state.store.callbacks().record_attempt(&logged).await {
-        tracing::warn!(error = %err, "logging a webhook delivery failed");
-    }
-    let tenant = state.metrics.tenant_label(registration.tenant_id.as_str());
-    state.metrics.callback_deliveries_total().add([tenant, outcome.to_owned()], 1);
-    state.metrics.callback_delivery_seconds().observe([], elapsed);
 }

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -63,6 +63,10 @@ pub(crate) struct ReceiverState {
     pub(crate) hints_to_stall: AtomicUsize,
     /// Answer with a redirect here instead.
     pub(crate) redirect_to: Mutex<Option<String>>,
+    /// Never answer a hint (challenges are still answered): a receiver that hangs.
+    pub(crate) hang_hints: AtomicBool,
+    /// Answer every hint 500.
+    pub(crate) fail_hints: AtomicBool,
 }
 
 /// A webhook receiver on 127.0.0.1 that answers challenges with its secret.
@@ -126,6 +130,12 @@ pub(crate) async fn receive(
         let secret = state.secret.lock().unwrap().clone();
         let answer = challenge_response(&secret, value["challenge"].as_str().unwrap());
         return axum::Json(json!({"challenge_response": answer})).into_response();
+    }
+    if state.hang_hints.load(Ordering::SeqCst) {
+        std::future::pending::<()>().await;
+    }
+    if state.fail_hints.load(Ordering::SeqCst) {
+        return AxumStatus::INTERNAL_SERVER_ERROR.into_response();
     }
     let stall =
         state.hints_to_stall.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();

@@ -1,11 +1,14 @@
-//! Operators' read-only views of the tenant: sessions, callback registrations with their
-//! recent deliveries, agents' signing keys, and activity per minute. The rules live in
-//! `ops/admin_views.rs`.
+//! Operators' views of the tenant: sessions, callback registrations with their recent
+//! deliveries (and re-enabling a disabled one), agents' signing keys, and activity per minute.
+//! The rules live in `ops/admin_views.rs`.
 
-use axum::extract::State;
-use axum::routing::get;
+use axum::extract::{Path, State};
+use axum::routing::{get, post};
 use axum::{Json, Router};
-use inbox_api::{ActivityResponse, AdminAgentKeysResponse, AdminCallbacksResponse, AdminSessionsResponse};
+use inbox_api::{
+    ActivityResponse, AdminAgentKeysResponse, AdminCallbackView, AdminCallbacksResponse,
+    AdminSessionsResponse,
+};
 use serde::Deserialize;
 
 use crate::AppState;
@@ -18,6 +21,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/admin/sessions", get(sessions))
         .route("/v1/admin/callbacks", get(callbacks))
+        .route("/v1/admin/callbacks/{registration_id}/enable", post(enable_callback))
         .route("/v1/admin/agent-keys", get(agent_keys))
         .route("/v1/admin/activity", get(activity))
 }
@@ -44,7 +48,7 @@ pub async fn sessions(
 }
 
 /// Every callback registration of the tenant with its state, failures in a row, next
-/// attempt, last error and its last 10 deliveries.
+/// attempt, last error, whether and why it is disabled, and its last 10 deliveries.
 #[utoipa::path(get, path = "/v1/admin/callbacks", tag = "admin",
     responses((status = 200, body = AdminCallbacksResponse)))]
 pub async fn callbacks(
@@ -52,6 +56,21 @@ pub async fn callbacks(
     caller: Caller,
 ) -> Result<Json<AdminCallbacksResponse>, ApiError> {
     admin_views::callbacks(&state, &caller).await.map(Json)
+}
+
+/// Re-enables a callback registration disabled after failing past the bound: its failure
+/// counts start over and its agent's current head is delivered at once. One that is not
+/// disabled is answered unchanged.
+#[utoipa::path(post, path = "/v1/admin/callbacks/{registration_id}/enable", tag = "admin",
+    params(("registration_id" = String, Path)),
+    responses((status = 200, body = AdminCallbackView),
+        (status = 404, description = "callback_registration_not_found", body = inbox_api::Problem)))]
+pub async fn enable_callback(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(registration_id): Path<String>,
+) -> Result<Json<AdminCallbackView>, ApiError> {
+    admin_views::enable_callback(&state, &caller, &registration_id).await.map(Json)
 }
 
 /// Every agent key of the tenant (live and retired): id, agent, algorithm, created, retired.
