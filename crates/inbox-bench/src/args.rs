@@ -4,6 +4,7 @@
 pub const USAGE: &str = "\
 usage: inbox-bench store [--publishes N] [--events N]
        inbox-bench hints [--publishes N] [--subscribers N]
+       inbox-bench callbacks [--seconds N]
        inbox-bench http [--agents N] [--events N] [--seconds N]
        inbox-bench trust [--agents N] [--events N] [--rounds N]
        inbox-bench publish [--publishes N] [--rounds N]
@@ -25,6 +26,11 @@ usage: inbox-bench store [--publishes N] [--events N]
                  node (memory, heartbeat CPU) and 304 head checks per second
   --publishes N  paced publishes of the latency phase (default 1000)
   --subscribers N  idle SSE streams to open on one node (default 10000)
+
+  callbacks      webhook isolation: 10 callbacks with receivers on 127.0.0.1, one event to all
+                 10 agents every 200 ms; the 9 healthy receivers' publish-to-delivery p50/p99
+                 with all 10 healthy and with 1 of 10 never answering, and their ratio
+  --seconds N    publishing time of each of the two runs (default 15)
 
   http           the HTTP API (poll, claim 10, ack; publish) beside the raw-SQL claim+ack
                  baseline, at peak and at half of peak load
@@ -110,6 +116,7 @@ const COUNT_MAX: usize = 100_000;
 pub enum Command {
     Store(StoreArgs),
     Hints(crate::hints::HintsArgs),
+    Callbacks(crate::callbacks::CallbacksArgs),
     Http(crate::http::HttpArgs),
     Trust(crate::trust::TrustArgs),
     Publish(crate::publishing::PublishArgs),
@@ -155,6 +162,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
     match args.next().as_deref() {
         Some("store") => {}
         Some("hints") => return parse_hints(args),
+        Some("callbacks") => return parse_callbacks(args),
         Some("http") => return parse_http(args),
         Some("trust") => return parse_trust(args),
         Some("publish") => return parse_publish(args),
@@ -208,12 +216,12 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
         Some("--help" | "-h" | "help") => return Ok(Command::Help),
         Some(other) => {
             return Err(format!(
-                "unknown command {other:?}; use `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent`, `history`, `streams`, `readview`, `fairness` or `soak`"
+                "unknown command {other:?}; use `store`, `hints`, `callbacks`, `http`, `trust`, `publish`, `galera`, `agent`, `history`, `streams`, `readview`, `fairness` or `soak`"
             ));
         }
         None => {
             return Err(
-                "name a benchmark to run: `store`, `hints`, `http`, `trust`, `publish`, `galera`, `agent`, `history`, `streams`, `readview`, `fairness` or `soak`"
+                "name a benchmark to run: `store`, `hints`, `callbacks`, `http`, `trust`, `publish`, `galera`, `agent`, `history`, `streams`, `readview`, `fairness` or `soak`"
                     .to_owned(),
             );
         }
@@ -351,6 +359,18 @@ fn parse_hints(mut args: impl Iterator<Item = String>) -> Result<Command, String
     Ok(Command::Hints(hints))
 }
 
+fn parse_callbacks(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
+    let mut callbacks = crate::callbacks::CallbacksArgs::default();
+    while let Some(flag) = args.next() {
+        match flag.as_str() {
+            "--seconds" => callbacks.seconds = number_after(&flag, &mut args, 600)?,
+            "--help" | "-h" => return Ok(Command::Help),
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(Command::Callbacks(callbacks))
+}
+
 fn parse_trust(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
     let mut trust = crate::trust::TrustArgs::default();
     while let Some(flag) = args.next() {
@@ -465,6 +485,11 @@ mod tests {
             Ok(Command::Hints(crate::hints::HintsArgs { publishes: 1_000, subscribers: 50 }))
         );
         assert!(parse(words("hints --subscribers 0")).is_err());
+        assert_eq!(
+            parse(words("callbacks --seconds 5")),
+            Ok(Command::Callbacks(crate::callbacks::CallbacksArgs { seconds: 5 }))
+        );
+        assert!(parse(words("callbacks --seconds 0")).is_err());
         assert_eq!(
             parse(words("galera --seconds 3")),
             Ok(Command::Galera(crate::galera::GaleraArgs { seconds: 3, events: 3_000 }))

@@ -7,6 +7,7 @@
 
 mod agent;
 mod args;
+mod callbacks;
 mod claim_ack;
 mod cpu;
 mod fairness;
@@ -77,6 +78,7 @@ async fn main() -> ExitCode {
     let store_args = match args::parse(std::env::args().skip(1)) {
         Ok(Command::Store(store_args)) => store_args,
         Ok(Command::Hints(hints_args)) => return hints::main(hints_args).await,
+        Ok(Command::Callbacks(callbacks_args)) => return callbacks::main(callbacks_args).await,
         Ok(Command::Http(http_args)) => return http::main(http_args).await,
         Ok(Command::Trust(trust_args)) => return trust::main(trust_args).await,
         Ok(Command::Publish(publish_args)) => return publishing::main(publish_args).await,
