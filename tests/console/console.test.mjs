@@ -2,10 +2,13 @@
 // playwright-core) against a real `agent-inbox serve` on SQLite: signing in (and an agent
 // token refused), a publish over HTTP showing in the overview within 1 s without a reload,
 // requeueing a dead-lettered event and watching it become available, purge asking first, a
-// change without the CSRF token and a call without the cookie refused, and no Content-Security-
-// Policy violation on any view. A screenshot of each view lands in target/console-screenshots/.
+// change without the CSRF token and a call without the cookie refused, a callback disabled after
+// failing shown with its reason and re-enabled, and no Content-Security-Policy violation on any
+// view. A screenshot of each view lands in target/console-screenshots/.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { createHmac } from "node:crypto";
+import { createServer } from "node:http";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -212,6 +215,90 @@ test("a change without the CSRF token and a call without the cookie are refused"
   assert.equal(withoutCookie.status, 401);
   assert.equal(withoutCookie.body.code, "unauthorized");
   pageErrors.length = 0;
+});
+
+/** A webhook receiver on 127.0.0.1: answers challenges with `secret`, and hints 500 while `failing`. */
+async function startReceiver(secret) {
+  const receiver = { failing: true, hints: [] };
+  const http = createServer((request, response) => {
+    const chunks = [];
+    request.on("data", (c) => chunks.push(c));
+    request.on("end", () => {
+      const signal = JSON.parse(Buffer.concat(chunks).toString());
+      if (signal.signal_type === "callback.challenge") {
+        const answer = createHmac("sha256", secret).update(signal.challenge).digest("base64");
+        response.writeHead(200, { "content-type": "application/json" });
+        response.end(JSON.stringify({ challenge_response: answer }));
+        return;
+      }
+      receiver.hints.push(signal);
+      response.writeHead(receiver.failing ? 500 : 204);
+      response.end();
+    });
+  });
+  await new Promise((resolve) => http.listen(0, "127.0.0.1", resolve));
+  receiver.url = `http://127.0.0.1:${http.address().port}/hook`;
+  receiver.close = () => http.close();
+  return receiver;
+}
+
+test("a callback disabled after failing shows why and is re-enabled", async () => {
+  const secret = Buffer.alloc(32, 7);
+  const receiver = await startReceiver(secret);
+  try {
+    const registered = await server.call("POST", "/v1/callback-registrations", tokens.admin, {
+      recipient_id: "agent_beta",
+      callback_url: receiver.url,
+      secret: secret.toString("base64url"),
+    });
+    assert.equal(registered.status, 201, JSON.stringify(registered.body));
+    assert.equal(registered.body.status, "active", JSON.stringify(registered.body));
+    const id = registered.body.registration_id;
+    const published = await server.call("POST", "/v1/events", tokens.publisher, {
+      recipients: ["agent_beta"],
+      event_type: "task.assigned",
+      payload: { task: "ping the failing hook" },
+    });
+    assert.equal(published.status, 201, JSON.stringify(published.body));
+    const head = published.body.deliveries[0].inbox_seq;
+
+    // The worker disables it after two failed deliveries (the server's settings, server.mjs).
+    let view;
+    for (let i = 0; i < 200 && !view?.disabled_at_utc; i++) {
+      if (i) await new Promise((r) => setTimeout(r, 50));
+      const listed = await server.call("GET", "/v1/admin/callbacks", tokens.admin);
+      view = listed.body.registrations.find((r) => r.registration_id === id);
+    }
+    assert.ok(view?.disabled_at_utc, `disabled within 10 s: ${JSON.stringify(view)}`);
+
+    await openView("#/", "Inboxes");
+    await openView("#/callbacks", "Callbacks");
+    const panel = page.locator(`section.registration[data-registration="${id}"]`);
+    await panel.locator(".badge.callback-disabled").waitFor();
+    assert.match(await panel.locator(".disabled-reason").innerText(), /2 failed deliveries in a row/);
+    assert.match(await panel.locator(".disabled-reason").innerText(), /answered 500/);
+    assert.equal(
+      await page.locator("section.registration").first().getAttribute("data-registration"),
+      id,
+      "disabled registrations come first",
+    );
+    await shot("callbacks-disabled");
+
+    receiver.failing = false;
+    const hintsBefore = receiver.hints.length;
+    await panel.locator("[data-action=enable-callback]").click();
+    await page.locator("dialog [data-action=confirm]").click();
+    await panel.locator(".badge.callback-active").waitFor();
+    assert.equal(await panel.locator(".disabled-reason").count(), 0);
+    // Re-enabled: the agent's current head is delivered at once.
+    for (let i = 0; i < 200 && receiver.hints.length === hintsBefore; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.ok(receiver.hints.length > hintsBefore, "a hint after re-enabling");
+    assert.equal(receiver.hints.at(-1).head_seq, head);
+  } finally {
+    receiver.close();
+  }
 });
 
 test("the other views render from the admin API", async () => {

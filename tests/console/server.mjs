@@ -9,7 +9,16 @@ export { REPO };
 /** Starts a server; resolves once it is ready. `stop()` ends it and removes its directory. */
 export async function startServer() {
   const server = await startInboxServer({
-    env: { AGENT_INBOX_LOG: process.env.AGENT_INBOX_LOG ?? "warn,agent_inbox=info,inbox_server=info" },
+    env: {
+      AGENT_INBOX_LOG: process.env.AGENT_INBOX_LOG ?? "warn,agent_inbox=info,inbox_server=info",
+      // A callback receiver on 127.0.0.1 that keeps failing is disabled within a second.
+      AGENT_INBOX_CALLBACKS_ALLOW_HTTP_LOOPBACK: "true",
+      AGENT_INBOX_CALLBACKS_POLL_INTERVAL: "50ms",
+      AGENT_INBOX_CALLBACKS_RETRY_BASE: "20ms",
+      AGENT_INBOX_CALLBACKS_RETRY_MAX: "50ms",
+      AGENT_INBOX_CALLBACKS_DISABLE_AFTER_FAILURES: "2",
+      AGENT_INBOX_CALLBACKS_DISABLE_AFTER: "0s",
+    },
   });
   await waitReady(server.url);
   return Object.assign(server, {
