@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use inbox_api::ProblemCode;
 use inbox_core::{EventBody, TenantId};
-use inbox_store::{PublishReceipt, TenantUsage};
+use inbox_store::{PublishReceipt, TenantPolicy, TenantUsage};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -35,16 +35,16 @@ pub struct Quotas {
 
 impl Quotas {
     /// Refuses a publish of `events` new events of `bytes_each` inline payload bytes when it
-    /// would take `tenant_id` past a quota. (A room post counts one event: its members are
+    /// would take `tenant_id` past a quota of its `policy`. (A room post counts one event: its members are
     /// known only inside its transaction.)
     pub async fn admit(
         &self,
         state: &AppState,
+        policy: &TenantPolicy,
         tenant_id: &TenantId,
         events: u64,
         bytes_each: u64,
     ) -> Result<(), ApiError> {
-        let policy = state.tenant_policies.get(&state.store, tenant_id).await?;
         if policy.pending_events_max == 0 && policy.stored_bytes_max == 0 {
             return Ok(());
         }

@@ -82,10 +82,12 @@ pub async fn hand_off(
     caller: &Caller,
     mut hand_off: HandOff,
 ) -> Result<AckOutcome, ApiError> {
-    for follow_up in &mut hand_off.follow_ups {
-        let requested = follow_up.fairness_key.take();
-        follow_up.fairness_key =
-            fairness_key(state, &caller.tenant_id, requested, || subject_key(caller)).await?;
+    if !hand_off.follow_ups.is_empty() {
+        let policy = state.tenant_policies.get(&state.store, &caller.tenant_id).await?;
+        for follow_up in &mut hand_off.follow_ups {
+            follow_up.fairness_key =
+                fairness_key(&policy, follow_up.fairness_key.take(), || subject_key(caller));
+        }
     }
     let started = Instant::now();
     let outcome = state.store.inbox().hand_off(&hand_off).await?;

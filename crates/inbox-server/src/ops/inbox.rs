@@ -23,6 +23,7 @@ use inbox_core::{
 use inbox_store::{
     AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimOrder, ClaimedEvent, Heartbeat,
     HeartbeatItem, ItemOutcome, PollPage, PollQuery, PublishReceipt, Refusal, Release, StoreError,
+    TenantPolicy,
 };
 
 use crate::AppState;
@@ -567,10 +568,13 @@ pub async fn publish(
 ) -> Result<PublishResponse, ApiError> {
     caller.require(Scope::EventsPublish)?;
     let mut publish = convert::publish("", &caller.tenant_id, request)?;
-    publish.fairness_key =
-        fairness_key(state, &caller.tenant_id, publish.fairness_key.take(), || subject_key(caller)).await?;
+    let policy = state.tenant_policies.get(&state.store, &caller.tenant_id).await?;
+    publish.fairness_key = fairness_key(&policy, publish.fairness_key.take(), || subject_key(caller));
     let bytes_each = quotas::inline_bytes(&publish.body);
-    state.quotas.admit(state, &caller.tenant_id, publish.recipients.len() as u64, bytes_each).await?;
+    state
+        .quotas
+        .admit(state, &policy, &caller.tenant_id, publish.recipients.len() as u64, bytes_each)
+        .await?;
     let started = Instant::now();
     let receipt = state.publisher.publish(publish).await?;
     state.quotas.published(&caller.tenant_id, bytes_each, &receipt);
@@ -579,18 +583,14 @@ pub async fn publish(
     Ok(PublishResponse { deliveries: receipt.deliveries.iter().map(convert::delivery).collect() })
 }
 
-/// The fairness key a publish of `tenant_id` carries: under the tenant's fair claims the one
-/// requested, else `default`; otherwise none, so the store ranks nothing and pays nothing.
-pub async fn fairness_key(
-    state: &AppState,
-    tenant_id: &TenantId,
+/// The fairness key a publish carries under `policy`: with fair claims the one requested, else
+/// `default`; without, none, so the store ranks nothing and pays nothing.
+pub fn fairness_key(
+    policy: &TenantPolicy,
     requested: Option<FairnessKey>,
     default: impl FnOnce() -> FairnessKey,
-) -> Result<Option<FairnessKey>, ApiError> {
-    if !state.tenant_policies.get(&state.store, tenant_id).await?.fair_claims {
-        return Ok(None);
-    }
-    Ok(Some(requested.unwrap_or_else(default)))
+) -> Option<FairnessKey> {
+    policy.fair_claims.then(|| requested.unwrap_or_else(default))
 }
 
 /// The caller's subject as a fairness key: what a publish is fair to by default.

@@ -109,10 +109,10 @@ pub async fn post(
     // Under fair claims a room is one source: its burst cannot hold back a member's others.
     let room_key =
         || FairnessKey::new(format!("room:{}", post.room_id)).expect("a room id makes a valid key");
-    let post =
-        PostMessage { fairness_key: fairness_key(state, &caller.tenant_id, None, room_key).await?, ..post };
+    let policy = state.tenant_policies.get(&state.store, &caller.tenant_id).await?;
+    let post = PostMessage { fairness_key: fairness_key(&policy, None, room_key), ..post };
     let bytes_each = post.body.len() as u64;
-    state.quotas.admit(state, &caller.tenant_id, 1, bytes_each).await?;
+    state.quotas.admit(state, &policy, &caller.tenant_id, 1, bytes_each).await?;
     let started = Instant::now();
     let posted = state.store.rooms().post(&post).await?;
     state.quotas.published(&caller.tenant_id, bytes_each, &posted.receipt);
