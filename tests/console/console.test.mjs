@@ -3,8 +3,8 @@
 // token refused), a publish over HTTP showing in the overview within 1 s without a reload,
 // requeueing a dead-lettered event and watching it become available, purge asking first, a
 // change without the CSRF token and a call without the cookie refused, a callback disabled after
-// failing shown with its reason and re-enabled, and no Content-Security-Policy violation on any
-// view. A screenshot of each view lands in target/console-screenshots/.
+// failing shown with its reason and re-enabled, a publish refused by a quota counted on the
+// overview, and no Content-Security-Policy violation on any view. A screenshot of each view lands in target/console-screenshots/.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
@@ -298,6 +298,30 @@ test("a callback disabled after failing shows why and is re-enabled", async () =
     assert.equal(receiver.hints.at(-1).head_seq, head);
   } finally {
     receiver.close();
+  }
+});
+
+test("a publish refused by the tenant's quota shows on the overview, and the policy on the keys page", async () => {
+  const policy = await server.call("POST", "/v1/admin/tenant-policy", tokens.admin, { stored_bytes_max: 64, fair_claims: true });
+  assert.equal(policy.status, 200, JSON.stringify(policy.body));
+  try {
+    const refused = await server.call("POST", "/v1/events", tokens.publisher, {
+      recipients: ["agent_alpha"],
+      event_type: "task.assigned",
+      payload: { text: "x".repeat(200) },
+    });
+    assert.equal(refused.status, 507, JSON.stringify(refused.body));
+    assert.equal(refused.body.code, "tenant_storage_limit");
+    await openView("#/keys", "Agent keys");
+    await page.locator(".page-header", { hasText: "fair claims, quotas of 64 stored payload bytes" }).waitFor();
+    await openView("#/", "Inboxes");
+    const tile = page.locator('[data-tile="Quota refusals"]');
+    await page.waitForFunction(() => document.querySelector('[data-tile="Quota refusals"]')?.textContent === "1");
+    const title = await tile.locator("xpath=..").getAttribute("title");
+    assert.match(title, /stored_bytes_max/, "the latest refusal's sentence is the tile's tooltip");
+    await shot("overview-quota-refusal");
+  } finally {
+    await server.call("POST", "/v1/admin/tenant-policy", tokens.admin, { stored_bytes_max: 0, fair_claims: false });
   }
 });
 

@@ -105,3 +105,26 @@ pub struct MinuteActivityView {
     /// events are not subtracted minute by minute).
     pub depth: u64,
 }
+
+/// `GET /v1/admin/quota-refusals`: this node's refusals of the tenant's publishes by its
+/// quotas since the node started (each node counts its own), and the latest ones.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct QuotaRefusalsResponse {
+    /// Publishes refused with 429 `tenant_pending_limit`.
+    pub pending_events_refused: u64,
+    /// Publishes refused with 507 `tenant_storage_limit`.
+    pub stored_bytes_refused: u64,
+    /// The latest refusals, newest first (at most 20).
+    pub recent: Vec<QuotaRefusalView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct QuotaRefusalView {
+    pub refused_at_utc: String,
+    /// `pending_events` or `stored_bytes`.
+    pub limit: String,
+    /// The sentence the publisher got.
+    pub detail: String,
+}

@@ -13,8 +13,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use inbox_api::ProblemCode;
-use inbox_core::{EventBody, TenantId};
+use inbox_api::time::format_utc;
+use inbox_api::{ProblemCode, QuotaRefusalView, QuotaRefusalsResponse};
+use inbox_core::{EventBody, TenantId, UnixMillis};
 use inbox_store::{PublishReceipt, TenantPolicy, TenantUsage};
 
 use crate::AppState;
@@ -27,10 +28,14 @@ const RETRY_AFTER_SECONDS: u64 = 2;
 /// Tenants counted at most; past it the cache starts over.
 const TENANTS_MAX: usize = 10_000;
 
-/// This node's counts of tenants with a quota.
+/// Refusals kept per tenant for operators.
+const RECENT_REFUSALS_MAX: usize = 20;
+
+/// This node's counts of tenants with a quota, and its refusals.
 #[derive(Debug, Default)]
 pub struct Quotas {
     tenants: Mutex<HashMap<TenantId, (Instant, TenantUsage)>>,
+    refusals: Mutex<HashMap<TenantId, QuotaRefusalsResponse>>,
 }
 
 impl Quotas {
@@ -78,7 +83,40 @@ impl Quotas {
         let Some((status, code, limit, detail)) = refused else { return Ok(()) };
         let tenant = state.metrics.tenant_label(tenant_id.as_str());
         state.metrics.quota_refusals_total().add([tenant, limit.to_owned()], 1);
+        self.remember_refusal(tenant_id, limit, &detail, state.store.now());
         Err(ApiError::new(status, code, detail).retry_after(RETRY_AFTER_SECONDS))
+    }
+
+    /// This node's refusals of `tenant_id`'s publishes, for operators.
+    pub fn refusals(&self, tenant_id: &TenantId) -> QuotaRefusalsResponse {
+        self.refusals.lock().expect("quota refusals").get(tenant_id).cloned().unwrap_or(
+            QuotaRefusalsResponse { pending_events_refused: 0, stored_bytes_refused: 0, recent: Vec::new() },
+        )
+    }
+
+    fn remember_refusal(&self, tenant_id: &TenantId, limit: &str, detail: &str, now: UnixMillis) {
+        let mut refusals = self.refusals.lock().expect("quota refusals");
+        if !refusals.contains_key(tenant_id) && refusals.len() >= TENANTS_MAX {
+            refusals.clear();
+        }
+        let log = refusals.entry(tenant_id.clone()).or_insert_with(|| QuotaRefusalsResponse {
+            pending_events_refused: 0,
+            stored_bytes_refused: 0,
+            recent: Vec::new(),
+        });
+        match limit {
+            "pending_events" => log.pending_events_refused += 1,
+            _ => log.stored_bytes_refused += 1,
+        }
+        log.recent.insert(
+            0,
+            QuotaRefusalView {
+                refused_at_utc: format_utc(now.get()),
+                limit: limit.to_owned(),
+                detail: detail.to_owned(),
+            },
+        );
+        log.recent.truncate(RECENT_REFUSALS_MAX);
     }
 
     /// Counts what a publish of `tenant_id` (`bytes_each`: [`inline_bytes`] of its body) just

@@ -38,6 +38,7 @@ use crate::ops::signatures::agent_keys::RETIRE_AFTER_SECONDS_MAX;
         admin::inboxes, admin_events::events, admin_events::event,
         admin_views::sessions, admin_views::callbacks, admin_views::enable_callback, admin_views::agent_keys,
         admin_views::activity,
+        admin_views::quota_refusals,
         auth::refresh, auth::jwks,
         agent_keys::register, agent_keys::list, agent_keys::retire,
         tenant_policy::get_policy, tenant_policy::set_policy,

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use inbox_api::time::format_utc;
 use inbox_api::{
     ActivityResponse, AdminAgentKeyView, AdminAgentKeysResponse, AdminCallbackView, AdminCallbacksResponse,
-    AdminSessionView, AdminSessionsResponse, MinuteActivityView, ProblemCode,
+    AdminSessionView, AdminSessionsResponse, MinuteActivityView, ProblemCode, QuotaRefusalsResponse,
 };
 use inbox_core::{RecipientId, UnixMillis};
 use inbox_store::{AGENT_KEYS_LIST_MAX, CallbackRegistration, MinuteActivity, RegistrationId, SessionView};
@@ -226,4 +226,10 @@ mod tests {
         let views = per_minute(UnixMillis(0), 2, &[minute(60_000, 10, 0)], 3);
         assert_eq!(views.iter().map(|v| v.depth).collect::<Vec<_>>(), [0, 3]);
     }
+}
+
+/// This node's refusals of the tenant's publishes by its quotas (`quotas.rs`).
+pub fn quota_refusals(state: &AppState, caller: &Caller) -> Result<QuotaRefusalsResponse, ApiError> {
+    require_admin(caller)?;
+    Ok(state.quotas.refusals(&caller.tenant_id))
 }

@@ -1,5 +1,6 @@
 //! Operators' views of the tenant: sessions, callback registrations with their recent
-//! deliveries (and re-enabling a disabled one), agents' signing keys, and activity per minute.
+//! deliveries (and re-enabling a disabled one), agents' signing keys, activity per minute, and
+//! this node's quota refusals.
 //! The rules live in `ops/admin_views.rs`.
 
 use axum::extract::{Path, State};
@@ -7,7 +8,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use inbox_api::{
     ActivityResponse, AdminAgentKeysResponse, AdminCallbackView, AdminCallbacksResponse,
-    AdminSessionsResponse,
+    AdminSessionsResponse, QuotaRefusalsResponse,
 };
 use serde::Deserialize;
 
@@ -24,6 +25,7 @@ pub fn router() -> Router<AppState> {
         .route("/v1/admin/callbacks/{registration_id}/enable", post(enable_callback))
         .route("/v1/admin/agent-keys", get(agent_keys))
         .route("/v1/admin/activity", get(activity))
+        .route("/v1/admin/quota-refusals", get(quota_refusals))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -102,4 +104,15 @@ pub async fn activity(
     ApiQuery(p): ApiQuery<ActivityParams>,
 ) -> Result<Json<ActivityResponse>, ApiError> {
     admin_views::activity(&state, &caller, p.minutes).await.map(Json)
+}
+
+/// This node's refusals of the tenant's publishes by its quotas since it started (each node
+/// counts its own), with the latest ones.
+#[utoipa::path(get, path = "/v1/admin/quota-refusals", tag = "admin",
+    responses((status = 200, body = QuotaRefusalsResponse)))]
+pub async fn quota_refusals(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<QuotaRefusalsResponse>, ApiError> {
+    admin_views::quota_refusals(&state, &caller).map(Json)
 }

@@ -1,6 +1,6 @@
 // The tenant at a glance: every agent's inbox with its depth, oldest unacknowledged age, head,
-// claimed, retry-scheduled and parked counts, online sessions and last contact. Sortable; kept
-// current by the live stream.
+// claimed, retry-scheduled and parked counts, online sessions and last contact, and the
+// publishes this node refused by the tenant's quotas. Sortable; kept current by the live stream.
 
 import { api } from "./api.js";
 import { el, replace } from "./dom.js";
@@ -46,7 +46,14 @@ const COLUMNS = [
   },
 ];
 
-function summary(inboxes) {
+/** This node's quota refusals as a tile: the count, the latest sentence as its tooltip. */
+function refusedTile(refusals) {
+  const refused = refusals ? refusals.pending_events_refused + refusals.stored_bytes_refused : 0;
+  const latest = refusals?.recent?.[0];
+  return ["Quota refusals", count(refused), refused > 0 ? "bad" : "", latest ? `${time(latest.refused_at_utc)}: ${latest.detail}` : "Publishes this node refused by the tenant's quotas"];
+}
+
+function summary(inboxes, refusals) {
   const total = (key) => inboxes.reduce((sum, r) => sum + (r[key] ?? 0), 0);
   const oldest = Math.max(0, ...inboxes.map((r) => r.oldest_unacked_age_seconds ?? 0));
   const tiles = [
@@ -57,30 +64,33 @@ function summary(inboxes) {
     ["Parked", count(total("parked")), total("parked") > 0 ? "bad" : ""],
     ["Oldest unacked", duration(oldest), oldest >= STALE_SECONDS ? "warn" : ""],
     ["Online sessions", count(total("online_sessions"))],
+    refusedTile(refusals),
   ];
   return el("div", { class: "tiles" },
-    tiles.map(([label, value, kind]) => el("div", { class: `tile ${kind ?? ""}`.trim() },
+    tiles.map(([label, value, kind, title]) => el("div", { class: `tile ${kind ?? ""}`.trim(), title },
       el("div", { class: "tile-label" }, label), el("div", { class: "tile-value", "data-tile": label }, value))));
 }
 
 export function mount(container) {
   const sort = { key: "depth", descending: true };
   let inboxes = [];
+  let refusals = null;
   let updated = null;
   let failure = null;
   const render = () => {
     replace(container,
       pageHeader("Inboxes", { subtitle: updated ? `Updated ${time(updated.toISOString())}` : "Loading…" }),
       failure ? errorBox(failure) : null,
-      summary(inboxes),
+      summary(inboxes, refusals),
       el("div", { class: "panel", id: "overview-table" },
         dataTable({ columns: COLUMNS, rows: inboxes, sort, onChange: render, empty: "No agent has an inbox yet: publish an event to one." })));
   };
   render();
   return {
     async refresh() {
-      const answer = await api("inboxes", { query: { limit: 500 } });
+      const [answer, refused] = await Promise.all([api("inboxes", { query: { limit: 500 } }), api("quota-refusals")]);
       inboxes = answer.inboxes;
+      refusals = refused;
       updated = new Date();
       failure = null;
       render();
