@@ -145,4 +145,15 @@ async fn quotas_refuse_publishes_and_lose_nothing(backend: Backend) {
         .await,
         1.0
     );
+    let (status, refusals) =
+        server.call(reqwest::Method::GET, "/v1/admin/quota-refusals", Some(&admin), None).await;
+    assert_eq!(status, StatusCode::OK, "{refusals}");
+    assert_eq!(
+        (refusals["pending_events_refused"].as_u64(), refusals["stored_bytes_refused"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(refusals["recent"][0]["limit"], "stored_bytes", "newest first: {refusals}");
+    let (status, _) =
+        server.call(reqwest::Method::GET, "/v1/admin/quota-refusals", Some(&publisher), None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "an operator's view");
 }
