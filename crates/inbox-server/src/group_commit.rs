@@ -237,7 +237,8 @@ mod tests {
             in_flight_max: 1,
             share_per_key: 2,
         };
-        let batches: Arc<Mutex<Vec<Vec<(u64, u32)>>>> = Arc::default();
+        type Batches = Arc<Mutex<Vec<Vec<(u64, u32)>>>>;
+        let batches: Batches = Arc::default();
         // The first batch holds until every other request has queued.
         let hold = Arc::new(Semaphore::new(0));
         let (seen, gate) = (batches.clone(), hold.clone());

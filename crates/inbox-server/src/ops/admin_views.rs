@@ -201,6 +201,12 @@ fn per_minute(
     views
 }
 
+/// This node's refusals of the tenant's publishes by its quotas (`quotas.rs`).
+pub fn quota_refusals(state: &AppState, caller: &Caller) -> Result<QuotaRefusalsResponse, ApiError> {
+    require_admin(caller)?;
+    Ok(state.quotas.refusals(&caller.tenant_id))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,10 +232,4 @@ mod tests {
         let views = per_minute(UnixMillis(0), 2, &[minute(60_000, 10, 0)], 3);
         assert_eq!(views.iter().map(|v| v.depth).collect::<Vec<_>>(), [0, 3]);
     }
-}
-
-/// This node's refusals of the tenant's publishes by its quotas (`quotas.rs`).
-pub fn quota_refusals(state: &AppState, caller: &Caller) -> Result<QuotaRefusalsResponse, ApiError> {
-    require_admin(caller)?;
-    Ok(state.quotas.refusals(&caller.tenant_id))
 }
