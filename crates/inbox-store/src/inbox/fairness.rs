@@ -10,8 +10,9 @@
 //! waits without bound. A fair claim reads the fair index in (priority, fair rank, seq) order
 //! and stops after the rows it claims: its cost does not grow with the number of keys.
 //!
-//! Ranks are written by publishes, which hold the inbox's head lock, so one key's ranks never
-//! repeat; the served rank is raised after a fair claim commits, best effort. Sequence
+//! Ranks are written by publishes, which hold the inbox's head lock, so a key's ranks follow
+//! its publishes; the served rank is raised after a fair claim commits, best effort, and now
+//! and then the keys with nothing past it are forgotten (`prune_keys`). Sequence
 //! numbers, poll-after-cursor order, leases and fencing do not know ranks exist, and an event
 //! made available again (released, expired lease) keeps its rank, so it goes back near the
 //! front, as it does in sequence order.
@@ -29,6 +30,10 @@ use crate::inbox::record::recipient_from_row;
 
 /// Keys, recipients or (inbox, key) rows per statement.
 const ITEMS_PER_STATEMENT: usize = 200;
+/// A fair claim whose ranks cross a multiple of this forgets the inbox's keys that have
+/// nothing waiting past the served rank: the key rows stay about as many as the keys with a
+/// backlog, and the pass (which reads the inbox's key rows) runs once per this many ranks.
+pub(crate) const PRUNE_EVERY_RANKS: u64 = 1_024;
 
 /// The fair rank of each of `records` (new rows of one tenant whose heads this transaction
 /// holds), given each one's fairness key: `None` where it has none. Empty when no record has
@@ -127,6 +132,22 @@ pub(crate) async fn raise_served_rank(
     args.extend([Arg::I64(i64::try_from(rank).unwrap_or(i64::MAX)), Arg::I64(now.get())]);
     conn.execute(queries::RAISE_FAIR_CLOCK.text(conn.dialect()), &args).await?;
     Ok(())
+}
+
+/// Whether a claim that took ranks `lowest..=highest` should prune the inbox's keys.
+pub(crate) fn worth_pruning(lowest: u64, highest: u64) -> bool {
+    lowest / PRUNE_EVERY_RANKS != highest / PRUNE_EVERY_RANKS
+}
+
+/// Forgets the inbox's keys whose last rank is at or below `served`.
+pub(crate) async fn prune_keys(
+    conn: &mut DbConnection<'_>,
+    inbox: &RecipientKey,
+    served: u64,
+) -> Result<u64, StoreError> {
+    let mut args = inbox_args(inbox);
+    args.push(Arg::I64(i64::try_from(served).unwrap_or(i64::MAX)));
+    Ok(conn.execute(queries::PRUNE_FAIR_KEYS, &args).await?.rows_affected)
 }
 
 fn non_negative(v: i64) -> u64 {

@@ -129,8 +129,10 @@ impl Inbox<'_> {
     }
 
     /// A fair claim (`fairness.rs`): the fair index in rank order, then the served rank raised
-    /// to the highest rank taken, in a statement of its own after the commit. Best effort: a
-    /// served rank left behind only ranks a new key's events a little early.
+    /// to the highest rank taken, in a statement of its own after the commit (and, every
+    /// [`fairness::PRUNE_EVERY_RANKS`], the keys with nothing past it forgotten). Best effort:
+    /// a served rank left behind only ranks a new key's events a little early, and a key row
+    /// left behind ranks as no row would.
     async fn claim_fair_once(
         self,
         claim: &ClaimNext,
@@ -140,21 +142,27 @@ impl Inbox<'_> {
         let mut tx = self.store.pools().begin().await?;
         let (sql, args) = fairness::claim_statement(&tx.conn(), &claim.inbox, claim.limit, now);
         let rows = tx.conn().fetch_all(&sql, &args).await?;
-        let mut served = None;
+        let mut ranks = Vec::with_capacity(rows.len());
         for row in &rows {
-            served = served.max(row.opt_i64("fair_rank")?);
+            if let Some(rank) = row.opt_i64("fair_rank")?.and_then(|rank| u64::try_from(rank).ok()) {
+                ranks.push(rank);
+            }
         }
         let records = rows.iter().map(event_from_row).collect::<Result<Vec<_>, _>>()?;
         let lease = Leasing { session_id: claim.session_id.as_ref(), now, lease_ms };
         let claimed = lease_records(self, &mut tx.conn(), &claim.inbox, records, lease).await?;
         tx.commit().await?;
-        if let Some(rank) = served.and_then(|rank| u64::try_from(rank).ok()) {
+        if let (Some(&lowest), Some(&highest)) = (ranks.iter().min(), ranks.iter().max()) {
             let raised = async {
                 let mut pooled = self.store.pools().writer().await?;
-                fairness::raise_served_rank(&mut pooled.conn(), &claim.inbox, rank, now).await
+                fairness::raise_served_rank(&mut pooled.conn(), &claim.inbox, highest, now).await?;
+                if fairness::worth_pruning(lowest, highest) {
+                    fairness::prune_keys(&mut pooled.conn(), &claim.inbox, highest).await?;
+                }
+                Ok::<_, StoreError>(())
             };
             if let Err(err) = raised.await {
-                tracing::debug!(error = %err, tenant = %claim.inbox.tenant_id, "served rank not raised");
+                tracing::debug!(error = %err, tenant = %claim.inbox.tenant_id, "served rank not raised or keys not pruned");
             }
         }
         Ok(claimed)

@@ -871,6 +871,11 @@ pub(super) fn write_fair_keys(dialect: Dialect, n: usize) -> String {
     sql
 }
 
+/// Forgets an inbox's keys whose last rank is at or below its served rank (inbox, served
+/// rank): such a row ranks exactly as no row does.
+pub(super) const PRUNE_FAIR_KEYS: &str = "DELETE FROM inbox_fair_key \
+    WHERE tenant_id = ? AND recipient_kind = ? AND recipient_id = ? AND last_rank <= ?";
+
 /// Raises an inbox's served rank to a rank a claim took, never lowering it (inbox, rank, now).
 pub(super) const RAISE_FAIR_CLOCK: Sql = Sql {
     mysql: "INSERT INTO inbox_fair_clock (tenant_id, recipient_kind, recipient_id, served_rank, updated_at_utc) \

@@ -107,3 +107,32 @@ case! {
         assert!(h.store.inbox().claim_next(&fair(&inbox, 10)).await.unwrap().is_empty());
     }
 }
+
+case! {
+    /// Keys with nothing waiting past the served rank are forgotten as claims pass every 1,024
+    /// ranks, so the key rows stay about as many as the keys with a backlog; a forgotten key
+    /// that publishes again starts just past what has been served, as a new one does.
+    async fn drained_keys_are_forgotten(h: &Harness) {
+        let inbox = inbox_of("t1", "alpha");
+        let mut batch: Vec<Publish> = (0..5).map(|n| keyed("brief", n)).collect();
+        batch.extend((0..1_100).map(|n| keyed("long", n)));
+        for chunk in batch.chunks(200) {
+            for answer in h.store.inbox().publish_batch(chunk).await {
+                answer.unwrap();
+            }
+        }
+        let keys = || h.scalar("SELECT COUNT(*) AS n FROM inbox_fair_key", &[]);
+        assert_eq!(keys().await, 2);
+        let mut claimed = 0;
+        while claimed < 1_050 {
+            let taken = h.store.inbox().claim_next(&fair(&inbox, 50)).await.unwrap();
+            assert!(!taken.is_empty());
+            claimed += taken.len();
+        }
+        assert_eq!(keys().await, 1, "brief's row is gone, long's backlog keeps its own");
+        h.store.inbox().publish(&keyed("brief", 9)).await.unwrap();
+        let served = h.scalar("SELECT served_rank AS n FROM inbox_fair_clock", &[]).await;
+        let last = h.scalar("SELECT last_rank AS n FROM inbox_fair_key WHERE fairness_key = 'brief'", &[]).await;
+        assert_eq!(last, served + 1);
+    }
+}

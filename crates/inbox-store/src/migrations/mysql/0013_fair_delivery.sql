@@ -24,9 +24,9 @@ ALTER TABLE tenant_policy
     ADD COLUMN pending_events_max BIGINT NOT NULL DEFAULT 0,
     ADD COLUMN stored_bytes_max BIGINT NOT NULL DEFAULT 0;
 
--- Each key's last rank in an inbox. Written only by publishes, which hold the inbox's head
--- lock, so ranks of one key never repeat. A row whose last_rank is at or below the inbox's
--- served rank ranks exactly as no row does.
+-- Each key's last rank in an inbox. Written by publishes, which hold the inbox's head lock, so
+-- a key's ranks follow its publishes. A row whose last_rank is at or below the inbox's served
+-- rank ranks exactly as no row does: fair claims delete such rows now and then.
 CREATE TABLE IF NOT EXISTS inbox_fair_key (
     tenant_id      VARCHAR(64)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
     recipient_kind VARCHAR(32)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
