@@ -2,7 +2,8 @@
 //! a bad value into a sentence naming the argument, before anything reaches the service.
 
 use inbox_core::{
-    DeduplicationKey, EventId, EventType, IdError, LeaseToken, Priority, QuarantineClass, RecipientId,
+    DeduplicationKey, EventId, EventType, FairnessKey, IdError, LeaseToken, Priority, QuarantineClass,
+    RecipientId,
 };
 use rmcp::schemars::JsonSchema;
 use serde::Deserialize;
@@ -150,6 +151,9 @@ pub struct PublishArgs {
     /// Publishing again with the same key returns the first event instead of a duplicate: use
     /// one whenever a retry is possible.
     pub deduplication_key: Option<String>,
+    /// The source this event comes from (a room, a project, a person), when the tenant has
+    /// fair claims: one source's burst then cannot hold another's events back. Default: you.
+    pub fairness_key: Option<String>,
     /// "urgent", "high", "normal" (default) or "low"; urgent events are claimed first.
     pub priority: Option<String>,
     /// Not claimable before this time (RFC 3339, UTC), for delayed delivery.
@@ -209,6 +213,11 @@ pub fn lease_token(text: &str) -> Result<LeaseToken, Invalid> {
 
 pub fn deduplication_key(text: Option<&str>) -> Result<Option<DeduplicationKey>, Invalid> {
     text.map(|t| typed("deduplication_key", t, |t| DeduplicationKey::new(t))).transpose()
+}
+
+/// An optional fairness key, checked.
+pub fn fairness_key(text: Option<&str>) -> Result<Option<FairnessKey>, Invalid> {
+    text.map(|t| typed("fairness_key", t, |t| FairnessKey::new(t))).transpose()
 }
 
 /// A priority by its name.

@@ -17,7 +17,7 @@ use inbox_core::InboxSeq;
 
 use super::arguments::{
     AckArgs, ClaimArgs, ClaimWhat, FollowUpArgs, HeartbeatArgs, Invalid, PollArgs, PublishArgs, ReleaseArgs,
-    WaitArgs, deduplication_key, event_id, event_type, lease_token, priority, recipients,
+    WaitArgs, deduplication_key, event_id, event_type, fairness_key, lease_token, priority, recipients,
 };
 use super::outcome::{from_error, from_item, invalid_argument, success};
 use super::retry::{Repeat, retrying};
@@ -167,7 +167,7 @@ pub async fn publish(api: &Api, args: PublishArgs) -> Answer {
         available_at_utc: args.available_at_utc,
         expires_at_utc: args.expires_at_utc,
         deduplication_key: deduplication_key(args.deduplication_key.as_deref())?,
-        fairness_key: None,
+        fairness_key: fairness_key(args.fairness_key.as_deref())?,
         correlation: Correlation::default(),
         payload: args.payload,
         payload_ref: None,

@@ -53,8 +53,18 @@ async def test_a_publisher_token_is_offered_publishing(server, home, agent_id):
         )
         assert again["deliveries"][0]["event_id"] == delivery["event_id"]
         assert again["deliveries"][0]["deduplicated"]
+        keyed = await client.call_tool(
+            "inbox_publish", {"recipients": [agent_id], "event_type": "task.assigned", "fairness_key": "room:standup"}
+        )
+        assert not keyed.is_error, keyed
+        refused = await client.call_tool(
+            "inbox_publish", {"recipients": [agent_id], "event_type": "task.assigned", "fairness_key": "two words"}
+        )
+        assert refused.is_error
+        body = structured(refused)
+        assert body["code"] == "invalid_argument" and "fairness_key" in body["detail"], body
     status, page = server.http("POST", "/v1/inbox/poll-after-cursor", server.agent_token(agent_id), {"after_seq": 0})
-    assert status == 200 and [e["payload"] for e in page["events"]] == [{"text": "write the report"}]
+    assert status == 200 and [e.get("payload") for e in page["events"]] == [{"text": "write the report"}, None]
 
 
 async def test_wait_returns_within_a_second_of_a_publish(server, home, agent_id):

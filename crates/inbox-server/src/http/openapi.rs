@@ -553,6 +553,13 @@ mod tests {
             ("PublishRequest", "deduplication_key", "maxLength", json!(DeduplicationKey::BYTES_MAX)),
             ("PostMessageRequest", "deduplication_key", "maxLength", json!(DeduplicationKey::BYTES_MAX)),
             ("PublishRequest", "fairness_key", "maxLength", json!(FairnessKey::BYTES_MAX)),
+            (
+                "TenantPolicyRequest",
+                "pending_events_max",
+                "maximum",
+                json!(inbox_api::PENDING_EVENTS_MAX_LIMIT),
+            ),
+            ("TenantPolicyRequest", "stored_bytes_max", "maximum", json!(inbox_api::STORED_BYTES_MAX_LIMIT)),
             ("CallbackRegistrationRequest", "secret_id", "maxLength", json!(KeyId::BYTES_MAX)),
             ("RotateCallbackSecretRequest", "secret_id", "maxLength", json!(KeyId::BYTES_MAX)),
         ];

@@ -95,6 +95,10 @@ async fn quotas_refuse_publishes_and_lose_nothing(backend: Backend) {
         (policy["pending_events_max"].as_u64(), policy["stored_bytes_max"].as_u64()),
         (Some(3), Some(100))
     );
+    let too_big =
+        server.post("/v1/admin/tenant-policy", &admin, json!({"stored_bytes_max": 1u64 << 63})).await;
+    assert_problem(&too_big, StatusCode::BAD_REQUEST, "invalid_field");
+    assert!(too_big.1["detail"].as_str().unwrap().contains("stored_bytes_max"), "{}", too_big.1);
 
     for n in 0..3 {
         publish(&server, &publisher, n, None).await;

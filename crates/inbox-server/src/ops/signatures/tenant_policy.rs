@@ -4,7 +4,9 @@
 //! sources of an inbox's events (`ops/inbox.rs`, the store's `inbox/fairness.rs`). This node sees a change at once, other
 //! nodes within [`crate::tenant_policies::TENANT_POLICY_CACHE_TTL`].
 
-use inbox_api::{TenantPolicyRequest, TenantPolicyResponse};
+use inbox_api::{
+    PENDING_EVENTS_MAX_LIMIT, STORED_BYTES_MAX_LIMIT, TenantPolicyRequest, TenantPolicyResponse,
+};
 use inbox_store::{TenantPolicy, TenantPolicyChange};
 
 use crate::AppState;
@@ -26,6 +28,14 @@ pub async fn change(
     request: TenantPolicyRequest,
 ) -> Result<TenantPolicyResponse, ApiError> {
     require_admin(caller)?;
+    for (field, value, limit) in [
+        ("pending_events_max", request.pending_events_max, PENDING_EVENTS_MAX_LIMIT),
+        ("stored_bytes_max", request.stored_bytes_max, STORED_BYTES_MAX_LIMIT),
+    ] {
+        if let Some(value) = value.filter(|value| *value > limit) {
+            return Err(ApiError::invalid_field(field, format!("is {value}; give 0 (no limit) to {limit}")));
+        }
+    }
     let change = TenantPolicyChange {
         signatures_required: request.signatures_required,
         single_active_session: request.single_active_session,
