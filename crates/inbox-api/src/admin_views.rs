@@ -108,7 +108,7 @@ pub struct MinuteActivityView {
 
 /// `GET /v1/admin/quota-refusals`: this node's refusals of the tenant's publishes by its
 /// quotas since the node started (each node counts its own), and the latest ones.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QuotaRefusalsResponse {
     /// Publishes refused with 429 `tenant_pending_limit`.

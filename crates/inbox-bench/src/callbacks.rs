@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use inbox_core::{RecipientId, TenantId};
 use inbox_server::{CallerKind, Config, TokenService};
 use inbox_store::{ConnectOptions, SqlStore, StoreConfig};
 use serde_json::{Value, json};
@@ -86,14 +85,8 @@ async fn measure(
     one_fails: bool,
     duration: Duration,
 ) -> Result<Run, BenchError> {
-    let issue = async |subject: &str, kind: CallerKind, scope: &str| -> Result<String, BenchError> {
-        let tenant = TenantId::new(tenant).map_err(|e| e.to_string())?;
-        let subject = RecipientId::new(subject).map_err(|e| e.to_string())?;
-        Ok(tokens
-            .issue(&tenant, &subject, kind, scope, None, false)
-            .await
-            .map_err(|e| e.detail)?
-            .access_token)
+    let issue = async |subject: &str, kind: CallerKind, scope: &str| {
+        crate::node::token(tokens, tenant, subject, kind, scope).await
     };
     let agents: Vec<String> = (0..ENDPOINTS).map(|n| format!("agent_{n:02}")).collect();
     let mut receivers = Vec::with_capacity(ENDPOINTS);

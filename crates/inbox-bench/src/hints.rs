@@ -14,7 +14,6 @@ use std::process::{ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use inbox_core::{RecipientId, TenantId};
 use inbox_server::{CallerKind, TokenService};
 use inbox_store::{ConnectOptions, SqlStore, StoreConfig};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
@@ -67,14 +66,8 @@ async fn run(args: HintsArgs, url: String) -> Result<String, BenchError> {
     let store = SqlStore::connect(&ConnectOptions::new(&url), StoreConfig::default()).await?;
     crate::secrets::prepare(&store, &url).await?;
     let tokens = TokenService::new(store.clone(), &config).await?;
-    let issue = async |subject: &str, kind: CallerKind, scope: &str| -> Result<String, BenchError> {
-        let tenant = TenantId::new(TENANT).map_err(|e| e.to_string())?;
-        let subject = RecipientId::new(subject).map_err(|e| e.to_string())?;
-        Ok(tokens
-            .issue(&tenant, &subject, kind, scope, None, false)
-            .await
-            .map_err(|e| e.detail)?
-            .access_token)
+    let issue = async |subject: &str, kind: CallerKind, scope: &str| {
+        crate::node::token(&tokens, TENANT, subject, kind, scope).await
     };
     let publisher = issue("publisher", CallerKind::Publisher, "events.publish").await?;
     let agent_scopes = inbox_server::auth::AGENT_SCOPES;

@@ -212,21 +212,28 @@ pub async fn serve_child(
     }
 }
 
+/// An access token for `subject` of `tenant`, of `kind` with `scope`, signed with the node's keys.
+pub async fn token(
+    tokens: &inbox_server::TokenService,
+    tenant: &str,
+    subject: &str,
+    kind: inbox_server::CallerKind,
+    scope: &str,
+) -> Result<String, BenchError> {
+    let tenant = inbox_core::TenantId::new(tenant)?;
+    let subject = inbox_core::RecipientId::new(subject)?;
+    let issued = tokens
+        .issue(&tenant, &subject, kind, scope, None, false)
+        .await
+        .map_err(|e| format!("{}: {}", e.code, e.detail))?;
+    Ok(issued.access_token)
+}
+
 /// A publisher's access token (`events.publish`) for `tenant_id`, signed with the node's keys.
 pub async fn publisher_token(
     tokens: &inbox_server::TokenService,
     tenant_id: &inbox_core::TenantId,
 ) -> Result<String, BenchError> {
-    let issued = tokens
-        .issue(
-            tenant_id,
-            &inbox_core::RecipientId::new("bench-app")?,
-            inbox_server::CallerKind::Publisher,
-            "events.publish",
-            None,
-            false,
-        )
+    token(tokens, tenant_id.as_str(), "bench-app", inbox_server::CallerKind::Publisher, "events.publish")
         .await
-        .map_err(|e| format!("{}: {}", e.code, e.detail))?;
-    Ok(issued.access_token)
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use inbox_core::{RecipientId, TenantId};
+use inbox_core::TenantId;
 use inbox_server::{CallerKind, TokenService};
 use serde_json::json;
 use tokio::task::JoinSet;
@@ -72,18 +72,14 @@ async fn variant(url: &str, seconds: u64, label: &str, rate: Option<u32>) -> Res
     let noisy = crate::node::publisher_token(&tokens, &TenantId::new(format!("noisy-{suffix}"))?).await?;
     let quiet_tenant = TenantId::new(format!("quiet-{suffix}"))?;
     let quiet = crate::node::publisher_token(&tokens, &quiet_tenant).await?;
-    let agent = tokens
-        .issue(
-            &quiet_tenant,
-            &RecipientId::new("quiet-agent")?,
-            CallerKind::Agent,
-            inbox_server::auth::AGENT_SCOPES,
-            None,
-            false,
-        )
-        .await
-        .map_err(|e| format!("{}: {}", e.code, e.detail))?
-        .access_token;
+    let agent = crate::node::token(
+        &tokens,
+        quiet_tenant.as_str(),
+        "quiet-agent",
+        CallerKind::Agent,
+        inbox_server::auth::AGENT_SCOPES,
+    )
+    .await?;
 
     let mut phases = Vec::new();
     let mut published = 0usize;

@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use inbox_core::TenantId;
 use inbox_store::{Publish, PublishReceipt, SqlStore, StoreError};
 
 use crate::config::Config;
@@ -41,8 +42,17 @@ impl PublishBatcher {
                 Box::pin(async move {
                     metrics.publish_batch_size().observe([], batch.items.len());
                     metrics.publish_linger_seconds().observe([], batch.gathered_for);
+                    // A batch is mostly one tenant's: its label is resolved once per run of it.
+                    let mut label: Option<(&TenantId, String)> = None;
                     for (publish, waited) in batch.items.iter().zip(&batch.waited) {
-                        let tenant = metrics.tenant_label(publish.tenant_id.as_str());
+                        let tenant = match &label {
+                            Some((id, tenant)) if *id == &publish.tenant_id => tenant.clone(),
+                            _ => {
+                                let tenant = metrics.tenant_label(publish.tenant_id.as_str());
+                                label = Some((&publish.tenant_id, tenant.clone()));
+                                tenant
+                            }
+                        };
                         metrics.publish_queue_wait_seconds().observe([tenant], *waited);
                     }
                     let answers = store.inbox().publish_batch(&batch.items).await;

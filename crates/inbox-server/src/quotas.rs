@@ -89,9 +89,7 @@ impl Quotas {
 
     /// This node's refusals of `tenant_id`'s publishes, for operators.
     pub fn refusals(&self, tenant_id: &TenantId) -> QuotaRefusalsResponse {
-        self.refusals.lock().expect("quota refusals").get(tenant_id).cloned().unwrap_or(
-            QuotaRefusalsResponse { pending_events_refused: 0, stored_bytes_refused: 0, recent: Vec::new() },
-        )
+        self.refusals.lock().expect("quota refusals").get(tenant_id).cloned().unwrap_or_default()
     }
 
     fn remember_refusal(&self, tenant_id: &TenantId, limit: &str, detail: &str, now: UnixMillis) {
@@ -99,11 +97,7 @@ impl Quotas {
         if !refusals.contains_key(tenant_id) && refusals.len() >= TENANTS_MAX {
             refusals.clear();
         }
-        let log = refusals.entry(tenant_id.clone()).or_insert_with(|| QuotaRefusalsResponse {
-            pending_events_refused: 0,
-            stored_bytes_refused: 0,
-            recent: Vec::new(),
-        });
+        let log = refusals.entry(tenant_id.clone()).or_default();
         match limit {
             "pending_events" => log.pending_events_refused += 1,
             _ => log.stored_bytes_refused += 1,

@@ -256,7 +256,7 @@ pub(crate) fn claimable_after_sql(window: ClaimWindow, from_cursor: u64) -> (Str
 
 /// Every stored priority, as an SQL list: naming them makes each (priority, bucket) pair an
 /// exact range.
-fn priority_ranks() -> String {
+pub(crate) fn priority_ranks() -> String {
     Priority::ALL.iter().map(|p| p.rank().to_string()).collect::<Vec<_>>().join(", ")
 }
 

@@ -19,8 +19,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use inbox_core::{FairnessKey, Priority, Recipient, RecipientKey, UnixMillis};
+use inbox_core::{FairnessKey, Recipient, RecipientKey, UnixMillis};
 
+use super::claim_floor;
 use super::queries::{self, recipients_predicate};
 use crate::EventRecord;
 use crate::StoreError;
@@ -115,7 +116,7 @@ pub(crate) fn claim_statement<'a>(
     limit: u32,
     now: UnixMillis,
 ) -> (String, Vec<Arg<'a>>) {
-    let ranks = Priority::ALL.iter().map(|p| p.rank().to_string()).collect::<Vec<_>>().join(", ");
+    let ranks = claim_floor::priority_ranks();
     let mut args = inbox_args(inbox);
     args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(i64::from(limit))]);
     (queries::claim_next_fair(conn.dialect(), &ranks), args)
