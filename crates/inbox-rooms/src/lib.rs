@@ -93,6 +93,30 @@ pub struct PostedMessage {
     pub receipt: PublishReceipt,
 }
 
+/// What [`Rooms::post_reaching_at_most`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BoundedPost {
+    Posted(PostedMessage),
+    /// The room has more members than the post may reach; nothing was written.
+    TooManyMembers {
+        members: usize,
+    },
+}
+
+/// The inline payload bytes each member's event of `post` holds: what a tenant's storage
+/// quota counts.
+pub fn event_payload_bytes(post: &PostMessage) -> Result<u64, StoreError> {
+    Ok(event_payload(post)?.len() as u64)
+}
+
+/// Each member's event payload of `post`: the message with its author.
+fn event_payload(post: &PostMessage) -> Result<String, StoreError> {
+    let body: &RawValue = serde_json::from_str(&post.body)
+        .map_err(|err| StoreError::invalid("body", format!("is not valid JSON ({err})")))?;
+    serde_json::to_string(&MessagePayload { author: post.author.as_str(), body })
+        .map_err(|err| StoreError::invalid("body", err.to_string()))
+}
+
 /// Member rows per INSERT statement, well under every backend's placeholder limit.
 const MEMBERS_PER_INSERT: usize = 250;
 
@@ -233,18 +257,34 @@ impl Rooms<'_> {
     /// current member commit together, or nothing does. Retried as a whole if chosen as a
     /// deadlock victim.
     pub async fn post(self, post: &PostMessage) -> Result<PostedMessage, StoreError> {
-        let body: &RawValue = serde_json::from_str(&post.body)
-            .map_err(|err| StoreError::invalid("body", format!("is not valid JSON ({err})")))?;
-        let payload = serde_json::to_string(&MessagePayload { author: post.author.as_str(), body })
-            .map_err(|err| StoreError::invalid("body", err.to_string()))?;
+        match self.post_reaching_at_most(post, usize::MAX).await? {
+            BoundedPost::Posted(posted) => Ok(posted),
+            BoundedPost::TooManyMembers { .. } => unreachable!("no room has more than usize::MAX members"),
+        }
+    }
+
+    /// Posts a message, as [`Rooms::post`] does, only if the room has at most `members_max`
+    /// members when the post locks it: how a caller that counted (and admitted) the deliveries
+    /// beforehand makes sure a member added since does not pass its count.
+    pub async fn post_reaching_at_most(
+        self,
+        post: &PostMessage,
+        members_max: usize,
+    ) -> Result<BoundedPost, StoreError> {
+        let payload = event_payload(post)?;
         let limit = self.store.config().payload_bytes_limit;
         if payload.len() > limit {
             return Err(StoreError::PayloadTooLarge { bytes: payload.len(), limit });
         }
-        self.store.retry_on_contention(|| self.post_once(post, &payload)).await
+        self.store.retry_on_contention(|| self.post_once(post, &payload, members_max)).await
     }
 
-    async fn post_once(self, post: &PostMessage, payload: &str) -> Result<PostedMessage, StoreError> {
+    async fn post_once(
+        self,
+        post: &PostMessage,
+        payload: &str,
+        members_max: usize,
+    ) -> Result<BoundedPost, StoreError> {
         let now = self.store.now();
         let (tenant, room) = (post.tenant_id.as_str(), post.room_id.as_str());
         let mut tx = self.store.transaction().await?;
@@ -263,12 +303,16 @@ impl Rooms<'_> {
                 let message_id = message_id(row.i64("message_id")?)?;
                 let deliveries = decode_deliveries(&row.string("deliveries_json")?)?;
                 tx.commit().await?;
-                return Ok(PostedMessage {
+                return Ok(BoundedPost::Posted(PostedMessage {
                     message_id,
                     deduplicated: true,
                     receipt: PublishReceipt { deliveries, outbox_id: None },
-                });
+                }));
             }
+        }
+        let members = read_members(&mut conn, &post.tenant_id, &post.room_id).await?;
+        if members.len() > members_max {
+            return Ok(BoundedPost::TooManyMembers { members: members.len() });
         }
 
         let message_id = MessageId(last_message_id + 1);
@@ -288,14 +332,13 @@ impl Rooms<'_> {
         )
         .await?;
 
-        let members = read_members(&mut conn, &post.tenant_id, &post.room_id).await?;
         if members.is_empty() {
             tx.commit().await?;
-            return Ok(PostedMessage {
+            return Ok(BoundedPost::Posted(PostedMessage {
                 message_id,
                 deduplicated: false,
                 receipt: PublishReceipt { deliveries: Vec::new(), outbox_id: None },
-            });
+            }));
         }
         let publish = Publish {
             tenant_id: post.tenant_id.clone(),
@@ -328,7 +371,7 @@ impl Rooms<'_> {
         )
         .await?;
         tx.commit().await?;
-        Ok(PostedMessage { message_id, deduplicated: false, receipt })
+        Ok(BoundedPost::Posted(PostedMessage { message_id, deduplicated: false, receipt }))
     }
 
     /// Locks the room row until the transaction ends and returns the newest message id.

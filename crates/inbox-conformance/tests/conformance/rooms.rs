@@ -5,7 +5,7 @@ use inbox_conformance::vocabulary::{assert_invalid, inbox_of, poll, tenant};
 use inbox_core::{
     DeduplicationKey, EventBody, EventId, EventType, InboxSeq, Priority, RecipientId, TenantId,
 };
-use inbox_rooms::{MessageId, NewRoom, PostMessage, PostedMessage, Room, RoomId, RoomsExt as _};
+use inbox_rooms::{BoundedPost, MessageId, NewRoom, PostMessage, PostedMessage, Room, RoomId, RoomsExt as _};
 use inbox_store::StoreError;
 
 fn room_id(name: &str) -> RoomId {
@@ -384,5 +384,30 @@ case! {
             messages.sort_unstable();
             assert_eq!(messages, (1..=KEYS as u64).collect::<Vec<_>>(), "{agent}");
         }
+    }
+}
+
+case! {
+    /// A post bounded by the members it may reach (what a caller that admitted the deliveries
+    /// beforehand asks for) writes nothing when the room has more by the time the post locks
+    /// it, and names how many; within the bound it posts as `post` does. Each member's event
+    /// holds `event_payload_bytes` of inline payload.
+    async fn a_bounded_post_writes_nothing_past_its_members(h: &Harness) {
+        create(h, "t1", "room_7", &["alpha", "beta", "gamma"]).await;
+        let post = message("t1", "room_7", r#"{"text": "hi"}"#);
+        let bounded = h.store.rooms().post_reaching_at_most(&post, 2).await.unwrap();
+        assert_eq!(bounded, BoundedPost::TooManyMembers { members: 3 });
+        assert_eq!(count(h, "meeting_room_message").await, 0);
+        assert_eq!(count(h, "agent_inbox").await, 0);
+
+        let BoundedPost::Posted(posted) = h.store.rooms().post_reaching_at_most(&post, 3).await.unwrap() else {
+            panic!("three members fit a bound of three")
+        };
+        assert_eq!(posted.message_id, MessageId(1), "the refused post took no id");
+        assert_eq!(posted.receipt.deliveries.len(), 3);
+        let stored: i64 = h
+            .scalar("SELECT MAX(LENGTH(payload_json)) AS n FROM agent_inbox WHERE recipient_id = ?", &["alpha"])
+            .await;
+        assert_eq!(stored as u64, inbox_rooms::event_payload_bytes(&post).unwrap());
     }
 }

@@ -4,7 +4,8 @@
 //! tenant, never another's), and with which result (`completed` only). The store commits the
 //! acknowledgement and the follow-ups in one transaction only while the lease holds
 //! (`inbox_store::Inbox::hand_off`); after the commit this node's waiters are hinted, as for
-//! any publish.
+//! any publish. Under the tenant's quotas every follow-up delivery counts, less the event the
+//! hand-off acknowledges (`admit`).
 
 use std::time::Instant;
 
@@ -17,6 +18,7 @@ use crate::auth::Caller;
 use crate::convert;
 use crate::error::{ApiError, item_error};
 use crate::ops::inbox::{fairness_key, record_published, subject_key};
+use crate::quotas::{Change, Reservation, inline_bytes};
 
 /// Refuses a caller that may not hand off: a hand-off publishes, so it needs a publishing
 /// scope, but `events.handoff` is enough: it publishes only what a live lease acknowledges.
@@ -75,20 +77,37 @@ pub fn hand_off_of(
     })
 }
 
-/// Commits one hand-off and answers its acknowledgement's outcome with the follow-ups'
-/// deliveries.
-pub async fn hand_off(
+/// Readies a request's hand-offs to commit: their follow-ups' fairness keys under the
+/// tenant's policy, and one admission of all their deliveries by the tenant's quotas (each
+/// hand-off credited the event it acknowledges), before anything of the request commits. A
+/// request past a quota is refused whole, its events left claimed under their leases.
+pub async fn admit(
     state: &AppState,
     caller: &Caller,
-    mut hand_off: HandOff,
-) -> Result<AckOutcome, ApiError> {
-    if !hand_off.follow_ups.is_empty() {
-        let policy = state.tenant_policies.get(&state.store, &caller.tenant_id).await?;
+    hand_offs: &mut [(usize, HandOff)],
+) -> Result<Reservation, ApiError> {
+    let policy = state.tenant_policies.get(&state.store, &caller.tenant_id).await?;
+    let mut change = Change::default();
+    for (_, hand_off) in hand_offs.iter_mut() {
+        change = change.and(Change { events: 0, events_done: 1, bytes: 0 });
         for follow_up in &mut hand_off.follow_ups {
             follow_up.fairness_key =
                 fairness_key(&policy, follow_up.fairness_key.take(), || subject_key(caller));
+            change =
+                change.and(Change::deliveries(follow_up.recipients.len(), inline_bytes(&follow_up.body)));
         }
     }
+    state.quotas.admit(state, &policy, &caller.tenant_id, change).await
+}
+
+/// Commits one hand-off and answers its acknowledgement's outcome with the follow-ups'
+/// deliveries; what it added to the tenant's pending work is added to `committed`.
+pub async fn hand_off(
+    state: &AppState,
+    caller: &Caller,
+    hand_off: HandOff,
+    committed: &mut Change,
+) -> Result<AckOutcome, ApiError> {
     let started = Instant::now();
     let outcome = state.store.inbox().hand_off(&hand_off).await?;
     state.metrics.ack_latency_seconds().observe([], started.elapsed());
@@ -97,8 +116,14 @@ pub async fn hand_off(
         Ok(receipt) => {
             let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
             state.metrics.acks_total().add([tenant, receipt.ack.state.as_str().to_owned()], 1);
-            for published in &receipt.follow_ups {
+            let mut added = Change::default();
+            for (published, follow_up) in receipt.follow_ups.iter().zip(&hand_off.follow_ups) {
                 record_published(state, &caller.tenant_id, published);
+                added = added.and(Change::committed(published, inline_bytes(&follow_up.body)));
+            }
+            // A repeat commits nothing new: its event was acknowledged the first time.
+            if added.events > 0 {
+                *committed = committed.and(added).and(Change { events: 0, events_done: 1, bytes: 0 });
             }
             AckOutcome {
                 event_id: receipt.ack.event_id,

@@ -374,16 +374,40 @@ pub async fn acknowledge(
             return Err(ApiError::invalid_field("acks", format!("names event {} twice", twice.event_id)));
         }
     }
+    let reservation = match hand_offs.is_empty() {
+        true => None,
+        false => Some(handoff::admit(state, caller, &mut hand_offs).await?),
+    };
     let mut results: Vec<Option<AckOutcome>> = vec![None; request.acks.len()];
     if !plain.is_empty() || hand_offs.is_empty() {
         let (places, items): (Vec<usize>, Vec<AckItem>) = plain.into_iter().unzip();
-        let outcomes = acknowledge_items(state, caller, session_id, items).await?;
+        let outcomes = match acknowledge_items(state, caller, session_id, items).await {
+            Ok(outcomes) => outcomes,
+            Err(err) => {
+                if let Some(reservation) = reservation {
+                    reservation.cancel();
+                }
+                return Err(err);
+            }
+        };
         for (place, outcome) in places.into_iter().zip(outcomes) {
             results[place] = Some(ack_outcome(outcome));
         }
     }
+    let mut committed = quotas::Change::default();
     for (place, hand_off) in hand_offs {
-        results[place] = Some(handoff::hand_off(state, caller, hand_off).await?);
+        match handoff::hand_off(state, caller, hand_off, &mut committed).await {
+            Ok(outcome) => results[place] = Some(outcome),
+            Err(err) => {
+                if let Some(reservation) = reservation {
+                    reservation.settle(committed);
+                }
+                return Err(err);
+            }
+        }
+    }
+    if let Some(reservation) = reservation {
+        reservation.settle(committed);
     }
     Ok(AcknowledgeResponse {
         results: results.into_iter().map(|r| r.expect("one answer per entry")).collect(),
@@ -571,13 +595,17 @@ pub async fn publish(
     let policy = state.tenant_policies.get(&state.store, &caller.tenant_id).await?;
     publish.fairness_key = fairness_key(&policy, publish.fairness_key.take(), || subject_key(caller));
     let bytes_each = quotas::inline_bytes(&publish.body);
-    state
-        .quotas
-        .admit(state, &policy, &caller.tenant_id, publish.recipients.len() as u64, bytes_each)
-        .await?;
+    let change = quotas::Change::deliveries(publish.recipients.len(), bytes_each);
+    let reservation = state.quotas.admit(state, &policy, &caller.tenant_id, change).await?;
     let started = Instant::now();
-    let receipt = state.publisher.publish(publish).await?;
-    state.quotas.published(&caller.tenant_id, bytes_each, &receipt);
+    let receipt = match state.publisher.publish(publish).await {
+        Ok(receipt) => receipt,
+        Err(err) => {
+            reservation.cancel();
+            return Err(err.into());
+        }
+    };
+    reservation.settle(quotas::Change::committed(&receipt, bytes_each));
     state.metrics.publish_commit_seconds().observe([], started.elapsed());
     record_published(state, &caller.tenant_id, &receipt);
     Ok(PublishResponse { deliveries: receipt.deliveries.iter().map(convert::delivery).collect() })

@@ -1,7 +1,8 @@
 //! The built-in meeting-room domain's use cases: create a room, read it, change its members,
 //! and post messages. A post commits the message and one inbox event per member in one
 //! transaction (`inbox_rooms`' `post`); only after the commit, which is measured as a
-//! publish's, are the members' waiters hinted.
+//! publish's, are the members' waiters hinted. Under a tenant's quotas a post counts one
+//! delivery per member.
 //!
 //! Creating rooms, changing members and posting need `rooms.write`. Reading a room needs
 //! `rooms.write`, or an agent token with `inbox.poll` whose agent is a member, so an agent can
@@ -15,14 +16,15 @@ use inbox_api::{
     CreateRoomRequest, PostMessageRequest, PostMessageResponse, RoomMembersRequest, RoomView, Scope,
 };
 use inbox_core::{FairnessKey, RecipientId};
-use inbox_rooms::{NewRoom, PostMessage, Room, RoomId, RoomsExt as _};
-use inbox_store::StoreError;
+use inbox_rooms::{BoundedPost, NewRoom, PostMessage, PostedMessage, Room, RoomId, RoomsExt as _};
+use inbox_store::{StoreError, TenantPolicy};
 
 use crate::AppState;
 use crate::auth::{Caller, CallerKind};
 use crate::convert;
 use crate::error::ApiError;
 use crate::ops::inbox::{fairness_key, record_published};
+use crate::quotas;
 
 /// Creates a room in the caller's tenant, with its first member agents.
 pub async fn create(
@@ -111,11 +113,12 @@ pub async fn post(
         || FairnessKey::new(format!("room:{}", post.room_id)).expect("a room id makes a valid key");
     let policy = state.tenant_policies.get(&state.store, &caller.tenant_id).await?;
     let post = PostMessage { fairness_key: fairness_key(&policy, None, room_key), ..post };
-    let bytes_each = post.body.len() as u64;
-    state.quotas.admit(state, &policy, &caller.tenant_id, 1, bytes_each).await?;
     let started = Instant::now();
-    let posted = state.store.rooms().post(&post).await?;
-    state.quotas.published(&caller.tenant_id, bytes_each, &posted.receipt);
+    let posted = if policy.has_quota() {
+        post_within_quotas(state, &policy, caller, &post).await?
+    } else {
+        state.store.rooms().post(&post).await?
+    };
     state.metrics.publish_commit_seconds().observe([], started.elapsed());
     record_published(state, &post.tenant_id, &posted.receipt);
     Ok(PostMessageResponse {
@@ -124,6 +127,41 @@ pub async fn post(
         deduplicated: posted.deduplicated,
         deliveries: posted.receipt.deliveries.iter().map(convert::delivery).collect(),
     })
+}
+
+/// How often a post is admitted again when members joined between its count and its commit.
+const POST_RECOUNTS_MAX: usize = 3;
+
+/// Posts under the tenant's quotas: every member's delivery counts, so the post is admitted
+/// for the room's members as counted, and commits only if the room has no more by then (a
+/// member added meanwhile means counting and admitting once more).
+async fn post_within_quotas(
+    state: &AppState,
+    policy: &TenantPolicy,
+    caller: &Caller,
+    post: &PostMessage,
+) -> Result<PostedMessage, ApiError> {
+    let bytes_each = inbox_rooms::event_payload_bytes(post)?;
+    let mut members = state.store.rooms().get(&post.tenant_id, &post.room_id).await?.members.len();
+    for _ in 0..POST_RECOUNTS_MAX {
+        let change = quotas::Change::deliveries(members, bytes_each);
+        let reservation = state.quotas.admit(state, policy, &caller.tenant_id, change).await?;
+        match state.store.rooms().post_reaching_at_most(post, members).await {
+            Ok(BoundedPost::Posted(posted)) => {
+                reservation.settle(quotas::Change::committed(&posted.receipt, bytes_each));
+                return Ok(posted);
+            }
+            Ok(BoundedPost::TooManyMembers { members: now }) => {
+                reservation.cancel();
+                members = now;
+            }
+            Err(err) => {
+                reservation.cancel();
+                return Err(err.into());
+            }
+        }
+    }
+    Err(StoreError::Contention { attempts: POST_RECOUNTS_MAX as u32 }.into())
 }
 
 /// A room id from a path (a body's arrive typed).

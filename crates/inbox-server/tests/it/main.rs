@@ -18,6 +18,7 @@ mod handoff;
 mod head_cache;
 mod isolation;
 mod nudges;
+mod quotas;
 mod refusals;
 mod rooms;
 mod rotation;

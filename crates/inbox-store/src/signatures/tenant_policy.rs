@@ -26,6 +26,13 @@ pub struct TenantPolicy {
     pub stored_bytes_max: u64,
 }
 
+impl TenantPolicy {
+    /// Whether either quota is set.
+    pub fn has_quota(&self) -> bool {
+        self.pending_events_max > 0 || self.stored_bytes_max > 0
+    }
+}
+
 /// A change to a tenant's policy: `None` keeps the current value.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TenantPolicyChange {
