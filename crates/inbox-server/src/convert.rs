@@ -197,7 +197,8 @@ pub fn publish(at: &str, tenant_id: &TenantId, request: PublishRequest) -> Resul
                 named.as_str(),
                 tenant_id.as_str()
             ),
-        ));
+        )
+        .with("field", format!("{at}tenant_id")));
     }
     let body = match (request.payload, request.payload_ref) {
         (Some(_), Some(_)) => {

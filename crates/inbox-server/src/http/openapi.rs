@@ -263,6 +263,13 @@ fn add_constraints(document: &mut Value, config: &crate::Config) {
             {"if": keeps_reason, "else": {"properties": {"reason": absent}}},
         ]);
     }
+    // Follow-ups (a hand-off) go only with `result: completed`, the default.
+    let hands_off = json!({"required": ["follow_ups"], "properties": {"follow_ups": {"minItems": 1}}});
+    let completed = json!({"properties": {"result": {"enum": ["completed", null]}}});
+    schemas["AckEntry"]["allOf"]
+        .as_array_mut()
+        .expect("set above")
+        .push(json!({"if": hands_off, "then": completed}));
     // A claim names its events or asks for the next `limit`, never both.
     schemas["ClaimRequest"]["not"] = json!({
         "required": ["event_ids", "limit"],

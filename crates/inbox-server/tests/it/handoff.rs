@@ -47,6 +47,7 @@ async fn hand_off_rules(backend: Backend) {
         .post("/v1/inbox/acknowledge", &agent, json!({"acks": [entry(&claims[0], other_tenant)]}))
         .await;
     assert_problem(&refused, StatusCode::FORBIDDEN, "tenant_mismatch");
+    assert_eq!(refused.1["field"], "acks[0].follow_ups[0].tenant_id", "{}", refused.1);
     let mut keyed = to("beta");
     keyed[0]["deduplication_key"] = json!("mine");
     let refused =

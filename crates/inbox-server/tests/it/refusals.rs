@@ -85,6 +85,15 @@ async fn messages_name_the_wire_fields_in_plain_words(backend: Backend) {
         .post(
             "/v1/events",
             &publisher,
+            json!({"recipients": ["agent_alpha"], "event_type": "t", "expires_at_utc": "2001-01-01T00:00:00Z"}),
+        )
+        .await;
+    assert_eq!((status, body["field"].as_str()), (StatusCode::BAD_REQUEST, Some("expires_at_utc")), "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("already in the past"), "{body}");
+    let (status, body) = server
+        .post(
+            "/v1/events",
+            &publisher,
             json!({"recipients": ["agent_alpha"], "event_type": "t", "availability_at_utc": "2030-01-01T00:00:00Z"}),
         )
         .await;

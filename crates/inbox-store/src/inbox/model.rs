@@ -62,6 +62,14 @@ impl Publish {
         }
     }
 
+    /// Refuses a publish whose expiry has come by `now`: it could never be delivered.
+    pub(crate) fn check_unexpired(&self, now: UnixMillis) -> Result<(), StoreError> {
+        match self.expires_at {
+            Some(at) if at <= now => Err(StoreError::invalid("expires_at_utc", "is already in the past")),
+            _ => Ok(()),
+        }
+    }
+
     /// Checks every limit and returns the recipients in canonical (lock) order, deduplicated.
     pub(crate) fn checked_recipients(&self, config: &StoreConfig) -> Result<Vec<Recipient>, StoreError> {
         if self.recipients.is_empty() {

@@ -85,9 +85,7 @@ impl Inbox<'_> {
         recipients: &[Recipient],
     ) -> Result<PublishReceipt, StoreError> {
         let now = self.store.now();
-        if publish.expires_at.is_some_and(|at| at <= now) {
-            return Err(StoreError::invalid("expires_at_utc", "is already in the past"));
-        }
+        publish.check_unexpired(now)?;
         let tenant = publish.tenant_id.as_str();
         let dialect = self.store.dialect();
 

@@ -44,13 +44,9 @@ impl Inbox<'_> {
         let mut valid = Vec::with_capacity(publishes.len());
         let now = self.store.now();
         for (index, publish) in publishes.iter().map(std::borrow::Borrow::borrow).enumerate() {
-            let checked = publish.checked_recipients(self.store.config()).and_then(|recipients| {
-                if publish.expires_at.is_some_and(|at| at <= now) {
-                    Err(StoreError::invalid("expires_at", "is already in the past"))
-                } else {
-                    Ok(recipients)
-                }
-            });
+            let checked = publish
+                .checked_recipients(self.store.config())
+                .and_then(|recipients| publish.check_unexpired(now).map(|()| recipients));
             match checked {
                 Ok(recipients) => {
                     valid.push(Batched { index, publish, recipients });

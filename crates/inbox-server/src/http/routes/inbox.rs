@@ -76,7 +76,14 @@ pub async fn claim(
 }
 
 /// Acknowledges events; repeats with the same token succeed.
-#[utoipa::path(post, path = "/v1/inbox/acknowledge", tag = "inbox", request_body = AcknowledgeRequest, responses((status = 200, body = AcknowledgeResponse)))]
+///
+/// Entries with `follow_ups` are hand-offs: under the tenant's quotas their deliveries count (less the events they
+/// acknowledge), and a request that would pass a quota is refused whole before any of it
+/// commits, its events left claimed under their leases.
+#[utoipa::path(post, path = "/v1/inbox/acknowledge", tag = "inbox", request_body = AcknowledgeRequest,
+    responses((status = 200, body = AcknowledgeResponse),
+        (status = 429, description = "tenant_pending_limit, rate_limited or auth_throttled: the hand-offs' follow-ups would pass the tenant's pending-events quota (or a rate limit); nothing of the request committed and its events stay claimed; retry after Retry-After seconds", body = inbox_api::Problem),
+        (status = 507, description = "tenant_storage_limit: the hand-offs' follow-ups would pass the tenant's stored-bytes quota; nothing of the request committed and its events stay claimed; retry after Retry-After seconds", body = inbox_api::Problem)))]
 pub async fn acknowledge(
     State(state): State<AppState>,
     caller: Caller,
