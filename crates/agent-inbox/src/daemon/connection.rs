@@ -70,6 +70,7 @@ pub async fn serve(stream: UnixStream, shared: Arc<Shared>) {
     if let Err(message) = refused {
         tracing::warn!(reason = %message, "refused a local client of another user");
         let _ = client.send(&error(ErrorCode::PeerRefused, message)).await;
+        linger(client.read.get_mut(), &mut client.write).await;
         return;
     }
     let mut bad_lines = 0;
@@ -303,10 +304,38 @@ fn far_future() -> Instant {
 
 /// Tells a client over the limit so, and hangs up.
 pub async fn refuse_busy(stream: UnixStream, clients_max: usize) {
-    let (_read, mut write) = stream.into_split();
+    let (mut read, mut write) = stream.into_split();
     let line = protocol::answer_line(&error(
         ErrorCode::TooManyClients,
         format!("the daemon serves {clients_max} local clients at once; ask the service directly"),
     ));
-    let _ = tokio::time::timeout(WRITE_TIMEOUT, write.write_all(line.as_bytes())).await;
+    if let Ok(Ok(())) = tokio::time::timeout(WRITE_TIMEOUT, write.write_all(line.as_bytes())).await {
+        linger(&mut read, &mut write).await;
+    }
+}
+
+/// How long a client refused at once may take to send its request, which is read and dropped.
+const LINGER: Duration = Duration::from_millis(500);
+
+/// After a refusal made before the client's request was read (another user, too many
+/// clients): shuts this side for writing, so the client reads the refusal and then the end,
+/// and reads what the client sends (at most a line's worth, for at most [`LINGER`]) before
+/// hanging up. Hung up on at once, a client that sends its request a moment after connecting
+/// would run into a closed socket (EPIPE) before it reads the answer waiting for it, and a
+/// client that cannot read after a failed write (Node's sockets, asyncio's streams) would never
+/// learn why.
+async fn linger(read: &mut OwnedReadHalf, write: &mut OwnedWriteHalf) {
+    use tokio::io::AsyncReadExt as _;
+    let _ = write.shutdown().await;
+    let mut buffer = [0u8; 1024];
+    let mut left = protocol::LINE_BYTES_MAX;
+    let _ = tokio::time::timeout(LINGER, async {
+        while left > 0 {
+            match read.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    })
+    .await;
 }

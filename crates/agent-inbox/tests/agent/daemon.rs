@@ -308,6 +308,24 @@ async fn another_users_process_is_refused() {
     let answer: Value = serde_json::from_str(&as_nobody(&local.socket)).unwrap();
     assert_eq!(answer["code"], "peer_refused", "{answer}");
     assert!(answer["message"].as_str().unwrap().contains("runs as user id 65534"), "{answer}");
+
+    // `daemon status` of that user names the refusal every time, whether its request was sent
+    // before the daemon hung up or ran into the closed socket (EPIPE).
+    for run in 0..10 {
+        let out = Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", BIN, "daemon", "status"])
+            .env("AGENT_INBOX_HOME", &local.home.0)
+            .env("AGENT_INBOX_DAEMON_SOCKET", &local.socket)
+            .env_remove("XDG_RUNTIME_DIR")
+            .output()
+            .expect("setpriv runs (util-linux)");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "run {run}: {stderr}");
+        assert!(
+            stderr.contains("the local daemon refused") && stderr.contains("(peer_refused)"),
+            "run {run}: {stderr}"
+        );
+    }
     assert!(local.daemon().status().await.is_ok(), "its own user is still served");
 }
 
@@ -416,6 +434,15 @@ async fn bad_input_gets_a_clear_error_and_never_stops_the_daemon() {
     let idle: Vec<UnixStream> = (0..256).map(|_| connect()).collect();
     let busy = answer(&connect());
     assert_eq!(busy["code"], "too_many_clients", "{busy}");
+    for _ in 0..10 {
+        // The client's own request may run into the refusal's hang-up: still named.
+        match local.daemon().status().await {
+            Err(inbox_client::local_daemon::DaemonError::Refused { code, .. }) => {
+                assert_eq!(code, inbox_client::local_daemon::protocol::ErrorCode::TooManyClients);
+            }
+            other => panic!("one client too many is told so: {other:?}"),
+        }
+    }
     let timed_out = answer(&idle[0]);
     assert_eq!(timed_out["code"], "idle_timeout", "{timed_out}");
     assert!(timed_out["message"].as_str().unwrap().contains("no request within 10 s"), "{timed_out}");

@@ -102,16 +102,33 @@ impl LocalDaemon {
     }
 
     async fn send(&self, request: &Request) -> Result<Connection, DaemonError> {
-        let socket = connect(&self.path).await?;
-        let (read, mut write) = tokio::io::split(socket);
-        let line = protocol::request_line(request);
-        match tokio::time::timeout(ANSWER_TIMEOUT, write.write_all(line.as_bytes())).await {
-            Ok(Ok(())) => Ok(Connection { read: BufReader::new(read), _write: write }),
-            Ok(Err(err)) => Err(DaemonError::Broken(format!("cannot send the request: {err}"))),
-            Err(_) => Err(DaemonError::Broken("the daemon does not read its socket".to_owned())),
-        }
+        send_on(connect(&self.path).await?, request).await
     }
 }
+
+/// Sends `request` on a connected socket. A daemon that refuses at once (a peer of another
+/// user, one client too many) writes its answer and hangs up without reading, so the write
+/// may fail (EPIPE) with that answer already waiting: it is read, within
+/// [`REFUSAL_READ_TIMEOUT`], and the refusal named, rather than a broken pipe.
+async fn send_on(socket: Socket, request: &Request) -> Result<Connection, DaemonError> {
+    let (read, mut write) = tokio::io::split(socket);
+    let line = protocol::request_line(request);
+    let failure = match tokio::time::timeout(ANSWER_TIMEOUT, write.write_all(line.as_bytes())).await {
+        Ok(Ok(())) => return Ok(Connection { read: BufReader::new(read), _write: write }),
+        Ok(Err(err)) => format!("cannot send the request: {err}"),
+        Err(_) => "the daemon does not read its socket".to_owned(),
+    };
+    let mut connection = Connection { read: BufReader::new(read), _write: write };
+    match connection.answer(REFUSAL_READ_TIMEOUT).await {
+        Err(refused @ DaemonError::Refused { .. }) => Err(refused),
+        _ => Err(DaemonError::Broken(failure)),
+    }
+}
+
+/// How long a request that could not be sent waits for the answer the daemon may have sent
+/// before hanging up. Such an answer is written before the hang-up the write ran into, so it
+/// is already there; the bound is for a daemon that stopped reading but not writing.
+const REFUSAL_READ_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// A running watch; dropping it hangs up.
 #[derive(Debug)]
@@ -183,4 +200,42 @@ fn unexpected(answer: &Answer) -> DaemonError {
 
 fn code_name(code: ErrorCode) -> String {
     serde_json::to_value(code).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use tokio::io::AsyncWriteExt as _;
+
+    use super::*;
+
+    /// A daemon that refuses at once (another user, too many clients) writes its answer and
+    /// closes without reading: the request's write then fails (EPIPE), and the refusal is
+    /// still named, not lost to the broken pipe.
+    #[tokio::test]
+    async fn a_refusal_sent_before_the_request_is_read_is_named() {
+        for code in [ErrorCode::PeerRefused, ErrorCode::TooManyClients] {
+            let (client, mut daemon) = tokio::net::UnixStream::pair().unwrap();
+            let refusal = Answer::Error { code, message: "not for you".into() };
+            daemon.write_all(protocol::answer_line(&refusal).as_bytes()).await.unwrap();
+            drop(daemon);
+            let err = send_on(client, &Request::Status {}).await.unwrap_err();
+            match err {
+                DaemonError::Refused { code: got, message } => {
+                    assert_eq!((got, message.as_str()), (code, "not for you"));
+                }
+                other => panic!("{code:?} lost: {other}"),
+            }
+        }
+    }
+
+    /// A daemon that closes without a word is still reported as breaking off, at once.
+    #[tokio::test]
+    async fn a_hang_up_without_an_answer_is_a_broken_pipe() {
+        let (client, daemon) = tokio::net::UnixStream::pair().unwrap();
+        drop(daemon);
+        let started = std::time::Instant::now();
+        let err = send_on(client, &Request::Status {}).await.unwrap_err();
+        assert!(matches!(&err, DaemonError::Broken(why) if why.contains("cannot send the request")), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+    }
 }
