@@ -327,6 +327,28 @@ impl ConnectOptions {
 /// How long a pooled MySQL connection may sit unused before it is pinged before its next use.
 const IDLE_BEFORE_PING: Duration = Duration::from_secs(1);
 
+/// A MySQL connection this old is closed when next acquired and replaced by a new one, so a
+/// node's connections follow a server restart, a failover or a proxy's rebalancing in time
+/// (sqlx's default lifetime, which [`no_maintenance_task`] takes off the pool).
+const CONNECTION_AGE_MAX: Duration = Duration::from_secs(30 * 60);
+
+/// Takes sqlx's idle timeout and maximum lifetime off a pool, so that it spawns no
+/// maintenance task. In sqlx 0.8 that task sizes each sweep by the pool's idle count, read
+/// once (`for _ in 0..pool.num_idle()`), and does not await in the loop when the idle queue is
+/// empty; the count is raised only after a returned connection has been made available
+/// (`PoolInner::release`), so a connection returned on one thread and taken on another in
+/// between wraps it to 2^64 - 1 for a moment. A sweep that starts then loops for ever inside
+/// one poll: its worker never gets back to the runtime, and dropping the runtime, as every
+/// short command does at exit, waits for it for ever (issue 40). With neither setting (and
+/// no `min_connections`) the task is never spawned; MySQL connections are retired by age as
+/// they are acquired instead ([`CONNECTION_AGE_MAX`]) and, idle, stay open until the node
+/// stops or the server's `wait_timeout`; SQLite's, to a local file, need no retiring.
+fn no_maintenance_task<DB: sqlx::Database>(
+    options: sqlx::pool::PoolOptions<DB>,
+) -> sqlx::pool::PoolOptions<DB> {
+    options.idle_timeout(None).max_lifetime(None).min_connections(0)
+}
+
 impl Pools {
     pub(crate) async fn connect(options: &ConnectOptions) -> Result<Pools, StoreError> {
         let url = options.url.trim();
@@ -346,7 +368,7 @@ impl Pools {
             } else {
                 String::new()
             };
-            let pool = MySqlPoolOptions::new()
+            let pool = no_maintenance_task(MySqlPoolOptions::new())
                 .max_connections(options.connections_max.max(1))
                 .acquire_timeout(options.acquire_timeout)
                 // A ping before every use costs a round trip per operation under load; only a
@@ -355,6 +377,10 @@ impl Pools {
                 .test_before_acquire(false)
                 .before_acquire(|conn, meta| {
                     Box::pin(async move {
+                        if meta.age >= CONNECTION_AGE_MAX {
+                            // Closed, and the acquire opens a new connection in its place.
+                            return Ok(false);
+                        }
                         if meta.idle_for >= IDLE_BEFORE_PING {
                             conn.ping().await?;
                         }
@@ -387,13 +413,13 @@ impl Pools {
                 // FULL: a commit survives power loss, not only a process crash.
                 .synchronous(SqliteSynchronous::Full)
                 .busy_timeout(Duration::from_secs(10));
-            let writer = SqlitePoolOptions::new()
+            let writer = no_maintenance_task(SqlitePoolOptions::new())
                 .max_connections(1)
                 .acquire_timeout(options.acquire_timeout)
                 .connect_with(connect.clone())
                 .await
                 .map_err(StoreError::Unavailable)?;
-            let reader = SqlitePoolOptions::new()
+            let reader = no_maintenance_task(SqlitePoolOptions::new())
                 .max_connections(options.connections_max.clamp(1, 8))
                 .acquire_timeout(options.acquire_timeout)
                 .connect_with(connect.read_only(true))

@@ -60,6 +60,7 @@ mod batches;
 mod callbacks;
 mod engine;
 mod inbox;
+mod pools;
 mod rooms;
 mod secrets;
 mod sessions;
