@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import threading
 import time
@@ -116,3 +117,50 @@ def test_without_the_daemon_the_service_gives_the_same_answer(server: Server, lo
     assert refused.value.code == "identity_mismatch"
     with Client(server.base, local.access) as client:
         assert wait_for_work(client, 10, identity=other, daemon=local.daemon) == 2
+
+
+class RefusingDaemon:
+    """A daemon that refuses every client at once, as the real one refuses another user's
+    process: it writes its answer and hangs up without reading the request."""
+
+    def __init__(self, path: Path) -> None:
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(path))
+        self.listener.listen(8)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            conn.sendall(b'{"v":1,"type":"error","code":"peer_refused","message":"not for you"}\n')
+            conn.close()
+
+    def close(self) -> None:
+        self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        self.thread.join(10)
+
+
+def test_a_refusal_sent_before_the_request_is_read_is_named(tmp_path: Path) -> None:
+    """A request longer than the socket's buffer is still being written when the daemon hangs
+    up, so the write fails (EPIPE, or a reset): the refusal already sent is still named."""
+    refusing = RefusingDaemon(tmp_path / "daemon.sock")
+    try:
+        daemon = LocalDaemon(tmp_path / "daemon.sock")
+        long = DaemonIdentity("p" * (4 << 20), "http://127.0.0.1:1", "t", "a")
+        with pytest.raises(DaemonUnavailable) as refused:
+            daemon.wait(long, 1)
+        assert refused.value.code == "peer_refused", refused.value
+        assert "not for you" in str(refused.value)
+
+        async def wait_async() -> None:
+            await daemon.wait_async(long, 1)
+        with pytest.raises(DaemonUnavailable) as refused:
+            asyncio.run(wait_async())
+        assert refused.value.code == "peer_refused", refused.value
+    finally:
+        refusing.close()

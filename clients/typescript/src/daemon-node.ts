@@ -101,8 +101,20 @@ export class LocalDaemon {
       };
       deadline(ANSWER_TIMEOUT_MS);
       socket.setEncoding("utf8");
-      socket.on("connect", () => socket.write(`${JSON.stringify(request)}\n`));
-      socket.on("error", (err) => fail(new DaemonUnavailable(`no local daemon answers at ${this.path}: ${err.message}`)));
+      let connected = false;
+      socket.on("connect", () => {
+        connected = true;
+        socket.write(`${JSON.stringify(request)}\n`);
+      });
+      socket.on("error", (err: NodeJS.ErrnoException) => {
+        const broken = new DaemonUnavailable(`no local daemon answers at ${this.path}: ${err.message}`);
+        if (!connected || (err.code !== "EPIPE" && err.code !== "ECONNRESET")) return fail(broken);
+        // The request's write ran into a hang-up, which Node answers by dropping what the
+        // daemon sent: perhaps a refusal made at once. Ask for it again.
+        clearTimeout(timer);
+        socket.destroy();
+        void refusalAtAccept(this.path).then((refusal) => reject(refusal ?? broken));
+      });
       socket.on("end", () => fail(new DaemonUnavailable("the local daemon hung up")));
       socket.on("data", (chunk: string) => {
         buffered += chunk;
@@ -131,7 +143,7 @@ export class LocalDaemon {
               socket.destroy();
               return resolve(null);
             case "error":
-              return fail(new DaemonUnavailable(`the local daemon refused: ${String(answer.message)}`, String(answer.code)));
+              return fail(refusal(answer));
             default:
               return fail(new DaemonUnavailable(`an answer out of place: ${line}`));
           }
@@ -139,6 +151,48 @@ export class LocalDaemon {
       });
     });
   }
+}
+
+/** How long {@link refusalAtAccept} listens. */
+const REFUSAL_READ_TIMEOUT_MS = 200;
+
+function refusal(answer: Record<string, unknown>): DaemonUnavailable {
+  return new DaemonUnavailable(`the local daemon refused: ${String(answer.message)}`, String(answer.code));
+}
+
+/**
+ * The refusal a daemon makes as it accepts a connection (a peer of another user, one client
+ * too many), if it makes one: listens on a new connection, sending nothing, for a moment. Such
+ * a daemon writes its answer and hangs up before reading, so a request written a moment later
+ * fails (EPIPE), and Node drops the answer with the failed socket; the refusal is the same on
+ * every connection, so it is heard on this one. A daemon that waits for a request instead
+ * says nothing, and is left at once.
+ */
+function refusalAtAccept(path: string): Promise<DaemonUnavailable | null> {
+  return new Promise((resolve) => {
+    const socket = createConnection(path);
+    let buffered = "";
+    const done = (found: DaemonUnavailable | null) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(found);
+    };
+    const timer = setTimeout(() => done(null), REFUSAL_READ_TIMEOUT_MS);
+    socket.setEncoding("utf8");
+    socket.on("error", () => done(null));
+    socket.on("end", () => done(null));
+    socket.on("data", (chunk: string) => {
+      buffered += chunk;
+      const newline = buffered.indexOf("\n");
+      if (newline < 0) return buffered.length > DAEMON_LINE_BYTES_MAX ? done(null) : undefined;
+      try {
+        const answer = JSON.parse(buffered.slice(0, newline)) as Record<string, unknown>;
+        done(answer.v === DAEMON_PROTOCOL_VERSION && answer.type === "error" ? refusal(answer) : null);
+      } catch {
+        done(null);
+      }
+    });
+  });
 }
 
 /** Options of {@link waitForWork}. */

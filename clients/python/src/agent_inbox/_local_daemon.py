@@ -100,35 +100,95 @@ class LocalDaemon:
             conn.settimeout(ANSWER_TIMEOUT)
             try:
                 conn.connect(str(self.path))
-                conn.sendall(_wait_line(identity, timeout))
-                reader = conn.makefile("rb")
-                answer = _parse(reader.readline(LINE_BYTES_MAX))
-                if answer.get("type") == "waiting":
-                    conn.settimeout(timeout + _FINAL_ANSWER_GRACE)
-                    answer = _parse(reader.readline(LINE_BYTES_MAX))
             except OSError as err:
                 raise DaemonUnavailable(f"no local daemon answers at {self.path}: {err}") from err
-        return _outcome(answer)
+            return _ask(conn, _wait_line(identity, timeout), timeout)
 
     async def wait_async(self, identity: DaemonIdentity, timeout: float) -> int | None:
         """:meth:`wait` for asyncio."""
+        if not hasattr(socket, "AF_UNIX"):
+            raise DaemonUnavailable("the local wake daemon needs Unix domain sockets")
+        loop = asyncio.get_running_loop()
+        # A plain socket rather than asyncio's streams: after a failed write a stream drops
+        # what the daemon sent, and that may be the reason it hung up.
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.setblocking(False)
+            try:
+                await asyncio.wait_for(loop.sock_connect(conn, str(self.path)), ANSWER_TIMEOUT)
+            except (OSError, asyncio.TimeoutError) as err:
+                raise DaemonUnavailable(f"no local daemon answers at {self.path}: {err!r}") from err
+            return await _ask_async(conn, _wait_line(identity, timeout), timeout)
+
+
+#: How long a request that could not be sent waits for the answer the daemon may have sent
+#: before hanging up: one that refuses at once (another user, too many clients) writes its
+#: answer and hangs up, so a write a moment later fails (EPIPE) with the answer already there.
+_REFUSAL_READ_TIMEOUT = 0.2
+
+
+def _ask(conn: socket.socket, request: bytes, timeout: float) -> int | None:
+    """Sends a wait on a connected blocking socket and reads its answers."""
+    reader = conn.makefile("rb")
+    try:
+        conn.sendall(request)
+    except OSError as err:
+        conn.settimeout(_REFUSAL_READ_TIMEOUT)
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_unix_connection(str(self.path), limit=LINE_BYTES_MAX), ANSWER_TIMEOUT
-            )
-        except (OSError, asyncio.TimeoutError, AttributeError) as err:
-            raise DaemonUnavailable(f"no local daemon answers at {self.path}: {err!r}") from err
+            line = reader.readline(LINE_BYTES_MAX)
+        except OSError:
+            line = b""
+        raise _refusal(line) or DaemonUnavailable(f"the local daemon broke off: cannot send the request: {err}") from err
+    try:
+        answer = _parse(reader.readline(LINE_BYTES_MAX))
+        if answer.get("type") == "waiting":
+            conn.settimeout(timeout + _FINAL_ANSWER_GRACE)
+            answer = _parse(reader.readline(LINE_BYTES_MAX))
+    except OSError as err:
+        raise DaemonUnavailable(f"the local daemon broke off: {err}") from err
+    return _outcome(answer)
+
+
+async def _ask_async(conn: socket.socket, request: bytes, timeout: float) -> int | None:
+    """:func:`_ask` on a connected non-blocking socket."""
+    lines = _SocketLines(conn)
+    try:
+        await asyncio.wait_for(asyncio.get_running_loop().sock_sendall(conn, request), ANSWER_TIMEOUT)
+    except (OSError, asyncio.TimeoutError) as err:
         try:
-            writer.write(_wait_line(identity, timeout))
-            await writer.drain()
-            answer = _parse(await asyncio.wait_for(reader.readline(), ANSWER_TIMEOUT))
-            if answer.get("type") == "waiting":
-                answer = _parse(await asyncio.wait_for(reader.readline(), timeout + _FINAL_ANSWER_GRACE))
-        except (OSError, ValueError, asyncio.TimeoutError) as err:
-            raise DaemonUnavailable(f"the local daemon broke off: {err!r}") from err
-        finally:
-            writer.close()
-        return _outcome(answer)
+            line = await asyncio.wait_for(lines.readline(), _REFUSAL_READ_TIMEOUT)
+        except (OSError, asyncio.TimeoutError):
+            line = b""
+        raise _refusal(line) or DaemonUnavailable(f"the local daemon broke off: cannot send the request: {err!r}") from err
+    try:
+        answer = _parse(await asyncio.wait_for(lines.readline(), ANSWER_TIMEOUT))
+        if answer.get("type") == "waiting":
+            answer = _parse(await asyncio.wait_for(lines.readline(), timeout + _FINAL_ANSWER_GRACE))
+    except (OSError, asyncio.TimeoutError) as err:
+        raise DaemonUnavailable(f"the local daemon broke off: {err!r}") from err
+    return _outcome(answer)
+
+
+class _SocketLines:
+    """Lines from a non-blocking socket, at most :data:`LINE_BYTES_MAX` bytes each, newline
+    included; a line cut short (the daemon hung up, or the line is too long) comes without its
+    newline, as a file's ``readline(LINE_BYTES_MAX)`` gives it."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self._conn = conn
+        self._buffer = b""
+
+    async def readline(self) -> bytes:
+        while True:
+            newline = self._buffer.find(b"\n", 0, LINE_BYTES_MAX)
+            if newline >= 0 or len(self._buffer) >= LINE_BYTES_MAX:
+                end = newline + 1 if newline >= 0 else LINE_BYTES_MAX
+                line, self._buffer = self._buffer[:end], self._buffer[end:]
+                return line
+            chunk = await asyncio.get_running_loop().sock_recv(self._conn, LINE_BYTES_MAX)
+            if not chunk:
+                line, self._buffer = self._buffer, b""
+                return line
+            self._buffer += chunk
 
 
 def wait_for_work(client: Client, timeout: float, *, identity: DaemonIdentity | None = None,
@@ -205,6 +265,17 @@ def _parse(line: bytes) -> dict[str, Any]:
     if not isinstance(answer, dict) or answer.get("v") != PROTOCOL_VERSION:
         raise DaemonUnavailable(f"the local daemon speaks another protocol version: {line!r}")
     return answer
+
+
+def _refusal(line: bytes) -> DaemonUnavailable | None:
+    """The daemon's refusal, if ``line`` is one."""
+    try:
+        answer = _parse(line)
+    except DaemonUnavailable:
+        return None
+    if answer.get("type") != "error":
+        return None
+    return DaemonUnavailable(f"the local daemon refused: {answer.get('message')}", answer.get("code"))
 
 
 def _outcome(answer: dict[str, Any]) -> int | None:
