@@ -73,7 +73,16 @@ impl LocalState {
             .synchronous(SqliteSynchronous::Normal)
             // Two agents of one identity may share the file.
             .busy_timeout(Duration::from_secs(10));
-        let pool = SqlitePoolOptions::new().max_connections(1).connect_with(options).await.map_err(fail)?;
+        // No idle timeout or lifetime, so sqlx spawns no maintenance task for the pool: in sqlx
+        // 0.8 that task can read a momentarily wrapped idle count and loop for ever without
+        // yielding, and the process never exits (see inbox-store's `db.rs`, issue 40).
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(options)
+            .await
+            .map_err(fail)?;
         for statement in [
             "CREATE TABLE IF NOT EXISTS inbox_cursor (
                 inbox TEXT PRIMARY KEY,
@@ -246,6 +255,83 @@ mod tests {
         assert_eq!(state.cursor("t/a").await.unwrap(), 2);
         state.close().await;
         remove(&path);
+    }
+
+    /// The state file's pool runs no task that can hold a thread for ever: the state is opened
+    /// on a runtime whose paused clock would let a pool maintenance task sweep on every turn,
+    /// used as `listen` uses it, one operation at a time from the main thread of another
+    /// runtime, and its own runtime must keep turning and finish once told to.
+    #[test]
+    fn the_state_file_leaves_no_pool_task_running() {
+        use std::sync::atomic::AtomicU64;
+        use std::time::Instant;
+
+        let path = temp_path("pool-task");
+        let (state_sender, state_receiver) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (exited, has_exited) = std::sync::mpsc::channel();
+        let beats = Arc::new(AtomicU64::new(0));
+        let (opening, beating) = (path.clone(), beats.clone());
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async move {
+                let state = LocalState::open(&opening, 10).await.unwrap();
+                tokio::time::pause();
+                state_sender.send(state).unwrap();
+                // Counts the runtime's turns, sleeping longer than any sqlx pool period so the
+                // paused clock jumps to the pool's wake-ups first.
+                let heartbeat = async {
+                    loop {
+                        tokio::time::sleep(Duration::from_secs(3_600)).await;
+                        beating.fetch_add(1, Ordering::Relaxed);
+                    }
+                };
+                tokio::select! {
+                    _ = stopped => {}
+                    () = heartbeat => {}
+                }
+            });
+            drop(runtime);
+            let _ = exited.send(());
+        });
+        let state = state_receiver.recv().unwrap();
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let (n_operations, used_for, failure) = runtime.block_on(async {
+            let started = Instant::now();
+            let (mut n_operations, mut failure) = (0u64, None);
+            let (mut last_beats, mut last_beat_at) = (0, Instant::now());
+            while started.elapsed() < Duration::from_secs(2) && failure.is_none() {
+                let now_beats = beats.load(Ordering::Relaxed);
+                if now_beats != last_beats {
+                    (last_beats, last_beat_at) = (now_beats, Instant::now());
+                } else if last_beat_at.elapsed() > Duration::from_millis(500) {
+                    break; // the state's runtime stopped turning
+                }
+                let step = tokio::time::timeout(Duration::from_secs(5), async {
+                    state.advance_cursor("t/a", n_operations + 1).await?;
+                    state.cursor("t/a").await
+                });
+                match step.await {
+                    Ok(Ok(_)) => n_operations += 2,
+                    Ok(Err(err)) => failure = Some(err.to_string()),
+                    Err(_) => failure = Some("an operation took more than 5 s".to_owned()),
+                }
+            }
+            let used_for = started.elapsed();
+            let _ = tokio::time::timeout(Duration::from_secs(5), state.close()).await;
+            (n_operations, used_for, failure)
+        });
+        drop(runtime);
+        let _ = stop.send(());
+        let finished = has_exited.recv_timeout(Duration::from_secs(10)).is_ok();
+        remove(&path);
+        assert!(
+            finished && failure.is_none(),
+            "after {n_operations} operations in {used_for:?} (failure: {failure:?}), the state's runtime \
+             {} within 10 s of being told to stop: a pool task never yields",
+            if finished { "finished" } else { "did not finish" }
+        );
     }
 
     #[tokio::test]
