@@ -18,22 +18,22 @@ use inbox_store::{ARCHIVE_BATCH_MAX, ArchiveKey, SqlStore, archive_key_of_line};
 use sha2::{Digest as _, Sha256};
 
 use crate::cli::ExportArgs;
-use crate::serve::load_config;
+use crate::serve::{load_config, with_store};
 
 pub async fn export(args: ExportArgs) -> anyhow::Result<()> {
     let config = load_config(&args.server)?;
-    let store = inbox_server::connect_store(&config).await?;
-    let now = store.now();
-    let before = match &args.before {
-        None => now.minus_ms(config.inbox.archive_retention.as_millis() as u64),
-        Some(text) => before_from(text, now)?,
-    };
-    if before > now {
-        bail!("--before is in the future; rows archived from now on could not be exported completely");
-    }
-    let result = export_to(&store, before, &args.to).await;
-    store.close().await;
-    let report = result?;
+    let (before, report) = with_store(&config, async |store| {
+        let now = store.now();
+        let before = match &args.before {
+            None => now.minus_ms(config.inbox.archive_retention.as_millis() as u64),
+            Some(text) => before_from(text, now)?,
+        };
+        if before > now {
+            bail!("--before is in the future; rows archived from now on could not be exported completely");
+        }
+        Ok((before, export_to(store, before, &args.to).await?))
+    })
+    .await?;
     println!(
         "exported {} event(s) archived before {} to {}\nsha256 of the JSON Lines: {}\ndeleted {} row(s) from the archive",
         report.exported,

@@ -15,7 +15,7 @@ use inbox_api::time::format_utc;
 use inbox_store::{SecretsKeys, TokenAlgorithm};
 
 use crate::cli::{DatabaseArgs, KeysCommand, RewrapArgs, RotateArgs};
-use crate::serve::load_database_config;
+use crate::serve::{load_database_config, with_store};
 
 /// How long a new key waits before it signs: longer than a node's key reload on an unknown
 /// key id is throttled (5 s), shorter than any sensible overlap.
@@ -47,18 +47,21 @@ async fn rewrap(args: RewrapArgs) -> anyhow::Result<()> {
     let config = load_database_config(&args.database)?;
     let new = inbox_server::secrets_key::read(&args.new_secrets_key_file).map_err(anyhow::Error::msg)?;
     let target = new.first().id().to_owned();
-    let store = inbox_server::connect_store(&config).await?;
-    store.migrate().await?;
-    let current = inbox_server::prepare_secrets(&store, &config).await?;
-    let before = store.secrets().census().await?;
-    store.secrets().use_keys(current.keys.and(&new));
-    let resealed = store.secrets().rewrap(&target).await.map_err(|err| {
-        anyhow::anyhow!(
-            "{err} (the key files: {} and {})",
-            describe(&current),
-            args.new_secrets_key_file.display()
-        )
-    })?;
+    let (before, resealed) = with_store(&config, async |store| {
+        store.migrate().await?;
+        let current = inbox_server::prepare_secrets(store, &config).await?;
+        let before = store.secrets().census().await?;
+        store.secrets().use_keys(current.keys.and(&new));
+        let resealed = store.secrets().rewrap(&target).await.map_err(|err| {
+            anyhow::anyhow!(
+                "{err} (the key files: {} and {})",
+                describe(&current),
+                args.new_secrets_key_file.display()
+            )
+        })?;
+        Ok((before, resealed))
+    })
+    .await?;
     let old: Vec<String> = before.by_key.into_keys().flatten().filter(|id| *id != target).collect();
     println!(
         "resealed {resealed} secret(s) under key {target}; new secrets are sealed with it on every node"
@@ -71,7 +74,6 @@ async fn rewrap(args: RewrapArgs) -> anyhow::Result<()> {
             old.join(", ")
         );
     }
-    store.close().await;
     Ok(())
 }
 
@@ -98,31 +100,35 @@ async fn rotate(args: RotateArgs) -> anyhow::Result<()> {
             .ok_or_else(|| anyhow::anyhow!("--algorithm must be HS256 or EdDSA"))?,
         None => config.tokens.algorithm(),
     };
-    let store = inbox_server::connect_store(&config).await?;
-    store.migrate().await?;
-    inbox_server::prepare_secrets(&store, &config).await?;
-    let (key, retired) = store
-        .tokens()
-        .rotate_signing_keys(overlap.as_millis() as u64, ACTIVATION_DELAY.as_millis() as u64, algorithm)
-        .await?;
+    let (key, retired, now) = with_store(&config, async |store| {
+        store.migrate().await?;
+        inbox_server::prepare_secrets(store, &config).await?;
+        let (key, retired) = store
+            .tokens()
+            .rotate_signing_keys(overlap.as_millis() as u64, ACTIVATION_DELAY.as_millis() as u64, algorithm)
+            .await?;
+        Ok((key, retired, store.now()))
+    })
+    .await?;
     let activates = key.activates_at.map_or_else(|| "now".to_owned(), |t| format_utc(t.get()));
     println!("new {} signing key {} (signs from {activates})", key.algorithm.as_str(), key.key_id);
     println!(
         "{retired} older key(s) retire at {}",
-        format_utc(store.now().plus_ms(overlap.as_millis() as u64).get())
+        format_utc(now.plus_ms(overlap.as_millis() as u64).get())
     );
-    store.close().await;
     Ok(())
 }
 
 async fn list(args: DatabaseArgs) -> anyhow::Result<()> {
     let config = load_database_config(&args)?;
-    let store = inbox_server::connect_store(&config).await?;
-    store.migrate().await?;
-    inbox_server::prepare_secrets(&store, &config).await?;
-    let now = store.now();
+    let (now, keys) = with_store(&config, async |store| {
+        store.migrate().await?;
+        inbox_server::prepare_secrets(store, &config).await?;
+        Ok((store.now(), store.tokens().access_signing_keys(config.tokens.algorithm()).await?))
+    })
+    .await?;
     let mut signer_found = false;
-    for key in store.tokens().access_signing_keys(config.tokens.algorithm()).await? {
+    for key in keys {
         let signs = !signer_found && key.signs_at(now);
         signer_found |= signs;
         let state = if signs { "signing" } else { "verifying" };
@@ -134,6 +140,5 @@ async fn list(args: DatabaseArgs) -> anyhow::Result<()> {
             format_utc(key.created_at.get())
         );
     }
-    store.close().await;
     Ok(())
 }

@@ -24,8 +24,14 @@ mod token;
 mod wait;
 
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
+
+/// How long what a command leaves running on the runtime gets to stop once the command is
+/// done. Spawned tasks are dropped at their next await; this bounds the exit only if one never
+/// gets there (issue 40: a pool task of sqlx that spun held `token issue` for 14 minutes).
+const RUNTIME_SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
@@ -59,6 +65,14 @@ fn main() -> ExitCode {
             }
         }
     });
+    let stopping = Instant::now();
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN_WAIT);
+    if stopping.elapsed() >= RUNTIME_SHUTDOWN_WAIT {
+        eprintln!(
+            "warning: work left running did not stop within {}s; exiting without it",
+            RUNTIME_SHUTDOWN_WAIT.as_secs()
+        );
+    }
     match result {
         Ok(code) => code,
         Err(err) => {

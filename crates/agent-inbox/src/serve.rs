@@ -1,7 +1,10 @@
-//! `serve` and `migrate`.
+//! `serve` and `migrate`, and how every operator command reaches its database (`with_store`).
+
+use std::time::Duration;
 
 use anyhow::Context as _;
 use inbox_server::Config;
+use inbox_store::SqlStore;
 
 use crate::cli::{DatabaseArgs, ServeArgs};
 
@@ -36,6 +39,25 @@ pub fn load_database_config(args: &DatabaseArgs) -> anyhow::Result<Config> {
         );
     }
     Ok(config)
+}
+
+/// How long an operator command waits for its store to close (connections handed back, the
+/// MySQL server told, SQLite's log checkpointed) before it returns anyway: a connection whose
+/// server stopped answering cannot hold the command up.
+const STORE_CLOSE_WAIT: Duration = Duration::from_secs(5);
+
+/// Connects to the configured database, runs `work` on it and closes the store whatever came
+/// of it, so an operator command leaves nothing of the store running when it returns.
+pub async fn with_store<T>(
+    config: &Config,
+    work: impl AsyncFnOnce(&SqlStore) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let store = inbox_server::connect_store(config).await?;
+    let result = work(&store).await;
+    if tokio::time::timeout(STORE_CLOSE_WAIT, store.close()).await.is_err() {
+        eprintln!("warning: the database connections did not close within {}s", STORE_CLOSE_WAIT.as_secs());
+    }
+    result
 }
 
 /// The file of a `sqlite://` URL; none for other databases and in-memory SQLite.
@@ -92,8 +114,7 @@ fn banner(args: &ServeArgs, config: &inbox_server::Config, addr: std::net::Socke
 pub async fn migrate(args: DatabaseArgs) -> anyhow::Result<()> {
     let _log = inbox_server::logging::init(false, "info");
     let config = load_database_config(&args)?;
-    let store = inbox_server::connect_store(&config).await?;
-    let ran = store.migrate().await?;
+    let ran = with_store(&config, async |store| Ok(store.migrate().await?)).await?;
     println!("applied {ran} migration(s)");
     Ok(())
 }

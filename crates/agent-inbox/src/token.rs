@@ -5,7 +5,7 @@ use inbox_core::{RecipientId, TenantId};
 use inbox_server::{CallerKind, TokenService};
 
 use crate::cli::IssueArgs;
-use crate::serve::load_database_config;
+use crate::serve::{load_database_config, with_store};
 
 pub async fn issue(args: IssueArgs) -> anyhow::Result<()> {
     let config = load_database_config(&args.database)?;
@@ -16,18 +16,19 @@ pub async fn issue(args: IssueArgs) -> anyhow::Result<()> {
     };
     let scope = args.scope.unwrap_or_else(|| kind.default_scope().to_owned());
     let ttl = args.ttl.map(|t| crate::connect::duration("--ttl", &t)).transpose()?;
-    let store = inbox_server::connect_store(&config).await?;
-    store.migrate().await?;
-    inbox_server::prepare_secrets(&store, &config).await?;
-    let tokens = TokenService::new(store.clone(), &config).await.map_err(anyhow::Error::msg)?;
-    let issued = tokens
-        .issue(&tenant, &subject, kind, &scope, ttl, args.refresh)
-        .await
-        .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.detail))?;
+    let issued = with_store(&config, async |store| {
+        store.migrate().await?;
+        inbox_server::prepare_secrets(store, &config).await?;
+        let tokens = TokenService::new(store.clone(), &config).await.map_err(anyhow::Error::msg)?;
+        tokens
+            .issue(&tenant, &subject, kind, &scope, ttl, args.refresh)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.detail))
+    })
+    .await?;
     println!("{}", issued.access_token);
     if let Some(refresh) = issued.refresh_token {
         println!("{refresh}");
     }
-    store.close().await;
     Ok(())
 }
