@@ -51,7 +51,11 @@ impl Subjects {
         crate::secrets::prepare(&store, url).await?;
 
         let connect = MySqlConnectOptions::from_str(url)?;
+        // No idle timeout or lifetime: either starts sqlx 0.8's maintenance task, whose sweep can
+        // spin for ever (see inbox_store::db's `no_maintenance_task`).
         let raw = MySqlPoolOptions::new()
+            .idle_timeout(None)
+            .max_lifetime(None)
             .max_connections(CONNECTIONS_MAX)
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .after_connect(|conn, _meta| {
