@@ -2,14 +2,15 @@
 //! database, created on first start, shared by every node), tokens of an external identity
 //! provider verified against a JWKS file, rotating refresh tokens, and the scopes a caller has.
 //!
-//! The tenant and agent of every request come from here, never from the request body.
+//! The tenant and agent of every request come from here, never from the request body; what
+//! that caller may do is decided in `auth/caller.rs`.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use inbox_api::{ProblemCode, Scope};
-use inbox_core::{Recipient, RecipientId, RecipientKey, TenantId, UnixMillis};
+use inbox_core::{RecipientId, TenantId, UnixMillis};
 use inbox_store::{
     RefreshGrant, RefreshRefusal, SIGNING_KEY_OVERLAP_MS_MIN, SigningKey, SqlStore, StoreError,
     TokenAlgorithm,
@@ -21,6 +22,10 @@ use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
 
+mod caller;
+
+pub use caller::{Caller, CallerKind, Reach};
+
 /// The scopes an agent token gets when none are named.
 pub const AGENT_SCOPES: &str = Scope::AGENT_DEFAULT;
 
@@ -29,106 +34,6 @@ pub const PUBLISHER_SCOPES: &str = Scope::PUBLISHER_DEFAULT;
 
 /// The scopes an admin token gets when none are named.
 pub const ADMIN_SCOPES: &str = Scope::ADMIN_DEFAULT;
-
-/// What kind of party a token speaks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CallerKind {
-    Agent,
-    Publisher,
-    Admin,
-}
-
-impl CallerKind {
-    /// The `scope` claim of a token of this kind issued without named scopes.
-    pub fn default_scope(self) -> &'static str {
-        match self {
-            CallerKind::Agent => Scope::AGENT_DEFAULT,
-            CallerKind::Publisher => Scope::PUBLISHER_DEFAULT,
-            CallerKind::Admin => Scope::ADMIN_DEFAULT,
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<CallerKind> {
-        match text {
-            "agent" => Some(CallerKind::Agent),
-            "publisher" => Some(CallerKind::Publisher),
-            "admin" => Some(CallerKind::Admin),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CallerKind::Agent => "agent",
-            CallerKind::Publisher => "publisher",
-            CallerKind::Admin => "admin",
-        }
-    }
-}
-
-/// The authenticated party behind a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller {
-    pub tenant_id: TenantId,
-    /// The token's subject: for agents, the agent id whose inbox this is.
-    pub subject: RecipientId,
-    pub kind: CallerKind,
-    pub scopes: BTreeSet<String>,
-}
-
-impl Caller {
-    pub fn has(&self, scope: Scope) -> bool {
-        self.scopes.contains(scope.as_str())
-    }
-
-    /// Refuses the request unless the token carries `scope`.
-    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
-        if self.has(scope) {
-            return Ok(());
-        }
-        Err(ApiError::forbidden(
-            ProblemCode::ScopeMissing,
-            format!("this call needs the {scope} scope; ask for a token that has it"),
-        )
-        .with("scope", scope.as_str()))
-    }
-
-    /// Refuses a request whose body or path names a tenant other than the token's.
-    pub fn check_tenant(&self, named: Option<&TenantId>) -> Result<(), ApiError> {
-        match named {
-            Some(named) if *named != self.tenant_id => Err(ApiError::forbidden(
-                ProblemCode::TenantMismatch,
-                format!(
-                    "the request names tenant {:?} but your token is for tenant {:?}",
-                    named.as_str(),
-                    self.tenant_id.as_str()
-                ),
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    /// Refuses a request that names an agent other than the token's subject: an agent can only
-    /// touch its own inbox.
-    pub fn check_agent(&self, named: Option<&str>) -> Result<(), ApiError> {
-        match named {
-            Some(named) if named != self.subject.as_str() => Err(ApiError::forbidden(
-                ProblemCode::TenantMismatch,
-                format!(
-                    "the request names agent {named:?} but your token is for agent {:?}",
-                    self.subject.as_str()
-                ),
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    /// The caller's own inbox.
-    pub fn inbox(&self) -> RecipientKey {
-        RecipientKey { tenant_id: self.tenant_id.clone(), recipient: Recipient::agent(self.subject.clone()) }
-    }
-}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct AccessClaims {

@@ -203,29 +203,36 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let addr = ClientAddr::of(&parts.extensions);
-        let token = bearer(parts);
-        let verified = match token {
-            None => Err(AuthFailure::Missing),
-            Some(token) => state.tokens.verify(token).await,
-        };
-        let caller = match verified {
-            Ok(caller) => caller,
-            Err(failure) => {
-                let the_callers = failure.is_the_callers();
-                let err = ApiError::from(failure);
-                state.metrics.auth_failures_total().add([err.code.to_string()], 1);
-                return Err(if the_callers { refuse_auth(state, addr, err) } else { err });
-            }
-        };
-        state
-            .limits
-            .admit(caller.tenant_id.as_str(), caller.subject.as_str())
-            .inspect_err(|err| state.metrics.rate_limited_total().add([err.code.to_string()], 1))?;
+        let caller = authenticate(parts, state).await?;
+        admit(state, &caller)?;
         // For the body extractors that check signatures against the caller's keys.
         parts.extensions.insert(caller.clone());
         Ok(caller)
     }
+}
+
+/// Admits one request (or WebSocket message) of an authenticated caller under the rate
+/// limits, counting a refusal: the one admission every extractor and the WebSocket's messages
+/// pass through.
+pub(crate) fn admit(state: &AppState, caller: &Caller) -> Result<(), ApiError> {
+    state
+        .limits
+        .admit(caller.tenant_id.as_str(), caller.subject.as_str())
+        .inspect_err(|err| state.metrics.rate_limited_total().add([err.code.to_string()], 1))
+}
+
+/// The caller of a bearer token; a refused token is counted and throttled per client address.
+async fn authenticate(parts: &Parts, state: &AppState) -> Result<Caller, ApiError> {
+    let verified = match bearer(parts) {
+        None => Err(AuthFailure::Missing),
+        Some(token) => state.tokens.verify(token).await,
+    };
+    verified.map_err(|failure| {
+        let the_callers = failure.is_the_callers();
+        let err = ApiError::from(failure);
+        state.metrics.auth_failures_total().add([err.code.to_string()], 1);
+        if the_callers { refuse_auth(state, ClientAddr::of(&parts.extensions), err) } else { err }
+    })
 }
 
 /// The caller of a stream endpoint (SSE, WebSocket) and its stream parameters. Browsers cannot
@@ -279,10 +286,11 @@ impl FromRequestParts<AppState> for StreamCaller {
         let last_event_id =
             crate::http::stream_params::last_event_id(&parts.headers, query.last_event_id.as_deref())?;
         let (caller, granted_session, via) = if parts.headers.contains_key(header::AUTHORIZATION) {
-            (Caller::from_request_parts(parts, state).await?, None, StreamAuth::Bearer)
+            (authenticate(parts, state).await?, None, StreamAuth::Bearer)
         } else {
             redeem(parts, state, query.ticket).await?
         };
+        admit(state, &caller)?;
         let session_id = match (named_session, granted_session) {
             (Some(named), Some(granted)) if named != granted => {
                 return Err(ApiError::invalid_field(
@@ -362,10 +370,6 @@ async fn redeem(
         kind: CallerKind::parse(&grant.kind).ok_or_else(|| ApiError::internal("stored caller kind"))?,
         scopes: grant.scope.split_whitespace().map(str::to_owned).collect(),
     };
-    state
-        .limits
-        .admit(caller.tenant_id.as_str(), caller.subject.as_str())
-        .inspect_err(|err| state.metrics.rate_limited_total().add([err.code.to_string()], 1))?;
     Ok((caller, grant.session_id, via))
 }
 

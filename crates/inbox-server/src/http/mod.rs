@@ -7,6 +7,7 @@ pub mod cors;
 pub mod extract;
 pub mod middleware;
 pub mod openapi;
+pub mod origin;
 pub mod routes;
 pub mod signed;
 pub mod sse_front;

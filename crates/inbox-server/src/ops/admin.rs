@@ -2,14 +2,14 @@
 //! (list, requeue, purge), quarantine and its release, an inbox's events by state, one event
 //! with its history, and each inbox's backlog.
 //!
-//! Every function starts with [`require_admin`], so the console (which calls the same routes
+//! Every function starts with [`Caller::require_operator`], so the console (which calls the same routes
 //! with its cookie's token) and the CLI are held to exactly the same rules. Another tenant's
 //! inbox is simply not there: the tenant always comes from the token.
 
 use inbox_api::time::format_utc;
 use inbox_api::{
     AdminEventDetail, AdminEventsResponse, HistoryEntryView, InboxStatsResponse, InboxStatsView, ItemResult,
-    ItemResults, ParkedEventsRequest, ParkedEventsResponse, ProblemCode, QuarantineRequest, Scope,
+    ItemResults, ParkedEventsRequest, ParkedEventsResponse, ProblemCode, QuarantineRequest,
 };
 use inbox_core::{AckState, EventId, InboxSeq, Recipient, RecipientId, RecipientKey, UnixMillis};
 use inbox_store::{
@@ -18,24 +18,12 @@ use inbox_store::{
 };
 
 use crate::AppState;
-use crate::auth::{Caller, CallerKind};
+use crate::auth::Caller;
 use crate::convert::{self, admin_event};
 use crate::error::{ApiError, item_error};
 
 /// Default page of the listings.
 pub const LIST_LIMIT_DEFAULT: u32 = 100;
-
-/// Refuses a caller that is not an operator: the `admin` scope on an admin token.
-pub fn require_admin(caller: &Caller) -> Result<(), ApiError> {
-    caller.require(Scope::Admin)?;
-    if caller.kind != CallerKind::Admin {
-        return Err(ApiError::forbidden(
-            ProblemCode::KindNotAllowed,
-            "operator endpoints need an admin token (kind admin)",
-        ));
-    }
-    Ok(())
-}
 
 /// The operator behind a change, as the event's history names them.
 fn operator(caller: &Caller) -> Result<Actor, ApiError> {
@@ -43,7 +31,7 @@ fn operator(caller: &Caller) -> Result<Actor, ApiError> {
 }
 
 /// An inbox of the caller's tenant, named by the agent id in a body or path.
-pub fn inbox_of(caller: &Caller, field: &str, recipient_id: &str) -> Result<RecipientKey, ApiError> {
+fn inbox_of(caller: &Caller, field: &str, recipient_id: &str) -> Result<RecipientKey, ApiError> {
     let recipient = RecipientId::new(recipient_id).map_err(|e| ApiError::invalid_field(field, e.problem))?;
     Ok(RecipientKey { tenant_id: caller.tenant_id.clone(), recipient: Recipient::agent(recipient) })
 }
@@ -62,7 +50,7 @@ pub async fn list_parked(
     caller: &Caller,
     filter: ParkedFilter,
 ) -> Result<ParkedEventsResponse, ApiError> {
-    require_admin(caller)?;
+    caller.require_operator()?;
     let recipient = filter
         .recipient_id
         .map(|id| RecipientId::new(id).map(Recipient::agent))
@@ -137,7 +125,7 @@ pub async fn requeue(
     caller: &Caller,
     request: &ParkedEventsRequest,
 ) -> Result<ItemResults, ApiError> {
-    require_admin(caller)?;
+    caller.require_operator()?;
     let ids = &request.event_ids;
     let inbox = batch_inbox(caller, &request.recipient_id, ids)?;
     let before = state.store.now();
@@ -155,7 +143,7 @@ pub async fn purge(
     caller: &Caller,
     request: &ParkedEventsRequest,
 ) -> Result<ItemResults, ApiError> {
-    require_admin(caller)?;
+    caller.require_operator()?;
     let ids = &request.event_ids;
     let inbox = batch_inbox(caller, &request.recipient_id, ids)?;
     let outcomes = state.store.inbox().purge(&inbox, ids).await?;
@@ -169,7 +157,7 @@ pub async fn quarantine(
     caller: &Caller,
     request: &QuarantineRequest,
 ) -> Result<ItemResults, ApiError> {
-    require_admin(caller)?;
+    caller.require_operator()?;
     let ids = &request.event_ids;
     let inbox = batch_inbox(caller, &request.recipient_id, ids)?;
     let reason = convert::reason("reason", &request.reason)?;
@@ -189,7 +177,7 @@ pub async fn release_quarantined(
     caller: &Caller,
     request: &ParkedEventsRequest,
 ) -> Result<ItemResults, ApiError> {
-    require_admin(caller)?;
+    caller.require_operator()?;
     let ids = &request.event_ids;
     let inbox = batch_inbox(caller, &request.recipient_id, ids)?;
     let before = state.store.now();
@@ -217,7 +205,7 @@ pub async fn events(
     recipient_id: &str,
     filter: EventsFilter,
 ) -> Result<AdminEventsResponse, ApiError> {
-    require_admin(caller)?;
+    caller.require_operator()?;
     let inbox = inbox_of(caller, "recipient_id", recipient_id)?;
     let state_filter = filter
         .state
@@ -253,7 +241,7 @@ pub async fn event_detail(
     recipient_id: &str,
     event_id: &str,
 ) -> Result<AdminEventDetail, ApiError> {
-    require_admin(caller)?;
+    caller.require_operator()?;
     let inbox = inbox_of(caller, "recipient_id", recipient_id)?;
     let id = convert::event_id("event_id", event_id)?;
     let Some(detail) = state.store.inbox().event_detail(&inbox, id).await? else {
@@ -294,7 +282,7 @@ pub async fn inboxes(
     caller: &Caller,
     limit: Option<u32>,
 ) -> Result<InboxStatsResponse, ApiError> {
-    require_admin(caller)?;
+    caller.require_operator()?;
     let stats =
         state.store.inbox().inbox_stats(&caller.tenant_id, limit.unwrap_or(LIST_LIMIT_DEFAULT)).await?;
     let now = state.store.now();

@@ -1,7 +1,7 @@
 //! Operators' views of a tenant beyond its events: agent sessions, callback registrations with
 //! their recent deliveries (and re-enabling a disabled one, the only change made here), agents'
-//! signing keys, and activity per minute. Each starts with [`require_admin`]; the tenant is the
-//! token's.
+//! signing keys, and activity per minute. Each starts with [`Caller::require_operator`]; the
+//! tenant is the token's.
 
 use axum::http::StatusCode;
 use inbox_api::time::format_utc;
@@ -16,7 +16,7 @@ use crate::AppState;
 use crate::auth::Caller;
 use crate::convert;
 use crate::error::ApiError;
-use crate::ops::admin::{LIST_LIMIT_DEFAULT, require_admin};
+use crate::ops::admin::LIST_LIMIT_DEFAULT;
 
 /// Recent deliveries shown with each callback registration.
 pub const CALLBACK_RECENT_DELIVERIES: u32 = 10;
@@ -33,7 +33,7 @@ pub async fn sessions(
     recipient_id: Option<&str>,
     limit: Option<u32>,
 ) -> Result<AdminSessionsResponse, ApiError> {
-    require_admin(caller)?;
+    caller.require_operator()?;
     let agent = recipient_id
         .map(RecipientId::new)
         .transpose()
@@ -66,7 +66,7 @@ fn session_view(s: &SessionView) -> AdminSessionView {
 /// One query per registration for its log: the tenant's registrations are few (capped by
 /// `callbacks.per_tenant_max`).
 pub async fn callbacks(state: &AppState, caller: &Caller) -> Result<AdminCallbacksResponse, ApiError> {
-    require_admin(caller)?;
+    caller.require_operator()?;
     let registrations = state.store.callbacks().registrations(&caller.tenant_id, None).await?;
     let mut views = Vec::with_capacity(registrations.len());
     for registration in &registrations {
@@ -83,7 +83,7 @@ pub async fn enable_callback(
     caller: &Caller,
     registration_id: &str,
 ) -> Result<AdminCallbackView, ApiError> {
-    require_admin(caller)?;
+    caller.require_operator()?;
     let not_found = || {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -123,7 +123,7 @@ async fn callback_view(
 
 /// Every agent key of the tenant, live and retired, without its material.
 pub async fn agent_keys(state: &AppState, caller: &Caller) -> Result<AdminAgentKeysResponse, ApiError> {
-    require_admin(caller)?;
+    caller.require_operator()?;
     let keys = state.store.signatures().tenant_agent_keys(&caller.tenant_id, AGENT_KEYS_LIST_MAX).await?;
     Ok(AdminAgentKeysResponse {
         keys: keys
@@ -146,7 +146,7 @@ pub async fn activity(
     caller: &Caller,
     minutes: Option<u32>,
 ) -> Result<ActivityResponse, ApiError> {
-    require_admin(caller)?;
+    caller.require_operator()?;
     let minutes = minutes.unwrap_or(ACTIVITY_MINUTES_DEFAULT);
     if !(1..=ACTIVITY_MINUTES_MAX).contains(&minutes) {
         return Err(ApiError::invalid_field(
@@ -203,7 +203,7 @@ fn per_minute(
 
 /// This node's refusals of the tenant's publishes by its quotas (`quotas.rs`).
 pub fn quota_refusals(state: &AppState, caller: &Caller) -> Result<QuotaRefusalsResponse, ApiError> {
-    require_admin(caller)?;
+    caller.require_operator()?;
     Ok(state.quotas.refusals(&caller.tenant_id))
 }
 

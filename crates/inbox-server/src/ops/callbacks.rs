@@ -316,7 +316,7 @@ pub struct ChallengeOutcome {
 
 /// Sends a registration challenge and, when the receiver answers it correctly before it
 /// expires, marks the registration verified. Every attempt is logged.
-pub async fn challenge(state: &AppState, registration: &CallbackRegistration) -> ChallengeOutcome {
+async fn challenge(state: &AppState, registration: &CallbackRegistration) -> ChallengeOutcome {
     let webhooks = &state.trust.webhooks;
     let now = state.store.now();
     let delivery_id = delivery_id(now);

@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use inbox_api::{AckEntry, AckOutcome, ProblemCode, PublishResponse, Scope};
+use inbox_api::{AckEntry, AckOutcome, PublishResponse, Scope};
 use inbox_core::{AckResult, SessionId};
 use inbox_store::{AckItem, FOLLOW_UPS_MAX, HandOff};
 
@@ -20,21 +20,13 @@ use crate::error::{ApiError, item_error};
 use crate::ops::inbox::{fairness_key, record_published, subject_key};
 use crate::quotas::{Change, Reservation, inline_bytes};
 
-/// Refuses a caller that may not hand off: a hand-off publishes, so it needs a publishing
-/// scope, but `events.handoff` is enough: it publishes only what a live lease acknowledges.
-pub fn require_handoff(caller: &Caller) -> Result<(), ApiError> {
-    if caller.has(Scope::EventsHandoff) || caller.has(Scope::EventsPublish) {
-        return Ok(());
-    }
-    Err(ApiError::forbidden(
-        ProblemCode::ScopeMissing,
-        "a hand-off (follow_ups) needs the events.handoff scope; ask for a token that has it",
-    )
-    .with("scope", Scope::EventsHandoff.as_str()))
-}
+/// The scopes that may hand off, one of them enough (`Caller::require_any`): a hand-off
+/// publishes, so `events.publish` may, but `events.handoff` is enough, since it publishes only
+/// what a live lease acknowledges.
+pub(in crate::ops) const HANDOFF_SCOPES: [Scope; 2] = [Scope::EventsHandoff, Scope::EventsPublish];
 
 /// An acknowledgement entry with follow-ups as a hand-off of the caller's inbox.
-pub fn hand_off_of(
+pub(in crate::ops) fn hand_off_of(
     at: &str,
     caller: &Caller,
     session_id: Option<SessionId>,
@@ -81,7 +73,7 @@ pub fn hand_off_of(
 /// tenant's policy, and one admission of all their deliveries by the tenant's quotas (each
 /// hand-off credited the event it acknowledges), before anything of the request commits. A
 /// request past a quota is refused whole, its events left claimed under their leases.
-pub async fn admit(
+pub(in crate::ops) async fn admit(
     state: &AppState,
     caller: &Caller,
     hand_offs: &mut [(usize, HandOff)],
@@ -102,7 +94,7 @@ pub async fn admit(
 
 /// Commits one hand-off and answers its acknowledgement's outcome with the follow-ups'
 /// deliveries; what it added to the tenant's pending work is added to `committed`.
-pub async fn hand_off(
+pub(in crate::ops) async fn hand_off(
     state: &AppState,
     caller: &Caller,
     hand_off: HandOff,

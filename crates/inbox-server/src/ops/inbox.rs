@@ -254,6 +254,7 @@ pub async fn claim_for_agent(
     agent_id: &str,
     request: ClaimRequest,
 ) -> Result<ClaimResponse, ApiError> {
+    caller.require(Scope::InboxClaim)?;
     caller.check_agent(Some(agent_id))?;
     claim(state, caller, request).await
 }
@@ -343,6 +344,10 @@ pub async fn acknowledge(
     caller: &Caller,
     request: AcknowledgeRequest,
 ) -> Result<AcknowledgeResponse, ApiError> {
+    caller.require(Scope::InboxAck)?;
+    if request.acks.iter().any(|a| !a.follow_ups.is_empty()) {
+        caller.require_any(&handoff::HANDOFF_SCOPES)?;
+    }
     caller.check_tenant(request.tenant_id.as_ref())?;
     caller.check_agent(request.recipient_id.as_ref().map(RecipientId::as_str))?;
     let session_id = request.session_id;
@@ -367,8 +372,6 @@ pub async fn acknowledge(
         }
     }
     if !hand_offs.is_empty() {
-        caller.require(Scope::InboxAck)?;
-        handoff::require_handoff(caller)?;
         let mut seen = std::collections::HashSet::new();
         if let Some(twice) = request.acks.iter().find(|a| !seen.insert(a.event_id)) {
             return Err(ApiError::invalid_field("acks", format!("names event {} twice", twice.event_id)));
@@ -420,7 +423,6 @@ async fn acknowledge_items(
     session_id: Option<SessionId>,
     items: Vec<AckItem>,
 ) -> Result<Vec<ItemOutcome<AckReceipt>>, ApiError> {
-    caller.require(Scope::InboxAck)?;
     let started = Instant::now();
     // The class of each quarantining item, by event, for the metric once it is accepted.
     let classes: Vec<(EventId, QuarantineClass)> = items
@@ -471,6 +473,7 @@ pub async fn acknowledge_one(
     event_id: &str,
     request: AckOneRequest,
 ) -> Result<AckOutcome, ApiError> {
+    caller.require(Scope::InboxAck)?;
     caller.check_agent(Some(agent_id))?;
     let event_id = convert::event_id("event_id", event_id)?;
     let item = convert::ack_item(
@@ -491,6 +494,7 @@ pub async fn release(
     caller: &Caller,
     request: ReleaseRequest,
 ) -> Result<ReleaseResponse, ApiError> {
+    caller.require(Scope::InboxRelease)?;
     caller.check_tenant(request.tenant_id.as_ref())?;
     caller.check_agent(request.recipient_id.as_ref().map(RecipientId::as_str))?;
     let release = Release {
@@ -508,7 +512,6 @@ async fn release_event(
     caller: &Caller,
     release: Release,
 ) -> Result<ReleaseResponse, ApiError> {
-    caller.require(Scope::InboxRelease)?;
     let receipt = state.store.inbox().release(&release).await?;
     state.hints.touched(&caller.tenant_id);
     Ok(ReleaseResponse {
@@ -527,6 +530,7 @@ pub async fn release_one(
     event_id: &str,
     request: ReleaseOneRequest,
 ) -> Result<ReleaseResponse, ApiError> {
+    caller.require(Scope::InboxRelease)?;
     caller.check_agent(Some(agent_id))?;
     let release = Release {
         inbox: caller.inbox(),
@@ -622,7 +626,7 @@ pub fn fairness_key(
 }
 
 /// The caller's subject as a fairness key: what a publish is fair to by default.
-pub fn subject_key(caller: &Caller) -> FairnessKey {
+pub(in crate::ops) fn subject_key(caller: &Caller) -> FairnessKey {
     FairnessKey::new(caller.subject.as_str()).expect("a recipient id is a valid fairness key")
 }
 

@@ -20,7 +20,7 @@ use inbox_rooms::{BoundedPost, NewRoom, PostMessage, PostedMessage, Room, RoomId
 use inbox_store::{StoreError, TenantPolicy};
 
 use crate::AppState;
-use crate::auth::{Caller, CallerKind};
+use crate::auth::{Caller, Reach};
 use crate::convert;
 use crate::error::ApiError;
 use crate::ops::inbox::{fairness_key, record_published};
@@ -48,15 +48,15 @@ pub async fn create(
 
 /// A room and its members, for a caller who may write rooms or is one of its members.
 pub async fn read(state: &AppState, caller: &Caller, room_id_text: &str) -> Result<RoomView, ApiError> {
-    let writer = caller.has(Scope::RoomsWrite);
-    let polling_agent = caller.kind == CallerKind::Agent && caller.has(Scope::InboxPoll);
-    if !(writer || polling_agent) {
-        // Neither way in applies; name the scope that opens every room of the tenant.
-        caller.require(Scope::RoomsWrite)?;
-    }
+    let reach = match caller.require(Scope::RoomsWrite) {
+        Ok(()) => Reach::Tenant,
+        Err(_) if caller.is_agent() && caller.has(Scope::InboxPoll) => Reach::Own,
+        // Neither way in applies: name the scope that opens every room of the tenant.
+        Err(refused) => return Err(refused),
+    };
     let room_id = room_id(room_id_text)?;
     let room = state.store.rooms().get(&caller.tenant_id, &room_id).await?;
-    if !writer && room.members.binary_search(&caller.subject).is_err() {
+    if reach == Reach::Own && room.members.binary_search(&caller.subject).is_err() {
         return Err(StoreError::NotFound { what: "room", id: room_id.to_string() }.into());
     }
     Ok(room_view(&room))

@@ -34,7 +34,7 @@ use crate::error::ApiError;
 
 /// Lets `session_id` take new work (claim, open a stream), or refuses it when the tenant runs
 /// the policy and the session is not the agent's newest.
-pub(crate) async fn require_active_session(
+pub(in crate::ops) async fn require_active_session(
     state: &AppState,
     caller: &Caller,
     session_id: Option<&SessionId>,
@@ -52,7 +52,7 @@ pub(crate) async fn require_active_session(
 
 /// Whether an open stream's session has been superseded under the policy (an unknown session
 /// counts as not superseded: the stream keeps the behaviour it opened with).
-pub(crate) async fn is_superseded(
+pub(in crate::ops) async fn is_superseded(
     state: &AppState,
     tenant_id: &TenantId,
     agent_id: &RecipientId,
@@ -87,7 +87,7 @@ pub(crate) fn session_superseded(session_id: &SessionId) -> ApiError {
 
 /// Records a sign of life of `session_id`, which must be the caller's (404
 /// `session_not_found` otherwise).
-pub(crate) async fn touch(
+pub(in crate::ops) async fn touch(
     state: &AppState,
     caller: &Caller,
     session_id: &SessionId,

@@ -82,8 +82,8 @@ pub(crate) struct Subscription {
 }
 
 impl Subscription {
-    /// Opens a stream for `caller`: checks the agent a path names (`agent_id`, seed 000's
-    /// route: it must be the caller), the scope and the session policy (409
+    /// Opens a stream for `caller`: checks the scope, the agent a path names (`agent_id`, seed
+    /// 000's route: it must be the caller) and the session policy (409
     /// `session_superseded` or `session_required`), takes one of the node's stream slots (503
     /// `streams_at_capacity` past `streams_max`) and a waiter slot (429 `too_many_waiters`
     /// past the caps), touches the session, and returns the signal to send at once when the
@@ -96,8 +96,8 @@ impl Subscription {
         session_id: Option<SessionId>,
         last_event_id: Option<u64>,
     ) -> Result<(Subscription, Option<Arc<SharedHint>>), ApiError> {
-        caller.check_agent(agent_id)?;
         caller.require(Scope::StreamSubscribe)?;
+        caller.check_agent(agent_id)?;
         // Watch before checking, so a supersede between the two still wakes this stream.
         let session_changes =
             session_id.as_ref().map(|_| state.session_changes.watch(&caller.tenant_id, &caller.subject));

@@ -361,7 +361,8 @@ async fn only_an_admin_token_signs_in() {
         let response = browser.sign_in_raw(token, Some(&server.base)).await;
         assert!(set_cookie(response.headers()).is_none(), "no cookie for {what}");
         let refused = read(response).await;
-        assert_problem(&refused, StatusCode::FORBIDDEN, "kind_not_allowed");
+        // The one operator rule answers as the admin API does: none of them has the scope.
+        assert_problem(&refused, StatusCode::FORBIDDEN, "scope_missing");
         assert!(refused.1["detail"].as_str().unwrap().contains(what), "{}", refused.1);
     }
     let refused = read(browser.sign_in_raw("not-a-token", Some(&server.base)).await).await;

@@ -29,8 +29,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::AppState;
-use crate::auth::{AuthFailure, Caller, CallerKind};
+use crate::auth::{AuthFailure, Caller};
+use crate::config::Config;
 use crate::error::ApiError;
+use crate::http::origin::RequestOrigin;
 use crate::http::stream_params::forwarded_https;
 
 /// Name of the console's session cookie.
@@ -56,13 +58,13 @@ impl FromRequestParts<AppState> for ConsoleSession {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        same_origin(&parts.headers)?;
+        same_origin(&state.config, &parts.headers)?;
         let token = console_cookie(&parts.headers).ok_or_else(signed_out)?.to_owned();
         if !is_safe(&parts.method) {
             check_csrf(&parts.headers, &token)?;
         }
         let caller = state.tokens.verify(&token).await.map_err(session_refused)?;
-        require_console_caller(&caller)?;
+        caller.require_operator()?;
         Ok(ConsoleSession { caller, token })
     }
 }
@@ -80,7 +82,7 @@ pub async fn sign_in(
     mut parts: Parts,
     form: Result<Form<SignInForm>, FormRejection>,
 ) -> Result<Response, ApiError> {
-    same_origin(&parts.headers)?;
+    same_origin(&state.config, &parts.headers)?;
     let Form(form) = form.map_err(|e| form_problem(&e))?;
     let presented = form.token.trim();
     // The bearer extractor authenticates it, so a wrong token is counted and throttled per
@@ -90,7 +92,7 @@ pub async fn sign_in(
     })?;
     parts.headers.insert(header::AUTHORIZATION, bearer);
     let caller = Caller::from_request_parts(&mut parts, &state).await?;
-    require_console_caller(&caller)?;
+    caller.require_operator()?;
     let remaining = token_expiry(presented).map(|exp| exp - inbox_api::time::now_ms() / 1000);
     let ttl = match remaining {
         Some(seconds) if seconds < 1 => return Err(AuthFailure::Expired.into()),
@@ -106,7 +108,7 @@ pub async fn sign_in(
         .collect();
     let issued = state
         .tokens
-        .issue_sign_in(&caller.tenant_id, &caller.subject, CallerKind::Admin, &scopes.join(" "), ttl)
+        .issue_sign_in(&caller.tenant_id, &caller.subject, caller.kind, &scopes.join(" "), ttl)
         .await?;
     tracing::info!(tenant = %caller.tenant_id, subject = %caller.subject, "console sign-in");
     let secure = if forwarded_https(&parts.headers) { "; Secure" } else { "" };
@@ -131,7 +133,7 @@ pub async fn sign_in(
 /// on even where it was copied, and forgets the cookie (the CSRF token is required, so another
 /// site cannot sign an operator out). It works with an expired console token too.
 pub async fn sign_out(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
-    same_origin(&headers)?;
+    same_origin(&state.config, &headers)?;
     let token = console_cookie(&headers).ok_or_else(signed_out)?;
     check_csrf(&headers, token)?;
     state.tokens.sign_out(token).await?;
@@ -189,10 +191,11 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }
 
-/// Refuses a request a browser says comes from another origin (or another site). Requests
-/// without `Origin` or `Sec-Fetch-Site` (curl, scripts) carry no ambient browser authority
-/// worth guarding beyond the cookie, which only this origin's pages hold.
-fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
+/// Refuses a request a browser says comes from another origin (or another site), even one
+/// listed in `cors_origins`. Requests without `Origin` or `Sec-Fetch-Site` (curl, scripts)
+/// carry no ambient browser authority worth guarding beyond the cookie, which only this
+/// origin's pages hold.
+fn same_origin(config: &Config, headers: &HeaderMap) -> Result<(), ApiError> {
     let refused = || {
         ApiError::forbidden(
             ProblemCode::OriginMismatch,
@@ -204,31 +207,10 @@ fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
             return Err(refused());
         }
     }
-    let Some(origin) = headers.get(header::ORIGIN) else { return Ok(()) };
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let scheme = if forwarded_https(headers) { "https" } else { "http" };
-    let own = format!("{scheme}://{host}");
-    match origin.to_str() {
-        Ok(origin) if !host.is_empty() && origin.eq_ignore_ascii_case(&own) => Ok(()),
-        _ => Err(refused()),
+    match RequestOrigin::of(config, headers) {
+        RequestOrigin::Unnamed | RequestOrigin::Own => Ok(()),
+        RequestOrigin::Listed | RequestOrigin::Other => Err(refused()),
     }
-}
-
-fn require_console_caller(caller: &Caller) -> Result<(), ApiError> {
-    let what = match caller.kind {
-        CallerKind::Admin if caller.has(Scope::Admin) => return Ok(()),
-        CallerKind::Admin => "an admin token without the admin scope",
-        CallerKind::Agent => "an agent token",
-        CallerKind::Publisher => "a publisher token",
-    };
-    Err(ApiError::forbidden(
-        ProblemCode::KindNotAllowed,
-        format!(
-            "the console needs an admin token (kind admin with the admin scope), and this is {what}; \
-             make one with: agent-inbox token issue --kind admin --tenant {} --subject <you>",
-            caller.tenant_id
-        ),
-    ))
 }
 
 fn signed_out() -> ApiError {
@@ -326,19 +308,22 @@ mod tests {
 
     #[test]
     fn only_the_consoles_own_origin_passes() {
+        let mut config = Config::default();
+        config.http.cors_origins = vec!["http://app.example.net:8080".to_owned()];
         let mut headers = HeaderMap::new();
         headers.insert(header::HOST, HeaderValue::from_static("inbox.example.net:8080"));
-        assert!(same_origin(&headers).is_ok(), "no Origin: not a browser's cross-site request");
+        assert!(same_origin(&config, &headers).is_ok(), "no Origin: not a browser's cross-site request");
         headers.insert(header::ORIGIN, HeaderValue::from_static("http://inbox.example.net:8080"));
-        assert!(same_origin(&headers).is_ok());
+        assert!(same_origin(&config, &headers).is_ok());
         headers.insert(header::ORIGIN, HeaderValue::from_static("http://app.example.net:8080"));
-        assert_eq!(same_origin(&headers).unwrap_err().code, ProblemCode::OriginMismatch);
+        let refused = same_origin(&config, &headers).unwrap_err().code;
+        assert_eq!(refused, ProblemCode::OriginMismatch, "not even a cors_origins origin");
         headers.insert(header::ORIGIN, HeaderValue::from_static("https://inbox.example.net:8080"));
-        assert!(same_origin(&headers).is_err(), "another scheme is another origin");
+        assert!(same_origin(&config, &headers).is_err(), "another scheme is another origin");
         headers.insert("x-forwarded-proto", HeaderValue::from_static("https"));
-        assert!(same_origin(&headers).is_ok());
+        assert!(same_origin(&config, &headers).is_ok());
         headers.insert("sec-fetch-site", HeaderValue::from_static("same-site"));
-        assert!(same_origin(&headers).is_err(), "a sibling subdomain is not the console");
+        assert!(same_origin(&config, &headers).is_err(), "a sibling subdomain is not the console");
     }
 
     #[test]

@@ -32,8 +32,10 @@ mod tests {
     fn routes_leave_checks_and_the_store_to_the_use_cases() {
         let forbidden = [
             ".require(",
-            "require_admin",
+            "require_any",
+            "require_operator",
             "require_agent",
+            "operator_or",
             "check_agent",
             "check_tenant",
             "invalid_field",

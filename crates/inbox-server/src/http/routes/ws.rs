@@ -18,7 +18,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::any;
 use inbox_api::{
@@ -32,7 +32,8 @@ use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::hints::SharedHint;
-use crate::http::extract::{StreamAuth, StreamCaller, StreamQuery, parse_json};
+use crate::http::extract::{StreamAuth, StreamCaller, StreamQuery, admit, parse_json};
+use crate::http::origin::RequestOrigin;
 use crate::ops::inbox;
 use crate::ops::streams::{Subscription, Wake};
 
@@ -76,7 +77,7 @@ pub async fn websocket(
         )
     })?;
     if caller.via == StreamAuth::Cookie {
-        same_origin(&state, &headers)?;
+        cookie_origin(&state, &headers)?;
     }
     let session_id = caller.session_id.clone();
     let (subscription, first) = Subscription::open(
@@ -106,21 +107,16 @@ struct Connection {
 }
 
 /// A cookie rides along on any request the browser makes, so a cookie-authenticated
-/// WebSocket must come from a page of this same host or of an origin in `cors_origins`
+/// WebSocket must come from a page of this server's own origin or of one in `cors_origins`
 /// (cross-site WebSocket hijacking).
-fn same_origin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else { return Ok(()) };
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let origin_host = origin.split_once("://").map_or("", |(_, rest)| rest);
-    if (!host.is_empty() && origin_host.eq_ignore_ascii_case(host))
-        || crate::http::cors::allowed(&state.config, origin)
-    {
-        return Ok(());
+fn cookie_origin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    match RequestOrigin::of(&state.config, headers) {
+        RequestOrigin::Unnamed | RequestOrigin::Own | RequestOrigin::Listed => Ok(()),
+        RequestOrigin::Other => Err(ApiError::forbidden(
+            ProblemCode::OriginMismatch,
+            "a cookie-authenticated WebSocket must come from a page of this server's own origin or of one listed in cors_origins; use a ticket otherwise",
+        )),
     }
-    Err(ApiError::forbidden(
-        ProblemCode::OriginMismatch,
-        "a cookie-authenticated WebSocket must come from a page of this server's own origin or of one listed in cors_origins; use a ticket otherwise",
-    ))
 }
 
 async fn serve(
@@ -246,10 +242,7 @@ async fn run(
     request: WsRequest,
 ) -> Result<serde_json::Value, ApiError> {
     let caller = &connection.caller;
-    state
-        .limits
-        .admit(caller.tenant_id.as_str(), caller.subject.as_str())
-        .inspect_err(|err| state.metrics.rate_limited_total().add([err.code.to_string()], 1))?;
+    admit(state, caller)?;
     let body = request.body.as_deref().map_or("{}", |raw| raw.get()).as_bytes();
     if OPS.contains(&request.op.as_str()) {
         crate::http::signed::refuse_unsigned_if_required(state, caller).await?;

@@ -25,7 +25,7 @@ use inbox_trust::ssrf::UrlRefusal;
 
 use super::{ChallengeOutcome, SendError, challenge};
 use crate::AppState;
-use crate::auth::{Caller, CallerKind};
+use crate::auth::{Caller, Reach};
 use crate::convert::{self, decode_base64};
 use crate::error::ApiError;
 
@@ -49,16 +49,16 @@ pub async fn register(
     caller: &Caller,
     request: CallbackRegistrationRequest,
 ) -> Result<CallbackRegistrationResponse, ApiError> {
-    require_scope(caller, Scope::CallbackRegister)?;
+    let reach = caller.operator_or(|c| c.require(Scope::CallbackRegister))?;
     caller.check_tenant(request.tenant_id.as_ref())?;
     let recipient = match &request.recipient_id {
         Some(named) => {
-            if !is_operator(caller) {
+            if reach == Reach::Own {
                 caller.check_agent(Some(named.as_str()))?;
             }
             named.clone()
         }
-        None if caller.kind == CallerKind::Agent => caller.subject.clone(),
+        None if caller.is_agent() => caller.subject.clone(),
         None => return Err(ApiError::invalid_field("recipient_id", "is required with a non-agent token")),
     };
     create(state, &caller.tenant_id, recipient, request).await
@@ -71,9 +71,9 @@ pub async fn register_for_agent(
     agent_id: &str,
     request: CallbackRegistrationRequest,
 ) -> Result<CallbackRegistrationResponse, ApiError> {
-    require_scope(caller, Scope::CallbackRegister)?;
+    let reach = caller.operator_or(|c| c.require(Scope::CallbackRegister))?;
     caller.check_tenant(request.tenant_id.as_ref())?;
-    if !is_operator(caller) {
+    if reach == Reach::Own {
         caller.check_agent(Some(agent_id))?;
     }
     if request.recipient_id.as_ref().is_some_and(|named| named.as_str() != agent_id) {
@@ -88,8 +88,8 @@ pub async fn register_for_agent(
 
 /// The caller's registrations (an operator sees the tenant's).
 pub async fn list(state: &AppState, caller: &Caller) -> Result<CallbackRegistrationsResponse, ApiError> {
-    require_scope(caller, Scope::CallbackRegister)?;
-    let recipient = (!is_operator(caller)).then_some(&caller.subject);
+    let reach = caller.operator_or(|c| c.require(Scope::CallbackRegister))?;
+    let recipient = (reach == Reach::Own).then_some(&caller.subject);
     let registrations = state.store.callbacks().registrations(&caller.tenant_id, recipient).await?;
     Ok(CallbackRegistrationsResponse {
         registrations: registrations.iter().map(|r| view(r, None, None)).collect(),
@@ -102,15 +102,15 @@ pub async fn read(
     caller: &Caller,
     registration_id: &str,
 ) -> Result<CallbackRegistrationResponse, ApiError> {
-    require_scope(caller, Scope::CallbackRegister)?;
-    let registration = visible(state, caller, registration_id).await?;
+    let reach = caller.operator_or(|c| c.require(Scope::CallbackRegister))?;
+    let registration = visible(state, caller, reach, registration_id).await?;
     Ok(view(&registration, None, None))
 }
 
 /// Deletes a registration the caller may see.
 pub async fn remove(state: &AppState, caller: &Caller, registration_id: &str) -> Result<(), ApiError> {
-    require_scope(caller, Scope::CallbackRegister)?;
-    let registration = visible(state, caller, registration_id).await?;
+    let reach = caller.operator_or(|c| c.require(Scope::CallbackRegister))?;
+    let registration = visible(state, caller, reach, registration_id).await?;
     state.store.callbacks().delete_registration(&caller.tenant_id, &registration.registration_id).await?;
     Ok(())
 }
@@ -121,8 +121,8 @@ pub async fn verify(
     caller: &Caller,
     registration_id: &str,
 ) -> Result<CallbackRegistrationResponse, ApiError> {
-    require_scope(caller, Scope::CallbackRegister)?;
-    let registration = visible(state, caller, registration_id).await?;
+    let reach = caller.operator_or(|c| c.require(Scope::CallbackRegister))?;
+    let registration = visible(state, caller, reach, registration_id).await?;
     let verified = challenge_again(state, &registration).await?;
     Ok(view(&verified.registration, None, verified.challenged.as_ref()))
 }
@@ -135,8 +135,8 @@ pub async fn rotate(
     registration_id: &str,
     request: RotateCallbackSecretRequest,
 ) -> Result<CallbackRegistrationResponse, ApiError> {
-    require_scope(caller, Scope::CallbackRotate)?;
-    let registration = visible(state, caller, registration_id).await?;
+    let reach = caller.operator_or(|c| c.require(Scope::CallbackRotate))?;
+    let registration = visible(state, caller, reach, registration_id).await?;
     let overlap_seconds = request.overlap_seconds.unwrap_or(ROTATION_OVERLAP_SECONDS_DEFAULT);
     if overlap_seconds > ROTATION_OVERLAP_SECONDS_MAX {
         return Err(ApiError::invalid_field(
@@ -167,8 +167,8 @@ pub async fn deliveries(
     caller: &Caller,
     registration_id: &str,
 ) -> Result<CallbackAttemptsResponse, ApiError> {
-    require_scope(caller, Scope::CallbackRegister)?;
-    let registration = visible(state, caller, registration_id).await?;
+    let reach = caller.operator_or(|c| c.require(Scope::CallbackRegister))?;
+    let registration = visible(state, caller, reach, registration_id).await?;
     let attempts = state
         .store
         .callbacks()
@@ -289,29 +289,18 @@ async fn challenge_again(
     Ok(Registered { registration, challenged: Some(outcome) })
 }
 
-/// Whether the caller is an operator: the `admin` scope on an admin token.
-fn is_operator(caller: &Caller) -> bool {
-    caller.kind == CallerKind::Admin && caller.has(Scope::Admin)
-}
-
-/// Refuses a caller without `scope`, unless it is an operator.
-fn require_scope(caller: &Caller, scope: Scope) -> Result<(), ApiError> {
-    if is_operator(caller) {
-        return Ok(());
-    }
-    caller.require(scope)
-}
-
-/// The registration, if the caller may see it: its agent's own, or any of the tenant for an
-/// operator. Others' registrations are "not found", so their ids are not confirmed.
+/// The registration, if the caller may see it: within `reach`, its agent's own, or any of the
+/// tenant for an operator. Others' registrations are "not found", so their ids are not
+/// confirmed.
 async fn visible(
     state: &AppState,
     caller: &Caller,
+    reach: Reach,
     registration_id: &str,
 ) -> Result<CallbackRegistration, ApiError> {
     let id = RegistrationId::new(registration_id)
         .map_err(|e| ApiError::invalid_field("registration_id", e.problem))?;
-    let agent = (!is_operator(caller)).then_some(&caller.subject);
+    let agent = (reach == Reach::Own).then_some(&caller.subject);
     state
         .store
         .callbacks()

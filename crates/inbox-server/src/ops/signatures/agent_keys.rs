@@ -13,14 +13,14 @@ use axum::http::StatusCode;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use inbox_api::time::format_utc;
-use inbox_api::{AgentKeyRequest, AgentKeyResponse, AgentKeysResponse, ProblemCode, Scope};
+use inbox_api::{AgentKeyRequest, AgentKeyResponse, AgentKeysResponse, ProblemCode};
 use inbox_core::{RecipientId, TenantId};
 use inbox_store::{AgentKey, KeyId, NewAgentKey, SecretBytes, StoreError};
 use inbox_trust::Algorithm;
 use inbox_trust::message_signatures::VerifyingKey;
 
 use crate::AppState;
-use crate::auth::{Caller, CallerKind};
+use crate::auth::{Caller, Reach};
 use crate::convert::decode_base64;
 use crate::error::ApiError;
 
@@ -36,7 +36,7 @@ pub async fn register(
     request: AgentKeyRequest,
     signed: bool,
 ) -> Result<AgentKeyResponse, ApiError> {
-    require_agent(caller)?;
+    caller.require_agent()?;
     let algorithm = crate::convert::algorithm(request.algorithm);
     let (key_material, secret) = key_material(algorithm, request.public_key.as_deref())?;
     let key_id = match request.key_id {
@@ -99,7 +99,7 @@ fn key_material(
 
 /// The calling agent's live keys (never a secret), and whether its tenant requires signatures.
 pub async fn list(state: &AppState, caller: &Caller) -> Result<AgentKeysResponse, ApiError> {
-    require_agent(caller)?;
+    caller.require_agent()?;
     let keys = state.store.signatures().agent_keys(&caller.tenant_id, &caller.subject).await?;
     let signatures_required =
         state.tenant_policies.get(&state.store, &caller.tenant_id).await?.signatures_required;
@@ -115,6 +115,11 @@ pub async fn retire(
     after_seconds: Option<u64>,
     signed: bool,
 ) -> Result<(), ApiError> {
+    let owner = match caller.operator_or(Caller::require_agent)? {
+        Reach::Tenant => None,
+        Reach::Own if !signed => return Err(signature_required_for_keys()),
+        Reach::Own => Some(&caller.subject),
+    };
     let after_seconds = after_seconds.unwrap_or(0);
     if after_seconds > RETIRE_AFTER_SECONDS_MAX {
         return Err(ApiError::invalid_field(
@@ -123,16 +128,6 @@ pub async fn retire(
         ));
     }
     let key_id = KeyId::new(key_id).map_err(|e| ApiError::invalid_field("key_id", e.problem))?;
-    let operator = caller.kind == CallerKind::Admin && caller.has(Scope::Admin);
-    let owner = if operator {
-        None
-    } else {
-        require_agent(caller)?;
-        if !signed {
-            return Err(signature_required_for_keys());
-        }
-        Some(&caller.subject)
-    };
     let retired =
         retire_key(state, &caller.tenant_id, owner, &key_id, after_seconds.saturating_mul(1000)).await?;
     if !retired {
@@ -160,13 +155,6 @@ async fn retire_key(
     let retired = state.store.signatures().retire_agent_key(tenant_id, &owner, key_id, after_ms).await?;
     state.trust.caches.forget_key(tenant_id, key_id);
     Ok(retired)
-}
-
-fn require_agent(caller: &Caller) -> Result<(), ApiError> {
-    if caller.kind == CallerKind::Agent {
-        return Ok(());
-    }
-    Err(ApiError::forbidden(ProblemCode::KindNotAllowed, "signing keys belong to agents; use an agent token"))
 }
 
 fn signature_required_for_keys() -> ApiError {

@@ -12,11 +12,10 @@ use inbox_store::{TenantPolicy, TenantPolicyChange};
 use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::ops::admin::require_admin;
 
 /// The policy of the admin token's tenant, read from the database (not this node's cache).
 pub async fn read(state: &AppState, caller: &Caller) -> Result<TenantPolicyResponse, ApiError> {
-    require_admin(caller)?;
+    caller.require_operator()?;
     let policy = state.store.signatures().tenant_policy(&caller.tenant_id).await?;
     Ok(response(caller, policy))
 }
@@ -27,7 +26,7 @@ pub async fn change(
     caller: &Caller,
     request: TenantPolicyRequest,
 ) -> Result<TenantPolicyResponse, ApiError> {
-    require_admin(caller)?;
+    caller.require_operator()?;
     for (field, value, limit) in [
         ("pending_events_max", request.pending_events_max, PENDING_EVENTS_MAX_LIMIT),
         ("stored_bytes_max", request.stored_bytes_max, STORED_BYTES_MAX_LIMIT),

@@ -28,6 +28,7 @@ pub async fn ticket(
     origin: &WebsocketOrigin,
     request: StreamTicketRequest,
 ) -> Result<StreamTicketResponse, ApiError> {
+    caller.require(Scope::StreamSubscribe)?;
     let max = state.config.sessions.stream_ticket_ttl.as_secs().max(1);
     let (ticket, expires_at, ttl) =
         mint(state, caller, request, StreamCredential::Ticket, TICKET_PREFIX, max).await?;
@@ -56,6 +57,7 @@ pub async fn cookie(
     origin: &WebsocketOrigin,
     request: StreamCookieRequest,
 ) -> Result<StreamCookie, ApiError> {
+    caller.require(Scope::StreamSubscribe)?;
     let max = state.config.tokens.access_token_ttl.as_secs().max(1);
     let request = StreamTicketRequest { session_id: request.session_id, ttl_seconds: request.ttl_seconds };
     let (value, expires_at, ttl) =
@@ -82,7 +84,6 @@ async fn mint(
     prefix: &str,
     ttl_seconds_max: u64,
 ) -> Result<(String, i64, u64), ApiError> {
-    caller.require(Scope::StreamSubscribe)?;
     let ttl = request.ttl_seconds.unwrap_or(ttl_seconds_max);
     if !(1..=ttl_seconds_max).contains(&ttl) {
         return Err(ApiError::invalid_field(
