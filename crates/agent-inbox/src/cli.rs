@@ -32,7 +32,14 @@ pub enum Command {
     /// command's exit code decides: 0 acknowledges, 75 retries later, 65 quarantines, anything
     /// else dead-letters.
     Listen(ListenArgs),
-    /// Block until work is waiting (exit 0), or until --timeout passes (exit 1).
+    /// Block until work is waiting (exit 0), until --timeout passes (exit 1), or until the
+    /// service is found unreachable (exit 69).
+    ///
+    /// Exit codes: 0 work is waiting (how many on stdout); 1 --timeout passed with no work, the
+    /// service answering; 69 (EX_UNAVAILABLE) the service did not answer for
+    /// --unreachable-after in a row, or when --timeout passed, so whether work waits is
+    /// unknown (stderr says what did not answer, since when, and the last failure); 2 any other
+    /// error. An outage shorter than --unreachable-after, such as a restart, is ridden out.
     Wait(WaitArgs),
     /// The local wake daemon: one process per user holds one stream per login profile and
     /// tells local clients (`wait`, `listen`, `daemon watch`, the SDKs) when work is waiting, over
@@ -489,9 +496,15 @@ pub struct ListenArgs {
 pub struct WaitArgs {
     #[command(flatten)]
     pub connect: ConnectArgs,
-    /// Give up after this long, such as 10m, with exit code 1 [default: wait indefinitely].
+    /// Give up after this long, such as 10m, with exit code 1, or 69 when the service is not
+    /// answering at that time [default: wait indefinitely].
     #[arg(long)]
     pub timeout: Option<String>,
+    /// Exit 69 once the service has not answered for this long in a row, such as 2m; `never`
+    /// rides out any outage (until --timeout). Until then it is asked again every 0.5-2 s, so
+    /// a restart is ridden out and noticed within about 2 s [default: 30s].
+    #[arg(long)]
+    pub unreachable_after: Option<String>,
     /// Ask the service directly, never the local wake daemon (`agent-inbox daemon`).
     #[arg(long)]
     pub no_daemon: bool,

@@ -73,5 +73,5 @@ pub use profile::{Home, LoginReport, Profile, login, logout};
 pub use secret_store::{SECRET_SERVICE, Secret, SecretStore, SecretStoreKind, on_path};
 pub use signing::RequestSigningKey;
 pub use transport::{TransportConfig, TransportKind, TransportStatus};
-pub use wait::{claimable_now, wait_for_work};
+pub use wait::{ServiceUnreachable, WaitOutcome, claimable_now, wait_for_work, wait_for_work_or_unreachable};
 pub use wire::REQUEST_TIMEOUT;

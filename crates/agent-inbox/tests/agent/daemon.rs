@@ -1,7 +1,8 @@
 //! The local wake daemon (`agent-inbox daemon`) end to end: transient `wait` runs answered
 //! through its one stream, falling back when it is gone and using it again when it is back,
 //! another user's process refused, socket activation under `systemd-socket-activate`, and bad
-//! input on its socket that never stops it.
+//! input on its socket that never stops it. And `wait` when the service is away: an
+//! unreachable service told from an idle inbox, a restart ridden out.
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::os::unix::net::UnixStream;
@@ -79,7 +80,12 @@ impl Local {
     }
 
     fn spawn_wait(&self, timeout: &str) -> Child {
-        self.command(&["wait", "--timeout", timeout])
+        self.spawn_wait_with(&["--timeout", timeout])
+    }
+
+    /// `agent-inbox wait ARGS` on this profile.
+    fn spawn_wait_with(&self, args: &[&str]) -> Child {
+        self.command(&[&["wait"], args].concat())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -517,4 +523,126 @@ async fn listen_hears_the_daemon_and_falls_back_to_its_own_stream() {
         local.home.lines("handled").last() == Some(&third)
     })
     .await;
+}
+
+/// The exit code of a `wait` that found the service unreachable (EX_UNAVAILABLE).
+const UNREACHABLE: i32 = 69;
+
+/// Runs `agent-inbox wait ARGS` to its end; returns its exit code, stderr and how long it took.
+fn run_wait(mut command: Command, within: Duration) -> (Option<i32>, String, Duration) {
+    let started = Instant::now();
+    let child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let (exited, output) = Waiting::watch(child).finished(within);
+    (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned(), exited - started)
+}
+
+/// A port nothing listens on: connections to it are refused.
+fn dead_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// With no server (a dead port), `wait` exits 69 within --unreachable-after, saying what did
+/// not answer and since when, with or without --timeout; a --timeout shorter than the bound
+/// still ends in 69, not "no work". An idle inbox exits 1; with the server gone, the profile's
+/// wait names the missing daemon too; and a daemon that lost the service sends `wait` to it,
+/// which then finds it unreachable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_tells_an_unreachable_service_from_an_idle_inbox() {
+    let dead = format!("http://127.0.0.1:{}", dead_port());
+    let by_token = |args: &[&str]| {
+        let mut command = Command::new(BIN);
+        command.args(["wait", "--server", &dead, "--token", "not-needed"]).args(args);
+        command.env_remove("AGENT_INBOX_TOKEN");
+        command
+    };
+    let unreachable_line = |stderr: &str| {
+        assert!(
+            stderr.contains(&format!("the service at {dead} is unreachable: no answer since 20")),
+            "{stderr}"
+        );
+        assert!(stderr.contains("connection failed"), "{stderr}");
+        assert!(!stderr.contains("no work arrived"), "{stderr}");
+    };
+
+    // No --timeout: the bound alone ends it.
+    let (code, stderr, took) = run_wait(by_token(&["--unreachable-after", "2s"]), Duration::from_secs(30));
+    assert_eq!(code, Some(UNREACHABLE), "{stderr}");
+    unreachable_line(&stderr);
+    assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(5), "{took:?}");
+    // A --timeout below the (default, 30 s) bound: unreachable at the deadline, not "no work".
+    let (code, stderr, took) = run_wait(by_token(&["--timeout", "1s"]), Duration::from_secs(30));
+    assert_eq!(code, Some(UNREACHABLE), "{stderr}");
+    unreachable_line(&stderr);
+    assert!(took >= Duration::from_secs(1) && took < Duration::from_secs(4), "{took:?}");
+    // A --timeout above the bound: the bound.
+    let (code, stderr, took) =
+        run_wait(by_token(&["--timeout", "60s", "--unreachable-after", "1s"]), Duration::from_secs(30));
+    assert_eq!(code, Some(UNREACHABLE), "{stderr}");
+    assert!(took < Duration::from_secs(4), "{took:?}");
+
+    // A server that takes the connection and never answers: a --timeout of 1 s gives its
+    // first look a moment's grace past the time, then says so.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("http://{}", silent.local_addr().unwrap());
+    let mut command = Command::new(BIN);
+    command.args(["wait", "--server", &silent_url, "--token", "not-needed", "--timeout", "1s"]);
+    let (code, stderr, took) = run_wait(command, Duration::from_secs(30));
+    assert_eq!(code, Some(UNREACHABLE), "{stderr}");
+    assert!(stderr.contains(&format!("the service at {silent_url} is unreachable")), "{stderr}");
+    assert!(stderr.contains("last: no answer within 3 s"), "{stderr}");
+    assert!(took >= Duration::from_secs(3) && took < Duration::from_secs(6), "{took:?}");
+    drop(silent);
+
+    // The same profile, its server running: an idle inbox is 1.
+    let mut server = Server::start(&[]).await;
+    let local = Local::log_in(&server, "wait-unreachable").await;
+    let (code, stderr, _) = run_wait(local.command(&["wait", "--timeout", "1s"]), Duration::from_secs(30));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("no work arrived within 1s"), "{stderr}");
+
+    // A daemon following it, then the server gone: the daemon turns stale and sends the wait
+    // to the service, which does not answer.
+    let _daemon = local.start_daemon();
+    local.live_status().await;
+    server.kill();
+    let (code, stderr, took) =
+        run_wait(local.command(&["wait", "--unreachable-after", "2s"]), Duration::from_secs(30));
+    assert_eq!(code, Some(UNREACHABLE), "{stderr}");
+    assert!(stderr.contains(&format!("the service at {} is unreachable", server.base)), "{stderr}");
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    drop(_daemon);
+
+    // No daemon and no server: both named.
+    let (code, stderr, took) =
+        run_wait(local.command(&["wait", "--unreachable-after", "2s"]), Duration::from_secs(30));
+    assert_eq!(code, Some(UNREACHABLE), "{stderr}");
+    assert!(stderr.contains(&format!("the service at {} is unreachable", server.base)), "{stderr}");
+    assert!(stderr.contains("no local daemon answers at"), "{stderr}");
+    assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(5), "{took:?}");
+}
+
+/// A server killed under a waiting `wait` and started again a few seconds later: the wait,
+/// with the default --unreachable-after, rides out the outage and reports the work published
+/// after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_rides_out_a_short_outage() {
+    let mut server = Server::start(&[]).await;
+    let publisher = server.publisher_token().await;
+    let local = Local::log_in(&server, "wait-outage").await;
+    let waiting = Waiting::watch(local.spawn_wait_with(&["--timeout", "120s"]));
+    wait_until("wait long-polls the service itself", Duration::from_secs(20), || async {
+        metric(&server, "agent_inbox_connected_streams{transport=\"long-poll\"}").await == 1.0
+    })
+    .await;
+    server.kill();
+    let outage = Instant::now();
+    // The outage itself, not a wait for a condition: a restart takes a few seconds.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    server.start_again().await;
+    let outage = outage.elapsed();
+    server.publish(&publisher, AGENT, "task", json!({})).await;
+    let (_, output) = waiting.finished(Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "after an outage of {outage:?}: {stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "1 event(s) waiting");
 }

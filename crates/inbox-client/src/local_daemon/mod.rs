@@ -29,7 +29,7 @@ use crate::api::Api;
 use crate::error::ClientError;
 use crate::profile::Profile;
 use crate::schedule::Backoff;
-use crate::wait::wait_for_work;
+use crate::wait::{WaitOutcome, wait_for_work_or_unreachable};
 
 impl Identity {
     /// The identity of login profile `profile` as recorded in `record`, with `server_url` as
@@ -53,22 +53,27 @@ pub enum AnsweredBy {
     Service(Option<DaemonError>),
 }
 
-/// [`crate::wait_for_work`], asking the local daemon first: when it answers, the answer is
-/// the service's as the daemon saw it, and this process opens no connection; when it is
-/// absent, stale, refuses or breaks off, the service is asked directly for the rest of
-/// `timeout`.
+/// [`crate::wait_for_work_or_unreachable`], asking the local daemon first: when it answers,
+/// the answer is the service's as the daemon saw it, and this process opens no connection;
+/// when it is absent, stale, refuses or breaks off, the service is asked directly for the rest
+/// of `timeout`, and found unreachable after `unreachable_after` without an answer. (A daemon
+/// whose view of the service is not live refuses with `stale`, so its answers never stand for
+/// an unreachable service.)
 pub async fn wait_for_work_local_first(
     daemon: Option<(&LocalDaemon, &Identity)>,
     api: &Api,
     timeout: Duration,
+    unreachable_after: Duration,
     backoff: Backoff,
-) -> Result<(Option<usize>, AnsweredBy), ClientError> {
+) -> Result<(WaitOutcome, AnsweredBy), ClientError> {
     let deadline = Instant::now() + timeout;
     let why = match daemon {
         None => None,
         Some((daemon, identity)) => match daemon.wait(identity, timeout).await {
-            Ok(DaemonWait::Work { claimable, .. }) => return Ok((Some(claimable), AnsweredBy::Daemon)),
-            Ok(DaemonWait::Timeout) => return Ok((None, AnsweredBy::Daemon)),
+            Ok(DaemonWait::Work { claimable, .. }) => {
+                return Ok((WaitOutcome::Work(claimable), AnsweredBy::Daemon));
+            }
+            Ok(DaemonWait::Timeout) => return Ok((WaitOutcome::Timeout, AnsweredBy::Daemon)),
             Err(err) => {
                 tracing::debug!(error = %err, "asking the service directly");
                 Some(err)
@@ -76,6 +81,6 @@ pub async fn wait_for_work_local_first(
         },
     };
     let remaining = deadline.saturating_duration_since(Instant::now());
-    let found = wait_for_work(api, remaining, backoff).await?;
-    Ok((found, AnsweredBy::Service(why)))
+    let outcome = wait_for_work_or_unreachable(api, remaining, unreachable_after, backoff).await?;
+    Ok((outcome, AnsweredBy::Service(why)))
 }
