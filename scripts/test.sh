@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of agent-inbox: unit, property, conformance (SQLite, MariaDB and a Galera
+# Runs every test of agent-inbox: formatting and clippy (warnings are errors), unit, property, conformance (SQLite, MariaDB and a Galera
 # cluster), end-to-end, database outages on a private mariadbd, the README's walk-through, the
 # OpenAPI contract (Schemathesis), the MCP server with the Python MCP SDK, the Python SDK
 # (pytest), the TypeScript client (Node and headless Chromium), the runners' conformance suite
@@ -46,6 +46,10 @@ if [ -z "${AGENT_INBOX_TEST_GALERA_URLS:-}" ]; then
     galera_line="$(./scripts/galera.sh start target/galera-test)"
     export "${galera_line?}"
 fi
+
+# Lints first: they are the quickest to fail, and what they find a reviewer would.
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 cargo nextest run --workspace --no-fail-fast "$@"
 cargo test --workspace --doc --quiet
