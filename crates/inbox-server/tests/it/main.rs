@@ -6,6 +6,7 @@ mod harness;
 mod admin_history;
 mod admin_quarantine;
 mod admin_views;
+mod authorization;
 mod callback_isolation;
 mod callback_receivers;
 mod callback_ssrf;

@@ -114,6 +114,14 @@ async fn the_stream_cookie_authenticates_streams_of_this_origin(backend: Backend
         Err(tungstenite::Error::Http(response)) => assert_eq!(response.status(), StatusCode::FORBIDDEN),
         other => panic!("a cross-origin cookie WebSocket was accepted: {other:?}"),
     }
+    // The same host and port under another scheme is another origin.
+    let mut request = ws_url.as_str().into_client_request().unwrap();
+    request.headers_mut().insert("cookie", cookie.parse().unwrap());
+    request.headers_mut().insert("origin", server.base.replace("http://", "https://").parse().unwrap());
+    match tokio_tungstenite::connect_async(request).await {
+        Err(tungstenite::Error::Http(response)) => assert_eq!(response.status(), StatusCode::FORBIDDEN),
+        other => panic!("a cookie WebSocket from another scheme was accepted: {other:?}"),
+    }
     let mut request = ws_url.as_str().into_client_request().unwrap();
     request.headers_mut().insert("cookie", cookie.parse().unwrap());
     let origin = server.base.clone();
