@@ -26,7 +26,7 @@ struct Inner {
     /// Present when `clock` follows the database; [`SqlStore::sync_clock`] re-measures it.
     database_clock: Option<Arc<DatabaseClock>>,
     /// The keys secrets are sealed with, and what was opened (see `secrets`).
-    sealer: crate::secrets::Sealer,
+    sealer: crate::secrets::sealing::Sealer,
     /// Transactions retried after a deadlock, lock wait or (on Galera) certification conflict.
     contention_retries: std::sync::atomic::AtomicU64,
     /// Where this node's scavenger sweeps ended (`inbox/scavenge.rs`).
@@ -140,7 +140,7 @@ impl SqlStore {
         self.inner.pools.dialect()
     }
 
-    pub(crate) fn sealer(&self) -> &crate::secrets::Sealer {
+    pub(crate) fn sealer(&self) -> &crate::secrets::sealing::Sealer {
         &self.inner.sealer
     }
 

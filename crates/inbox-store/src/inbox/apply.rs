@@ -18,7 +18,7 @@ use super::{INBOX_NUDGED_SIGNAL, Inbox};
 use crate::db::{Arg, DbConnection};
 use crate::inbox::claim_floor;
 use crate::inbox::history::{self, Attribution};
-use crate::inbox::read::load_events_with_history;
+use crate::inbox::rows::load_events_with_history;
 use crate::inbox::record::{save_lifecycle_args, settle};
 use crate::{EventRecord, ItemOutcome, ItemRefusal, Refusal, StoreError};
 

@@ -7,7 +7,7 @@ use inbox_core::{AckState, EventId, RecipientKey, TenantId, UnixMillis};
 use super::{Inbox, queries};
 use crate::db::Arg;
 use crate::inbox::history::parse_history;
-use crate::inbox::read::inbox_args;
+use crate::inbox::rows::inbox_args;
 use crate::inbox::record::{event_from_row, event_with_history_from_row, seq_arg};
 use crate::{EventDetail, EventRecord, EventState, EventsQuery, MinuteActivity, StoreError};
 

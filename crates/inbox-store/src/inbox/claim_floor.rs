@@ -32,7 +32,7 @@ use super::queries;
 use crate::StoreError;
 use crate::db::{Arg, DbConnection};
 use crate::dialect::Dialect;
-use crate::inbox::read::inbox_args;
+use crate::inbox::rows::inbox_args;
 
 /// Seqs per claim bucket: `claim_bucket = inbox_seq DIV 128` in migration 0012. A claim may
 /// read the dead entries of one bucket before the first claimable event.
@@ -266,6 +266,38 @@ fn non_negative(v: i64) -> u64 {
 
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// The claim statement of `inbox` for `limit` events at `now`: what [`Inbox::claim_next`]
+/// runs and `claim_plan.rs` analyses. It reads the inbox's claim floor and head first
+/// (`claim_floor.rs`) and names the buckets between them.
+pub(crate) async fn claim_statement<'a>(
+    conn: &mut DbConnection<'_>,
+    inbox: &'a RecipientKey,
+    limit: u32,
+    now: UnixMillis,
+) -> Result<ClaimStatement<'a>, StoreError> {
+    let window = claim_window(conn, inbox, now).await?;
+    let (sql, buckets) = claim_next_sql(conn.dialect(), window);
+    let mut args = inbox_args(inbox);
+    match (conn.dialect(), buckets) {
+        (crate::Dialect::Sqlite, _) => args.push(Arg::I64(i64::try_from(window.start).unwrap_or(i64::MAX))),
+        (crate::Dialect::MySql, Some(buckets)) => {
+            args.extend(buckets.into_iter().map(|b| Arg::I64(i64::try_from(b).unwrap_or(i64::MAX))))
+        }
+        (crate::Dialect::MySql, None) => {
+            args.push(Arg::I64(i64::try_from(window.first_bucket()).unwrap_or(i64::MAX)))
+        }
+    }
+    args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(i64::from(limit))]);
+    Ok(ClaimStatement { sql, args, window })
+}
+
+/// A claim statement with its binds (borrowed from its inbox) and the window it names.
+pub(crate) struct ClaimStatement<'a> {
+    pub sql: String,
+    pub args: Vec<Arg<'a>>,
+    pub window: ClaimWindow,
 }
 
 #[cfg(test)]

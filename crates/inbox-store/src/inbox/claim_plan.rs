@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::Inbox;
 use crate::StoreError;
-use crate::db::{Arg, DbConnection};
+use crate::db::DbConnection;
 use crate::dialect::Dialect;
 use crate::engine::Product;
 
@@ -83,7 +83,7 @@ pub(crate) async fn claim_plan(
     now: UnixMillis,
     run: bool,
 ) -> Result<ClaimPlan, StoreError> {
-    let statement = super::leases::claim_statement(conn, inbox, limit, now).await?;
+    let statement = super::claim_floor::claim_statement(conn, inbox, limit, now).await?;
     let prefix = if run { "ANALYZE FORMAT=JSON " } else { "EXPLAIN FORMAT=JSON " };
     let row = conn
         .fetch_optional(&format!("{prefix}{}", statement.sql), &statement.args)
@@ -134,13 +134,6 @@ fn find_table(json: &Value) -> Option<&Value> {
         Value::Array(items) => items.iter().find_map(find_table),
         _ => None,
     }
-}
-
-/// A claim statement with its binds (borrowed from its inbox) and the window it names.
-pub(crate) struct ClaimStatement<'a> {
-    pub sql: String,
-    pub args: Vec<Arg<'a>>,
-    pub window: super::claim_floor::ClaimWindow,
 }
 
 #[cfg(test)]

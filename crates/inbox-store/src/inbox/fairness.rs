@@ -26,7 +26,7 @@ use super::queries::{self, recipients_predicate};
 use crate::EventRecord;
 use crate::StoreError;
 use crate::db::{Arg, DbConnection};
-use crate::inbox::read::inbox_args;
+use crate::inbox::rows::inbox_args;
 use crate::inbox::record::recipient_from_row;
 
 /// Keys, recipients or (inbox, key) rows per statement.

@@ -17,7 +17,7 @@ use super::Inbox;
 use crate::db::DbConnection;
 use crate::inbox::apply::Change;
 use crate::inbox::history::Attribution;
-use crate::inbox::read::load_events;
+use crate::inbox::rows::load_events;
 use crate::store::with_retries;
 use crate::{AckReceipt, ItemOutcome, ItemRefusal, Publish, PublishReceipt, Refusal, StoreError};
 use inbox_core::{LeaseToken, RefusalReason};

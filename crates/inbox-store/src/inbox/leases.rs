@@ -19,41 +19,15 @@ use crate::db::{Arg, DbConnection};
 use crate::entropy::random_bytes;
 use crate::inbox::apply::Change;
 use crate::inbox::claim_floor;
-use crate::inbox::claim_plan::ClaimStatement;
 use crate::inbox::fairness;
 use crate::inbox::history::{Actor, AppendAroundAttempt, Attribution, HistoryAction, HistoryEntry};
-use crate::inbox::read::{inbox_args, load_events};
+use crate::inbox::rows::{inbox_args, load_events};
 use crate::inbox::record::{event_from_row, seq_arg, settle};
 use crate::store::with_retries;
 use crate::{
     AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimOrder, ClaimedEvent, EventRecord, Heartbeat,
     HeartbeatReceipt, ItemOutcome, ItemRefusal, Refusal, Release, ReleaseReceipt, StoreError,
 };
-
-/// The claim statement of `inbox` for `limit` events at `now`: what [`Inbox::claim_next`]
-/// runs and `claim_plan.rs` analyses. It reads the inbox's claim floor and head first
-/// (`claim_floor.rs`) and names the buckets between them.
-pub(crate) async fn claim_statement<'a>(
-    conn: &mut DbConnection<'_>,
-    inbox: &'a RecipientKey,
-    limit: u32,
-    now: UnixMillis,
-) -> Result<ClaimStatement<'a>, StoreError> {
-    let window = claim_floor::claim_window(conn, inbox, now).await?;
-    let (sql, buckets) = claim_floor::claim_next_sql(conn.dialect(), window);
-    let mut args = inbox_args(inbox);
-    match (conn.dialect(), buckets) {
-        (crate::Dialect::Sqlite, _) => args.push(Arg::I64(i64::try_from(window.start).unwrap_or(i64::MAX))),
-        (crate::Dialect::MySql, Some(buckets)) => {
-            args.extend(buckets.into_iter().map(|b| Arg::I64(i64::try_from(b).unwrap_or(i64::MAX))))
-        }
-        (crate::Dialect::MySql, None) => {
-            args.push(Arg::I64(i64::try_from(window.first_bucket()).unwrap_or(i64::MAX)))
-        }
-    }
-    args.extend([Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(now.get()), Arg::I64(i64::from(limit))]);
-    Ok(ClaimStatement { sql, args, window })
-}
 
 /// Events one statement of [`Inbox::acknowledge_batch`] acknowledges at most: with two
 /// parameters each, well inside SQLite's and MySQL's limits on a statement's parameters.
@@ -110,7 +84,7 @@ impl Inbox<'_> {
         }
         let now = self.store.now();
         let mut tx = self.store.pools().begin().await?;
-        let statement = claim_statement(&mut tx.conn(), &claim.inbox, claim.limit, now).await?;
+        let statement = claim_floor::claim_statement(&mut tx.conn(), &claim.inbox, claim.limit, now).await?;
         let records = tx
             .conn()
             .fetch_all(&statement.sql, &statement.args)

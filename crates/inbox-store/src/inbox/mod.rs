@@ -20,6 +20,7 @@ mod publish_batch;
 mod queries;
 mod read;
 pub(crate) mod record;
+mod rows;
 mod scavenge;
 
 pub(crate) use scavenge::SweepMarks;

@@ -14,7 +14,7 @@
 
 mod keys;
 mod queries;
-mod sealing;
+pub(crate) mod sealing;
 
 use std::collections::BTreeMap;
 
@@ -22,7 +22,7 @@ pub use keys::{
     SECRETS_KEY_LINE_PREFIX, SECRETS_KEYS_PER_FILE_MAX, SecretsKey, SecretsKeyError, SecretsKeys,
 };
 pub use sealing::SecretBytes;
-pub(crate) use sealing::{Place, Sealer};
+pub(crate) use sealing::Place;
 
 use crate::db::{Arg, DbConnection, DbRow};
 use crate::store::with_retries;
