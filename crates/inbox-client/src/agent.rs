@@ -34,11 +34,12 @@ use crate::api::Api;
 use crate::contract::{AgentConfig, Handler, HandlerError, Outcome, Progress, Resync, RunSummary};
 use crate::cursor::Scan;
 use crate::error::ClientError;
+use crate::jitter::jitter;
 use crate::local_state::LocalState;
 use crate::schedule::{
     ClaimableAt, ClockSample, CycleFound, clock_jump, next_cycle_after, retry_after_seconds,
 };
-use crate::transport::{Signals, Transport, TransportKind, TransportStatus, jitter};
+use crate::transport::{Signals, Transport, TransportKind, TransportStatus};
 use crate::work::{HeldGuard, Shared, work};
 
 /// An agent: one identity, one local state file, one handler.

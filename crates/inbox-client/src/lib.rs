@@ -44,6 +44,7 @@ mod contract;
 mod credentials;
 pub mod cursor;
 mod error;
+mod jitter;
 pub mod local_daemon;
 mod local_state;
 mod profile;

@@ -21,6 +21,7 @@ use tokio::time::Instant;
 
 use crate::api::Api;
 use crate::error::ClientError;
+use crate::jitter::jitter;
 use crate::local_daemon::DaemonHints;
 use crate::schedule::{Backoff, LongPollWait, TransportPolicy};
 use crate::sse::SseParser;
@@ -457,15 +458,6 @@ async fn daemon_back(daemon: Option<&DaemonHints>, since: Option<Instant>, every
     }
 }
 
-/// A number in `[0, 1)` from the operating system's random source, for jitter.
-pub(crate) fn jitter() -> f64 {
-    let mut bytes = [0u8; 8];
-    if getrandom::fill(&mut bytes).is_err() {
-        return 0.5;
-    }
-    (u64::from_le_bytes(bytes) >> 11) as f64 / (1u64 << 53) as f64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -477,13 +469,5 @@ mod tests {
             assert_eq!(TransportKind::parse(kind.as_str()), Some(kind));
         }
         assert_eq!(TransportKind::parse("pigeon"), None);
-    }
-
-    #[test]
-    fn jitter_stays_in_the_unit_interval() {
-        for _ in 0..1000 {
-            let j = jitter();
-            assert!((0.0..1.0).contains(&j));
-        }
     }
 }

@@ -12,8 +12,8 @@ use tokio::time::Instant;
 
 use crate::api::Api;
 use crate::error::ClientError;
+use crate::jitter::jitter;
 use crate::schedule::Backoff;
-use crate::transport::jitter;
 
 /// Claimable events counted per look, as `wait` reports them ("100+").
 pub(crate) const CLAIMABLE_COUNTED_MAX: u32 = 100;

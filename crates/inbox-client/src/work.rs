@@ -16,9 +16,9 @@ use tokio::time::Instant;
 use crate::api::Api;
 use crate::contract::{AgentConfig, Event, Handler, HandlerError, Outcome, Progress};
 use crate::error::ClientError;
+use crate::jitter::jitter;
 use crate::local_state::{LocalState, Processed};
 use crate::schedule::{heartbeat_delay, heartbeat_retry_delay};
-use crate::transport::jitter;
 
 /// Longest reason the service keeps for a release or a quarantine.
 const REASON_BYTES_MAX: usize = 200;
