@@ -8,7 +8,7 @@
 //! the service control manager's API — all code we could neither build nor run. The design
 //! is in ARCHITECTURE.md; `wait` and `listen` on Windows ask the service directly.
 
-use crate::service::{ServiceSpec, launchd_head, systemd_environment, systemd_exec, xml_escape};
+use crate::service::units::{ServiceSpec, launchd_head, systemd_environment, systemd_exec, xml_escape};
 
 /// The systemd units' base name.
 pub const SYSTEMD_NAME: &str = "agent-inbox-daemon";
