@@ -123,7 +123,7 @@ impl Caller {
             kind => kind.token(),
         };
         let detail = format!(
-            "operator calls need an admin token (kind admin with the admin scope), and this is {this}; \
+            "an operator's call needs an admin token (kind admin with the admin scope), and this is {this}; \
              make one with: agent-inbox token issue --kind admin --tenant {} --subject <you>",
             self.tenant_id
         );
