@@ -28,6 +28,7 @@ mod report;
 mod secrets;
 mod soak;
 mod streams;
+mod streams_clients;
 mod subjects;
 mod trust;
 mod verify;
@@ -90,7 +91,7 @@ async fn main() -> ExitCode {
         Ok(Command::Soak(soak_args)) => return soak::main(soak_args).await,
         Ok(Command::HintsIdleClients(addr)) => return hints::idle_clients(addr).await,
         Ok(Command::Streams(streams_args)) => return streams::main(streams_args).await,
-        Ok(Command::StreamsClients(addr)) => return streams::clients(addr).await,
+        Ok(Command::StreamsClients(addr)) => return streams_clients::clients(addr).await,
         Ok(Command::Node { database_url, listen, history, settings }) => {
             return node::serve_child(database_url, listen, history, settings).await;
         }
