@@ -17,7 +17,7 @@ use crate::AppState;
 use crate::auth::Caller;
 use crate::convert;
 use crate::error::{ApiError, item_error};
-use crate::ops::inbox::{fairness_key, record_published, subject_key};
+use crate::ops::publishing::{fairness_key, record_published, subject_key};
 use crate::quotas::{Change, Reservation, inline_bytes};
 
 /// The scopes that may hand off, one of them enough (`Caller::require_any`): a hand-off

@@ -17,13 +17,12 @@ use inbox_api::{
     ReleaseResponse, ResyncResponse, Scope,
 };
 use inbox_core::{
-    AckResult, AckState, EventId, FairnessKey, InboxSeq, QuarantineClass, RecipientId, RecipientKey,
-    RefusalReason, SessionId, TenantId,
+    AckResult, AckState, EventId, InboxSeq, QuarantineClass, RecipientId, RecipientKey, RefusalReason,
+    SessionId,
 };
 use inbox_store::{
     AckItem, AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimOrder, ClaimedEvent, Heartbeat,
-    HeartbeatItem, ItemOutcome, PollPage, PollQuery, PublishReceipt, Refusal, Release, StoreError,
-    TenantPolicy,
+    HeartbeatItem, ItemOutcome, PollPage, PollQuery, Refusal, Release, StoreError,
 };
 
 use crate::AppState;
@@ -31,6 +30,7 @@ use crate::auth::Caller;
 use crate::convert::{self, envelope};
 use crate::error::{ApiError, item_error};
 use crate::ops::handoff;
+use crate::ops::publishing::{fairness_key, record_published, subject_key};
 use crate::ops::sessions::require_active_session;
 use crate::ops::streams::Connected;
 use crate::quotas;
@@ -613,32 +613,4 @@ pub async fn publish(
     state.metrics.publish_commit_seconds().observe([], started.elapsed());
     record_published(state, &caller.tenant_id, &receipt);
     Ok(PublishResponse { deliveries: receipt.deliveries.iter().map(convert::delivery).collect() })
-}
-
-/// The fairness key a publish carries under `policy`: with fair claims the one requested, else
-/// `default`; without, none, so the store ranks nothing and pays nothing.
-pub fn fairness_key(
-    policy: &TenantPolicy,
-    requested: Option<FairnessKey>,
-    default: impl FnOnce() -> FairnessKey,
-) -> Option<FairnessKey> {
-    policy.fair_claims.then(|| requested.unwrap_or_else(default))
-}
-
-/// The caller's subject as a fairness key: what a publish is fair to by default.
-pub(in crate::ops) fn subject_key(caller: &Caller) -> FairnessKey {
-    FairnessKey::new(caller.subject.as_str()).expect("a recipient id is a valid fairness key")
-}
-
-/// Counts a committed publish and hints its recipients' waiters on this node.
-pub fn record_published(state: &AppState, tenant_id: &TenantId, receipt: &PublishReceipt) {
-    let tenant = state.metrics.tenant_label(tenant_id.as_str());
-    let fresh = receipt.deliveries.iter().filter(|d| !d.deduplicated).count() as u64;
-    state.metrics.events_published_total().add([tenant.clone()], fresh);
-    state.metrics.events_deduplicated_total().add([tenant], receipt.deliveries.len() as u64 - fresh);
-    for d in receipt.deliveries.iter().filter(|d| !d.deduplicated) {
-        let inbox = RecipientKey { tenant_id: tenant_id.clone(), recipient: d.recipient.clone() };
-        state.head_cache.advanced(&inbox, d.inbox_seq);
-        state.hints.advanced(&inbox, d.inbox_seq);
-    }
 }

@@ -7,6 +7,7 @@ pub mod callbacks;
 pub mod handoff;
 pub mod health;
 pub mod inbox;
+mod publishing;
 pub mod rooms;
 pub mod sessions;
 pub mod signals;

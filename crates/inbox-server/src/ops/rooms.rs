@@ -23,7 +23,7 @@ use crate::AppState;
 use crate::auth::{Caller, Reach};
 use crate::convert;
 use crate::error::ApiError;
-use crate::ops::inbox::{fairness_key, record_published};
+use crate::ops::publishing::{fairness_key, record_published};
 use crate::quotas;
 
 /// Creates a room in the caller's tenant, with its first member agents.
