@@ -1,12 +1,17 @@
 //! The tools' arguments: their JSON schemas (what a model is shown) and the checks that turn
-//! a bad value into a sentence naming the argument, before anything reaches the service.
+//! a bad value into a sentence naming the argument, before anything reaches the service. That
+//! holds for arguments that do not fit the schema at all (a wrong type, a missing or unknown
+//! argument) too: [`misfit`] reads them before the tool does, so they are refused like the
+//! rest, not with the SDK's deserializer message.
 
 use inbox_core::{
     DeduplicationKey, EventId, EventType, FairnessKey, IdError, LeaseToken, Priority, QuarantineClass,
     RecipientId,
 };
+use rmcp::model::JsonObject;
 use rmcp::schemars::JsonSchema;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 /// Longest `inbox_wait`: MCP clients commonly give up on a request after 30 s or more.
@@ -168,6 +173,89 @@ pub struct PublishArgs {
 /// A refused argument, as the sentence a model reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invalid(pub String);
+
+/// Why `tool`'s arguments do not fit its schema, naming the argument; `None` when they fit
+/// (the tool's own checks come next) or the tool is not one of ours.
+pub fn misfit(tool: &str, arguments: &JsonObject) -> Option<Invalid> {
+    fn misfit_as<T: DeserializeOwned>(tool: &str, arguments: &JsonObject) -> Option<Invalid> {
+        parse::<T>(tool, arguments.clone()).err()
+    }
+    match tool {
+        "inbox_wait" => misfit_as::<WaitArgs>(tool, arguments),
+        "inbox_poll" => misfit_as::<PollArgs>(tool, arguments),
+        "inbox_claim" => misfit_as::<ClaimArgs>(tool, arguments),
+        "inbox_ack" => misfit_as::<AckArgs>(tool, arguments),
+        "inbox_release" => misfit_as::<ReleaseArgs>(tool, arguments),
+        "inbox_heartbeat" => misfit_as::<HeartbeatArgs>(tool, arguments),
+        "inbox_publish" => misfit_as::<PublishArgs>(tool, arguments),
+        _ => None,
+    }
+}
+
+/// `tool`'s arguments read as `T`, or the sentence saying which one does not fit and how.
+pub fn parse<T: DeserializeOwned>(tool: &str, arguments: JsonObject) -> Result<T, Invalid> {
+    serde_path_to_error::deserialize(Value::Object(arguments)).map_err(|err| {
+        let path = err.path().to_string();
+        Invalid(misfit_sentence(tool, (path != ".").then_some(path.as_str()), &err.into_inner().to_string()))
+    })
+}
+
+/// The deserializer's complaint about the argument at `path` (`None`: the arguments as a
+/// whole) in the words of the other refusals. Serde's messages have a fixed shape: "invalid
+/// type: string \"ten\", expected u64", "missing field `x`", "unknown field `x`, expected ...".
+pub fn misfit_sentence(tool: &str, path: Option<&str>, message: &str) -> String {
+    let unquote = |text: &str| text.replace('`', "");
+    if let Some(field) = message.strip_prefix("missing field ") {
+        let field = unquote(field);
+        return match path {
+            Some(path) => format!("{path}.{field} is required"),
+            None => format!("{field} is required"),
+        };
+    }
+    if let Some(rest) = message.strip_prefix("unknown field ") {
+        let (field, known) = rest.split_once(", expected ").unwrap_or((rest, ""));
+        let field = unquote(field);
+        let known = unquote(known.trim_start_matches("one of "));
+        let owner = match path.and_then(|p| p.rsplit_once('.').map(|(owner, _)| owner.to_owned())) {
+            Some(owner) => format!("{owner} has no field"),
+            None => format!("{tool} takes no argument"),
+        };
+        return match known.as_str() {
+            "" => format!("{owner} {field}"),
+            known => format!("{owner} {field} (it takes {known})"),
+        };
+    }
+    let name = path.unwrap_or("the arguments");
+    for kind in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(kind)
+            && let Some((got, expected)) = rest.split_once(", expected ")
+        {
+            return format!("{name} must be {} (got {})", expected_words(expected), got_words(got));
+        }
+    }
+    format!("{name}: {message}")
+}
+
+fn expected_words(expected: &str) -> String {
+    match expected {
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number, 0 or more".to_owned(),
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".to_owned(),
+        "a sequence" => "a list".to_owned(),
+        "a map" => "an object".to_owned(),
+        other if other.starts_with("struct ") => "an object".to_owned(),
+        other => other.replace('`', ""),
+    }
+}
+
+fn got_words(got: &str) -> String {
+    let got = got.replace('`', "");
+    match got.as_str() {
+        "unit value" => "null".to_owned(),
+        "sequence" => "a list".to_owned(),
+        "map" => "an object".to_owned(),
+        _ => format!("the {got}"),
+    }
+}
 
 fn within(name: &str, value: Option<u64>, min: u64, max: u64, default: u64) -> Result<u64, Invalid> {
     let value = value.unwrap_or(default);
@@ -495,6 +583,51 @@ mod tests {
         assert!(
             failed_with_class.check().unwrap_err().0.contains("class goes with result \"quarantined\" only")
         );
+    }
+
+    #[test]
+    fn arguments_that_do_not_fit_are_named() {
+        let misfit = |tool: &str, arguments: Value| {
+            let Value::Object(arguments) = arguments else { panic!("an object") };
+            misfit(tool, &arguments).map(|Invalid(sentence)| sentence)
+        };
+        assert_eq!(
+            misfit("inbox_claim", serde_json::json!({"limit": "ten"})).unwrap(),
+            "limit must be a whole number, 0 or more (got the string \"ten\")"
+        );
+        assert_eq!(
+            misfit("inbox_wait", serde_json::json!({"timeout_seconds": -1})).unwrap(),
+            "timeout_seconds must be a whole number, 0 or more (got the integer -1)"
+        );
+        assert_eq!(
+            misfit("inbox_poll", serde_json::json!({"cursor": 3})).unwrap(),
+            "inbox_poll takes no argument cursor (it takes after_seq or limit)"
+        );
+        assert_eq!(
+            misfit("inbox_ack", serde_json::json!({"event_id": "e"})).unwrap(),
+            "lease_token is required"
+        );
+        assert_eq!(
+            misfit("inbox_publish", serde_json::json!({"recipients": "a", "event_type": "t"})).unwrap(),
+            "recipients must be a list (got the string \"a\")"
+        );
+        let hand_off = serde_json::json!({
+            "event_id": "e", "lease_token": "t",
+            "follow_ups": [{"recipients": ["b"], "event_type": 3}],
+        });
+        assert_eq!(
+            misfit("inbox_ack", hand_off).unwrap(),
+            "follow_ups[0].event_type must be a string (got the integer 3)"
+        );
+        let hand_off =
+            serde_json::json!({"event_id": "e", "lease_token": "t", "follow_ups": [{"colour": 1}]});
+        assert!(misfit("inbox_ack", hand_off).unwrap().starts_with("follow_ups[0] has no field colour"));
+        let hand_off =
+            serde_json::json!({"event_id": "e", "lease_token": "t", "follow_ups": [{"event_type": "t"}]});
+        assert_eq!(misfit("inbox_ack", hand_off).unwrap(), "follow_ups[0].recipients is required");
+        assert_eq!(misfit("inbox_claim", serde_json::json!({"limit": 3})), None);
+        assert_eq!(misfit("inbox_poll", serde_json::json!({"limit": null})), None);
+        assert_eq!(misfit("not_ours", serde_json::json!({"x": 1})), None);
     }
 
     #[test]

@@ -11,17 +11,19 @@ use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult,
-    GetTaskParams, GetTaskResult, Implementation, ListResourcesResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
-    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    SubscriptionFilter, TaskPayload, UnsubscribeRequestParams,
+    CustomRequest, CustomResult, ErrorCode, GetTaskParams, GetTaskResult, Implementation, JsonObject,
+    ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, TaskPayload, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
-use super::arguments::{AckArgs, ClaimArgs, HeartbeatArgs, PollArgs, PublishArgs, ReleaseArgs, WaitArgs};
+use super::arguments::{
+    self, AckArgs, ClaimArgs, HeartbeatArgs, PollArgs, PublishArgs, ReleaseArgs, WaitArgs,
+};
 use super::calls::{self, Answer};
 use super::head::{HEAD_URI, HeadWatch};
 use super::output;
@@ -224,9 +226,10 @@ impl InboxServer {
         tasks: &Tasks,
         request: CallToolRequestParams,
     ) -> Result<CallToolResponse, McpError> {
-        let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
-        let args: WaitArgs = serde_json::from_value(arguments)
-            .map_err(|err| McpError::invalid_params(format!("inbox_wait's arguments: {err}"), None))?;
+        let args: WaitArgs = match arguments::parse("inbox_wait", request.arguments.unwrap_or_default()) {
+            Ok(args) => args,
+            Err(invalid) => return Ok(CallToolResponse::Complete(invalid.into())),
+        };
         let seconds = match args.timeout_seconds {
             None => tasks::TASK_SECONDS_DEFAULT,
             Some(_) => match args.timeout_seconds() {
@@ -249,6 +252,39 @@ impl InboxServer {
         let task = tasks.open_id(task_id).ok_or_else(unknown)?;
         Ok((tasks, task))
     }
+}
+
+/// rmcp hands on as a custom request every request it could not read: one whose method it
+/// does not know, or whose params do not fit the method. The second is Invalid params
+/// (-32602), with what does not fit; the first stays Method not found (-32601).
+fn unreadable_request(method: &str, params: Option<&serde_json::Value>) -> McpError {
+    fn misfit<T: serde::de::DeserializeOwned>(params: Option<&serde_json::Value>) -> String {
+        let Some(params) = params.filter(|params| !params.is_null()) else {
+            return "params are required".to_owned();
+        };
+        match serde_path_to_error::deserialize::<_, T>(params.clone()) {
+            Ok(_) => "they do not fit the method".to_owned(),
+            Err(err) => {
+                let path = err.path().to_string();
+                let path = (path != ".").then_some(path);
+                arguments::misfit_sentence("params", path.as_deref(), &err.into_inner().to_string())
+            }
+        }
+    }
+    let problem = match method {
+        "tools/call" => misfit::<CallToolRequestParams>(params),
+        "tasks/get" => misfit::<GetTaskParams>(params),
+        "tasks/cancel" => misfit::<CancelTaskParams>(params),
+        "resources/read" => misfit::<ReadResourceRequestParams>(params),
+        "resources/subscribe" => misfit::<SubscribeRequestParams>(params),
+        "resources/unsubscribe" => misfit::<UnsubscribeRequestParams>(params),
+        "tools/list" | "resources/list" | "resources/templates/list" => {
+            misfit::<PaginatedRequestParams>(params)
+        }
+        "ping" | "subscriptions/listen" | "server/discover" => "they do not fit the method".to_owned(),
+        _ => return McpError::new(ErrorCode::METHOD_NOT_FOUND, method.to_owned(), None),
+    };
+    McpError::invalid_params(format!("invalid params for {method}: {problem}"), None)
 }
 
 fn head_resource() -> Resource {
@@ -298,6 +334,12 @@ impl ServerHandler for InboxServer {
         if let (true, Some(tasks), "inbox_wait") = (wants_task, &self.tasks, request.name.as_ref()) {
             return self.start_wait_task(tasks, request).await;
         }
+        if self.tool_router.has_route(&request.name) {
+            let arguments = request.arguments.as_ref().map_or_else(Default::default, JsonObject::clone);
+            if let Some(invalid) = arguments::misfit(&request.name, &arguments) {
+                return Ok(CallToolResponse::Complete(invalid.into()));
+            }
+        }
         let call = ToolCallContext::new(self, request, context);
         self.tool_router.call(call).await
     }
@@ -327,6 +369,14 @@ impl ServerHandler for InboxServer {
         let (tasks, task) = self.open_task(&request.task_id)?;
         tasks.cancel(&request.task_id, &task);
         Ok(())
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        Err(unreadable_request(&request.method, request.params.as_ref()))
     }
 
     async fn list_resources(

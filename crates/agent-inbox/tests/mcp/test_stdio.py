@@ -71,6 +71,17 @@ def test_garbage_on_stdin_gets_json_rpc_errors_and_the_next_request_works(server
         unknown = receive()
         assert unknown["id"] == 2 and unknown["error"]["code"] == -32601, unknown
 
+        # A known method whose params do not fit is Invalid params, not Method not found.
+        for id, method, params in [
+            (21, "tools/call", {"arguments": {}}),
+            (22, "tasks/get", {"taskId": 5}),
+            (23, "resources/read", {}),
+            (24, "tasks/cancel", {}),
+        ]:
+            send({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+            malformed = receive()
+            assert malformed["id"] == id and malformed["error"]["code"] == -32602, malformed
+
         send({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
         listed = receive()
         assert listed["id"] == 3, listed

@@ -204,16 +204,23 @@ async def test_bad_arguments_are_tool_errors_that_name_the_argument(server, home
             assert result.is_error, (tool, args)
             body = structured(result)
             assert body["code"] == "invalid_argument" and message in body["detail"], (tool, body)
-        # Types the schema refuses: the SDK's message names the field.
-        for tool, args, field in [
-            ("inbox_claim", {"limit": "many"}, "invalid type"),
-            ("inbox_wait", {"timeout_seconds": -1}, "invalid value"),
-            ("inbox_poll", {"cursor": 3}, "unknown field"),
-            ("inbox_ack", {"event_id": "e"}, "lease_token"),
+        # Arguments that do not fit the schema at all are refused the same way, by name.
+        for tool, args, message in [
+            ("inbox_claim", {"limit": "ten"}, 'limit must be a whole number, 0 or more (got the string "ten")'),
+            ("inbox_wait", {"timeout_seconds": -1}, "timeout_seconds must be a whole number, 0 or more (got the integer -1)"),
+            ("inbox_poll", {"cursor": 3}, "inbox_poll takes no argument cursor"),
+            ("inbox_ack", {"event_id": "e"}, "lease_token is required"),
+            ("inbox_release", {"event_id": ["e"], "lease_token": "t"}, "event_id must be a string (got a list)"),
+            (
+                "inbox_ack",
+                {"event_id": "e", "lease_token": "t", "follow_ups": [{"recipients": ["b"], "event_type": 3}]},
+                "follow_ups[0].event_type must be a string (got the integer 3)",
+            ),
         ]:
             result = await client.call_tool(tool, args)
             assert result.is_error, (tool, args)
-            assert field in result.content[0].text, (tool, result.content[0].text)
+            body = structured(result)
+            assert body["code"] == "invalid_argument" and message in body["detail"], (tool, body)
 
 
 async def test_a_lease_outlives_the_server_process_that_took_it(server, home, agent_id):
