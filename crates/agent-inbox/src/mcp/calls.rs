@@ -31,11 +31,17 @@ impl From<Invalid> for CallToolResult {
 }
 
 /// How often `inbox_wait` retries a long poll that failed on the network.
-const WAIT_BACKOFF: Backoff = Backoff { base: Duration::from_millis(500), max: Duration::from_secs(5) };
+pub const WAIT_BACKOFF: Backoff = Backoff { base: Duration::from_millis(500), max: Duration::from_secs(5) };
 
 pub async fn wait(api: &Api, args: WaitArgs) -> Answer {
     let timeout = Duration::from_secs(args.timeout_seconds()?);
     let found = wait_for_work(api, timeout, WAIT_BACKOFF).await.map_err(|err| from_error(&err))?;
+    wait_answer(api, found).await
+}
+
+/// What `inbox_wait` answers once it knows whether work is waiting (`found`, with how many
+/// claimable events): that, and the inbox head as of now.
+pub async fn wait_answer(api: &Api, found: Option<usize>) -> Answer {
     let head = retrying(Repeat::Safe, || api.head()).await.map_err(|err| from_error(&err))?;
     let claimable = found.unwrap_or(0);
     Ok(success(&json!({
@@ -47,9 +53,9 @@ pub async fn wait(api: &Api, args: WaitArgs) -> Answer {
     })))
 }
 
-/// One look for `inbox_wait`'s task: the wait's answer when work can be claimed, or with no
-/// work once the task has `ended`; `None` while it should keep waiting (or the service could
-/// not be asked this time: the next `tasks/get` asks again).
+/// One look for a task of `inbox_wait` no server process watched (made by an earlier one):
+/// the wait's answer when work can be claimed, or with no work once the task has `ended`;
+/// `None` while it should keep waiting (or the service could not be asked this time).
 pub async fn wait_now(api: &Api, ended: bool) -> Option<CallToolResult> {
     match claimable_now(api).await {
         Ok((claimable, head_seq)) if claimable > 0 || ended => Some(success(&json!({

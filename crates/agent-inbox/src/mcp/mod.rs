@@ -12,6 +12,8 @@ mod retry;
 mod scopes;
 mod server;
 mod stdio;
+mod task_store;
+mod task_watch;
 mod tasks;
 
 use anyhow::Context as _;

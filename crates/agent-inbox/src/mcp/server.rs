@@ -1,7 +1,8 @@
 //! The MCP face of one inbox identity: the tools a model calls (offered by the token's scopes),
 //! the `inbox://head` resource, and its subscriptions, both the `resources/subscribe` of
 //! handshake-era clients and `subscriptions/listen` of current ones. Lease tokens travel as tool
-//! arguments, so the server keeps no state a restart could lose.
+//! arguments, so the server keeps no state a restart could lose; `inbox_wait`'s tasks keep
+//! theirs in the agent-inbox home (`tasks.rs`).
 
 use std::sync::{Arc, Mutex};
 
@@ -14,7 +15,7 @@ use rmcp::model::{
     CustomRequest, CustomResult, ErrorCode, GetTaskParams, GetTaskResult, Implementation, JsonObject,
     ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
     ReadResourceResult, Resource, ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities,
-    ServerConfig, SubscribeRequestParams, SubscriptionFilter, TaskPayload, UnsubscribeRequestParams,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool, tool_handler, tool_router};
@@ -29,7 +30,9 @@ use super::head::{HEAD_URI, HeadWatch};
 use super::output;
 use super::retry::{Repeat, retrying};
 use super::scopes::Offer;
-use super::tasks::{self, Tasks};
+use super::task_store::{Finished, Outcome};
+use super::task_watch::TaskWatch;
+use super::tasks::{self, Tasks, WaitTask};
 
 const INSTRUCTIONS: &str = "\
 This server is your durable inbox of work (agent-inbox). Work arrives as events. The loop: \
@@ -45,8 +48,9 @@ will review it.";
 
 pub struct InboxServer {
     api: Api,
-    /// `inbox_wait` as a task, when the identity's tasks can be sealed (see `tasks.rs`).
-    tasks: Option<Arc<Tasks>>,
+    /// `inbox_wait` as a task, when the identity's tasks can be sealed (see `tasks.rs`), with
+    /// this process's look-out for them.
+    tasks: Option<TaskWatch>,
     head: HeadWatch,
     tool_router: ToolRouter<InboxServer>,
     /// The forwarder of a `resources/subscribe` (handshake-era) subscription, if any.
@@ -83,7 +87,7 @@ impl InboxServer {
             }
         }
         InboxServer {
-            tasks: tasks.filter(|_| offer.poll).map(Arc::new),
+            tasks: tasks.filter(|_| offer.poll).map(|tasks| TaskWatch::start(api.clone(), Arc::new(tasks))),
             head: HeadWatch::new(api.clone()),
             api,
             tool_router,
@@ -220,10 +224,11 @@ impl InboxServer {
 }
 
 impl InboxServer {
-    /// `inbox_wait` as a task: checked like the bounded wait, answered at once.
+    /// `inbox_wait` as a task: checked like the bounded wait, answered at once, watched from
+    /// then on. When the home keeps as many tasks as it can, the bounded wait answers instead.
     async fn start_wait_task(
         &self,
-        tasks: &Tasks,
+        watch: &TaskWatch,
         request: CallToolRequestParams,
     ) -> Result<CallToolResponse, McpError> {
         let args: WaitArgs = match arguments::parse("inbox_wait", request.arguments.unwrap_or_default()) {
@@ -241,17 +246,83 @@ impl InboxServer {
             Ok(head) => head,
             Err(err) => return Ok(CallToolResponse::Complete(super::outcome::from_error(&err))),
         };
-        let (task_id, task) = tasks.create(seconds, head.head_seq);
-        let seed = tasks::detailed(&task_id, &task, TaskPayload::Working);
+        let (task_id, task) = match watch.tasks().create(seconds, head.head_seq) {
+            Ok(Some(made)) => made,
+            Ok(None) => {
+                tracing::warn!(
+                    "the agent-inbox home keeps as many tasks as it can; inbox_wait answers without one"
+                );
+                return Ok(CallToolResponse::Complete(answer(calls::wait(&self.api, args).await)?));
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot keep a task; inbox_wait answers without one");
+                return Ok(CallToolResponse::Complete(answer(calls::wait(&self.api, args).await)?));
+            }
+        };
+        watch.watch(&task_id, task);
+        let seed = tasks::detailed(&task_id, &task, None);
         Ok(CallToolResponse::Task(CreateTaskResult::new(seed.task)))
     }
 
-    fn open_task(&self, task_id: &str) -> Result<(&Tasks, tasks::WaitTask), McpError> {
+    /// The task an id names, if this agent made it and it has not expired.
+    fn open_task(&self, task_id: &str) -> Result<(&TaskWatch, WaitTask), McpError> {
         let unknown = || McpError::invalid_params(format!("no task {task_id:?} of this agent"), None);
-        let tasks = self.tasks.as_deref().ok_or_else(unknown)?;
-        let task = tasks.open_id(task_id).ok_or_else(unknown)?;
-        Ok((tasks, task))
+        let watch = self.tasks.as_ref().ok_or_else(unknown)?;
+        let task = watch.tasks().open_id(task_id).ok_or_else(unknown)?;
+        if task.expired() {
+            return Err(McpError::invalid_params(
+                format!("task {task_id:?} has expired (past its ttl); its outcome is no longer kept"),
+                None,
+            ));
+        }
+        Ok((watch, task))
     }
+
+    /// The task's outcome, if it has finished. A task no look-out of this process watches (an
+    /// earlier process made it) is looked at once now, finished if it should be, else watched.
+    async fn settle(
+        &self,
+        watch: &TaskWatch,
+        task_id: &str,
+        task: &WaitTask,
+    ) -> Result<Option<Finished>, McpError> {
+        let tasks = watch.tasks();
+        let stored = || tasks.outcome(task_id, task).map_err(unkept);
+        if let Some(finished) = stored()? {
+            return Ok(Some(finished));
+        }
+        if watch.is_watching(task_id) {
+            return Ok(None);
+        }
+        // The look-out may have finished it between the two looks.
+        if let Some(finished) = stored()? {
+            return Ok(Some(finished));
+        }
+        match calls::wait_now(&self.api, task.ended()).await {
+            Some(result) => {
+                let kept = tasks.finish(task_id, task, Outcome::completed(&result)).map_err(unkept)?;
+                Ok(Some(kept.finished))
+            }
+            None => {
+                watch.watch(task_id, *task);
+                Ok(None)
+            }
+        }
+    }
+}
+
+fn unkept(err: std::io::Error) -> McpError {
+    McpError::internal_error(format!("cannot keep or read the task's outcome: {err}"), None)
+}
+
+fn already_finished(task_id: &str, finished: &Finished) -> McpError {
+    McpError::invalid_params(
+        format!(
+            "task {task_id:?} has already finished ({}); a finished task cannot be cancelled",
+            finished.outcome.status()
+        ),
+        None,
+    )
 }
 
 /// rmcp hands on as a custom request every request it could not read: one whose method it
@@ -331,8 +402,8 @@ impl ServerHandler for InboxServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let wants_task = context.client_capabilities().is_some_and(|caps| caps.supports_tasks());
-        if let (true, Some(tasks), "inbox_wait") = (wants_task, &self.tasks, request.name.as_ref()) {
-            return self.start_wait_task(tasks, request).await;
+        if let (true, Some(watch), "inbox_wait") = (wants_task, &self.tasks, request.name.as_ref()) {
+            return self.start_wait_task(watch, request).await;
         }
         if self.tool_router.has_route(&request.name) {
             let arguments = request.arguments.as_ref().map_or_else(Default::default, JsonObject::clone);
@@ -349,25 +420,35 @@ impl ServerHandler for InboxServer {
         request: GetTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        let (tasks, task) = self.open_task(&request.task_id)?;
-        let payload = if tasks.is_cancelled(&request.task_id) {
-            TaskPayload::Cancelled
-        } else {
-            match calls::wait_now(&self.api, task.ended()).await {
-                Some(result) => tasks::completed(&result),
-                None => TaskPayload::Working,
-            }
-        };
-        Ok(GetTaskResult::new(tasks::detailed(&request.task_id, &task, payload)))
+        let (watch, task) = self.open_task(&request.task_id)?;
+        let finished = self.settle(watch, &request.task_id, &task).await?;
+        Ok(GetTaskResult::new(tasks::detailed(&request.task_id, &task, finished.as_ref())))
     }
 
+    /// Cancels a working task for good; a finished one is refused as the tasks spec has it
+    /// (-32602) and keeps its outcome.
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let (tasks, task) = self.open_task(&request.task_id)?;
-        tasks.cancel(&request.task_id, &task);
+        let task_id = &request.task_id;
+        let (watch, task) = self.open_task(task_id)?;
+        if let Some(finished) = self.settle(watch, task_id, &task).await? {
+            return Err(already_finished(task_id, &finished));
+        }
+        // Its end passed a moment ago and the look-out has not finished it yet: it ended.
+        if task.ended()
+            && let Some(result) = calls::wait_now(&self.api, true).await
+        {
+            let kept = watch.tasks().finish(task_id, &task, Outcome::completed(&result)).map_err(unkept)?;
+            return Err(already_finished(task_id, &kept.finished));
+        }
+        let kept = watch.tasks().finish(task_id, &task, Outcome::Cancelled).map_err(unkept)?;
+        if !kept.first {
+            return Err(already_finished(task_id, &kept.finished));
+        }
+        watch.forget(task_id);
         Ok(())
     }
 

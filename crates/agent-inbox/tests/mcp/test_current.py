@@ -14,6 +14,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.extension import ClientExtension, ResultClaim
+from mcp.shared.exceptions import MCPError
 from pydantic import ConfigDict
 
 from conftest import mcp_client, mcp_parameters, structured
@@ -231,3 +232,67 @@ async def test_a_client_without_tasks_keeps_the_bounded_wait(server, home, agent
     async with mcp_client(home, token_args(server, server.agent_token(agent_id)), mode="2026-07-28") as client:
         result = await client.call_tool("inbox_wait", {"timeout_seconds": 1})
         assert structured(result)["work_waiting"] is False
+
+
+def task_client(server, home, agent_id):
+    return mcp_client(home, token_args(server, server.agent_token(agent_id)), mode="2026-07-28",
+                      extensions=[WaitTasks()])
+
+
+async def refused(client: Client, method: str, params: dict) -> MCPError:
+    with pytest.raises(MCPError) as raised:
+        await client.session.send_request(TaskRequest(method=method, params=params), TaskAnswer)
+    return raised.value
+
+
+async def test_a_completed_task_keeps_its_answer_after_a_claim_and_in_another_server(server, home, agent_id):
+    async with task_client(server, home, agent_id) as client:
+        task_id = (await start_wait(client, timeout_seconds=20)).taskId
+        await anyio.to_thread.run_sync(lambda: server.publish(server.publisher_token(), agent_id, {"n": 1}))
+        done = await get_until_done(client, task_id, TASK_SECONDS)
+        assert done["status"] == "completed" and done["result"]["structuredContent"]["work_waiting"] is True
+        claimed = structured(await client.call_tool("inbox_claim", {"limit": 1}))["claims"]
+        assert len(claimed) == 1
+        assert await task_call(client, "tasks/get", task_id) == done, "a claim does not reopen a finished task"
+    # Another server process of the same home reads the outcome the first one kept.
+    async with task_client(server, home, agent_id) as client:
+        assert await task_call(client, "tasks/get", task_id) == done
+
+
+async def test_a_task_that_ended_with_no_work_stays_so_after_a_publish(server, home, agent_id):
+    async with task_client(server, home, agent_id) as client:
+        task_id = (await start_wait(client, timeout_seconds=1)).taskId
+        done = await get_until_done(client, task_id, TASK_SECONDS)
+        assert done["status"] == "completed" and done["result"]["structuredContent"]["work_waiting"] is False
+        await anyio.to_thread.run_sync(lambda: server.publish(server.publisher_token(), agent_id, {"n": 1}))
+        assert await task_call(client, "tasks/get", task_id) == done
+
+
+async def test_cancelling_a_finished_task_is_refused_and_changes_nothing(server, home, agent_id):
+    async with task_client(server, home, agent_id) as client:
+        task_id = (await start_wait(client, timeout_seconds=20)).taskId
+        await anyio.to_thread.run_sync(lambda: server.publish(server.publisher_token(), agent_id, {"n": 1}))
+        done = await get_until_done(client, task_id, TASK_SECONDS)
+        error = await refused(client, "tasks/cancel", {"taskId": task_id})
+        assert error.code == -32602 and "completed" in error.message, error.message
+        assert await task_call(client, "tasks/get", task_id) == done
+
+        assert len(structured(await client.call_tool("inbox_claim", {"limit": 1}))["claims"]) == 1
+        cancelled_id = (await start_wait(client, timeout_seconds=20)).taskId  # nothing waits now
+        await task_call(client, "tasks/cancel", cancelled_id)
+        cancelled = await task_call(client, "tasks/get", cancelled_id)
+        assert cancelled["status"] == "cancelled"
+        again = await refused(client, "tasks/cancel", {"taskId": cancelled_id})
+        assert again.code == -32602 and "cancelled" in again.message, again.message
+        await anyio.to_thread.run_sync(lambda: server.publish(server.publisher_token(), agent_id, {"n": 2}))
+        assert await task_call(client, "tasks/get", cancelled_id) == cancelled
+    async with task_client(server, home, agent_id) as client:
+        assert await task_call(client, "tasks/get", cancelled_id) == cancelled, "a cancellation outlives its server"
+
+
+async def test_a_wrong_argument_type_for_a_task_names_the_argument(server, home, agent_id):
+    async with task_client(server, home, agent_id) as client:
+        result = await client.session.call_tool("inbox_wait", {"timeout_seconds": "soon"}, allow_claimed=True)
+        assert getattr(result, "is_error", False), result
+        body = structured(result)
+        assert body["code"] == "invalid_argument" and "timeout_seconds" in body["detail"], body
