@@ -217,7 +217,7 @@ const KEY_RELOAD_MIN_INTERVAL: Duration = Duration::from_secs(5);
 const RELOAD_FAILURE_SHARED: Duration = Duration::from_secs(1);
 
 impl TokenService {
-    pub async fn new(store: SqlStore, config: &crate::Config) -> Result<TokenService, String> {
+    pub async fn new(store: SqlStore, config: &crate::config::Config) -> Result<TokenService, String> {
         let read_at = store.now();
         let algorithm = config.tokens.algorithm();
         let keys = store

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::AppState;
+use crate::node::AppState;
 use crate::ops::callbacks::Dispatcher;
 use crate::ops::signals::Notifier;
 use crate::periodic::{Failure, Job, Outcome, Start, every};

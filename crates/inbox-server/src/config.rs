@@ -635,7 +635,7 @@ mod tests {
         let default = Config::default();
         assert!(default.inbox.history);
         assert_eq!(default.inbox.history, inbox_store::StoreConfig::default().record_history);
-        assert!(crate::store_config(&default).record_history);
+        assert!(crate::database::store_config(&default).record_history);
 
         let dir = std::env::temp_dir().join(format!("agent-inbox-config-history-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -646,7 +646,7 @@ mod tests {
         for file in [&sectioned, &flat] {
             let off = Config::load(Some(file), [], []).unwrap();
             assert!(!off.inbox.history, "{}", file.display());
-            assert!(!crate::store_config(&off).record_history);
+            assert!(!crate::database::store_config(&off).record_history);
         }
         let from_env = Config::load(None, env(&[("AGENT_INBOX_HISTORY", "false")]), []).unwrap();
         assert!(!from_env.inbox.history);
@@ -657,7 +657,7 @@ mod tests {
         )
         .unwrap();
         assert!(flag_wins.inbox.history);
-        assert!(crate::store_config(&flag_wins).record_history);
+        assert!(crate::database::store_config(&flag_wins).record_history);
         let not_a_bool = dir.join("not_a_bool.toml");
         std::fs::write(&not_a_bool, "[inbox]\nhistory = \"sometimes\"\n").unwrap();
         let err = Config::load(Some(&not_a_bool), [], []).unwrap_err();

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 
-use crate::Shutdown;
+use crate::shutdown::Shutdown;
 
 /// Time between two bucket ticks at most: with a 30 s interval, 30 buckets of one second.
 const TICK_MAX: Duration = Duration::from_secs(1);

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use inbox_api::ProblemCode;
 
-use crate::Config;
+use crate::config::Config;
 use crate::error::ApiError;
 
 /// Entries kept per table before idle ones are swept.

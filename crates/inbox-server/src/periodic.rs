@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::AppState;
+use crate::node::AppState;
 
 /// Quiet time between two warnings of one job while it keeps failing.
 pub const WARN_EVERY: Duration = Duration::from_secs(10);

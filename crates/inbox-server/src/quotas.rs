@@ -22,11 +22,11 @@ use axum::http::StatusCode;
 use inbox_api::time::format_utc;
 use inbox_api::{ProblemCode, QuotaRefusalView, QuotaRefusalsResponse};
 use inbox_core::{EventBody, TenantId, UnixMillis};
-use inbox_store::{PublishReceipt, TenantPolicy, TenantUsage};
+use inbox_store::{PublishReceipt, SqlStore, TenantPolicy, TenantUsage};
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 
-use crate::AppState;
 use crate::error::ApiError;
+use crate::metrics::Metrics;
 
 /// How long a node trusts a tenant's counts read from the database.
 pub const USAGE_TTL: Duration = Duration::from_secs(1);
@@ -173,7 +173,8 @@ impl Quotas {
     /// refuses it when it would take the tenant past a quota.
     pub async fn admit(
         &self,
-        state: &AppState,
+        store: &SqlStore,
+        metrics: &Metrics,
         policy: &TenantPolicy,
         tenant_id: &TenantId,
         change: Change,
@@ -192,7 +193,7 @@ impl Quotas {
                     let usage = TenantUsage { pending_events: pending, stored_bytes: stored };
                     if let Some(refusal) = refusal(policy, tenant_id, usage, change) {
                         drop(counts);
-                        return Err(self.refused(state, tenant_id, refusal));
+                        return Err(self.refused(store, metrics, tenant_id, refusal));
                     }
                     let reserved = change.reserved();
                     counts.reserved.pending_events += reserved.pending_events;
@@ -206,7 +207,7 @@ impl Quotas {
             // Every change admitted before has settled once the gate is ours.
             let _gate = count.gate.write().await;
             if !count.counts.lock().expect("quota counts").fresh() {
-                let usage = state.store.inbox().tenant_usage(tenant_id).await?;
+                let usage = store.inbox().tenant_usage(tenant_id).await?;
                 let mut counts = count.counts.lock().expect("quota counts");
                 counts.settled = usage;
                 counts.read_at = Some(Instant::now());
@@ -228,10 +229,16 @@ impl Quotas {
     }
 
     /// Counts and remembers a refusal, and answers it.
-    fn refused(&self, state: &AppState, tenant_id: &TenantId, refusal: Refusal) -> ApiError {
-        let tenant = state.metrics.tenant_label(tenant_id.as_str());
-        state.metrics.quota_refusals_total().add([tenant, refusal.limit.to_owned()], 1);
-        self.remember_refusal(tenant_id, refusal.limit, &refusal.detail, state.store.now());
+    fn refused(
+        &self,
+        store: &SqlStore,
+        metrics: &Metrics,
+        tenant_id: &TenantId,
+        refusal: Refusal,
+    ) -> ApiError {
+        let tenant = metrics.tenant_label(tenant_id.as_str());
+        metrics.quota_refusals_total().add([tenant, refusal.limit.to_owned()], 1);
+        self.remember_refusal(tenant_id, refusal.limit, &refusal.detail, store.now());
         ApiError::new(refusal.status, refusal.code, refusal.detail).retry_after(RETRY_AFTER_SECONDS)
     }
 

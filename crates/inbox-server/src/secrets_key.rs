@@ -17,7 +17,7 @@ use std::time::SystemTime;
 
 use inbox_store::SecretsKeys;
 
-use crate::Config;
+use crate::config::Config;
 
 /// The systemd credential name a unit passes the key file as (`LoadCredential=`).
 pub const CREDENTIAL_NAME: &str = "agent-inbox-secrets-key";

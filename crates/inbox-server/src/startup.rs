@@ -19,6 +19,7 @@ use axum::routing::get;
 use futures_util::future::BoxFuture;
 use inbox_api::ProblemCode;
 
+use crate::database::Retry;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 
@@ -111,23 +112,6 @@ where
         }
         tokio::time::sleep(jittered(delay)).await;
         delay = (delay * 2).min(RETRY_MAX);
-    }
-}
-
-/// Whether a failed start is worth another attempt.
-#[derive(Debug)]
-pub(crate) enum Retry {
-    /// The database is unreachable or still starting.
-    Later(String),
-    /// Bad configuration, a failed migration, ...: retrying changes nothing.
-    Never(String),
-}
-
-impl Retry {
-    pub(crate) fn into_reason(self) -> String {
-        match self {
-            Retry::Later(reason) | Retry::Never(reason) => reason,
-        }
     }
 }
 

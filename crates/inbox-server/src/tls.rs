@@ -19,8 +19,8 @@ use tokio_rustls::rustls::sign::CertifiedKey;
 use tokio_rustls::rustls::{self, ServerConfig};
 use tokio_rustls::server::TlsStream;
 
-use crate::Shutdown;
 use crate::metrics::Metrics;
+use crate::shutdown::Shutdown;
 
 /// How long a client may take to finish its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -14,8 +14,8 @@ use axum::middleware::Next;
 use axum::response::Response;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use crate::AppState;
 use crate::config::Config;
+use crate::node::AppState;
 
 /// The CORS layer for the configured origins, or `None` when there are none.
 pub(crate) fn layer(config: &Config) -> Option<CorsLayer> {

@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use inbox_api::ProblemCode;
 use tracing::Instrument;
 
-use crate::AppState;
 use crate::error::ApiError;
+use crate::node::AppState;
 use crate::proxies::ClientAddr;
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";

@@ -69,12 +69,12 @@ impl Modify for BearerAuth {
 /// The document as pretty JSON, with a trailing newline, for the default configuration (the
 /// checked-in copy).
 pub fn document() -> String {
-    document_for(&crate::Config::default())
+    document_for(&crate::config::Config::default())
 }
 
 /// The document a server with `config` serves: bounds that are settings (the longest long
 /// poll and lease) are this server's.
-pub fn document_for(config: &crate::Config) -> String {
+pub fn document_for(config: &crate::config::Config) -> String {
     let generated = ApiDoc::openapi().to_json().expect("the OpenAPI document serializes");
     let mut document: Value = serde_json::from_str(&generated).expect("the generated document is JSON");
     inline_scalars(&mut document);
@@ -149,8 +149,8 @@ fn inline(value: &mut Value, scalars: &BTreeMap<String, Value>) {
 /// Every number is the constant or setting its validator checks against, never a copy of it.
 /// Integers are JSON integers: a whole-number float such as `5.0` is refused (400
 /// `invalid_field`), as the schemas' `"type": "integer"` says.
-fn add_constraints(document: &mut Value, config: &crate::Config) {
-    let store = crate::store_config(config);
+fn add_constraints(document: &mut Value, config: &crate::config::Config) {
+    let store = crate::database::store_config(config);
     let lease_max = store.lease_ms_max / 1_000;
     let wait_max = config.inbox.long_poll_wait_max.as_secs();
     let ticket_ttl_max = config.sessions.stream_ticket_ttl.as_secs();
@@ -485,11 +485,11 @@ mod tests {
     /// bound copied by hand into the document drifts when the limit changes; this fails then.
     #[test]
     fn bounds_are_the_validators() {
-        let mut config = crate::Config::default();
+        let mut config = crate::config::Config::default();
         config.inbox.lease_max = Duration::from_secs(7_200);
         config.inbox.long_poll_wait_max = Duration::from_secs(40);
         config.sessions.stream_ticket_ttl = Duration::from_secs(30);
-        let store = crate::store_config(&config);
+        let store = crate::database::store_config(&config);
         let document: Value = serde_json::from_str(&document_for(&config)).unwrap();
         let schemas = &document["components"]["schemas"];
 

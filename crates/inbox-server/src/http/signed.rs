@@ -37,10 +37,10 @@ use inbox_trust::message_signatures::{
 };
 use serde::de::DeserializeOwned;
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::http::extract::{parse_json, parse_json_or_empty, read_body};
+use crate::node::AppState;
 use crate::ops::signatures::nonce_hash;
 
 /// A JSON body whose request passed signature verification (or needed none); a signature's
@@ -317,9 +317,8 @@ async fn verify_signed(
     };
     let key_id = KeyId::new(unverified.keyid()).map_err(|_| unknown())?;
     let key = state
-        .trust
-        .caches
-        .agent_key(state, &caller.tenant_id, &key_id)
+        .key_cache
+        .agent_key(&state.store, &caller.tenant_id, &key_id)
         .await
         .map_err(Failure::Store)?
         .filter(|key| key.agent_id == caller.subject && key.retired_at.is_none_or(|at| at > now))

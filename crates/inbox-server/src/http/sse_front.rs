@@ -25,9 +25,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tower::Service as _;
 
-use crate::Shutdown;
 use crate::http::stall::accept;
 use crate::metrics::Metrics;
+use crate::shutdown::Shutdown;
 
 /// The longest request line looked at, and the longest request head read.
 const REQUEST_LINE_BYTES_MAX: usize = 2 * 1024;

@@ -54,7 +54,7 @@ impl<L: Listener> Listener for StallGuarded<L> {
 pub(crate) async fn accept(
     tcp: &tokio::net::TcpListener,
     limit: Duration,
-    shutdown: &crate::Shutdown,
+    shutdown: &crate::shutdown::Shutdown,
 ) -> Option<(tokio::net::TcpStream, std::net::SocketAddr)> {
     loop {
         let (stream, peer) = tokio::select! {

@@ -9,8 +9,8 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use inbox_core::InboxSeq;
 
-use crate::AppState;
 use crate::error::ApiError;
+use crate::node::AppState;
 use crate::ops::sessions::WebsocketOrigin;
 
 /// The resume point of an SSE or WebSocket client: the `Last-Event-ID` header a reconnecting

@@ -17,10 +17,10 @@ use inbox_store::{
     QuarantineRequest as Quarantine,
 };
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::convert::{self, admin_event};
 use crate::error::{ApiError, item_error};
+use crate::node::AppState;
 
 /// Default page of the listings.
 pub const LIST_LIMIT_DEFAULT: u32 = 100;

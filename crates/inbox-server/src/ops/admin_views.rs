@@ -12,10 +12,10 @@ use inbox_api::{
 use inbox_core::{RecipientId, UnixMillis};
 use inbox_store::{AGENT_KEYS_LIST_MAX, CallbackRegistration, MinuteActivity, RegistrationId, SessionView};
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::convert;
 use crate::error::ApiError;
+use crate::node::AppState;
 use crate::ops::admin::LIST_LIMIT_DEFAULT;
 
 /// Recent deliveries shown with each callback registration.

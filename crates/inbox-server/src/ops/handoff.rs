@@ -13,10 +13,10 @@ use inbox_api::{AckEntry, AckOutcome, PublishResponse, Scope};
 use inbox_core::{AckResult, SessionId};
 use inbox_store::{AckItem, FOLLOW_UPS_MAX, HandOff};
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::convert;
 use crate::error::{ApiError, item_error};
+use crate::node::AppState;
 use crate::ops::publishing::{fairness_key, record_published, subject_key};
 use crate::quotas::{Change, Reservation, inline_bytes};
 
@@ -89,7 +89,7 @@ pub(in crate::ops) async fn admit(
                 change.and(Change::deliveries(follow_up.recipients.len(), inline_bytes(&follow_up.body)));
         }
     }
-    state.quotas.admit(state, &policy, &caller.tenant_id, change).await
+    state.quotas.admit(&state.store, &state.metrics, &policy, &caller.tenant_id, change).await
 }
 
 /// Commits one hand-off and answers its acknowledgement's outcome with the follow-ups'

@@ -4,8 +4,8 @@
 use axum::http::StatusCode;
 use inbox_api::ProblemCode;
 
-use crate::AppState;
 use crate::error::ApiError;
+use crate::node::AppState;
 
 /// Ready when the database answers a ping (`agent_inbox_database_up` follows); otherwise 503
 /// `not_ready`, to be tried again shortly.

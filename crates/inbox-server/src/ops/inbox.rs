@@ -25,10 +25,10 @@ use inbox_store::{
     HeartbeatItem, ItemOutcome, PollPage, PollQuery, Refusal, Release, StoreError,
 };
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::convert::{self, envelope};
 use crate::error::{ApiError, item_error};
+use crate::node::AppState;
 use crate::ops::handoff;
 use crate::ops::publishing::{fairness_key, record_published, subject_key};
 use crate::ops::sessions::require_active_session;
@@ -600,7 +600,8 @@ pub async fn publish(
     publish.fairness_key = fairness_key(&policy, publish.fairness_key.take(), || subject_key(caller));
     let bytes_each = quotas::inline_bytes(&publish.body);
     let change = quotas::Change::deliveries(publish.recipients.len(), bytes_each);
-    let reservation = state.quotas.admit(state, &policy, &caller.tenant_id, change).await?;
+    let reservation =
+        state.quotas.admit(&state.store, &state.metrics, &policy, &caller.tenant_id, change).await?;
     let started = Instant::now();
     let receipt = match state.publisher.publish(publish).await {
         Ok(receipt) => receipt,

@@ -5,8 +5,8 @@
 use inbox_core::{FairnessKey, RecipientKey, TenantId};
 use inbox_store::{PublishReceipt, TenantPolicy};
 
-use crate::AppState;
 use crate::auth::Caller;
+use crate::node::AppState;
 
 /// The fairness key a publish carries under `policy`: with fair claims the one requested, else
 /// `default`; without, none, so the store ranks nothing and pays nothing.

@@ -19,10 +19,10 @@ use inbox_core::{FairnessKey, RecipientId};
 use inbox_rooms::{BoundedPost, NewRoom, PostMessage, PostedMessage, Room, RoomId, RoomsExt as _};
 use inbox_store::{StoreError, TenantPolicy};
 
-use crate::AppState;
 use crate::auth::{Caller, Reach};
 use crate::convert;
 use crate::error::ApiError;
+use crate::node::AppState;
 use crate::ops::publishing::{fairness_key, record_published};
 use crate::quotas;
 
@@ -145,7 +145,8 @@ async fn post_within_quotas(
     let mut members = state.store.rooms().get(&post.tenant_id, &post.room_id).await?.members.len();
     for _ in 0..POST_RECOUNTS_MAX {
         let change = quotas::Change::deliveries(members, bytes_each);
-        let reservation = state.quotas.admit(state, policy, &caller.tenant_id, change).await?;
+        let reservation =
+            state.quotas.admit(&state.store, &state.metrics, policy, &caller.tenant_id, change).await?;
         match state.store.rooms().post_reaching_at_most(post, members).await {
             Ok(BoundedPost::Posted(posted)) => {
                 reservation.settle(quotas::Change::committed(&posted.receipt, bytes_each));

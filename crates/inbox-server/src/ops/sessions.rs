@@ -28,9 +28,9 @@ use inbox_api::{
 use inbox_core::{RecipientId, RecipientKind, SessionId, TenantId};
 use inbox_store::{SessionRecord, SessionStanding, SessionTouch};
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::node::AppState;
 
 /// Lets `session_id` take new work (claim, open a stream), or refuses it when the tenant runs
 /// the policy and the session is not the agent's newest.

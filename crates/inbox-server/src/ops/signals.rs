@@ -13,7 +13,7 @@
 //! when it commits: the reader can see id 101 while id 100 is still in flight. A reader that
 //! only moved a cursor past 101 would never hint for 100. So [`SignalCursor`] remembers every
 //! id it jumped over as a *gap* and asks for the gaps again on every pass until they appear or
-//! [`Config::signal_gap_grace`](crate::Config) (10 s by default) has passed since the gap was
+//! [`Config::signal_gap_grace`](crate::config::Config) (10 s by default) has passed since the gap was
 //! seen. A gap that never fills is a rolled-back publish (rollbacks burn ids on MySQL), or a
 //! transaction that stayed open between its insert and its commit for longer than the grace
 //! period; for the latter, waiters still find the events on their next database re-check
@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use inbox_core::{RecipientKey, UnixMillis};
 use inbox_store::{SIGNALS_READ_MAX, Signal, SignalKind};
 
-use crate::AppState;
+use crate::node::AppState;
 use crate::periodic::{Failure, Job, Outcome};
 
 /// Skipped ids remembered at most.

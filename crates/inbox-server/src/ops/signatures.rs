@@ -12,12 +12,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use inbox_core::{RecipientId, TenantId, UnixMillis};
-use inbox_store::{AgentKey, KeyId};
+use inbox_store::{AgentKey, KeyId, SqlStore};
 use inbox_trust::Algorithm;
 use inbox_trust::message_signatures::VerifyingKey;
 use sha2::{Digest, Sha256};
-
-use crate::AppState;
 
 /// How long a looked-up key is trusted before it is read again.
 pub const KEY_CACHE_TTL: Duration = Duration::from_secs(10);
@@ -63,15 +61,15 @@ type KeyEntry = (Instant, Option<CachedKey>);
 
 /// This node's cache of agent keys.
 #[derive(Debug, Default)]
-pub struct SignatureCaches {
+pub struct KeyCache {
     keys: Mutex<HashMap<(TenantId, KeyId), KeyEntry>>,
 }
 
-impl SignatureCaches {
+impl KeyCache {
     /// A key by id, from the cache or the database.
     pub async fn agent_key(
         &self,
-        state: &AppState,
+        store: &SqlStore,
         tenant_id: &TenantId,
         key_id: &KeyId,
     ) -> Result<Option<CachedKey>, inbox_store::StoreError> {
@@ -82,7 +80,7 @@ impl SignatureCaches {
                 return Ok(entry.clone());
             }
         }
-        let stored = state.store.signatures().agent_key(tenant_id, key_id).await?;
+        let stored = store.signatures().agent_key(tenant_id, key_id).await?;
         let entry = stored.as_ref().and_then(CachedKey::from_stored);
         let mut keys = self.keys.lock().expect("key cache");
         if keys.len() >= CACHE_ENTRIES_MAX {

@@ -30,13 +30,13 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::heartbeats::Beat;
 use crate::hints::{HintMemo, InboxWake, SharedHint};
 use crate::limits::{StreamSlot, WaiterGuard};
 use crate::metrics::{CounterSeries, Metrics};
+use crate::node::AppState;
 use crate::ops::sessions::{is_superseded, require_active_session, touch};
 
 /// What woke a subscription.

@@ -6,8 +6,8 @@
 use axum::http::StatusCode;
 use inbox_api::{PublicKeySet, RefreshRequest, TokenResponse};
 
-use crate::AppState;
 use crate::error::ApiError;
+use crate::node::AppState;
 use crate::proxies::ClientAddr;
 
 /// Rotates a refresh token: it works exactly once, and the answer carries its successor.

@@ -21,9 +21,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::session::ConsoleSession;
-use crate::AppState;
 use crate::error::ApiError;
 use crate::limits::WaiterGuard;
+use crate::node::AppState;
 
 /// The least time between two `changed` events: the page refetches on each, so a busy tenant
 /// costs it about three reads a second at most, not one per commit.

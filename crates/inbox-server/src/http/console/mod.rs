@@ -13,7 +13,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{any, get, post};
 
-use crate::AppState;
+use crate::node::AppState;
 
 /// The console's routes, to merge into the service's router.
 pub fn router() -> Router<AppState> {

@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use tower::Service;
 
 use super::session::{CSRF_HEADER, ConsoleSession};
-use crate::AppState;
 use crate::error::ApiError;
+use crate::node::AppState;
 use crate::proxies::ClientAddr;
 
 /// Where the console's calls are mounted, and where they go.

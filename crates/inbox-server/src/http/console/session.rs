@@ -28,12 +28,12 @@ use inbox_api::{ProblemCode, Scope};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::AppState;
 use crate::auth::{AuthFailure, Caller};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::http::origin::RequestOrigin;
 use crate::http::stream_params::forwarded_https;
+use crate::node::AppState;
 
 /// Name of the console's session cookie.
 pub const CONSOLE_COOKIE: &str = "agent_inbox_console";

@@ -10,10 +10,10 @@ use inbox_api::{
 };
 use serde::Deserialize;
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::http::extract::{ApiJson, ApiQuery};
+use crate::node::AppState;
 use crate::ops::admin::{self, ParkedFilter};
 
 pub fn router() -> Router<AppState> {

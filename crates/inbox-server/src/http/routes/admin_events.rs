@@ -7,10 +7,10 @@ use axum::{Json, Router};
 use inbox_api::{AdminEventDetail, AdminEventsResponse, EventsOrder};
 use serde::Deserialize;
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::http::extract::ApiQuery;
+use crate::node::AppState;
 use crate::ops::admin::{self, EventsFilter};
 
 pub fn router() -> Router<AppState> {

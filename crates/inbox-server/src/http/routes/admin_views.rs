@@ -12,10 +12,10 @@ use inbox_api::{
 };
 use serde::Deserialize;
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::http::extract::ApiQuery;
+use crate::node::AppState;
 use crate::ops::admin_views;
 
 pub fn router() -> Router<AppState> {

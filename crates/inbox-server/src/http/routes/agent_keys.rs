@@ -10,11 +10,11 @@ use axum::{Json, Router};
 use inbox_api::{AgentKeyRequest, AgentKeyResponse, AgentKeysResponse};
 use serde::Deserialize;
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::http::extract::ApiQuery;
 use crate::http::signed::{OptionallySignedBody, OptionallySignedJson};
+use crate::node::AppState;
 use crate::ops::signatures::agent_keys;
 
 pub fn router() -> Router<AppState> {

@@ -10,11 +10,11 @@ use inbox_api::{
 };
 use serde::Deserialize;
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::http::extract::ApiQuery;
 use crate::http::signed::{SignedJson, SignedJsonOrEmpty};
+use crate::node::AppState;
 use crate::ops::inbox;
 
 pub fn router() -> Router<AppState> {

@@ -9,9 +9,9 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use inbox_api::{PublicKeySet, RefreshRequest, TokenResponse};
 
-use crate::AppState;
 use crate::error::ApiError;
 use crate::http::extract::ApiJson;
+use crate::node::AppState;
 use crate::ops::tokens;
 use crate::proxies::ClientAddr;
 

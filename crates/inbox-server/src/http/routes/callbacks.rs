@@ -15,10 +15,10 @@ use inbox_api::{
     CallbackRegistrationsResponse, RotateCallbackSecretRequest,
 };
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::http::extract::ApiJson;
+use crate::node::AppState;
 use crate::ops::callbacks::registrations;
 
 pub fn router() -> Router<AppState> {

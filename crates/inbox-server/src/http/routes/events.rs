@@ -7,10 +7,10 @@ use axum::routing::post;
 use axum::{Json, Router};
 use inbox_api::{PublishRequest, PublishResponse};
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::http::extract::ApiJson;
+use crate::node::AppState;
 use crate::ops::inbox;
 
 pub fn router() -> Router<AppState> {

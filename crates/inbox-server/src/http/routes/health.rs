@@ -7,8 +7,8 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 
-use crate::AppState;
 use crate::error::ApiError;
+use crate::node::AppState;
 use crate::ops::health;
 
 pub fn router() -> Router<AppState> {

@@ -13,11 +13,11 @@ use inbox_api::{
 };
 use serde::Deserialize;
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::http::extract::{ApiJson, ApiQuery};
 use crate::http::signed::SignedJson;
+use crate::node::AppState;
 use crate::ops::inbox;
 
 pub fn router() -> Router<AppState> {

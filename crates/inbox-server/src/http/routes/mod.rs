@@ -18,7 +18,7 @@ pub mod ws;
 
 /// Every router under `/v1/admin/...`: the app mounts these, and the console hands its calls
 /// to exactly these (`http/console/proxy.rs`), so a new admin route file is added here once.
-pub fn admin_routers() -> axum::Router<crate::AppState> {
+pub fn admin_routers() -> axum::Router<crate::node::AppState> {
     admin::router().merge(admin_events::router()).merge(admin_views::router()).merge(tenant_policy::router())
 }
 

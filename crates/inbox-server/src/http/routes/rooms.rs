@@ -7,10 +7,10 @@ use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use inbox_api::{CreateRoomRequest, PostMessageRequest, PostMessageResponse, RoomMembersRequest, RoomView};
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::http::extract::ApiJson;
+use crate::node::AppState;
 use crate::ops::rooms;
 
 pub fn router() -> Router<AppState> {

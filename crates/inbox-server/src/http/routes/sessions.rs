@@ -11,10 +11,10 @@ use axum::routing::post;
 use axum::{Json, Router};
 use inbox_api::{SessionHeartbeatRequest, SessionHeartbeatResponse, SubscribeRequest, SubscribeResponse};
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::http::extract::{ApiJson, JsonOrEmpty};
+use crate::node::AppState;
 use crate::ops::sessions::{self, WebsocketOrigin};
 
 pub fn router() -> Router<AppState> {

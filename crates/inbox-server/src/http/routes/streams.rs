@@ -24,12 +24,12 @@ use inbox_api::{
     StreamTicketResponse,
 };
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::hints::SharedHint;
 use crate::http::extract::{JsonOrEmpty, STREAM_COOKIE, StreamCaller, StreamQuery};
 use crate::http::stream_params::forwarded_https;
+use crate::node::AppState;
 use crate::ops::sessions::WebsocketOrigin;
 use crate::ops::streams::credentials;
 use crate::ops::streams::{SESSION_SUPERSEDED, Subscription, Wake};

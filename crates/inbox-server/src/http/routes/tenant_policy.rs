@@ -7,10 +7,10 @@ use axum::routing::get;
 use axum::{Json, Router};
 use inbox_api::{TenantPolicyRequest, TenantPolicyResponse};
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::http::extract::ApiJson;
+use crate::node::AppState;
 use crate::ops::signatures::tenant_policy;
 
 pub fn router() -> Router<AppState> {

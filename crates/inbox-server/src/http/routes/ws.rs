@@ -28,12 +28,12 @@ use inbox_api::{
 use inbox_core::SessionId;
 use serde::Serialize;
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::hints::SharedHint;
 use crate::http::extract::{StreamAuth, StreamCaller, StreamQuery, admit, parse_json};
 use crate::http::origin::RequestOrigin;
+use crate::node::AppState;
 use crate::ops::inbox;
 use crate::ops::streams::{Subscription, Wake};
 

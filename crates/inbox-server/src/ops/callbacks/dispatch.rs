@@ -16,9 +16,10 @@ use inbox_core::{InboxSeq, Recipient, RecipientKey, UnixMillis};
 use inbox_store::{CallbackAttempt, CallbackRegistration, DeliveryResult, DueDelivery, RegistrationId};
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::delivery_id;
 use super::origins::OriginSlot;
-use super::{Webhooks, delivery_id};
-use crate::AppState;
+use super::sender::CallbackSender;
+use crate::node::AppState;
 use crate::periodic::{Failure, Job, Outcome};
 
 /// Due deliveries read per page, per free in-flight permit.
@@ -48,7 +49,7 @@ struct Taken {
 }
 
 async fn pass(state: &AppState) -> Result<(), inbox_store::StoreError> {
-    let webhooks = &state.trust.webhooks;
+    let webhooks = &state.callback_sender;
     let available = webhooks.in_flight.available_permits() as u32;
     if available == 0 {
         return Ok(());
@@ -140,7 +141,7 @@ async fn deliver(state: &AppState, due: DueDelivery, lease_until: UnixMillis) {
         .into_iter()
         .map(|(keyid, secret)| (keyid.as_str(), secret))
         .collect();
-    let webhooks = &state.trust.webhooks;
+    let webhooks = &state.callback_sender;
     let started = Instant::now();
     let sent =
         webhooks.send(&registration.callback_url, body, &secrets, &delivery_id, now, webhooks.timeout).await;
@@ -212,7 +213,7 @@ async fn deliver(state: &AppState, due: DueDelivery, lease_until: UnixMillis) {
 /// given up for this head after `callbacks_attempts_max`, and the registration disabled once
 /// past the bound.
 fn failed(
-    webhooks: &Webhooks,
+    webhooks: &CallbackSender,
     state: &AppState,
     registration: &CallbackRegistration,
     head_seq: InboxSeq,

@@ -24,10 +24,10 @@ use inbox_store::{
 use inbox_trust::ssrf::UrlRefusal;
 
 use super::{ChallengeOutcome, SendError, challenge};
-use crate::AppState;
 use crate::auth::{Caller, Reach};
 use crate::convert::{self, decode_base64};
 use crate::error::ApiError;
+use crate::node::AppState;
 
 /// Default and bounds of `max_rate_per_minute` (the OpenAPI document states them too).
 const RATE_PER_MINUTE_DEFAULT: u32 = 60;
@@ -246,8 +246,8 @@ struct Registered {
 /// checked before anything is stored; with a caller-supplied secret the challenge goes out at
 /// once, so the answer already says whether the receiver proved it holds the secret.
 async fn store_registration(state: &AppState, new: NewRegistration) -> Result<Registered, ApiError> {
-    let target = state.trust.webhooks.parse(&new.callback_url).map_err(|refusal| url_refused(&refusal))?;
-    state.trust.webhooks.check(&target).await.map_err(|err| address_refused(&err))?;
+    let target = state.callback_sender.parse(&new.callback_url).map_err(|refusal| url_refused(&refusal))?;
+    state.callback_sender.check(&target).await.map_err(|err| address_refused(&err))?;
     let limits = CallbackLimits {
         per_recipient_max: u64::from(state.config.callbacks.per_recipient_max),
         per_tenant_max: u64::from(state.config.callbacks.per_tenant_max),

@@ -19,10 +19,10 @@ use inbox_store::{AgentKey, KeyId, NewAgentKey, SecretBytes, StoreError};
 use inbox_trust::Algorithm;
 use inbox_trust::message_signatures::VerifyingKey;
 
-use crate::AppState;
 use crate::auth::{Caller, Reach};
 use crate::convert::decode_base64;
 use crate::error::ApiError;
+use crate::node::AppState;
 
 /// The longest a retired key keeps verifying (a rotation overlap): 7 days.
 pub(crate) const RETIRE_AFTER_SECONDS_MAX: u64 = 7 * 86_400;
@@ -58,7 +58,7 @@ pub async fn register(
     })?;
     // Drops any cached "no such key" answer for its id, so this node verifies with it at once
     // (other nodes' negative entries expire on their own).
-    state.trust.caches.forget_key(&new.tenant_id, &new.key_id);
+    state.key_cache.forget_key(&new.tenant_id, &new.key_id);
     let mut view = key_view(&stored);
     view.secret = secret;
     Ok(view)
@@ -153,7 +153,7 @@ async fn retire_key(
         },
     };
     let retired = state.store.signatures().retire_agent_key(tenant_id, &owner, key_id, after_ms).await?;
-    state.trust.caches.forget_key(tenant_id, key_id);
+    state.key_cache.forget_key(tenant_id, key_id);
     Ok(retired)
 }
 

@@ -9,9 +9,9 @@ use inbox_api::{
 };
 use inbox_store::{TenantPolicy, TenantPolicyChange};
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::node::AppState;
 
 /// The policy of the admin token's tenant, read from the database (not this node's cache).
 pub async fn read(state: &AppState, caller: &Caller) -> Result<TenantPolicyResponse, ApiError> {

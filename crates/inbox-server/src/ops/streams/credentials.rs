@@ -11,9 +11,9 @@ use inbox_api::{
 use inbox_store::{StreamCredential, StreamGrant};
 use sha2::{Digest, Sha256};
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::node::AppState;
 use crate::ops::sessions::{WebsocketOrigin, touch};
 
 /// Prefixes of stream tickets and cookie values; each is followed by 64 hex digits.
