@@ -276,9 +276,9 @@ pub struct IssueArgs {
 fn scope_help() -> String {
     format!(
         "Space-separated scopes. Defaults: agent: \"{}\"; publisher: \"{}\"; admin: \"{}\".",
-        inbox_server::auth::AGENT_SCOPES,
-        inbox_server::auth::PUBLISHER_SCOPES,
-        inbox_server::auth::ADMIN_SCOPES,
+        inbox_server::tokens::AGENT_SCOPES,
+        inbox_server::tokens::PUBLISHER_SCOPES,
+        inbox_server::tokens::ADMIN_SCOPES,
     )
 }
 

@@ -47,7 +47,7 @@ impl Setup {
             }
         };
         let admin = issue("ops", CallerKind::Admin, "admin").await;
-        let agent = issue(AGENT, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES).await;
+        let agent = issue(AGENT, CallerKind::Agent, inbox_server::tokens::AGENT_SCOPES).await;
         let publisher = issue("app", CallerKind::Publisher, "events.publish").await;
         let server = start_on(&db, &[]);
         let client = reqwest::Client::new();

@@ -28,7 +28,7 @@ async fn crash_and_recover(backend: Backend) {
         async move { tokens.issue(&tenant, &subject, kind, &scope, None, false).await.unwrap().access_token }
     };
     let publisher = issue("app", CallerKind::Publisher, "events.publish").await;
-    let agent = issue("agent_alpha", CallerKind::Agent, inbox_server::auth::AGENT_SCOPES).await;
+    let agent = issue("agent_alpha", CallerKind::Agent, inbox_server::tokens::AGENT_SCOPES).await;
     let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
 
     let mut server = start_on(&db, &[]);

@@ -18,7 +18,7 @@
 
 mod admin;
 mod admin_views;
-mod auth;
+mod callbacks;
 mod events;
 mod inbox;
 mod problem;
@@ -26,13 +26,14 @@ mod problem_code;
 mod rooms;
 mod scope;
 mod sessions;
+mod signatures;
 mod streams;
 pub mod time;
-mod trust;
+mod tokens;
 
 pub use admin::*;
 pub use admin_views::*;
-pub use auth::*;
+pub use callbacks::*;
 pub use events::*;
 pub use inbox::*;
 pub use problem::*;
@@ -40,5 +41,6 @@ pub use problem_code::ProblemCode;
 pub use rooms::*;
 pub use scope::{Scope, UnknownScope};
 pub use sessions::*;
+pub use signatures::*;
 pub use streams::*;
-pub use trust::*;
+pub use tokens::*;

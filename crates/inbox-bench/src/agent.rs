@@ -84,7 +84,7 @@ async fn run(args: &AgentArgs, binary: &Path, dir: &Path) -> Result<(), BenchErr
 
     let n = args.events(300);
     eprintln!("SSE agent: {n} events, one at a time");
-    let agent = issue(&tokens, "sse_agent", CallerKind::Agent, inbox_server::auth::AGENT_SCOPES).await?;
+    let agent = issue(&tokens, "sse_agent", CallerKind::Agent, inbox_server::tokens::AGENT_SCOPES).await?;
     let latencies =
         latency(&base, &agent, "sse_agent", dir, AgentConfig::default(), &publisher, n, Duration::ZERO)
             .await?;
@@ -92,7 +92,7 @@ async fn run(args: &AgentArgs, binary: &Path, dir: &Path) -> Result<(), BenchErr
 
     let n = args.events(100);
     eprintln!("long-poll agent: {n} events, one at a time");
-    let agent = issue(&tokens, "lp_agent", CallerKind::Agent, inbox_server::auth::AGENT_SCOPES).await?;
+    let agent = issue(&tokens, "lp_agent", CallerKind::Agent, inbox_server::tokens::AGENT_SCOPES).await?;
     let config = AgentConfig {
         transport: TransportConfig {
             allowed: vec![TransportKind::LongPoll, TransportKind::Poll],
@@ -105,7 +105,7 @@ async fn run(args: &AgentArgs, binary: &Path, dir: &Path) -> Result<(), BenchErr
 
     let n = args.events(25);
     eprintln!("polling-only agent (1 s after work, growing to 5 min): {n} events, 0-3 s apart");
-    let agent = issue(&tokens, "poll_agent", CallerKind::Agent, inbox_server::auth::AGENT_SCOPES).await?;
+    let agent = issue(&tokens, "poll_agent", CallerKind::Agent, inbox_server::tokens::AGENT_SCOPES).await?;
     let config = AgentConfig {
         transport: TransportConfig { allowed: vec![TransportKind::Poll], ..TransportConfig::default() },
         ..AgentConfig::default()
@@ -127,7 +127,7 @@ async fn run(args: &AgentArgs, binary: &Path, dir: &Path) -> Result<(), BenchErr
     eprintln!("throughput: SDK agent, no-op handler, {n} events");
     for concurrency in [1usize, 8] {
         let subject = format!("sdk_agent_{concurrency}");
-        let agent = issue(&tokens, &subject, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES).await?;
+        let agent = issue(&tokens, &subject, CallerKind::Agent, inbox_server::tokens::AGENT_SCOPES).await?;
         publish_many(&publisher, &subject, n).await?;
         let rate = sdk_throughput(&base, &agent, &subject, dir, concurrency, n as u64).await?;
         rows.push(Row::text(
@@ -140,7 +140,7 @@ async fn run(args: &AgentArgs, binary: &Path, dir: &Path) -> Result<(), BenchErr
     eprintln!("throughput: listen --exec true, {n} events");
     for concurrency in [1u32, 8] {
         let subject = format!("listen_agent_{concurrency}");
-        let agent = issue(&tokens, &subject, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES).await?;
+        let agent = issue(&tokens, &subject, CallerKind::Agent, inbox_server::tokens::AGENT_SCOPES).await?;
         publish_many(&publisher, &subject, n).await?;
         let rate = listen_throughput(binary, &base, &agent, dir, concurrency, n)?;
         rows.push(Row::text(

@@ -134,7 +134,7 @@ async fn measure(args: GaleraArgs, members: Vec<String>, database: String) -> Re
         for n in 0..INBOXES {
             let id = RecipientId::new(format!("agent-{n}"))?;
             let issued = tokens
-                .issue(&tenant, &id, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES, None, false)
+                .issue(&tenant, &id, CallerKind::Agent, inbox_server::tokens::AGENT_SCOPES, None, false)
                 .await
                 .map_err(|e| format!("{}: {}", e.code, e.detail))?;
             agents.push((id, issued.access_token));

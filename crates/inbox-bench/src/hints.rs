@@ -70,7 +70,7 @@ async fn run(args: HintsArgs, url: String) -> Result<String, BenchError> {
         crate::node::token(&tokens, TENANT, subject, kind, scope).await
     };
     let publisher = issue("publisher", CallerKind::Publisher, "events.publish").await?;
-    let agent_scopes = inbox_server::auth::AGENT_SCOPES;
+    let agent_scopes = inbox_server::tokens::AGENT_SCOPES;
     let on_a = issue("lat_a", CallerKind::Agent, agent_scopes).await?;
     let on_b = issue("lat_b", CallerKind::Agent, agent_scopes).await?;
 

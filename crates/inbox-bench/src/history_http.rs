@@ -108,7 +108,7 @@ async fn measure(store: &SqlStore, url: &str, events: usize) -> Result<[Side; 2]
     for n in 0..AGENTS {
         let id = RecipientId::new(format!("agent-{n:03}"))?;
         let token = tokens
-            .issue(&tenant_id, &id, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES, None, false)
+            .issue(&tenant_id, &id, CallerKind::Agent, inbox_server::tokens::AGENT_SCOPES, None, false)
             .await
             .map_err(|e| format!("{}: {}", e.code, e.detail))?
             .access_token;

@@ -215,8 +215,9 @@ async fn claim_ack_http(
 ) -> Result<Side, BenchError> {
     let mut agents = Vec::new();
     for id in ids {
-        let issued =
-            tokens.issue(tenant, id, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES, None, false).await;
+        let issued = tokens
+            .issue(tenant, id, CallerKind::Agent, inbox_server::tokens::AGENT_SCOPES, None, false)
+            .await;
         agents.push(issued.map_err(|e| format!("{}: {}", e.code, e.detail))?.access_token);
     }
     let started = Instant::now();
@@ -253,7 +254,7 @@ pub async fn head_table(
     let id = RecipientId::new("agent-head")?;
     raw::seed_backlog(&subjects.raw, tenant.as_str(), id.as_str(), 1).await?;
     let issued =
-        tokens.issue(&tenant, &id, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES, None, false).await;
+        tokens.issue(&tenant, &id, CallerKind::Agent, inbox_server::tokens::AGENT_SCOPES, None, false).await;
     let token = issued.map_err(|e| format!("{}: {}", e.code, e.detail))?.access_token;
     let url = format!("{}/v1/inbox/head", node.base);
     let first = node.client.get(&url).bearer_auth(&token).send().await?;

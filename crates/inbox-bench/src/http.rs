@@ -125,7 +125,7 @@ async fn run(args: HttpArgs, url: String) -> Result<String, BenchError> {
     for n in 0..args.agents {
         let id = RecipientId::new(format!("agent-{n:03}"))?;
         let token = tokens
-            .issue(&tenant_id, &id, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES, None, false)
+            .issue(&tenant_id, &id, CallerKind::Agent, inbox_server::tokens::AGENT_SCOPES, None, false)
             .await;
         agents.push((id, token.map_err(|e| format!("{}: {}", e.code, e.detail))?.access_token));
     }

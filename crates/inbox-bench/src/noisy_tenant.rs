@@ -77,7 +77,7 @@ async fn variant(url: &str, seconds: u64, label: &str, rate: Option<u32>) -> Res
         quiet_tenant.as_str(),
         "quiet-agent",
         CallerKind::Agent,
-        inbox_server::auth::AGENT_SCOPES,
+        inbox_server::tokens::AGENT_SCOPES,
     )
     .await?;
 

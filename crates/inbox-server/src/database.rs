@@ -4,11 +4,11 @@
 
 use inbox_store::{ConnectOptions, SqlStore, StoreConfig, StoreError};
 
-use crate::auth::TokenService;
 use crate::config::{self, Config};
 use crate::metrics::Metrics;
 use crate::node::Reached;
 use crate::secrets_key;
+use crate::tokens::TokenService;
 
 /// Connects to the database the configuration names, with the configured store limits.
 pub async fn connect_store(config: &Config) -> Result<SqlStore, ServerError> {

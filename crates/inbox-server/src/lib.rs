@@ -11,8 +11,8 @@
 //! imports from here.
 
 mod ack_batcher;
-pub mod auth;
 mod background;
+pub mod caller;
 pub mod config;
 mod convert;
 mod database;
@@ -38,6 +38,7 @@ mod shutdown;
 mod startup;
 mod tenant_policies;
 pub mod tls;
+pub mod tokens;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -47,7 +48,7 @@ use tokio::net::TcpListener;
 
 use crate::shutdown::Shutdown;
 
-pub use auth::{CallerKind, IssuedTokens, TokenService};
+pub use caller::CallerKind;
 pub use config::Config;
 pub use database::ServerError;
 pub use database::{connect_store, prepare_secrets};
@@ -55,6 +56,7 @@ pub use error::ApiError;
 pub use http::openapi;
 pub use node::{AppState, NodeParts, Overrides};
 pub use ops::callbacks::{Resolver, ResolverOverride, SystemResolver};
+pub use tokens::{IssuedTokens, TokenService};
 
 /// Every route of the service.
 pub fn router(state: AppState) -> Router {
@@ -69,7 +71,7 @@ pub fn router(state: AppState) -> Router {
         .merge(http::routes::agent_keys::router())
         .merge(http::routes::callbacks::router())
         .merge(http::routes::admin_routers())
-        .merge(http::routes::auth::router())
+        .merge(http::routes::tokens::router())
         .merge(http::routes::health::router())
         .merge(http::console::router())
         .fallback(http::middleware::not_found)

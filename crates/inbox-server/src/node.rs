@@ -7,7 +7,6 @@ use std::sync::Arc;
 use inbox_store::SqlStore;
 
 use crate::ack_batcher::AckBatcher;
-use crate::auth::TokenService;
 use crate::config::Config;
 use crate::head_cache::HeadCache;
 use crate::heartbeats::Heartbeats;
@@ -24,6 +23,7 @@ use crate::secrets_key::{LoadedKeys, Watch};
 use crate::session_changes::SessionChanges;
 use crate::shutdown::Shutdown;
 use crate::tenant_policies::TenantPolicies;
+use crate::tokens::TokenService;
 
 /// What an embedding application or a test sets in code rather than in configuration.
 #[derive(Debug, Clone, Default)]

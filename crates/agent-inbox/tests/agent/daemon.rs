@@ -28,7 +28,7 @@ impl Local {
     async fn log_in(server: &Server, name: &str) -> Local {
         let home = TempDir::new(name);
         let (_, refresh) =
-            server.token(AGENT, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES, true).await;
+            server.token(AGENT, CallerKind::Agent, inbox_server::tokens::AGENT_SCOPES, true).await;
         let out = agent_inbox(
             &home,
             &["login", "--server", &server.base],

@@ -34,7 +34,7 @@ async fn login_keeps_a_rotating_refresh_token_that_wait_and_listen_use() {
     let server = Server::start(&[]).await;
     let publisher = server.publisher_token().await;
     let (agent, refresh) =
-        server.token(AGENT, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES, true).await;
+        server.token(AGENT, CallerKind::Agent, inbox_server::tokens::AGENT_SCOPES, true).await;
     let refresh = refresh.unwrap();
     let home = TempDir::new("login");
     let token_file = home.path("default.refresh-token");

@@ -250,7 +250,7 @@ async fn login_registers_a_signing_key_that_listen_uses_and_logout_retires() {
         }
     };
     let refresh = || async {
-        server.token(AGENT, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES, true).await.1.unwrap()
+        server.token(AGENT, CallerKind::Agent, inbox_server::tokens::AGENT_SCOPES, true).await.1.unwrap()
     };
 
     let stdout = login(refresh().await).await;

@@ -183,7 +183,7 @@ impl Server {
     }
 
     pub async fn agent_token(&self, subject: &str) -> String {
-        self.token(subject, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES, false).await.0
+        self.token(subject, CallerKind::Agent, inbox_server::tokens::AGENT_SCOPES, false).await.0
     }
 
     pub async fn publisher_token(&self) -> String {

@@ -17,11 +17,12 @@ use inbox_store::StreamCredential;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
-use crate::auth::{AuthFailure, Caller, CallerKind};
+use crate::caller::{Caller, CallerKind};
 use crate::error::ApiError;
 use crate::node::AppState;
 use crate::ops::streams::credentials::{COOKIE_PREFIX, TICKET_PREFIX};
 use crate::proxies::ClientAddr;
+use crate::tokens::AuthFailure;
 
 /// A JSON body, parsed strictly.
 #[derive(Debug)]

@@ -11,8 +11,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, PartialSchema};
 
 use crate::http::routes::{
-    admin, admin_events, admin_views, agent_keys, agents, auth, callbacks, events, inbox, rooms, sessions,
-    streams, tenant_policy, ws,
+    admin, admin_events, admin_views, agent_keys, agents, callbacks, events, inbox, rooms, sessions, streams,
+    tenant_policy, tokens, ws,
 };
 use crate::ops::admin_views::ACTIVITY_MINUTES_MAX;
 use crate::ops::callbacks::registrations::{
@@ -39,7 +39,7 @@ use crate::ops::signatures::agent_keys::RETIRE_AFTER_SECONDS_MAX;
         admin_views::sessions, admin_views::callbacks, admin_views::enable_callback, admin_views::agent_keys,
         admin_views::activity,
         admin_views::quota_refusals,
-        auth::refresh, auth::jwks,
+        tokens::refresh, tokens::jwks,
         agent_keys::register, agent_keys::list, agent_keys::retire,
         tenant_policy::get_policy, tenant_policy::set_policy,
         callbacks::register, callbacks::list, callbacks::read, callbacks::remove, callbacks::verify,

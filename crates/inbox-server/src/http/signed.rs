@@ -37,7 +37,7 @@ use inbox_trust::message_signatures::{
 };
 use serde::de::DeserializeOwned;
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::http::extract::{parse_json, parse_json_or_empty, read_body};
 use crate::node::AppState;

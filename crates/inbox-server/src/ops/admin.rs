@@ -17,7 +17,7 @@ use inbox_store::{
     QuarantineRequest as Quarantine,
 };
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::convert::{self, admin_event};
 use crate::error::{ApiError, item_error};
 use crate::node::AppState;

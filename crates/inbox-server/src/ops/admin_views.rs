@@ -12,7 +12,7 @@ use inbox_api::{
 use inbox_core::{RecipientId, UnixMillis};
 use inbox_store::{AGENT_KEYS_LIST_MAX, CallbackRegistration, MinuteActivity, RegistrationId, SessionView};
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::convert;
 use crate::error::ApiError;
 use crate::node::AppState;

@@ -13,7 +13,7 @@ use inbox_api::{AckEntry, AckOutcome, PublishResponse, Scope};
 use inbox_core::{AckResult, SessionId};
 use inbox_store::{AckItem, FOLLOW_UPS_MAX, HandOff};
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::convert;
 use crate::error::{ApiError, item_error};
 use crate::node::AppState;

@@ -25,7 +25,7 @@ use inbox_store::{
     HeartbeatItem, ItemOutcome, PollPage, PollQuery, Refusal, Release, StoreError,
 };
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::convert::{self, envelope};
 use crate::error::{ApiError, item_error};
 use crate::node::AppState;

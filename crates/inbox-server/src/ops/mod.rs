@@ -19,7 +19,7 @@ pub mod tokens;
 mod tests {
     use std::path::{Path, PathBuf};
 
-    /// The calls that decide who may call (`auth/caller.rs`).
+    /// The calls that decide who may call (`caller.rs`).
     const AUTHORIZATIONS: [&str; 5] = [
         "caller.require(",
         "caller.require_any(",

@@ -5,7 +5,7 @@
 use inbox_core::{FairnessKey, RecipientKey, TenantId};
 use inbox_store::{PublishReceipt, TenantPolicy};
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::node::AppState;
 
 /// The fairness key a publish carries under `policy`: with fair claims the one requested, else

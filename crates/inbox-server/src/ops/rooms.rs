@@ -19,7 +19,7 @@ use inbox_core::{FairnessKey, RecipientId};
 use inbox_rooms::{BoundedPost, NewRoom, PostMessage, PostedMessage, Room, RoomId, RoomsExt as _};
 use inbox_store::{StoreError, TenantPolicy};
 
-use crate::auth::{Caller, Reach};
+use crate::caller::{Caller, Reach};
 use crate::convert;
 use crate::error::ApiError;
 use crate::node::AppState;

@@ -28,7 +28,7 @@ use inbox_api::{
 use inbox_core::{RecipientId, RecipientKind, SessionId, TenantId};
 use inbox_store::{SessionRecord, SessionStanding, SessionTouch};
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::node::AppState;
 

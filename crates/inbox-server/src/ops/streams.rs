@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::heartbeats::Beat;
 use crate::hints::{HintMemo, InboxWake, SharedHint};

@@ -1,6 +1,6 @@
 //! The tokens subsystem's use cases over HTTP: a refresh token traded for new tokens, and the
 //! public keys of EdDSA access tokens. Checking and issuing tokens is
-//! [`crate::auth::TokenService`]'s; here a refused refresh counts as a failed authentication
+//! [`crate::tokens::TokenService`]'s; here a refused refresh counts as a failed authentication
 //! (the metric, and the client address's throttle).
 
 use axum::http::StatusCode;

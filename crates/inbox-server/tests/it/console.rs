@@ -129,7 +129,7 @@ async fn admin(server: &TestServer, tenant: &str, ttl: Option<Duration>) -> Stri
             &TenantId::new(tenant).unwrap(),
             &RecipientId::new("ops_ana").unwrap(),
             CallerKind::Admin,
-            inbox_server::auth::ADMIN_SCOPES,
+            inbox_server::tokens::ADMIN_SCOPES,
             ttl,
             false,
         )

@@ -289,7 +289,7 @@ async fn refresh_tokens_rotate_and_reuse_revokes_the_family(backend: Backend) {
             &"t1".parse().unwrap(),
             &"agent_alpha".parse().unwrap(),
             CallerKind::Agent,
-            inbox_server::auth::AGENT_SCOPES,
+            inbox_server::tokens::AGENT_SCOPES,
             None,
             true,
         )

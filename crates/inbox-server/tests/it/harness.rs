@@ -131,7 +131,7 @@ impl TestServer {
     }
 
     pub async fn agent(&self, tenant: &str, agent: &str) -> String {
-        self.token(tenant, agent, CallerKind::Agent, inbox_server::auth::AGENT_SCOPES).await
+        self.token(tenant, agent, CallerKind::Agent, inbox_server::tokens::AGENT_SCOPES).await
     }
 
     pub async fn publisher(&self, tenant: &str) -> String {

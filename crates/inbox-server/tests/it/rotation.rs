@@ -40,7 +40,7 @@ async fn agent_token(tokens: &TokenService) -> String {
             &TenantId::new("t1").unwrap(),
             &RecipientId::new("alpha").unwrap(),
             CallerKind::Agent,
-            inbox_server::auth::AGENT_SCOPES,
+            inbox_server::tokens::AGENT_SCOPES,
             None,
             false,
         )

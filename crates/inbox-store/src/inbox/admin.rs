@@ -8,8 +8,8 @@ use crate::db::Arg;
 use crate::inbox::apply::Change;
 use crate::inbox::history::{Actor, Attribution};
 use crate::inbox::leases::check_reason;
-use crate::inbox::rows::{inbox_args, load_events};
 use crate::inbox::record::{event_from_row, recipient_from_row, seq, seq_arg};
+use crate::inbox::rows::{inbox_args, load_events};
 use crate::store::with_retries;
 use crate::{
     EventRecord, InboxStats, ItemOutcome, ItemRefusal, ParkedQuery, QuarantineRequest, Refusal, StoreError,

@@ -18,8 +18,8 @@ use super::{INBOX_NUDGED_SIGNAL, Inbox};
 use crate::db::{Arg, DbConnection};
 use crate::inbox::claim_floor;
 use crate::inbox::history::{self, Attribution};
-use crate::inbox::rows::load_events_with_history;
 use crate::inbox::record::{save_lifecycle_args, settle};
+use crate::inbox::rows::load_events_with_history;
 use crate::{EventRecord, ItemOutcome, ItemRefusal, Refusal, StoreError};
 
 /// One event and what should happen to it, for the slow path.

@@ -7,8 +7,8 @@ use inbox_core::{AckState, EventId, RecipientKey, TenantId, UnixMillis};
 use super::{Inbox, queries};
 use crate::db::Arg;
 use crate::inbox::history::parse_history;
-use crate::inbox::rows::inbox_args;
 use crate::inbox::record::{event_from_row, event_with_history_from_row, seq_arg};
+use crate::inbox::rows::inbox_args;
 use crate::{EventDetail, EventRecord, EventState, EventsQuery, MinuteActivity, StoreError};
 
 /// The longest window [`Inbox::activity`] reports on: one day.

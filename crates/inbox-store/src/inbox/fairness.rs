@@ -26,8 +26,8 @@ use super::queries::{self, recipients_predicate};
 use crate::EventRecord;
 use crate::StoreError;
 use crate::db::{Arg, DbConnection};
-use crate::inbox::rows::inbox_args;
 use crate::inbox::record::recipient_from_row;
+use crate::inbox::rows::inbox_args;
 
 /// Keys, recipients or (inbox, key) rows per statement.
 const ITEMS_PER_STATEMENT: usize = 200;

@@ -21,8 +21,8 @@ use crate::inbox::apply::Change;
 use crate::inbox::claim_floor;
 use crate::inbox::fairness;
 use crate::inbox::history::{Actor, AppendAroundAttempt, Attribution, HistoryAction, HistoryEntry};
-use crate::inbox::rows::{inbox_args, load_events};
 use crate::inbox::record::{event_from_row, seq_arg, settle};
+use crate::inbox::rows::{inbox_args, load_events};
 use crate::store::with_retries;
 use crate::{
     AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimOrder, ClaimedEvent, EventRecord, Heartbeat,

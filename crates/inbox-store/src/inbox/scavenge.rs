@@ -26,8 +26,8 @@ use crate::entropy::unit_interval;
 use crate::inbox::apply::save;
 use crate::inbox::claim_floor;
 use crate::inbox::history::{self, Attribution};
-use crate::inbox::rows::{inbox_args, read_head};
 use crate::inbox::record::{event_with_history_from_row, recipient_from_row, seq_arg, settle};
+use crate::inbox::rows::{inbox_args, read_head};
 use crate::store::with_retries;
 use crate::{ScavengeReport, StoreError};
 

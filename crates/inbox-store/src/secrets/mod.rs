@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 pub use keys::{
     SECRETS_KEY_LINE_PREFIX, SECRETS_KEYS_PER_FILE_MAX, SecretsKey, SecretsKeyError, SecretsKeys,
 };
-pub use sealing::SecretBytes;
 pub(crate) use sealing::Place;
+pub use sealing::SecretBytes;
 
 use crate::db::{Arg, DbConnection, DbRow};
 use crate::store::with_retries;

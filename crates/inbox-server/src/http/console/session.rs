@@ -28,12 +28,13 @@ use inbox_api::{ProblemCode, Scope};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::auth::{AuthFailure, Caller};
+use crate::caller::Caller;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::http::origin::RequestOrigin;
 use crate::http::stream_params::forwarded_https;
 use crate::node::AppState;
+use crate::tokens::AuthFailure;
 
 /// Name of the console's session cookie.
 pub const CONSOLE_COOKIE: &str = "agent_inbox_console";

@@ -7,7 +7,7 @@ use axum::{Json, Router};
 use inbox_api::{AdminEventDetail, AdminEventsResponse, EventsOrder};
 use serde::Deserialize;
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::http::extract::ApiQuery;
 use crate::node::AppState;

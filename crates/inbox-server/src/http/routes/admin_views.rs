@@ -12,7 +12,7 @@ use inbox_api::{
 };
 use serde::Deserialize;
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::http::extract::ApiQuery;
 use crate::node::AppState;

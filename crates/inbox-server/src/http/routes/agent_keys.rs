@@ -10,7 +10,7 @@ use axum::{Json, Router};
 use inbox_api::{AgentKeyRequest, AgentKeyResponse, AgentKeysResponse};
 use serde::Deserialize;
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::http::extract::ApiQuery;
 use crate::http::signed::{OptionallySignedBody, OptionallySignedJson};

@@ -10,7 +10,7 @@ use inbox_api::{
 };
 use serde::Deserialize;
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::http::extract::ApiQuery;
 use crate::http::signed::{SignedJson, SignedJsonOrEmpty};

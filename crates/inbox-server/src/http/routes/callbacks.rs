@@ -15,7 +15,7 @@ use inbox_api::{
     CallbackRegistrationsResponse, RotateCallbackSecretRequest,
 };
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::http::extract::ApiJson;
 use crate::node::AppState;

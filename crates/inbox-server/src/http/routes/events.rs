@@ -7,7 +7,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use inbox_api::{PublishRequest, PublishResponse};
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::http::extract::ApiJson;
 use crate::node::AppState;

@@ -13,7 +13,7 @@ use inbox_api::{
 };
 use serde::Deserialize;
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::http::extract::{ApiJson, ApiQuery};
 use crate::http::signed::SignedJson;

@@ -5,7 +5,6 @@ pub mod admin_events;
 pub mod admin_views;
 pub mod agent_keys;
 pub mod agents;
-pub mod auth;
 pub mod callbacks;
 pub mod events;
 pub mod health;
@@ -14,6 +13,7 @@ pub mod rooms;
 pub mod sessions;
 pub mod streams;
 pub mod tenant_policy;
+pub mod tokens;
 pub mod ws;
 
 /// Every router under `/v1/admin/...`: the app mounts these, and the console hands its calls

@@ -7,7 +7,7 @@ use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use inbox_api::{CreateRoomRequest, PostMessageRequest, PostMessageResponse, RoomMembersRequest, RoomView};
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::http::extract::ApiJson;
 use crate::node::AppState;

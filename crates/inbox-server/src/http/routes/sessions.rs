@@ -11,7 +11,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use inbox_api::{SessionHeartbeatRequest, SessionHeartbeatResponse, SubscribeRequest, SubscribeResponse};
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::http::extract::{ApiJson, JsonOrEmpty};
 use crate::node::AppState;

@@ -24,7 +24,7 @@ use inbox_api::{
     StreamTicketResponse,
 };
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::hints::SharedHint;
 use crate::http::extract::{JsonOrEmpty, STREAM_COOKIE, StreamCaller, StreamQuery};

@@ -28,7 +28,7 @@ use inbox_api::{
 use inbox_core::SessionId;
 use serde::Serialize;
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::hints::SharedHint;
 use crate::http::extract::{StreamAuth, StreamCaller, StreamQuery, admit, parse_json};

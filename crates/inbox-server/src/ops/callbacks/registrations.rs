@@ -24,7 +24,7 @@ use inbox_store::{
 use inbox_trust::ssrf::UrlRefusal;
 
 use super::{ChallengeOutcome, SendError, challenge};
-use crate::auth::{Caller, Reach};
+use crate::caller::{Caller, Reach};
 use crate::convert::{self, decode_base64};
 use crate::error::ApiError;
 use crate::node::AppState;

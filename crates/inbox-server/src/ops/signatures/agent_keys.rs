@@ -19,7 +19,7 @@ use inbox_store::{AgentKey, KeyId, NewAgentKey, SecretBytes, StoreError};
 use inbox_trust::Algorithm;
 use inbox_trust::message_signatures::VerifyingKey;
 
-use crate::auth::{Caller, Reach};
+use crate::caller::{Caller, Reach};
 use crate::convert::decode_base64;
 use crate::error::ApiError;
 use crate::node::AppState;

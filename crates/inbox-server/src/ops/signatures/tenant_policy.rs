@@ -9,7 +9,7 @@ use inbox_api::{
 };
 use inbox_store::{TenantPolicy, TenantPolicyChange};
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::node::AppState;
 

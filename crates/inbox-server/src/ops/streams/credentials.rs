@@ -11,7 +11,7 @@ use inbox_api::{
 use inbox_store::{StreamCredential, StreamGrant};
 use sha2::{Digest, Sha256};
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::node::AppState;
 use crate::ops::sessions::{WebsocketOrigin, touch};

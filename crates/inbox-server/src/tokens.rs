@@ -3,7 +3,7 @@
 //! provider verified against a JWKS file, rotating refresh tokens, and the scopes a caller has.
 //!
 //! The tenant and agent of every request come from here, never from the request body; what
-//! that caller may do is decided in `auth/caller.rs`.
+//! that caller may do is decided in `caller.rs`.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
@@ -22,9 +22,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
 
-mod caller;
-
-pub use caller::{Caller, CallerKind, Reach};
+use crate::caller::{Caller, CallerKind};
 
 /// The scopes an agent token gets when none are named.
 pub const AGENT_SCOPES: &str = Scope::AGENT_DEFAULT;

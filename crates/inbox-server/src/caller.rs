@@ -273,7 +273,7 @@ mod tests {
             "ProblemCode::KindNotAllowed",
         ];
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let here = root.join("auth").join("caller.rs");
+        let here = root.join("caller.rs");
         let mut files = vec![root.clone()];
         let mut read = 0;
         while let Some(path) = files.pop() {
@@ -290,7 +290,7 @@ mod tests {
             for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim_start().starts_with("//")) {
                 if let Some(word) = forbidden.iter().find(|w| line.contains(*w)) {
                     panic!(
-                        "{}:{}: `{word}` decides who may call; use a Caller method (auth/caller.rs)",
+                        "{}:{}: `{word}` decides who may call; use a Caller method (caller.rs)",
                         path.display(),
                         n + 1
                     );
