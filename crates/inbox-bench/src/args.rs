@@ -17,6 +17,7 @@ usage: inbox-bench store [--publishes N] [--events N]
        inbox-bench fairness [--backlog N] [--b-after N] [--phase-seconds N]
        inbox-bench soak [--minutes N] [--rate N] [--agents N] [--window-minutes N]
                         [--retention-seconds N] [--archive-retention-seconds N]
+                        [--read-view-at MINUTE] [--read-view-minutes N] [--no-read-view]
 
   store          benchmark inbox_store::SqlStore against raw SQL on MariaDB/MySQL
   --publishes N  publishes per publish row (default 3000)
@@ -98,9 +99,12 @@ usage: inbox-bench store [--publishes N] [--events N]
                  (default 10)
 
   soak           an hour of steady load through the HTTP API (node in a child process, on
-                 MariaDB) while retention turns rows over into the archive and prunes it: p99
-                 of publish, claim and acknowledge per window, the node's RSS (not for CI)
-  --minutes N    length (default 60); --rate N events/s (default 100); --agents N (default 8)
+                 MariaDB) while retention turns rows over into the archive and prunes it, and a
+                 backup's read view is held in the middle: p99 of publish, claim and
+                 acknowledge per window, the node's RSS and open files, nothing lost (not for CI)
+  --minutes N    length (default 60); --rate N events/s (default 150); --agents N (default 8)
+  --read-view-at MINUTE  when the held read view starts (default 20; --no-read-view: none)
+  --read-view-minutes N  how long it is held (default 10)
   --window-minutes N  reporting window (default 5)
   --retention-seconds N, --archive-retention-seconds N  (default 300 and 1200)
 
@@ -339,6 +343,9 @@ fn parse_soak(mut args: impl Iterator<Item = String>) -> Result<Command, String>
             "--archive-retention-seconds" => {
                 soak.archive_retention_seconds = number_after(&flag, &mut args, 86_400)?
             }
+            "--read-view-at" => soak.read_view_at_minute = number_after(&flag, &mut args, 24 * 60)?,
+            "--read-view-minutes" => soak.read_view_minutes = number_after(&flag, &mut args, 24 * 60)?,
+            "--no-read-view" => soak.read_view_at_minute = 0,
             other => return Err(format!("unknown option {other:?}")),
         }
     }
