@@ -6,132 +6,48 @@
 //! `[callbacks] timeout`, ...; [`sections`]). Every setting also keeps the flat name it had
 //! before the sections (`database_url`, `lease_default`, `callbacks_timeout`): a file may use
 //! either form (not both for one setting), and every setting's environment variable uses the
-//! flat name (`AGENT_INBOX_DATABASE_URL`); [`KEYS`] is the one table of both. Only a subset of
-//! the settings has a flag (`agent-inbox serve --help` lists them, `--database-url` among
-//! them), named after the flat name too; the rest are set in the file or the environment.
+//! flat name (`AGENT_INBOX_DATABASE_URL`). Only a subset of the settings has a flag
+//! (`agent-inbox serve --help` lists them, `--database-url` among them), named after the flat
+//! name too; the rest are set in the file or the environment.
+//!
+//! [`SETTINGS`] is the one table of them all (declared in [`sections`]): names, form,
+//! default, bounds, flag and help; the loader, the checks, `serve`'s flags and the README's
+//! table of settings ([`markdown_table`]) read it, so none has a list of its own.
 
 mod check;
 mod forms;
 pub mod sections;
+mod setting;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 pub use sections::{
-    CallbacksConfig, DatabaseConfig, HttpConfig, InboxConfig, LimitsConfig, SecretsConfig, SessionsConfig,
-    SignalsConfig, SignaturesConfig, TlsConfig, TokensConfig,
+    CallbacksConfig, Config, DatabaseConfig, HttpConfig, InboxConfig, LimitsConfig, SETTINGS, SecretsConfig,
+    SessionsConfig, SignalsConfig, SignaturesConfig, TlsConfig, TokensConfig,
 };
+pub use setting::{Bound, Form, Limit, Setting, Value, markdown_table};
 
 /// Prefix of the environment variables that override configuration keys.
 pub const ENV_PREFIX: &str = "AGENT_INBOX_";
-
-/// The whole configuration of a node, one section per subsystem.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Config {
-    pub database: DatabaseConfig,
-    pub http: HttpConfig,
-    pub tls: TlsConfig,
-    pub inbox: InboxConfig,
-    pub sessions: SessionsConfig,
-    pub tokens: TokensConfig,
-    pub secrets: SecretsConfig,
-    pub signatures: SignaturesConfig,
-    pub callbacks: CallbacksConfig,
-    pub signals: SignalsConfig,
-    pub limits: LimitsConfig,
-}
-
-/// Every setting: its flat name (a TOML key of its own, and the environment variable's name;
-/// also the flag's, for the few settings `serve` has a flag for), its section and its name in
-/// the section. A field missing here could not be set at all: a test checks that every field
-/// of every section has its row.
-pub const KEYS: &[(&str, &str, &str)] = &[
-    ("database_url", "database", "url"),
-    ("database_connections_max", "database", "connections_max"),
-    ("database_acquire_timeout", "database", "acquire_timeout"),
-    ("database_statement_timeout", "database", "statement_timeout"),
-    ("database_wait_max", "database", "wait_max"),
-    ("listen", "http", "listen"),
-    ("cors_origins", "http", "cors_origins"),
-    ("trusted_proxies", "http", "trusted_proxies"),
-    ("write_stall_timeout", "http", "write_stall_timeout"),
-    ("tls_cert", "tls", "cert"),
-    ("tls_key", "tls", "key"),
-    ("lease_default", "inbox", "lease_default"),
-    ("lease_max", "inbox", "lease_max"),
-    ("max_attempts", "inbox", "max_attempts"),
-    ("retention", "inbox", "retention"),
-    ("archive_retention", "inbox", "archive_retention"),
-    ("long_poll_wait_max", "inbox", "long_poll_wait_max"),
-    ("payload_bytes_limit", "inbox", "payload_bytes_limit"),
-    ("publish_linger", "inbox", "publish_linger"),
-    ("publish_batch_max", "inbox", "publish_batch_max"),
-    ("publish_batches_in_flight", "inbox", "publish_batches_in_flight"),
-    ("publish_tenant_share", "inbox", "publish_tenant_share"),
-    ("scavenge_interval", "inbox", "scavenge_interval"),
-    ("scavenge_batch", "inbox", "scavenge_batch"),
-    ("history", "inbox", "history"),
-    ("heartbeat_interval", "sessions", "heartbeat_interval"),
-    ("stream_ticket_ttl", "sessions", "stream_ticket_ttl"),
-    ("sse_retry", "sessions", "sse_retry"),
-    ("access_token_ttl", "tokens", "access_token_ttl"),
-    ("refresh_token_ttl", "tokens", "refresh_token_ttl"),
-    ("token_issuer", "tokens", "issuer"),
-    ("jwks_file", "tokens", "jwks_file"),
-    ("jwks_issuer", "tokens", "jwks_issuer"),
-    ("jwks_audience", "tokens", "jwks_audience"),
-    ("token_algorithm", "tokens", "algorithm"),
-    ("signing_keys_reload_interval", "tokens", "signing_keys_reload_interval"),
-    ("secrets_key_file", "secrets", "key_file"),
-    ("signatures_authority", "signatures", "authority"),
-    ("callbacks_allow_http_loopback", "callbacks", "allow_http_loopback"),
-    ("callbacks_allow_hosts", "callbacks", "allow_hosts"),
-    ("callbacks_per_recipient_max", "callbacks", "per_recipient_max"),
-    ("callbacks_per_tenant_max", "callbacks", "per_tenant_max"),
-    ("callbacks_timeout", "callbacks", "timeout"),
-    ("callbacks_attempts_max", "callbacks", "attempts_max"),
-    ("callbacks_retry_base", "callbacks", "retry_base"),
-    ("callbacks_retry_max", "callbacks", "retry_max"),
-    ("callbacks_in_flight_max", "callbacks", "in_flight_max"),
-    ("callbacks_fanout_per_tenant_max", "callbacks", "fanout_per_tenant_max"),
-    ("callbacks_in_flight_per_origin_max", "callbacks", "in_flight_per_origin_max"),
-    ("callbacks_disable_after_failures", "callbacks", "disable_after_failures"),
-    ("callbacks_disable_after", "callbacks", "disable_after"),
-    ("callbacks_poll_interval", "callbacks", "poll_interval"),
-    ("notify_interval", "signals", "notify_interval"),
-    ("signal_gap_grace", "signals", "gap_grace"),
-    ("signal_retention", "signals", "retention"),
-    ("tenant_requests_per_second", "limits", "tenant_requests_per_second"),
-    ("tenant_requests_burst", "limits", "tenant_requests_burst"),
-    ("agent_requests_per_second", "limits", "agent_requests_per_second"),
-    ("agent_requests_burst", "limits", "agent_requests_burst"),
-    ("auth_failures_per_minute", "limits", "auth_failures_per_minute"),
-    ("waiters_per_agent", "limits", "waiters_per_agent"),
-    ("waiters_per_tenant", "limits", "waiters_per_tenant"),
-    ("streams_max", "limits", "streams_max"),
-];
 
 /// A configuration that cannot be used, with what to fix.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct ConfigError(String);
 
-/// The section and name of a setting given by its flat name or as `section.name`.
-fn lookup(key: &str) -> Option<(&'static str, &'static str)> {
-    KEYS.iter()
-        .find(|(flat, section, name)| {
-            *flat == key || key.split_once('.').is_some_and(|(s, n)| s == *section && n == *name)
-        })
-        .map(|(_, section, name)| (*section, *name))
+/// The setting given by its flat name or as `section.name`.
+fn lookup(key: &str) -> Option<&'static Setting> {
+    SETTINGS.iter().find(|setting| {
+        setting.flat == key
+            || key.split_once('.').is_some_and(|(s, n)| s == setting.section && n == setting.key)
+    })
 }
 
 /// Every accepted name, for the message that refuses an unknown one.
 fn known_keys() -> String {
-    let mut known: Vec<String> = KEYS.iter().map(|(flat, _, _)| flat.to_string()).collect();
+    let mut known: Vec<&str> = SETTINGS.iter().map(|setting| setting.flat).collect();
     known.sort();
     known.join(", ")
 }
@@ -141,8 +57,8 @@ fn known_keys() -> String {
 struct Layers(BTreeMap<&'static str, toml::Table>);
 
 impl Layers {
-    fn set(&mut self, (section, name): (&'static str, &'static str), value: toml::Value) {
-        self.0.entry(section).or_default().insert(name.to_owned(), value);
+    fn set(&mut self, setting: &'static Setting, value: toml::Value) {
+        self.0.entry(setting.section).or_default().insert(setting.key.to_owned(), value);
     }
 }
 
@@ -166,16 +82,16 @@ impl Config {
         }
         let env: BTreeMap<String, String> =
             env.into_iter().filter(|(k, _)| k.starts_with(ENV_PREFIX)).collect();
-        for (flat, section, name) in KEYS {
-            if let Some(value) = env.get(&format!("{ENV_PREFIX}{}", flat.to_uppercase())) {
-                layers.set((section, name), coerce(value));
+        for setting in SETTINGS {
+            if let Some(value) = env.get(&setting.env()) {
+                layers.set(setting, setting.read_text(value));
             }
         }
         for (key, value) in flags {
-            let Some(at) = lookup(&key) else {
+            let Some(setting) = lookup(&key) else {
                 return Err(ConfigError(format!("unknown setting {key:?}; known keys: {}", known_keys())));
             };
-            layers.set(at, coerce(&value));
+            layers.set(setting, setting.read_text(&value));
         }
         let mut table = toml::Table::try_from(Config::default()).map_err(|e| ConfigError(e.to_string()))?;
         for (section, values) in layers.0 {
@@ -194,20 +110,20 @@ impl Config {
 /// A file's settings: `[section]` tables and flat keys alike; one setting given twice (flat
 /// and in its section) is refused rather than one silently winning.
 fn file_layer(layers: &mut Layers, from_file: toml::Table) -> Result<(), String> {
-    let mut seen: BTreeMap<(&str, &str), String> = BTreeMap::new();
+    let mut seen: BTreeMap<&str, String> = BTreeMap::new();
     let mut put = |layers: &mut Layers, written: String, value: toml::Value| {
-        let Some(at) = lookup(&written) else {
+        let Some(setting) = lookup(&written) else {
             return Err(format!("unknown key {written:?}; known keys: {}", known_keys()));
         };
-        if let Some(first) = seen.insert(at, written.clone()) {
+        if let Some(first) = seen.insert(setting.flat, written.clone()) {
             return Err(format!("{first} and {written} are the same setting; keep one"));
         }
-        layers.set(at, value);
+        layers.set(setting, value);
         Ok(())
     };
     for (key, value) in from_file {
         match value {
-            toml::Value::Table(values) if KEYS.iter().any(|(_, section, _)| *section == key) => {
+            toml::Value::Table(values) if SETTINGS.iter().any(|setting| setting.section == key) => {
                 for (name, value) in values {
                     put(layers, format!("{key}.{name}"), value)?;
                 }
@@ -216,19 +132,6 @@ fn file_layer(layers: &mut Layers, from_file: toml::Table) -> Result<(), String>
         }
     }
     Ok(())
-}
-
-/// Environment and flag values arrive as text; numbers and booleans become TOML values so the
-/// typed fields accept them.
-fn coerce(value: &str) -> toml::Value {
-    if let Ok(n) = value.parse::<i64>() {
-        return toml::Value::Integer(n);
-    }
-    match value {
-        "true" => toml::Value::Boolean(true),
-        "false" => toml::Value::Boolean(false),
-        _ => toml::Value::String(value.to_owned()),
-    }
 }
 
 /// `AGENT_INBOX_*` variables that belong to the clients, the tests or a handler's
@@ -256,13 +159,13 @@ const CLIENT_VARIABLES: &[&str] = &[
 /// A warning for each `AGENT_INBOX_*` variable that names no setting (a typo is otherwise
 /// silently ignored, unlike in the TOML file), with the closest setting's variable.
 pub fn unknown_environment(env: impl IntoIterator<Item = (String, String)>) -> Vec<String> {
-    let known: Vec<String> = KEYS.iter().map(|(flat, _, _)| flat.to_string()).collect();
+    let known: Vec<&str> = SETTINGS.iter().map(|setting| setting.flat).collect();
     let mut warnings: Vec<String> = env
         .into_iter()
         .filter_map(|(name, _)| {
             let key = name.strip_prefix(ENV_PREFIX)?.to_owned();
             let setting = key.to_lowercase();
-            if known.contains(&setting)
+            if known.contains(&setting.as_str())
                 || CLIENT_VARIABLES.contains(&key.as_str())
                 || key.starts_with("EVENT_")
             {
@@ -527,95 +430,134 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
-    /// Every field of every section, as `Config`'s `Deserialize` names them: a field the
-    /// serializer would skip (an unset `Option`) is listed all the same.
-    fn section_fields() -> Vec<(&'static str, &'static str)> {
-        use serde::de::value::{BorrowedStrDeserializer, Error, MapDeserializer};
-        use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, Visitor};
-
-        /// Deserializes the config (`section` unset) or one section, writing down the field
-        /// names each struct asks for; every struct is `#[serde(default)]`, so an empty map
-        /// stands in for each section's values.
-        struct Fields<'a> {
-            section: Option<&'static str>,
-            found: &'a mut Vec<(&'static str, &'static str)>,
-        }
-        impl<'de> Deserializer<'de> for Fields<'_> {
-            type Error = Error;
-            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Error> {
-                Err(Error::custom("a config section or field that is not a struct"))
-            }
-            fn deserialize_struct<V: Visitor<'de>>(
-                self,
-                _: &'static str,
-                fields: &'static [&'static str],
-                visitor: V,
-            ) -> Result<V::Value, Error> {
-                match self.section {
-                    None => {
-                        visitor.visit_map(Sections { names: fields.iter(), current: None, found: self.found })
-                    }
-                    Some(section) => {
-                        self.found.extend(fields.iter().map(|field| (section, *field)));
-                        visitor
-                            .visit_map(MapDeserializer::<_, Error>::new(std::iter::empty::<(&str, &str)>()))
-                    }
-                }
-            }
-            serde::forward_to_deserialize_any! {
-                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
-                option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
-                ignored_any
-            }
-        }
-        /// The config's sections as map keys, each value deserialized by [`Fields`].
-        struct Sections<'a> {
-            names: std::slice::Iter<'static, &'static str>,
-            current: Option<&'static str>,
-            found: &'a mut Vec<(&'static str, &'static str)>,
-        }
-        impl<'de> MapAccess<'de> for Sections<'_> {
-            type Error = Error;
-            fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
-                let Some(name) = self.names.next() else { return Ok(None) };
-                self.current = Some(name);
-                seed.deserialize(BorrowedStrDeserializer::new(name)).map(Some)
-            }
-            fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
-                seed.deserialize(Fields { section: self.current, found: &mut *self.found })
-            }
-        }
-
-        let mut found = Vec::new();
-        Config::deserialize(Fields { section: None, found: &mut found }).expect("the config's shape is read");
-        found
-    }
-
-    /// [`KEYS`] is written by hand; a field it forgets cannot be set from the file, the
-    /// environment or a flag, and nothing else would say so.
+    /// The table's names can be told apart: one flat name per setting, one `[section] key`,
+    /// and no flat name that is also a section's (a file could not tell them apart).
     #[test]
-    fn keys_name_every_field_of_every_section_once() {
-        let fields = section_fields();
-        let keyed: Vec<(&str, &str)> = KEYS.iter().map(|(_, section, name)| (*section, *name)).collect();
-        let missing: Vec<String> =
-            fields.iter().filter(|field| !keyed.contains(field)).map(|(s, n)| format!("{s}.{n}")).collect();
-        assert!(missing.is_empty(), "settings with no row in KEYS, so they cannot be set: {missing:?}");
-        let unreal: Vec<&(&str, &str, &str)> =
-            KEYS.iter().filter(|(_, section, name)| !fields.contains(&(*section, *name))).collect();
-        assert!(unreal.is_empty(), "KEYS rows that name no field of a section: {unreal:?}");
-        let mut unique = keyed.clone();
-        unique.sort();
-        unique.dedup();
-        assert_eq!(unique.len(), KEYS.len(), "a field with two rows in KEYS");
-        let mut flat: Vec<&str> = KEYS.iter().map(|(flat, _, _)| *flat).collect();
+    fn every_setting_has_names_of_its_own_and_a_help_line() {
+        let mut flat: Vec<&str> = SETTINGS.iter().map(|s| s.flat).collect();
         flat.sort();
         flat.dedup();
-        assert_eq!(flat.len(), KEYS.len(), "a flat name used by two settings");
-        let sections: Vec<&str> = fields.iter().map(|(section, _)| *section).collect();
-        assert!(
-            flat.iter().all(|flat| !sections.contains(flat)),
-            "a flat name that is also a section's: a file could not tell them apart"
+        assert_eq!(flat.len(), SETTINGS.len(), "a flat name used by two settings");
+        let mut keyed: Vec<(&str, &str)> = SETTINGS.iter().map(|s| (s.section, s.key)).collect();
+        keyed.sort();
+        keyed.dedup();
+        assert_eq!(keyed.len(), SETTINGS.len(), "a section key used by two settings");
+        let sections: Vec<&str> = SETTINGS.iter().map(|s| s.section).collect();
+        assert!(flat.iter().all(|flat| !sections.contains(flat)), "a flat name that is also a section's");
+        for setting in SETTINGS {
+            let help = setting.help();
+            assert!(!help.is_empty() && !help.contains("  "), "{}: no one-line help: {help:?}", setting.flat);
+            assert_eq!(
+                setting.form.reads(),
+                setting.typed.reads(),
+                "{}: a form its type cannot read",
+                setting.flat
+            );
+        }
+    }
+
+    /// Every bound compares a setting with a value of its own kind (or another setting of
+    /// it), every setting a bound names exists, and the defaults keep every bound.
+    #[test]
+    fn bounds_fit_their_settings_and_the_defaults_keep_them() {
+        let defaults = Config::default();
+        for setting in SETTINGS {
+            let own = setting.default_value();
+            for bound in setting.bounds {
+                let limit = match bound {
+                    Bound::AtLeast(limit) | Bound::AtMost(limit) | Bound::Above(limit) => limit,
+                    Bound::With(other) => {
+                        assert!(SETTINGS.iter().any(|s| s.flat == *other), "{}: with {other}?", setting.flat);
+                        continue;
+                    }
+                    Bound::Rule(..) => continue,
+                };
+                let kind = |value: &Value| std::mem::discriminant(value);
+                let same_kind = match (&own, limit) {
+                    (Value::Unset, _) => true,
+                    (own, Limit::Setting(other)) => {
+                        let other = SETTINGS.iter().find(|s| s.flat == *other);
+                        other.is_some_and(|other| kind(&other.default_value()) == kind(own))
+                    }
+                    (own, limit) => kind(&limit.value(&defaults)) == kind(own),
+                };
+                assert!(same_kind, "{}: the bound {bound:?} is not of its kind", setting.flat);
+            }
+        }
+        defaults.check().expect("the defaults keep every bound");
+    }
+
+    /// A value out of bounds is refused in a sentence naming the setting, its bounds (another
+    /// setting with its value) and the value given.
+    #[test]
+    fn a_value_out_of_bounds_is_refused_naming_the_setting_its_bounds_and_the_value() {
+        let refused = |flags: &[(&str, &str)]| Config::load(None, [], env(flags)).unwrap_err().to_string();
+        assert_eq!(
+            refused(&[("lease_default", "2h")]),
+            "lease_default must be between 1s and lease_max (1h), not 2h"
         );
+        assert_eq!(
+            refused(&[("long_poll_wait_max", "3m")]),
+            "long_poll_wait_max must be at most 2m, not 3m: proxies cut longer requests"
+        );
+        assert_eq!(
+            refused(&[("signal_retention", "1m"), ("signal_gap_grace", "5m")]),
+            "signal_retention must be at least 1m and longer than signal_gap_grace (5m), not 1m"
+        );
+        assert_eq!(
+            refused(&[("callbacks_in_flight_per_origin_max", "40")]),
+            "callbacks_in_flight_per_origin_max must be between 1 and callbacks_in_flight_max (32), not 40"
+        );
+        assert_eq!(refused(&[("max_attempts", "0")]), "max_attempts must be between 1 and 1000, not 0");
+        assert_eq!(
+            refused(&[("tls_key", "/x/key.pem")]),
+            "tls_cert and tls_key go together: give both PEM files, or neither"
+        );
+        assert_eq!(
+            refused(&[("token_algorithm", "RS256")]),
+            "token_algorithm is \"RS256\"; use HS256 or EdDSA"
+        );
+        assert!(refused(&[("trusted_proxies", "10.0.0.0/33")]).starts_with("trusted_proxies: "));
+    }
+
+    /// Text from the environment is read as the setting's form: digits stay text for a text
+    /// setting, and a number is a number of seconds for a duration.
+    #[test]
+    fn environment_text_is_read_in_the_settings_form() {
+        let config = Config::load(
+            None,
+            env(&[("AGENT_INBOX_JWKS_AUDIENCE", "12345"), ("AGENT_INBOX_LEASE_DEFAULT", "90")]),
+            [],
+        )
+        .unwrap();
+        assert_eq!(config.tokens.jwks_audience.as_deref(), Some("12345"));
+        assert_eq!(config.inbox.lease_default, Duration::from_secs(90));
+    }
+
+    /// The README's table of settings is [`markdown_table`], between its markers; `UPDATE_README=1
+    /// cargo test -p inbox-server readme_settings` writes it.
+    #[test]
+    fn readme_settings_table_is_the_tables() {
+        const BEGIN: &str =
+            "<!-- settings-table: made by UPDATE_README=1 cargo test -p inbox-server readme_settings -->\n";
+        const END: &str = "<!-- settings-table end -->";
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+        let readme = std::fs::read_to_string(&path).unwrap();
+        let (Some(begin), Some(end)) = (readme.find(BEGIN), readme.find(END)) else {
+            panic!("README.md has no settings table between {BEGIN:?} and {END:?}")
+        };
+        let (before, written, after) =
+            (&readme[..begin + BEGIN.len()], &readme[begin + BEGIN.len()..end], &readme[end..]);
+        let table = markdown_table();
+        if std::env::var_os("UPDATE_README").is_some() {
+            std::fs::write(&path, format!("{before}{table}{after}")).unwrap();
+        } else {
+            assert!(
+                written == table,
+                "README.md's settings table differs from the settings; run \
+                 UPDATE_README=1 cargo test -p inbox-server readme_settings"
+            );
+        }
     }
 
     /// Each inbox default the store also enforces is the store's.
