@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use inbox_api::{Problem, ProblemCode};
 
+use crate::schedule;
+
 /// Everything that can go wrong talking to the service or keeping local state. Messages never
 /// contain a token: request errors are reduced to their kind and URL path.
 #[derive(Debug, thiserror::Error)]
@@ -83,16 +85,16 @@ impl ClientError {
         let ClientError::Refused { problem } = self else { return None };
         let value = problem.extensions.get("retry_after")?;
         let seconds = match value {
-            serde_json::Value::String(text) => text.trim().parse::<u64>().ok()?,
+            serde_json::Value::String(text) => schedule::parse_retry_after(text, inbox_api::time::now_ms())?,
             serde_json::Value::Number(n) => n.as_u64()?,
             _ => return None,
         };
-        Some(std::time::Duration::from_secs(seconds.min(300)))
+        Some(std::time::Duration::from_secs(seconds).min(schedule::RETRY_AFTER_HONOURED_MAX))
     }
 
     /// `delay`, or longer if the service asked for a longer pause.
     pub(crate) fn honoured(&self, delay: std::time::Duration) -> std::time::Duration {
-        self.retry_after().map_or(delay, |asked| asked.max(delay))
+        schedule::honour_retry_after(delay, self.retry_after())
     }
 
     /// The lease this request used no longer holds the event (expired, released, taken).

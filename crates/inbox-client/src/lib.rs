@@ -54,6 +54,8 @@ mod secret_store;
 mod signing;
 pub mod sse;
 mod transport;
+#[cfg(test)]
+mod vectors;
 mod wait;
 mod wire;
 mod work;
