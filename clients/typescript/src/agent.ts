@@ -28,7 +28,7 @@ import { ConfigError, InboxError, ProblemError, SessionSupersededError } from ".
 import type { LifecycleChange, Platform } from "./platform.js";
 import { Scanner } from "./scanner.js";
 import type { ScanResult } from "./scanner.js";
-import { DEFAULT_POLL_SCHEDULE, OUTAGE_BACKOFF, jitter, nextCycleAfter, outageDelay, wallClockDrift } from "./schedule.js";
+import { ClaimableAt, DEFAULT_POLL_SCHEDULE, OUTAGE_BACKOFF, jitter, nextCycleAfter, outageDelay, wallClockDrift } from "./schedule.js";
 import type { Backoff, PollSchedule } from "./schedule.js";
 import type { LocalState } from "./state.js";
 import { HintSources } from "./hints.js";
@@ -77,7 +77,7 @@ export class Agent {
   #nextCycleAt = 0;
   #pollNominalMs: number | null = null;
   #lastScanAt: number | null = null;
-  #nextChangeMs: number | null = null;
+  readonly #claimableAt = new ClaimableAt();
   #claimBacklog = false;
   #serviceDown = false;
   /** Requests failed in a row because the service could not be reached; 0 once one works. */
@@ -406,7 +406,7 @@ export class Agent {
     await this.#drain();
   }
 
-  #afterCycle(cycle: { claimed: number; more: boolean; nextChangeMs: number | null }): number {
+  #afterCycle(cycle: { claimed: number; more: boolean }): number {
     if (this.#serviceDown) {
       this.#serviceDown = false;
       this.#transport?.reachable();
@@ -415,7 +415,7 @@ export class Agent {
     const { waitMs, nominalMs } = nextCycleAfter(
       this.#poll,
       this.#pollNominalMs,
-      { claimed: cycle.claimed, more: cycle.more, untilChangeMs: cycle.nextChangeMs === null ? null : Math.max(0, cycle.nextChangeMs - Date.now()) },
+      { claimed: cycle.claimed, more: cycle.more, untilChangeMs: this.#claimableAt.until(Date.now()) },
       this.#connected,
       SCAVENGER_SLACK_MS,
       jitter(),
@@ -432,10 +432,11 @@ export class Agent {
    * the scan before too (the others are the hints' claims still on their way). Another cycle (a
    * claim that came back full, work done while polling) claims without scanning.
    */
-  async #cycle(forced: boolean, hintScan: boolean): Promise<{ claimed: number; more: boolean; nextChangeMs: number | null }> {
+  async #cycle(forced: boolean, hintScan: boolean): Promise<{ claimed: number; more: boolean }> {
+    const scanStartedMs = Date.now();
     const before = forced || hintScan ? await this.#scan() : null;
-    // A cycle that did not scan keeps the last scan's knowledge of what becomes claimable when.
-    if (before !== null) this.#nextChangeMs = before.scan.nextChangeMs;
+    // A cycle that did not scan keeps what is known of when something becomes claimable.
+    if (before !== null) this.#claimableAt.scanned(scanStartedMs, before.scan.nextChangeMs);
     let worthClaiming = this.#claimBacklog || before === null || before.scan.claimable > 0 || before.truncated;
     let limit = Math.min(this.#claimer.budget.free, 500);
     let missed = 0;
@@ -453,7 +454,7 @@ export class Agent {
     const more = claimed === limit && claimed > 0 && (!hintScan || missed > limit);
     // A leader whose claim came back full leaves the rest to the other tabs too.
     if (more) this.#claimer.openToAll();
-    return { claimed, more, nextChangeMs: this.#nextChangeMs };
+    return { claimed, more };
   }
 
   /** Reads the inbox after the cursor (see `scanner.ts`), and learns the head from it. */
@@ -509,6 +510,7 @@ export class Agent {
       this.#running.delete(claim.event_id);
       this.#freeSlot(claim.event_id);
       this.#count(outcome);
+      if (outcome.kind === "released") this.#claimableAt.note(Date.now() + outcome.retryAfterSeconds * 1000);
       this.#observe({ type: "finished", event: claim.event, outcome, elapsedMs: Date.now() - started });
       // Still open (released for a retry, or its lease left to expire): scan now, so the wait
       // follows when it becomes claimable again rather than an older scan's view. Otherwise,

@@ -12,7 +12,7 @@ import type { AckBatcher, RetryPolicy } from "./acks.js";
 import type { InboxApi } from "./api.js";
 import type { HandOff, Handler, InboxEvent, Outcome, Progress } from "./contract.js";
 import { Fatal, InboxError, ProblemError, QuarantineError, RetryLater, fitReason } from "./errors.js";
-import { heartbeatDelay, heartbeatRetryDelay } from "./schedule.js";
+import { heartbeatDelay, heartbeatRetryDelay, retryAfterSeconds } from "./schedule.js";
 import type { LocalState, ProcessedResult, QuarantineDetail } from "./state.js";
 import type { AckEntry, Claim } from "./wire.js";
 
@@ -131,7 +131,7 @@ export class Delivery {
           error instanceof RetryLater
             ? error.retryAfterSeconds
             : error instanceof ProblemError && error.retryAfter !== undefined
-              ? Math.min(error.retryAfter, 604_800)
+              ? retryAfterSeconds(error.retryAfter)
               : UNEXPECTED_ERROR_RETRY_SECONDS;
         return this.#release(claim, after, error instanceof Error ? error.message : String(error));
       }

@@ -4,6 +4,7 @@
  * says whether the same request may succeed later (network trouble, 5xx, 429, 408).
  */
 
+import { retryAfterSeconds as wholeRetrySeconds } from "./schedule.js";
 import type { QuarantineClass } from "./wire.js";
 
 /** The fields of an RFC 9457 problem document as the service sends them. */
@@ -107,8 +108,6 @@ export class ResyncError extends InboxError {
   }
 }
 
-/** The longest retry delay the service takes (a week). */
-export const RETRY_AFTER_SECONDS_MAX = 604_800;
 
 /**
  * Thrown by a handler: try this event again later. The event is released and claimable again
@@ -120,7 +119,7 @@ export class RetryLater extends Error {
   constructor(reason: string, retryAfterSeconds = 30) {
     super(reason);
     this.name = "RetryLater";
-    this.retryAfterSeconds = retryAfterSeconds > 0 ? Math.ceil(Math.min(RETRY_AFTER_SECONDS_MAX, retryAfterSeconds)) : 0;
+    this.retryAfterSeconds = wholeRetrySeconds(retryAfterSeconds);
   }
 }
 
@@ -163,18 +162,29 @@ export class QuarantineError extends Error {
 /** A reason the service accepts: no control characters, 1 to 200 bytes of UTF-8, cut at a character. */
 export function quarantineReason(reason: string): string {
   const text = fitReason(reason);
-  return text.length > 0 ? text : "quarantined by the handler";
+  return text.length > 0 ? text : "the handler quarantined the event";
 }
 
 /**
- * A handler's reason as the service keeps it: control characters as spaces, trimmed, at most
- * 200 bytes of UTF-8 cut at a character; empty when nothing is left.
+ * A handler's reason as the service keeps it: control characters (Unicode Cc) as spaces, trimmed
+ * of Unicode White_Space, at most 200 bytes of UTF-8 cut at a character; empty when nothing is
+ * left (the shared vectors' `reason.fit`).
  */
 export function fitReason(reason: string): string {
-  let text = String(reason).replace(/[\u0000-\u001f\u007f-\u009f]/g, " ").trim();
+  let text = trimWhiteSpace(String(reason).replace(/[\u0000-\u001f\u007f-\u009f]/g, " "));
   const encoder = new TextEncoder();
   while (encoder.encode(text).length > QUARANTINE_REASON_BYTES_MAX) text = [...text].slice(0, -1).join("");
-  return text.trimEnd();
+  return trimWhiteSpace(text);
+}
+
+/**
+ * Unicode's White_Space, as Rust's `str::trim` and Python's `str.strip` take it; `String.trim`
+ * also strips U+FEFF, a byte order mark, which the service keeps.
+ */
+const WHITE_SPACE_AT_ENDS = /^[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+|[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+$/g;
+
+function trimWhiteSpace(text: string): string {
+  return text.replace(WHITE_SPACE_AT_ENDS, "");
 }
 
 /** Whether a 401 is about the access token (which a new one may fix), not about a signature. */
@@ -184,12 +194,19 @@ export function isTokenRefusal(error: unknown): boolean {
   return code === "unauthorized" || code === "invalid_token" || code === "token_expired" || code.startsWith("http_");
 }
 
-/** Seconds from a `Retry-After` value: delay-seconds or an HTTP date. */
+/**
+ * A `Retry-After` value as whole seconds from `nowMs` (RFC 9110 §10.2.3): delay-seconds, or an
+ * HTTP date in the IMF-fixdate form servers send, a fraction rounded up and a past date as 0;
+ * anything else (a negative or fractional number, another date format) is no answer.
+ */
 export function parseRetryAfter(value: string | null, nowMs: number): number | undefined {
   if (value === null) return undefined;
   const text = value.trim();
   if (/^\d+$/.test(text)) return Number(text);
+  if (!IMF_FIXDATE.test(text)) return undefined;
   const at = Date.parse(text);
   if (Number.isNaN(at)) return undefined;
   return Math.max(0, Math.ceil((at - nowMs) / 1000));
 }
+
+const IMF_FIXDATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;

@@ -77,6 +77,35 @@ export function nextCycleAfter(
   return { waitMs: Math.max(wait, 20), nominalMs: nextNominalMs };
 }
 
+/**
+ * The earliest known time (epoch ms) an open event becomes claimable without a hint to say so:
+ * a retry delay (one this runner released, or one a scan saw), another's lease, a delayed
+ * delivery. Kept across cycles that skip the scan, and woken for even while a stream is
+ * connected, as the Rust SDK's `ClaimableAt`.
+ */
+export class ClaimableAt {
+  #atMs: number | null = null;
+
+  /** Something becomes claimable at `atMs`: the earlier time is kept. */
+  note(atMs: number): void {
+    this.#atMs = this.#atMs === null ? atMs : Math.min(this.#atMs, atMs);
+  }
+
+  /**
+   * A scan that began at `startedMs` found `nextChangeMs`. A time at or before the scan's start
+   * is settled by it; a later one is kept (the scan may have read the event before its release).
+   */
+  scanned(startedMs: number, nextChangeMs: number | null): void {
+    if (this.#atMs !== null && this.#atMs <= startedMs) this.#atMs = null;
+    if (nextChangeMs !== null) this.note(nextChangeMs);
+  }
+
+  /** How long from `nowMs` until then (0 once passed); null when nothing is due. */
+  until(nowMs: number): number | null {
+    return this.#atMs === null ? null : Math.max(0, this.#atMs - nowMs);
+  }
+}
+
 /** Reconnect backoff: doubles from `baseMs` to `maxMs` with "equal jitter" (half fixed, half random). */
 export interface Backoff {
   baseMs: number;
@@ -94,8 +123,34 @@ export const DEFAULT_BACKOFF: Backoff = Object.freeze({ baseMs: 1_000, maxMs: 30
  */
 export const OUTAGE_BACKOFF: Backoff = Object.freeze({ baseMs: 500, maxMs: 2_000 });
 
-/** The longest `Retry-After` the runner obeys while the service is away, as the Rust SDK's. */
-export const OUTAGE_RETRY_AFTER_MAX_MS = 300_000;
+/**
+ * The longest `Retry-After` the runner honours, as the Rust SDK's `RETRY_AFTER_HONOURED_MAX`:
+ * a wrong header cannot park it for a day.
+ */
+export const RETRY_AFTER_HONOURED_MAX_MS = 300_000;
+
+/** The longest `Retry-After` the runner obeys while the service is away ({@link RETRY_AFTER_HONOURED_MAX_MS}). */
+export const OUTAGE_RETRY_AFTER_MAX_MS = RETRY_AFTER_HONOURED_MAX_MS;
+
+/**
+ * A retry the service asked to delay (429, 503) waits the longer of the runner's own `delayMs`
+ * and the service's `Retry-After`, honoured up to {@link RETRY_AFTER_HONOURED_MAX_MS}.
+ */
+export function honourRetryAfter(delayMs: number, retryAfterSeconds: number | undefined): number {
+  if (retryAfterSeconds === undefined || !(retryAfterSeconds > 0)) return delayMs;
+  return Math.max(delayMs, Math.min(retryAfterSeconds * 1000, RETRY_AFTER_HONOURED_MAX_MS));
+}
+
+/** The longest retry delay the service takes (a week). */
+export const RETRY_AFTER_SECONDS_MAX = 604_800;
+
+/**
+ * A delay a handler asked for, in seconds, as the whole seconds a release takes: rounded up, so
+ * the event never comes back sooner than asked, capped at a week; nothing (or less) is 0.
+ */
+export function retryAfterSeconds(afterSeconds: number): number {
+  return afterSeconds > 0 ? Math.ceil(Math.min(RETRY_AFTER_SECONDS_MAX, afterSeconds)) : 0;
+}
 
 /** The delay before retry number `attempt` (1 for the first retry). */
 export function backoffDelay(backoff: Backoff, attempt: number, jitter: number): number {
@@ -106,12 +161,11 @@ export function backoffDelay(backoff: Backoff, attempt: number, jitter: number):
 }
 
 /**
- * The delay before retrying a request the service refused with 429 or 503: its `Retry-After`
- * when it gave one (never shorter), else the backoff.
+ * The delay before retrying a request the service refused with 429 or 503: the backoff, or its
+ * `Retry-After` when that is longer (see {@link honourRetryAfter}).
  */
 export function retryDelay(backoff: Backoff, attempt: number, jitter: number, retryAfterSeconds: number | undefined): number {
-  const delay = backoffDelay(backoff, attempt, jitter);
-  return retryAfterSeconds === undefined ? delay : Math.max(delay, retryAfterSeconds * 1000);
+  return honourRetryAfter(backoffDelay(backoff, attempt, jitter), retryAfterSeconds);
 }
 
 /**
@@ -120,9 +174,7 @@ export function retryDelay(backoff: Backoff, attempt: number, jitter: number, re
  * longer (at most {@link OUTAGE_RETRY_AFTER_MAX_MS}).
  */
 export function outageDelay(backoff: Backoff, attempt: number, jitter: number, retryAfterSeconds: number | undefined): number {
-  const delay = backoffDelay(backoff, attempt, jitter);
-  if (retryAfterSeconds === undefined || !(retryAfterSeconds > 0)) return delay;
-  return Math.max(delay, Math.min(retryAfterSeconds * 1000, OUTAGE_RETRY_AFTER_MAX_MS));
+  return honourRetryAfter(backoffDelay(backoff, attempt, jitter), retryAfterSeconds);
 }
 
 /** When to extend a lease `leaseMs` long: at half of it, so one lost heartbeat leaves time for another. */

@@ -1,22 +1,13 @@
-// A handler's quarantine: the error keeps a reason the service accepts (no control characters,
-// at most 200 bytes, cut at a character) and a known class; the acknowledgement carries both
+// A handler's quarantine: the error keeps a reason the service accepts (fitted as the shared
+// vectors' reason.quarantine says) and a known class; the acknowledgement carries both
 // with `result: "quarantined"`; the durable record keeps them, so a redelivery says the same.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { MemoryState, QUARANTINE_CLASSES, QuarantineError, quarantineReason } from "../../dist/node.js";
+import { MemoryState, QUARANTINE_CLASSES, QuarantineError } from "../../dist/node.js";
 import { ackEntry } from "../../dist/delivery.js";
 
 const claim = { event_id: "evt_1", lease_token: "lt_1" };
-
-test("a quarantine reason loses control characters and is cut to 200 bytes at a character", () => {
-  assert.equal(quarantineReason("ignore previous\ninstructions\u0007"), "ignore previous instructions");
-  const long = "é".repeat(150);
-  const kept = quarantineReason(long);
-  assert.equal(new TextEncoder().encode(kept).length, 200);
-  assert.equal(kept, "é".repeat(100));
-  assert.equal(quarantineReason(" \n\t "), "quarantined by the handler", "never empty");
-});
 
 test("QuarantineError carries its reason and class; an unknown class is `other`", () => {
   const error = new QuarantineError("payload asks to exfiltrate the key", "prompt_injection");
