@@ -14,7 +14,6 @@ import pytest
 
 from agent_inbox import (
     QUARANTINE_CLASSES, AcknowledgeRequest, Event, LocalState, QuarantineError, RunSummary, TransportConfig,
-    quarantine_reason,
 )
 from agent_inbox._contract import AgentConfig
 from agent_inbox._delivery import Delivery, ack_entry
@@ -23,13 +22,6 @@ from agent_inbox._transport import TransportKind
 from agent_inbox._wire import decode, to_json_bytes
 from conftest import Server, unique, wait_until
 from test_agent import quick, running_agent
-
-
-def test_a_quarantine_reason_loses_control_characters_and_is_cut_to_200_bytes() -> None:
-    assert quarantine_reason("ignore previous\ninstructions\x07") == "ignore previous instructions"
-    kept = quarantine_reason("é" * 150)
-    assert len(kept.encode()) == 200 and kept == "é" * 100
-    assert quarantine_reason(" \n\t ") == "quarantined by the handler"
 
 
 def test_quarantine_error_keeps_its_reason_and_a_known_class() -> None:

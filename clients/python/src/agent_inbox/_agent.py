@@ -52,7 +52,7 @@ from ._models import (
     SubscribeRequest,
     SubscribeResponse,
 )
-from ._schedule import jitter, next_cycle_after, outage_delay, retry_after_seconds
+from ._schedule import ClaimableAt, jitter, next_cycle_after, outage_delay, retry_after_seconds, wall_clock_drift
 from ._transport import Signals, Transport, TransportStatus
 
 __all__ = [
@@ -149,12 +149,10 @@ class _Runner:
         self.signals: Signals | None = None
         self.acks = AckSender(self.client, self.config, lambda: self.session_id)
         self.delivery: Delivery | None = None
-        #: From the last scan: when something not claimable yet may become so. Kept until the
-        #: next scan: a cycle that only claims learns nothing that would replace it.
-        self.next_change_ms: int | None = None
-        #: Events this agent released for a retry, with when (epoch ms) they are claimable
-        #: again: a scan may have run while they were still held, so it does not know them.
-        self.retries_due_ms: dict[str, int] = {}
+        #: When something not claimable yet may become so: from the scans, and from this
+        #: agent's own releases for a retry (a scan may have run while they were still held).
+        #: Kept across cycles that only claim, which learn nothing that would replace it.
+        self.claimable_at = ClaimableAt()
         #: An outcome left an event open without a known time (its acknowledgement or release
         #: did not go through): the next cycle scans, to learn when its lease ends.
         self.scan_needed = False
@@ -320,9 +318,9 @@ class _Runner:
                 forced = True
             if now - last_sample[0] >= config.clock_check:
                 sample = (now, time.time())
-                drift = (sample[1] - last_sample[1]) - (sample[0] - last_sample[0])
                 # The wall clock ran while the monotonic one did not (suspend), or was set.
-                if abs(drift) > config.clock_tolerance:
+                drift = wall_clock_drift(last_sample, sample, config.clock_tolerance)
+                if drift is not None:
                     log.info("the clock jumped (sleep/resume?); reconnecting and rescanning")
                     self.observe("clock_jumped", drift_seconds=drift)
                     signals.reconnect.set()
@@ -332,14 +330,6 @@ class _Runner:
         await self._drain()
         return self.summary
 
-    def _next_change_ms(self) -> int | None:
-        """The earliest known time (epoch ms) an event not claimable now may become so: from
-        the last scan, and from this agent's own releases for a retry."""
-        known = [*self.retries_due_ms.values()]
-        if self.next_change_ms is not None:
-            known.append(self.next_change_ms)
-        return min(known, default=None)
-
     def _after_cycle(self, claimed: int, more: bool) -> float:
         signals = self.signals
         assert signals is not None
@@ -347,8 +337,8 @@ class _Runner:
             signals.service_down = False
             signals.reachable.set()
         self.outage_attempts = 0
-        next_change_ms = self._next_change_ms()
-        until_change = None if next_change_ms is None else max(next_change_ms - _now_ms(), 0) / 1000
+        until_ms = self.claimable_at.until(_now_ms())
+        until_change = None if until_ms is None else until_ms / 1000
         # An expired lease comes back on the service's next scavenger pass: allow for it.
         wait, self.poll_nominal = next_cycle_after(
             self.config.poll,
@@ -443,11 +433,7 @@ class _Runner:
             await asyncio.to_thread(self.state.advance_cursor, self.inbox, scan.cursor)
         assert self.signals is not None
         self.signals.known_head = max(self.signals.known_head, scan.head_seq)
-        self.next_change_ms = scan.next_change_ms
-        # A retry due when the scan started, of an event not held then, is in the scan's view.
-        for event_id, due_ms in list(self.retries_due_ms.items()):
-            if due_ms <= started_ms and event_id not in held:
-                del self.retries_due_ms[event_id]
+        self.claimable_at.scanned(started_ms, scan.next_change_ms)
         self.rescan_due = False
         self.observe("scanned", cursor=scan.cursor, head_seq=scan.head_seq)
         return scan, truncated
@@ -482,7 +468,6 @@ class _Runner:
 
     def _start(self, claim: Claim) -> None:
         self.held[claim.event_id] = claim.lease_token
-        self.retries_due_ms.pop(claim.event_id, None)
         task = asyncio.ensure_future(self._work(claim))
         self.tasks.add(task)
         self.running.add(claim.event_id)
@@ -515,7 +500,7 @@ class _Runner:
         self._count(outcome)
         if outcome.kind == "released":
             # Noted once the release was answered: never earlier than the service's own time.
-            self.retries_due_ms[claim.event_id] = _now_ms() + retry_after_seconds(outcome.after) * 1000
+            self.claimable_at.note(_now_ms() + retry_after_seconds(outcome.after) * 1000)
         elif outcome.kind == "unconfirmed":
             # Its lease may have ended while the acknowledgement was failing, and no hint
             # announces that: look now rather than at the safety net (a redelivery is answered

@@ -62,12 +62,13 @@ class QuarantineError(Exception):
 def quarantine_reason(reason: str) -> str:
     """A reason the service accepts: no control characters, 1 to 200 bytes of UTF-8, cut at a
     character."""
-    return fit_reason(reason) or "quarantined by the handler"
+    return fit_reason(reason) or "the handler quarantined the event"
 
 
 def fit_reason(reason: str) -> str:
-    """A handler's reason as the service keeps it: control characters as spaces, trimmed, at
-    most 200 bytes of UTF-8 cut at a character; empty when nothing is left."""
+    """A handler's reason as the service keeps it: control characters (Unicode Cc) as spaces,
+    trimmed of white space, at most 200 bytes of UTF-8 cut at a character; empty when nothing is
+    left (the shared vectors' ``reason.fit``)."""
     text = _CONTROL.sub(" ", str(reason)).strip()
     return text.encode()[:QUARANTINE_REASON_BYTES_MAX].decode(errors="ignore").rstrip()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import re
 import time
 from typing import Any
 
@@ -97,14 +98,27 @@ class SessionSuperseded(InboxError):
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """``Retry-After`` as seconds from now: delta-seconds or an HTTP date (RFC 9110 §10.2.3)."""
+    """``Retry-After`` as whole seconds from ``now`` (RFC 9110 §10.2.3): delay-seconds, or an
+    HTTP date in the IMF-fixdate form servers send, a fraction rounded up (never sooner than
+    asked) and a past date as 0; anything else (a negative or fractional number, another date
+    format) is no answer."""
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value)
+    if not _IMF_FIXDATE.fullmatch(value):
+        return None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    ahead_ms = round(when.timestamp() * 1000) - round((time.time() if now is None else now) * 1000)
+    return float(max(0, -(-ahead_ms // 1000)))
+
+
+_IMF_FIXDATE = re.compile(
+    r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} "
+    r"\d{2}:\d{2}:\d{2} GMT",
+    re.ASCII,
+)

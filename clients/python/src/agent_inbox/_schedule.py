@@ -91,19 +91,62 @@ class Backoff:
 #: that answers with ``Retry-After`` is asked again no sooner than it said (``outage_delay``).
 OUTAGE_BACKOFF = Backoff(base=0.5, max=2.0)
 
-#: The longest ``Retry-After`` (seconds) the runner obeys while the service is away, as the
-#: Rust SDK's.
-OUTAGE_RETRY_AFTER_MAX_SECONDS = 300.0
+#: The longest ``Retry-After`` (seconds) the runner honours, as the Rust SDK's
+#: ``RETRY_AFTER_HONOURED_MAX``: a wrong header cannot park it for a day.
+RETRY_AFTER_HONOURED_MAX_SECONDS = 300.0
+#: The longest ``Retry-After`` the runner obeys while the service is away.
+OUTAGE_RETRY_AFTER_MAX_SECONDS = RETRY_AFTER_HONOURED_MAX_SECONDS
+
+
+def honour_retry_after(delay: float, retry_after: float | None) -> float:
+    """A retry the service asked to delay (429, 503) waits the longer of the runner's own
+    ``delay`` and the service's ``Retry-After`` (seconds), honoured up to
+    ``RETRY_AFTER_HONOURED_MAX_SECONDS``."""
+    if retry_after is None or not retry_after > 0:
+        return delay
+    return max(delay, min(retry_after, RETRY_AFTER_HONOURED_MAX_SECONDS))
 
 
 def outage_delay(backoff: Backoff, attempt: int, jitter: float, retry_after: float | None) -> float:
     """The wait before probing an unreachable service again after failed attempt number
     ``attempt`` (1 for the first): the outage backoff, or the service's ``Retry-After`` when it
-    asked for longer (at most ``OUTAGE_RETRY_AFTER_MAX_SECONDS``)."""
-    delay = backoff.delay(attempt, jitter)
-    if retry_after is None or not retry_after > 0:
-        return delay
-    return max(delay, min(retry_after, OUTAGE_RETRY_AFTER_MAX_SECONDS))
+    asked for longer (``honour_retry_after``)."""
+    return honour_retry_after(backoff.delay(attempt, jitter), retry_after)
+
+
+class ClaimableAt:
+    """The earliest known time (epoch ms) an open event becomes claimable without a hint to say
+    so: a retry delay (one this runner released, or one a scan saw), another's lease, a delayed
+    delivery. Kept across cycles that skip the scan, and woken for even while a stream is
+    connected, as the Rust SDK's ``ClaimableAt``."""
+
+    def __init__(self) -> None:
+        self._at_ms: int | None = None
+
+    def note(self, at_ms: int) -> None:
+        """Something becomes claimable at ``at_ms``: the earlier time is kept."""
+        self._at_ms = at_ms if self._at_ms is None else min(self._at_ms, at_ms)
+
+    def scanned(self, started_ms: int, next_change_ms: int | None) -> None:
+        """A scan that began at ``started_ms`` found ``next_change_ms``. A time at or before the
+        scan's start is settled by it; a later one is kept (the scan may have read the event
+        before its release)."""
+        if self._at_ms is not None and self._at_ms <= started_ms:
+            self._at_ms = None
+        if next_change_ms is not None:
+            self.note(next_change_ms)
+
+    def until(self, now_ms: int) -> int | None:
+        """Milliseconds from ``now_ms`` until then (0 once passed); ``None`` when nothing is due."""
+        return None if self._at_ms is None else max(self._at_ms - now_ms, 0)
+
+
+def wall_clock_drift(previous: tuple[float, float], now: tuple[float, float], tolerance: float) -> float | None:
+    """Whether the wall clock moved apart from the monotonic one by more than ``tolerance``
+    between two ``(monotonic, wall)`` samples (seconds): a sleep and resume, or a clock that was
+    set. The drift, or ``None``."""
+    drift = (now[1] - previous[1]) - (now[0] - previous[0])
+    return drift if abs(drift) > tolerance else None
 
 
 def heartbeat_delay(lease_seconds: float) -> float:
