@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the TypeScript client (clients/typescript) and runs all of its tests against the real
-# server: unit tests, end-to-end runs of the Agent in Node, and headless Chromium tests (Debian's
-# chromium, installed when missing). The server binary comes from AGENT_INBOX_BIN (default
+# server: a check that src/openapi.ts is what openapi.json generates, unit tests (the shared
+# decision vectors among them), end-to-end runs of the Agent in Node, and headless Chromium
+# tests (Debian's chromium, installed when missing). The server binary comes from AGENT_INBOX_BIN (default
 # target/debug/agent-inbox, built when missing). Exits non-zero when anything fails.
 set -euo pipefail
 
@@ -15,6 +16,8 @@ install_missing_packages chromium:/usr/bin/chromium openssl:openssl sqlite3:sqli
 
 cd "$repo/clients/typescript"
 npm ci --no-audit --no-fund --loglevel=error
+# The wire types are generated from openapi.json: the committed file must be what it gives.
+"$repo/scripts/generate-wire-types.sh" --check typescript
 npx tsc -p tsconfig.json
 # Files one after another (the browser tests count the server's streams); bounded in time.
 timeout --kill-after=10s 420s node --test --test-concurrency=1 \

@@ -14,7 +14,7 @@ import type { HandOff, Handler, InboxEvent, Outcome, Progress } from "./contract
 import { Fatal, InboxError, ProblemError, QuarantineError, RetryLater, fitReason } from "./errors.js";
 import { heartbeatDelay, heartbeatRetryDelay, retryAfterSeconds } from "./schedule.js";
 import type { LocalState, ProcessedResult, QuarantineDetail } from "./state.js";
-import type { AckEntry, Claim } from "./wire.js";
+import type { AckEntry, Claim, JsonObject } from "./wire.js";
 
 /** Delay before an event whose handler threw an unexpected error is tried again. */
 const UNEXPECTED_ERROR_RETRY_SECONDS = 30;
@@ -107,7 +107,8 @@ export class Delivery {
       eventId: claim.event_id,
       eventType: claim.event.event_type,
       inboxSeq: claim.event.inbox_seq,
-      payload: claim.event.payload ?? null,
+      // The schema says "an object"; what JSON.parse made of it holds JSON values only.
+      payload: (claim.event.payload ?? null) as JsonObject | null,
       leaseUntilUtc: claim.visibility_lease_until_utc,
       envelope: claim.event,
     };

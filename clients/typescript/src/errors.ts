@@ -5,19 +5,13 @@
  */
 
 import { retryAfterSeconds as wholeRetrySeconds } from "./schedule.js";
-import type { QuarantineClass } from "./wire.js";
+import type { Problem, QuarantineClass } from "./wire.js";
 
-/** The fields of an RFC 9457 problem document as the service sends them. */
-export interface ProblemDocument {
-  type: string;
-  title: string;
-  status: number;
-  code: string;
-  detail: string;
-  instance?: string | null;
-  /** Extra members ride along, such as `oldest_available_seq`. */
-  [extension: string]: unknown;
-}
+/**
+ * An RFC 9457 problem document as the service sends it (openapi.json's `Problem`); extra
+ * members ride along, such as `oldest_available_seq`.
+ */
+export type ProblemDocument = Problem;
 
 /** The base class: catch this to catch everything the client throws. */
 export class InboxError extends Error {
