@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The Python SDK's checks: mypy --strict on the package, then pytest against the real
-# `agent-inbox serve` on SQLite and MariaDB. Creates (or reuses) the virtualenv
-# target/venvs/python and installs the package with its test extras from PyPI.
+# The Python SDK's checks: the generated wire types against openapi.json, mypy --strict on the
+# package, then pytest against the real `agent-inbox serve` on SQLite and MariaDB (the shared
+# decision vectors among the tests). Creates (or reuses) the virtualenv target/venvs/python and
+# installs the package with its test extras from PyPI, and the pinned generator into
+# target/venvs/codegen.
 #
 # AGENT_INBOX_BIN: the server binary (default target/debug/agent-inbox, built if missing).
 # AGENT_INBOX_TEST_MYSQL_URL: MariaDB for the tests (default mysql://root@127.0.0.1:3306/test).
@@ -23,6 +25,10 @@ fi
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "$repo/clients/python[test]"
 # The same version number as last time is still a new build: install this tree's code.
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$repo/clients/python"
+
+# The wire types are generated from openapi.json: the committed file must be what it gives.
+echo "test-python: the wire types are what openapi.json generates" >&2
+"$repo/scripts/generate-wire-types.sh" --check python
 
 cd "$repo/clients/python"
 echo "test-python: mypy --strict" >&2

@@ -142,7 +142,7 @@ def test_a_cursor_reset_calls_resync_then_continues(server: Server, tmp_path: Pa
     ids = server.publish(agent, 4)
     with Client(server.base, token) as client:
         claimed = client.claim(ClaimRequest(limit=2))
-        client.acknowledge(AcknowledgeRequest([AckEntry(c.event_id, c.lease_token) for c in claimed.claims]))
+        client.acknowledge(AcknowledgeRequest(acks=[AckEntry(event_id=c.event_id, lease_token=c.lease_token) for c in claimed.claims]))
     # Age the two finished events past retention (30 days), as the Rust tests move the store's
     # clock; the service's scavenger then archives them and moves the oldest available seq.
     month_ms = 31 * 86_400_000

@@ -56,21 +56,21 @@ def test_subscribe_poll_claim_heartbeat_acknowledge_sync(server: Server) -> None
         assert first.ack_state == "claimed" and first.lease_token
 
         extended = client.heartbeat(
-            HeartbeatRequest([HeartbeatEntry(first.event_id, first.lease_token, 60)])
+            HeartbeatRequest(leases=[HeartbeatEntry(event_id=first.event_id, lease_token=first.lease_token, extend_by_seconds=60)])
         )
         assert extended.leases[0].error is None
         assert extended.leases[0].visibility_lease_until_utc
-        lost = client.heartbeat(HeartbeatRequest([HeartbeatEntry(first.event_id, second.lease_token, 60)]))
+        lost = client.heartbeat(HeartbeatRequest(leases=[HeartbeatEntry(event_id=first.event_id, lease_token=second.lease_token, extend_by_seconds=60)]))
         assert lost.leases[0].error is not None
 
-        ack = AcknowledgeRequest([AckEntry(first.event_id, first.lease_token, "completed")])
+        ack = AcknowledgeRequest(acks=[AckEntry(event_id=first.event_id, lease_token=first.lease_token, result="completed")])
         assert client.acknowledge(ack).results[0].ack_state == "acked"
         assert client.acknowledge(ack).results[0].error is None, "repeating an ack is harmless"
-        wrong = client.acknowledge(AcknowledgeRequest([AckEntry(second.event_id, first.lease_token)]))
+        wrong = client.acknowledge(AcknowledgeRequest(acks=[AckEntry(event_id=second.event_id, lease_token=first.lease_token)]))
         assert wrong.results[0].error is not None and wrong.results[0].error.code
 
         # Dead-letter one: acknowledge as failed.
-        client.acknowledge(AcknowledgeRequest([AckEntry(second.event_id, second.lease_token, "failed")]))
+        client.acknowledge(AcknowledgeRequest(acks=[AckEntry(event_id=second.event_id, lease_token=second.lease_token, result="failed")]))
         events = server.events(token)
         assert events[ids[0]].ack_state == "acked"
         assert events[second.event_id].ack_state == "dead_letter"
@@ -84,16 +84,16 @@ def test_claim_by_ids_release_with_retry_after_and_problems_sync(server: Server)
     with Client(server.base, token) as client:
         claimed = client.claim(ClaimRequest(event_ids=[ids[1], "0190aaaa-0000-7000-8000-000000000000"]))
         assert [c.event_id for c in claimed.claims] == [ids[1]]
-        assert len(claimed.rejected) == 1 and claimed.rejected[0].error.code
+        assert claimed.rejected is not None and len(claimed.rejected) == 1 and claimed.rejected[0].error.code
         claim = claimed.claims[0]
-        released = client.release(ReleaseRequest(claim.event_id, claim.lease_token, 60, "busy"))
+        released = client.release(ReleaseRequest(event_id=claim.event_id, lease_token=claim.lease_token, retry_after_seconds=60, reason="busy"))
         assert released.ack_state in ("available", "retry_scheduled") and released.next_retry_at_utc
         # Released for a minute: not claimable now; the other one is.
         again = client.claim(ClaimRequest(limit=10))
         assert [c.event_id for c in again.claims] == [ids[0]]
-        assert client.release(ReleaseRequest(claim.event_id, claim.lease_token, 60)).event_id, "repeats are harmless"
+        assert client.release(ReleaseRequest(event_id=claim.event_id, lease_token=claim.lease_token, retry_after_seconds=60)).event_id, "repeats are harmless"
         with pytest.raises(ProblemError) as refused:
-            client.release(ReleaseRequest(ids[0], claim.lease_token, 0))
+            client.release(ReleaseRequest(event_id=ids[0], lease_token=claim.lease_token, retry_after_seconds=0))
         assert refused.value.status == 409 and refused.value.lease_lost, refused.value.code
         with pytest.raises(ProblemError) as bad:
             client.claim(ClaimRequest(limit=0))
@@ -181,15 +181,15 @@ def test_the_async_client_does_the_same_work(server: Server) -> None:
             assert [e.event_id for e in page.events] == ids
             claimed = await client.claim(ClaimRequest(session_id=session.session_id, limit=3))
             beats = await client.heartbeat(
-                HeartbeatRequest([HeartbeatEntry(c.event_id, c.lease_token, 30) for c in claimed.claims])
+                HeartbeatRequest(leases=[HeartbeatEntry(event_id=c.event_id, lease_token=c.lease_token, extend_by_seconds=30) for c in claimed.claims])
             )
             assert all(b.error is None for b in beats.leases)
             released = await client.release(
-                ReleaseRequest(claimed.claims[2].event_id, claimed.claims[2].lease_token, 0)
+                ReleaseRequest(event_id=claimed.claims[2].event_id, lease_token=claimed.claims[2].lease_token, retry_after_seconds=0)
             )
             assert released.ack_state in ("available", "retry_scheduled")
             acks = await client.acknowledge(
-                AcknowledgeRequest([AckEntry(c.event_id, c.lease_token) for c in claimed.claims[:2]])
+                AcknowledgeRequest(acks=[AckEntry(event_id=c.event_id, lease_token=c.lease_token) for c in claimed.claims[:2]])
             )
             assert [r.ack_state for r in acks.results] == ["acked", "acked"]
             snapshot = await client.resync_page(0, 1)

@@ -55,5 +55,5 @@ def test_a_refused_hand_off_is_not_recorded_so_the_event_runs_again(tmp_path: Pa
     outcome = asyncio.run(delivery.finish(_claim()))
     assert outcome.kind == "unconfirmed"
     assert state.processed("t/a", "evt_1") is None, "nothing was handed on, so nothing is recorded"
-    body = json.loads(to_json_bytes(AcknowledgeRequest(acks.sent)))  # type: ignore[arg-type]
+    body = json.loads(to_json_bytes(AcknowledgeRequest(acks=acks.sent)))  # type: ignore[arg-type]
     assert body["acks"][0]["follow_ups"] == [{"recipients": ["next"], "event_type": "t", "payload": {"n": 1}}]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from agent_inbox import EventEnvelope, ResyncResponse
+from agent_inbox import Correlation, EventEnvelope, ResyncResponse
 from agent_inbox._core import problem, RetryPolicy
 from agent_inbox._errors import ProblemError
 from agent_inbox._resync import add_page, next_page_after, start
@@ -35,19 +35,19 @@ def test_sse_refuses_endless_lines() -> None:
         SseParser().feed(b"a" * (64 * 1024 + 1))
 
 
-def _event(seq: int, state: str, **extra: str) -> EventEnvelope:
+def _event(seq: int) -> EventEnvelope:
     return EventEnvelope(
         event_id=f"e{seq}", tenant_id="t", recipient_kind="agent", recipient_id="a", inbox_seq=seq,
         event_type="task", priority="normal", availability_at_utc="2020-01-01T00:00:00Z",
-        ack_state=state, delivery_attempts=0, dead_letter_state="none",
-        created_at_utc="2020-01-01T00:00:00Z", **extra,  # type: ignore[arg-type]
+        ack_state="available", delivery_attempts=0, dead_letter_state="none", correlation=Correlation(),
+        created_at_utc="2020-01-01T00:00:00Z",
     )
 
 
 def test_resync_pages_are_joined_up_to_the_resume_point() -> None:
-    snapshot = start(ResyncResponse(9, 1, 9, [_event(2, "available"), _event(4, "available")], True))
+    snapshot = start(ResyncResponse(head_seq=9, oldest_available_seq=1, resume_after_seq=9, open_events=[_event(2), _event(4)], more_available=True))
     assert next_page_after(snapshot) == 4
-    add_page(snapshot, [_event(5, "available"), _event(10, "available")], True)
+    add_page(snapshot, [_event(5), _event(10)], True)
     assert [e.inbox_seq for e in snapshot.open_events] == [2, 4, 5]
     assert next_page_after(snapshot) is None
 

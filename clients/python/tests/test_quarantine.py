@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import typing
 from pathlib import Path
 
 import httpx
 import pytest
 
 from agent_inbox import (
-    QUARANTINE_CLASSES, AcknowledgeRequest, Event, LocalState, QuarantineError, RunSummary, TransportConfig,
+    QUARANTINE_CLASSES, AckEntry, AcknowledgeRequest, Event, LocalState, QuarantineError, RunSummary, TransportConfig,
 )
 from agent_inbox._contract import AgentConfig
 from agent_inbox._delivery import Delivery, ack_entry
@@ -30,6 +31,9 @@ def test_quarantine_error_keeps_its_reason_and_a_known_class() -> None:
     assert QuarantineError("x").quarantine_class == "other"
     assert QuarantineError("x", "nonsense").quarantine_class == "other"
     assert QUARANTINE_CLASSES == ("prompt_injection", "malformed_payload", "bad_signature", "policy", "other")
+    # The SDK's name for them is the generated AckEntry.class_'s values.
+    (generated, _none) = typing.get_args(typing.get_type_hints(AckEntry)["class_"])
+    assert typing.get_args(generated) == QUARANTINE_CLASSES
 
 
 def _claim() -> Claim:
@@ -44,7 +48,7 @@ def _claim() -> Claim:
 
 def test_the_acknowledgement_of_a_quarantine_names_result_reason_and_class_on_the_wire() -> None:
     claim = _claim()
-    body = json.loads(to_json_bytes(AcknowledgeRequest([
+    body = json.loads(to_json_bytes(AcknowledgeRequest(acks=[
         ack_entry(claim, "quarantined", ("looks like an injection", "prompt_injection")),
         ack_entry(claim, "completed", None),
     ])))

@@ -55,17 +55,17 @@ def test_ed25519_signed_calls_are_verified_and_unsigned_ones_refused(server: Ser
             unsigned.claim(ClaimRequest(limit=1))
         assert refused.value.status == 401 and refused.value.code == "signature_required"
         registered = unsigned.register_signing_key(
-            AgentKeyRequest("ed25519", public_key=key.public_key, key_id=key.key_id)
+            AgentKeyRequest(algorithm="ed25519", public_key=key.public_key, key_id=key.key_id)
         )
         assert registered.key_id == key.key_id and registered.public_key == key.public_key
     with Client(server.base, token, signing_key=key) as client:
         claimed = client.claim(ClaimRequest(limit=2))
         assert [c.event_id for c in claimed.claims] == ids
         first, second = claimed.claims
-        beat = client.heartbeat(HeartbeatRequest([HeartbeatEntry(first.event_id, first.lease_token, 30)]))
+        beat = client.heartbeat(HeartbeatRequest(leases=[HeartbeatEntry(event_id=first.event_id, lease_token=first.lease_token, extend_by_seconds=30)]))
         assert beat.leases[0].error is None
-        assert client.release(ReleaseRequest(second.event_id, second.lease_token, 0)).ack_state
-        acked = client.acknowledge(AcknowledgeRequest([AckEntry(first.event_id, first.lease_token)]))
+        assert client.release(ReleaseRequest(event_id=second.event_id, lease_token=second.lease_token, retry_after_seconds=0)).ack_state
+        acked = client.acknowledge(AcknowledgeRequest(acks=[AckEntry(event_id=first.event_id, lease_token=first.lease_token)]))
         assert acked.results[0].ack_state == "acked"
         assert [k.key_id for k in client.signing_keys().keys] == [key.key_id]
 
@@ -91,7 +91,7 @@ def test_hmac_sha256_secrets_sign_an_agents_whole_run(server: Server, tmp_path: 
     agent = unique("hmac")
     token = server.token(agent, tenant=tenant)
     with Client(server.base, token) as unsigned:
-        issued = unsigned.register_signing_key(AgentKeyRequest("hmac-sha256"))
+        issued = unsigned.register_signing_key(AgentKeyRequest(algorithm="hmac-sha256"))
     assert issued.algorithm == "hmac-sha256" and issued.secret
     key = SigningKey.hmac_sha256(issued.key_id, b64url_decode(issued.secret))
     ids = server.publish(agent, 5, tenant=tenant)

@@ -43,7 +43,7 @@ class AckSender:
     async def _flush(self) -> None:
         while self.queue:
             batch, self.queue = self.queue[:_ACK_BATCH_MAX], self.queue[_ACK_BATCH_MAX:]
-            request = AcknowledgeRequest([entry for entry, _ in batch], session_id=self.session_id())
+            request = AcknowledgeRequest(acks=[entry for entry, _ in batch], session_id=self.session_id())
             try:
                 answer = await self.retrying(lambda: self.client.acknowledge(request))
             except InboxError as err:

@@ -527,7 +527,7 @@ class _Runner:
         for event_id, lease_token in unfinished.items():
             try:
                 await self.client.release(
-                    ReleaseRequest(event_id, lease_token, 0, "agent_shutdown")
+                    ReleaseRequest(event_id=event_id, lease_token=lease_token, retry_after_seconds=0, reason="agent_shutdown")
                 )
                 log.info("released %s on shutdown", event_id)
             except InboxError as err:

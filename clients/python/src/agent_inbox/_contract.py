@@ -11,11 +11,12 @@ import inspect
 import re
 import threading
 import time
+import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from ._models import EventEnvelope, PublishRequest, ResyncResponse
+from ._models import EventEnvelope, PublishRequest, QuarantineClass, ResyncResponse
 from ._schedule import OUTAGE_BACKOFF, Backoff, PollSchedule
 from ._transport import TransportConfig
 
@@ -41,7 +42,7 @@ class Fatal(Exception):
 
 
 #: Why an event was set aside: the label operators see (seed 001's anomalies).
-QUARANTINE_CLASSES = ("prompt_injection", "malformed_payload", "bad_signature", "policy", "other")
+QUARANTINE_CLASSES: tuple[QuarantineClass, ...] = typing.get_args(QuarantineClass)
 #: The service keeps at most this many bytes of a reason (a quarantine's, a dead letter's).
 QUARANTINE_REASON_BYTES_MAX = 200
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
@@ -55,8 +56,16 @@ class QuarantineError(Exception):
 
     def __init__(self, reason: str, quarantine_class: str = "other") -> None:
         self.reason = quarantine_reason(reason)
-        self.quarantine_class = quarantine_class if quarantine_class in QUARANTINE_CLASSES else "other"
+        self.quarantine_class: QuarantineClass = known_quarantine_class(quarantine_class)
         super().__init__(self.reason)
+
+
+def known_quarantine_class(name: str) -> QuarantineClass:
+    """``name`` when it is one of ``QUARANTINE_CLASSES``, else ``other``."""
+    for known in QUARANTINE_CLASSES:
+        if name == known:
+            return known
+    return "other"
 
 
 def quarantine_reason(reason: str) -> str:

@@ -210,7 +210,7 @@ def stream_ticket(request: m.StreamTicketRequest) -> Call[m.StreamTicketResponse
 
 
 def refresh(refresh_token: str) -> Call[m.TokenResponse]:
-    call = _post("/v1/auth/refresh", m.RefreshRequest(refresh_token), m.TokenResponse)
+    call = _post("/v1/auth/refresh", m.RefreshRequest(refresh_token=refresh_token), m.TokenResponse)
     call.authenticated = False
     return call
 

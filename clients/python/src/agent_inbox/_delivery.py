@@ -15,7 +15,7 @@ from ._acks import AckSender
 from ._async_client import AsyncClient
 from ._contract import (
     AgentConfig, Event, Fatal, Handler, HandOff, Outcome, QuarantineError, Retry, _invoke, _is_async,
-    fit_reason,
+    fit_reason, known_quarantine_class,
 )
 from ._errors import InboxError
 from ._local_state import LocalState
@@ -34,11 +34,14 @@ def ack_entry(
     """The acknowledgement of a recorded result: a quarantine carries its reason and class, a
     failure its reason (kept with the dead letter; none when the handler gave none)."""
     if result == "failed":
-        return AckEntry(claim.event_id, claim.lease_token, result, reason=fit_reason(reason) or None)
+        return AckEntry(event_id=claim.event_id, lease_token=claim.lease_token, result="failed", reason=fit_reason(reason) or None)
     if result != "quarantined":
-        return AckEntry(claim.event_id, claim.lease_token, result)
+        return AckEntry(event_id=claim.event_id, lease_token=claim.lease_token, result="completed")
     reason, quarantine_class = quarantine or _QUARANTINED_BEFORE
-    return AckEntry(claim.event_id, claim.lease_token, result, reason=reason, class_=quarantine_class)
+    return AckEntry(
+        event_id=claim.event_id, lease_token=claim.lease_token, result="quarantined", reason=reason,
+        class_=known_quarantine_class(quarantine_class),
+    )
 
 
 class Delivery:
@@ -131,7 +134,9 @@ class Delivery:
         """Acknowledges with the follow-ups, and records the event only once that committed:
         until then nothing was handed on, and a redelivery must run again to make them."""
         self.slot_free(claim.event_id)
-        entry = AckEntry(claim.event_id, claim.lease_token, "completed", follow_ups=list(done.follow_ups))
+        entry = AckEntry(
+            event_id=claim.event_id, lease_token=claim.lease_token, result="completed", follow_ups=list(done.follow_ups)
+        )
         try:
             await self.acks.acknowledge(entry)
         except InboxError as err:
@@ -170,7 +175,9 @@ class Delivery:
                     return task.result()
                 request = HeartbeatRequest(
                     leases=[
-                        HeartbeatEntry(claim.event_id, claim.lease_token, max(int(self.lease), 1))
+                        HeartbeatEntry(
+                            event_id=claim.event_id, lease_token=claim.lease_token, extend_by_seconds=max(int(self.lease), 1)
+                        )
                     ],
                     session_id=self.session_id(),
                 )

@@ -3,13 +3,17 @@
 One generic codec driven by the dataclasses' type hints, so each wire type is declared once.
 Unknown fields in answers are ignored (the service may add some); fields left ``None`` in a
 request are left out (the service treats absent and null alike, and denies unknown ones). A
-field whose wire name is a Python keyword says it in its metadata (``{"name": "class"}``).
+field whose wire name is a Python keyword has a trailing underscore (``class_``), as the
+generator of ``_openapi.py`` names it, or says its name in its metadata (``{"name": ...}``); a
+field with ``{"wire": False}`` is the client's own. A ``Literal`` field takes any string: the
+service may add a value.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import keyword
 import types
 import typing
 from collections.abc import Callable
@@ -31,13 +35,21 @@ def to_plain(value: Any) -> Any:
             item = getattr(value, field.name)
             if item is None or field.metadata.get("wire") is False:
                 continue
-            out[field.metadata.get("name", field.name)] = to_plain(item)
+            out[wire_name(field)] = to_plain(item)
         return out
     if isinstance(value, (list, tuple)):
         return [to_plain(v) for v in value]
     if isinstance(value, dict):
         return {k: to_plain(v) for k, v in value.items()}
     return value
+
+
+def wire_name(field: dataclasses.Field[Any]) -> str:
+    """A field's name in JSON."""
+    name: str = field.metadata.get("name", field.name)
+    if name.endswith("_") and keyword.iskeyword(name[:-1]):
+        return name[:-1]
+    return name
 
 
 def decode(cls: type[T], data: Any) -> T:
@@ -74,6 +86,11 @@ def _build(tp: Any) -> Decoder:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         inner = _decoder(args[0])
         return lambda data: None if data is None else inner(data)
+    if origin is typing.Literal:
+        # The type of the values (str), not the values: a newer service may send another.
+        kinds = {type(value) for value in typing.get_args(tp)}
+        (kind,) = kinds if len(kinds) == 1 else (object,)
+        return lambda data: _checked(data, kind) if kind is not object else data
     if origin is list:
         (item_type,) = typing.get_args(tp)
         item = _decoder(item_type)
@@ -123,7 +140,7 @@ def _build_dataclass(cls: type) -> Decoder:
                 tp, nullable = args[0], True
         plain = tp if tp in (int, str, bool) else None
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        fields.append((f.name, f.metadata.get("name", f.name), required, plain, nullable, _decoder(tp)))
+        fields.append((f.name, wire_name(f), required, plain, nullable, _decoder(tp)))
 
     def decode_dataclass(data: Any) -> Any:
         if not isinstance(data, dict):
