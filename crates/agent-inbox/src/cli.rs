@@ -2,8 +2,10 @@
 //! `AGENT_INBOX_*` variables, then these flags.
 
 use std::path::PathBuf;
+use std::sync::LazyLock;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Arg, ArgMatches, Args, Parser, Subcommand};
+use inbox_server::config::{Setting, Value};
 
 #[derive(Debug, Parser)]
 #[command(name = "agent-inbox", version, about = "Durable inboxes and wake-up hints for AI agents")]
@@ -139,53 +141,9 @@ pub struct ServeArgs {
     /// TOML configuration file.
     #[arg(long, env = "AGENT_INBOX_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Address to listen on [default: 127.0.0.1:8080].
-    #[arg(long)]
-    pub listen: Option<String>,
-    /// sqlite://path or mysql://user:password@host:port/database [default: sqlite://./data/agent-inbox.db].
-    #[arg(long)]
-    pub database_url: Option<String>,
-    /// Default lease length, such as 120s.
-    #[arg(long)]
-    pub lease_default: Option<String>,
-    /// Longest lease a claim or heartbeat may ask for, such as 1h.
-    #[arg(long)]
-    pub lease_max: Option<String>,
-    /// Delivery attempts before an event is dead-lettered.
-    #[arg(long)]
-    pub max_attempts: Option<u32>,
-    /// How long terminal events are kept before archiving, such as 30d.
-    #[arg(long)]
-    pub retention: Option<String>,
-    /// Longest long-poll wait, such as 25s.
-    #[arg(long)]
-    pub long_poll_wait_max: Option<String>,
-    /// Largest inline payload in bytes.
-    #[arg(long)]
-    pub payload_bytes_limit: Option<usize>,
-    /// Record each event's history (claims, acknowledgements, releases, quarantines, ...) for
-    /// operators: true or false [default: true].
-    #[arg(long)]
-    pub history: Option<bool>,
-    /// HTTPS: the PEM certificate chain (with --tls-key); re-read when the file changes or on SIGHUP.
-    #[arg(long)]
-    pub tls_cert: Option<String>,
-    /// HTTPS: the PEM private key of --tls-cert.
-    #[arg(long)]
-    pub tls_key: Option<String>,
-    /// Browser-app origins on other origins allowed to call the API, comma-separated, such as
-    /// https://app.example.com,http://127.0.0.1:5173 [default: none].
-    #[arg(long)]
-    pub cors_origins: Option<String>,
-    /// Reverse proxies whose Forwarded / X-Forwarded-* headers are believed, comma-separated
-    /// CIDRs or addresses, such as 10.0.0.0/8,::1 [default: none].
-    #[arg(long)]
-    pub trusted_proxies: Option<String>,
-    /// The secrets key file that seals the database's secrets [default: the systemd credential
-    /// agent-inbox-secrets-key, else for SQLite <database file>.secrets-key, made at the first
-    /// start; MySQL/MariaDB need one: `agent-inbox keys new-secrets-key > FILE`].
-    #[arg(long)]
-    pub secrets_key_file: Option<String>,
+    // One flag per setting the table gives `serve` a flag (`--listen`, `--database-url`, ...).
+    #[command(flatten)]
+    pub settings: SettingFlags,
     /// Log as JSON lines instead of text.
     #[arg(long, env = "AGENT_INBOX_LOG_JSON")]
     pub log_json: bool,
@@ -194,27 +152,76 @@ pub struct ServeArgs {
 impl ServeArgs {
     /// The flags that were given, as configuration (key, value) pairs.
     pub fn overrides(&self) -> Vec<(String, String)> {
-        let mut pairs = Vec::new();
-        let mut push = |key: &str, value: Option<String>| {
-            if let Some(value) = value {
-                pairs.push((key.to_owned(), value));
-            }
+        self.settings.0.iter().map(|(flat, value)| (flat.to_string(), value.clone())).collect()
+    }
+
+    /// The text given for the setting `flat` by its flag, if it was.
+    pub fn flag(&self, flat: &str) -> Option<&str> {
+        self.settings.0.iter().find(|(given, _)| *given == flat).map(|(_, value)| value.as_str())
+    }
+}
+
+/// The flags of the settings that have one, made from the settings' table (its flat name,
+/// form, help and default) when the command line is built, so `serve --help` lists exactly the
+/// table's flags with the table's words; given ones are kept as (flat name, text) for
+/// [`inbox_server::Config::load`].
+#[derive(Debug, Clone, Default)]
+pub struct SettingFlags(Vec<(&'static str, String)>);
+
+/// Each setting with a flag and the flag's name (`lease-default`), made once: clap keeps the
+/// names of a command's flags for as long as the command lives.
+static SETTING_FLAGS: LazyLock<Vec<(&'static Setting, String)>> = LazyLock::new(|| {
+    inbox_server::config::SETTINGS
+        .iter()
+        .filter_map(|setting| Some((setting, setting.flag_name()?)))
+        .collect()
+});
+
+impl SettingFlags {
+    fn arg(setting: &'static Setting, name: &'static str) -> Arg {
+        let default = match setting.default_value() {
+            Value::Unset => None,
+            Value::List(list) if list.is_empty() => None,
+            value => Some(format!("[default: {value}]")),
         };
-        push("listen", self.listen.clone());
-        push("database_url", self.database_url.clone());
-        push("lease_default", self.lease_default.clone());
-        push("lease_max", self.lease_max.clone());
-        push("max_attempts", self.max_attempts.map(|v| v.to_string()));
-        push("retention", self.retention.clone());
-        push("long_poll_wait_max", self.long_poll_wait_max.clone());
-        push("payload_bytes_limit", self.payload_bytes_limit.map(|v| v.to_string()));
-        push("history", self.history.map(|v| v.to_string()));
-        push("tls_cert", self.tls_cert.clone());
-        push("tls_key", self.tls_key.clone());
-        push("cors_origins", self.cors_origins.clone());
-        push("trusted_proxies", self.trusted_proxies.clone());
-        push("secrets_key_file", self.secrets_key_file.clone());
-        pairs
+        let help = setting.help();
+        let short = default.iter().fold(help.clone(), |help, default| format!("{help} {default}"));
+        let details = setting.details();
+        let details = if details.is_empty() { String::new() } else { format!("\n\n{details}") };
+        let bounds = setting.bounds_text(None);
+        let bounds = (!bounds.is_empty()).then(|| format!("[bounds: {bounds}]"));
+        let tail: Vec<String> =
+            default.into_iter().chain(bounds).chain([format!("[env: {}]", setting.env())]).collect();
+        Arg::new(setting.flat)
+            .long(name)
+            .value_name(setting.form.placeholder())
+            .value_parser(move |text: &str| setting.check_text(text).map(|()| text.to_owned()))
+            .help(short)
+            .long_help(format!("{help}{details}\n\n{}", tail.join(" ")))
+    }
+}
+
+impl clap::Args for SettingFlags {
+    fn augment_args(command: clap::Command) -> clap::Command {
+        command.args(SETTING_FLAGS.iter().map(|(setting, name)| Self::arg(setting, name)))
+    }
+
+    fn augment_args_for_update(command: clap::Command) -> clap::Command {
+        Self::augment_args(command)
+    }
+}
+
+impl clap::FromArgMatches for SettingFlags {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let given = SETTING_FLAGS.iter().filter_map(|(setting, _)| {
+            matches.get_one::<String>(setting.flat).map(|value| (setting.flat, value.clone()))
+        });
+        Ok(SettingFlags(given.collect()))
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
     }
 }
 
@@ -620,4 +627,37 @@ pub struct ServiceInstallArgs {
     /// What `listen` runs (required unless --daemon).
     #[command(flatten)]
     pub listen: Option<ListenOptions>,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// `serve`'s flags are the table's: given ones reach the configuration by their flat
+    /// names, and a value not of the setting's form is refused by the flag.
+    #[test]
+    fn serve_flags_are_the_settings_tables() {
+        Cli::command().debug_assert();
+        let serve = Cli::command().find_subcommand("serve").cloned().expect("serve");
+        let flags: Vec<&str> = serve.get_arguments().filter_map(|arg| arg.get_long()).collect();
+        for setting in inbox_server::config::SETTINGS {
+            let name = setting.flat.replace('_', "-");
+            assert_eq!(flags.contains(&name.as_str()), setting.flag, "--{name}");
+        }
+        let cli =
+            Cli::try_parse_from(["agent-inbox", "serve", "--lease-default", "90s", "--history", "false"])
+                .unwrap();
+        let Command::Serve(args) = cli.command else { panic!("serve") };
+        assert_eq!(
+            args.overrides(),
+            [("lease_default".into(), "90s".into()), ("history".into(), "false".into())]
+        );
+        assert_eq!(args.flag("lease_default"), Some("90s"));
+        let err = Cli::try_parse_from(["agent-inbox", "serve", "--lease-default", "soon"]).unwrap_err();
+        assert!(err.to_string().contains("\"soon\" is not a duration"), "{err}");
+        let err = Cli::try_parse_from(["agent-inbox", "serve", "--max-attempts", "many"]).unwrap_err();
+        assert!(err.to_string().contains("is not a whole number"), "{err}");
+    }
 }

@@ -90,7 +90,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 /// serves (tests and scripts wait for its first line).
 fn banner(args: &ServeArgs, config: &inbox_server::Config, addr: std::net::SocketAddr) -> String {
     let database = inbox_server::config::redact_database_url(&config.database.url);
-    let same_database = match (&args.config, &args.database_url) {
+    let same_database = match (&args.config, args.flag("database_url")) {
         (Some(file), _) => format!(" --config {}", file.display()),
         (None, Some(url)) if inbox_server::config::database_password(url).is_some() => {
             " --database-url \"$AGENT_INBOX_DATABASE_URL\"".to_owned()
