@@ -2,6 +2,7 @@
 //! and its release, an inbox's events by state, one event with its history, and each inbox's
 //! backlog. Every route needs an admin token and stays within its tenant.
 
+use inbox_core::limits::{EventIds, Reason};
 use inbox_core::{EventId, QuarantineClass, RecipientId, RecipientKind, SessionId};
 use serde::{Deserialize, Serialize};
 
@@ -21,7 +22,7 @@ pub struct ParkedEventsResponse {
 #[serde(deny_unknown_fields)]
 pub struct ParkedEventsRequest {
     pub recipient_id: RecipientId,
-    pub event_ids: Vec<EventId>,
+    pub event_ids: EventIds,
 }
 
 /// `POST /v1/admin/quarantine`: set available or claimed events aside for a person. A claimed
@@ -32,9 +33,9 @@ pub struct ParkedEventsRequest {
 #[serde(deny_unknown_fields)]
 pub struct QuarantineRequest {
     pub recipient_id: RecipientId,
-    pub event_ids: Vec<EventId>,
-    /// Why: 1 to 200 bytes, no control characters; kept on the event and in its history.
-    pub reason: String,
+    pub event_ids: EventIds,
+    /// Why, on one line: kept on the event and in its history.
+    pub reason: Reason,
     /// `other` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<QuarantineClass>,

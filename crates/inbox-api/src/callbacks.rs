@@ -3,6 +3,7 @@
 //!
 //! A secret appears in a response only when the service generated it, once.
 
+use inbox_core::limits::{RatePerMinute, ReplayWindowSeconds, SecretOverlapSeconds};
 use inbox_core::{KeyId, RecipientId, RegistrationId, TenantId};
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +39,7 @@ pub struct CallbackRegistrationRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recipient_id: Option<RecipientId>,
     /// `https://...` (plain http only to loopback, under the development setting).
+    #[cfg_attr(feature = "openapi", schema(format = "uri", pattern = "^https://"))]
     pub callback_url: String,
     /// Only `hmac-sha256`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -53,12 +55,12 @@ pub struct CallbackRegistrationRequest {
     /// Only `["signal_only"]`: deliveries carry the thin hint, never event data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery_scope: Option<Vec<DeliveryScope>>,
-    /// At most this many deliveries per minute; heads in between coalesce. 1 to 600, default 60.
+    /// At most this many deliveries per minute; heads in between coalesce. Default 60.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_rate_per_minute: Option<u32>,
+    pub max_rate_per_minute: Option<RatePerMinute>,
     /// How long the receiver should remember nonces (informational; signatures last 300 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replay_window_seconds: Option<u32>,
+    pub replay_window_seconds: Option<ReplayWindowSeconds>,
 }
 
 /// A registration as the tenant sees it. `status` is `pending_verification` or `active`; an
@@ -122,9 +124,9 @@ pub struct RotateCallbackSecretRequest {
     /// Generated (and returned once) when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
-    /// How long the old secret keeps signing: 0 to 7 days, default 24 h.
+    /// How long the old secret keeps signing: default 24 h.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub overlap_seconds: Option<u64>,
+    pub overlap_seconds: Option<SecretOverlapSeconds>,
 }
 
 /// One entry of a registration's delivery log.

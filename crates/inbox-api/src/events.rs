@@ -1,5 +1,6 @@
 //! Publishing: `POST /v1/events`, one event to many recipients, atomically.
 
+use inbox_core::limits::{MaxAttempts, Recipients};
 use inbox_core::{
     DeduplicationKey, EventId, EventType, FairnessKey, Priority, RecipientId, RecipientKind, TenantId,
 };
@@ -15,14 +16,16 @@ pub struct PublishRequest {
     /// Must equal the token's tenant when present.
     pub tenant_id: Option<TenantId>,
     /// Agent ids; every one gets its own inbox row and sequence number, or none does.
-    pub recipients: Vec<RecipientId>,
+    pub recipients: Recipients,
     pub event_type: EventType,
     /// `normal` when absent.
     pub priority: Option<Priority>,
     /// Delayed delivery: not claimable before this time. Also accepted as
     /// `availability_at_utc`, the name every event answers with (seed 001's).
     #[serde(alias = "availability_at_utc")]
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
     pub available_at_utc: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
     pub expires_at_utc: Option<String>,
     /// Publishing the same key again returns the existing event instead of a second one.
     pub deduplication_key: Option<DeduplicationKey>,
@@ -38,8 +41,8 @@ pub struct PublishRequest {
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub payload: Option<Value>,
     pub payload_ref: Option<PayloadRef>,
-    /// Delivery attempts before dead-lettering (1 to 1000).
-    pub max_attempts: Option<u32>,
+    /// Delivery attempts before dead-lettering.
+    pub max_attempts: Option<MaxAttempts>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,9 +2,13 @@
 //! heartbeat. `tenant_id` and `recipient_id` in a request are optional: the access token names
 //! both, and a request that names others is refused.
 
+use inbox_core::limits::{
+    BATCH_EVENTS_MAX, BatchLimit, EventIds, FOLLOW_UPS_MAX, LeaseSeconds, Reason, ReleaseReason,
+    RetryAfterSeconds, WaitSeconds,
+};
 use inbox_core::{
     AckResult, DeduplicationKey, EventId, EventType, InboxSeq, LeaseToken, QuarantineClass, RecipientId,
-    RecipientKind, SessionId, TenantId,
+    RecipientKind, SessionId, TenantId, bounded_list,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -67,10 +71,11 @@ pub struct PollRequest {
     /// Events with a larger `inbox_seq` are returned; 0 starts at the beginning.
     #[serde(default)]
     pub after_seq: InboxSeq,
-    /// 1 to 500; default 100.
-    pub limit: Option<u32>,
-    /// Long poll: wait up to this many seconds for an event past the cursor.
-    pub wait_seconds: Option<u32>,
+    /// Default 100.
+    pub limit: Option<BatchLimit>,
+    /// Long poll: wait up to this many seconds for an event past the cursor (at most the
+    /// server's `long_poll_wait_max`).
+    pub wait_seconds: Option<WaitSeconds>,
     /// Only events a claim could take now.
     #[serde(default)]
     pub include_claimable_only: bool,
@@ -115,11 +120,11 @@ pub struct ClaimRequest {
     /// single-active-session: a session other than the agent's newest is refused with 409
     /// `session_superseded`, a missing one with 409 `session_required`.
     pub session_id: Option<SessionId>,
-    pub event_ids: Option<Vec<EventId>>,
-    /// Claim-next batch size, 1 to 500; default 10.
-    pub limit: Option<u32>,
+    pub event_ids: Option<EventIds>,
+    /// Claim-next batch size; default 10.
+    pub limit: Option<BatchLimit>,
     /// Lease length; default and maximum are the server's settings.
-    pub lease_seconds: Option<u64>,
+    pub lease_seconds: Option<LeaseSeconds>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -158,7 +163,25 @@ pub struct AcknowledgeRequest {
     pub tenant_id: Option<TenantId>,
     pub recipient_id: Option<RecipientId>,
     pub session_id: Option<SessionId>,
-    pub acks: Vec<AckEntry>,
+    pub acks: Acks,
+}
+
+bounded_list!(
+    /// The acknowledgements of one request.
+    #[derive(Debug, Clone, PartialEq)]
+    Acks(AckEntry), min = 1, max = BATCH_EVENTS_MAX as usize
+);
+
+bounded_list!(
+    /// A hand-off's publishes.
+    #[derive(Debug, Clone, PartialEq)]
+    FollowUps(crate::PublishRequest), min = 0, max = FOLLOW_UPS_MAX
+);
+
+impl Default for FollowUps {
+    fn default() -> Self {
+        FollowUps::new(Vec::new()).expect("no follow-ups is a hand-off of none")
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -172,23 +195,23 @@ pub struct AckEntry {
     /// prompt injection, a bad signature; `reason` is then required).
     #[serde(default)]
     pub result: Option<AckResult>,
-    /// Why: 1 to 200 bytes on one line. Required with `result: quarantined`; with `failed`
-    /// it is kept as the dead letter's reason; refused with `completed`.
+    /// Why, on one line. Required with `result: quarantined`; with `failed` it is kept as the
+    /// dead letter's reason; refused with `completed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<Reason>,
     /// The kind of anomaly, for operators and metrics: `prompt_injection`,
     /// `malformed_payload`, `bad_signature`, `policy` or `other` (the default). Only with
     /// `result: quarantined`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<QuarantineClass>,
-    /// A hand-off: publishes (each the body of `POST /v1/events`, at most 16) committed in the
+    /// A hand-off: publishes (each the body of `POST /v1/events`) committed in the
     /// same transaction as this acknowledgement, and only while its lease holds; a stale lease
     /// refuses both. Each gets the deduplication key `handoff:{event_id}:{index}`, so a
     /// retried request answers the first publishes. Only with `result: completed`; needs the
     /// `events.handoff` (or `events.publish`) scope; recipients are agents of the token's
     /// tenant.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub follow_ups: Vec<crate::PublishRequest>,
+    #[serde(default, skip_serializing_if = "FollowUps::is_empty")]
+    pub follow_ups: FollowUps,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -222,10 +245,10 @@ pub struct ReleaseRequest {
     pub recipient_id: Option<RecipientId>,
     pub event_id: EventId,
     pub lease_token: LeaseToken,
-    pub reason: Option<String>,
-    /// Not claimable again before this many seconds (at most 604800).
+    pub reason: Option<ReleaseReason>,
+    /// Not claimable again before this many seconds.
     #[serde(default)]
-    pub retry_after_seconds: u64,
+    pub retry_after_seconds: RetryAfterSeconds,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -245,8 +268,14 @@ pub struct HeartbeatRequest {
     pub tenant_id: Option<TenantId>,
     pub recipient_id: Option<RecipientId>,
     pub session_id: Option<SessionId>,
-    pub leases: Vec<HeartbeatEntry>,
+    pub leases: Leases,
 }
+
+bounded_list!(
+    /// The leases one heartbeat extends.
+    #[derive(Debug, Clone, PartialEq)]
+    Leases(HeartbeatEntry), min = 1, max = BATCH_EVENTS_MAX as usize
+);
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -254,7 +283,8 @@ pub struct HeartbeatRequest {
 pub struct HeartbeatEntry {
     pub event_id: EventId,
     pub lease_token: LeaseToken,
-    pub extend_by_seconds: u64,
+    /// At most the server's `lease_max`.
+    pub extend_by_seconds: LeaseSeconds,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -339,9 +369,9 @@ impl From<EventEnvelope> for AgentInboxEvent {
 #[serde(deny_unknown_fields)]
 pub struct ReleaseOneRequest {
     pub lease_token: LeaseToken,
-    pub reason: Option<String>,
+    pub reason: Option<ReleaseReason>,
     #[serde(default)]
-    pub retry_after_seconds: u64,
+    pub retry_after_seconds: RetryAfterSeconds,
 }
 
 /// Seed 000's single-event ack body (`POST .../inbox/{event_id}/ack`).
@@ -355,7 +385,7 @@ pub struct AckOneRequest {
     #[serde(default)]
     pub result: Option<AckResult>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<Reason>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<QuarantineClass>,
 }

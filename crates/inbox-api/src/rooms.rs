@@ -1,6 +1,7 @@
 //! The meeting-room domain of the seeds: rooms with members, where a posted message and one
 //! inbox event per member commit in one transaction.
 
+use inbox_core::limits::{Recipients, RoomMembers, RoomName};
 use inbox_core::{DeduplicationKey, Priority, RecipientId, RoomId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -12,9 +13,9 @@ use crate::DeliveryView;
 #[serde(deny_unknown_fields)]
 pub struct CreateRoomRequest {
     pub room_id: RoomId,
-    pub name: Option<String>,
+    pub name: Option<RoomName>,
     #[serde(default)]
-    pub members: Vec<RecipientId>,
+    pub members: RoomMembers,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,7 +31,7 @@ pub struct RoomView {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RoomMembersRequest {
-    pub members: Vec<RecipientId>,
+    pub members: Recipients,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

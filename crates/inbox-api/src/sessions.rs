@@ -1,6 +1,7 @@
 //! `POST /v1/agent-sessions/subscribe`: an agent announces a session and learns how to be
 //! told about new work.
 
+use inbox_core::limits::DeviceId;
 use inbox_core::{InboxSeq, RecipientId, RecipientKind, SessionId, TenantId};
 use serde::{Deserialize, Serialize};
 
@@ -48,7 +49,7 @@ impl std::fmt::Display for Transport {
 pub struct SubscribeRequest {
     pub tenant_id: Option<TenantId>,
     pub agent_id: Option<RecipientId>,
-    pub device_id: Option<String>,
+    pub device_id: Option<DeviceId>,
     /// Any of `sse`, `websocket`, `long-poll`, `poll`; empty means all. The server
     /// recommends the first of sse, websocket, long-poll, poll the client supports.
     #[serde(default)]

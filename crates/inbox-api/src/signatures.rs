@@ -74,11 +74,6 @@ pub struct AgentKeysResponse {
     pub signatures_required: bool,
 }
 
-/// The largest `pending_events_max` a tenant policy takes (a trillion events).
-pub const PENDING_EVENTS_MAX_LIMIT: u64 = 1_000_000_000_000;
-/// The largest `stored_bytes_max` a tenant policy takes (1 PiB).
-pub const STORED_BYTES_MAX_LIMIT: u64 = 1 << 50;
-
 /// `POST /v1/admin/tenant-policy`: settings left out keep their current value.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -104,13 +99,11 @@ pub struct TenantPolicyRequest {
     /// past it is refused with 429 `tenant_pending_limit` and `Retry-After`; nothing stored
     /// changes. Counted per node, at most a second old.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(maximum = 1_000_000_000_000_u64))]
-    pub pending_events_max: Option<u64>,
+    pub pending_events_max: Option<inbox_core::limits::PendingEventsMax>,
     /// The most inline payload bytes those events may hold (0: no limit). A publish past it is
     /// refused with 507 `tenant_storage_limit` and `Retry-After`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(maximum = 1_125_899_906_842_624_u64))]
-    pub stored_bytes_max: Option<u64>,
+    pub stored_bytes_max: Option<inbox_core::limits::StoredBytesMax>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

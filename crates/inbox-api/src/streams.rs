@@ -4,6 +4,7 @@
 //! A signal is never the record: it says "your inbox head is at least `head_seq`", and the
 //! agent then polls after its own cursor.
 
+use inbox_core::limits::{StreamCookieSeconds, StreamTicketSeconds};
 use inbox_core::{InboxSeq, RecipientId, SessionId, TenantId};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -51,7 +52,7 @@ pub struct StreamTicketRequest {
     pub session_id: Option<SessionId>,
     /// How long the ticket stays valid: 1 s to the server's `stream_ticket_ttl` (60 s by
     /// default), which is also the default.
-    pub ttl_seconds: Option<u64>,
+    pub ttl_seconds: Option<StreamTicketSeconds>,
 }
 
 /// `POST /v1/streams/cookie` (the body is optional): the ticket's fields, with a cookie's
@@ -64,7 +65,7 @@ pub struct StreamCookieRequest {
     pub session_id: Option<SessionId>,
     /// How long the cookie stays valid: 1 s to the access token lifetime, which is also the
     /// default.
-    pub ttl_seconds: Option<u64>,
+    pub ttl_seconds: Option<StreamCookieSeconds>,
 }
 
 /// A single-use stream ticket: put it in the stream URL as `?ticket=` within `expires_in`

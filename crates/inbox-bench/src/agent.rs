@@ -331,7 +331,7 @@ async fn publish_one(publisher: &Api, recipient: &str) -> Result<(), BenchError>
     publisher
         .publish(&PublishRequest {
             tenant_id: None,
-            recipients: vec![RecipientId::new(recipient)?],
+            recipients: inbox_core::limits::Recipients::new(vec![RecipientId::new(recipient)?])?,
             event_type: EventType::new("bench.task")?,
             priority: None,
             available_at_utc: None,

@@ -25,6 +25,7 @@ use std::time::Duration;
 use inbox_api::ProblemCode;
 use inbox_api::time::{now_ms, parse_utc};
 use inbox_api::{Claim, ClaimRequest, PollRequest, ReleaseRequest, SubscribeRequest};
+use inbox_core::limits::{BatchLimit, DeviceId, LeaseSeconds, ReleaseReason, RetryAfterSeconds};
 use inbox_core::{EventId, InboxSeq, LeaseToken};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -117,7 +118,13 @@ impl Agent {
     /// Opens a session, retrying while the service is unreachable.
     async fn subscribe(self) -> Result<(Shared, inbox_api::SubscribeResponse), ClientError> {
         let request = SubscribeRequest {
-            device_id: self.config.device_id.clone(),
+            device_id: self
+                .config
+                .device_id
+                .clone()
+                .map(DeviceId::new)
+                .transpose()
+                .map_err(|e| ClientError::Config(format!("device_id {e}")))?,
             supported_transports: vec![
                 inbox_api::Transport::Sse,
                 inbox_api::Transport::LongPoll,
@@ -330,8 +337,8 @@ impl Runner {
             .api
             .claim(&ClaimRequest {
                 session_id: self.shared.session_id.clone(),
-                limit: Some(limit),
-                lease_seconds: self.shared.config.lease.map(|l| l.as_secs().max(1)),
+                limit: Some(BatchLimit::saturating(limit)),
+                lease_seconds: self.shared.config.lease.map(|l| LeaseSeconds::saturating(l.as_secs())),
                 ..ClaimRequest::default()
             })
             .await
@@ -360,7 +367,7 @@ impl Runner {
         let truncated = loop {
             let request = PollRequest {
                 after_seq: InboxSeq(scan.seen_through.max(cursor)),
-                limit: Some(shared.config.page_size.clamp(1, 500)),
+                limit: Some(BatchLimit::saturating(shared.config.page_size)),
                 ..PollRequest::default()
             };
             let page = match shared.api.poll(&request).await {
@@ -494,8 +501,8 @@ impl Runner {
             recipient_id: None,
             event_id,
             lease_token,
-            reason: Some("agent_shutdown".into()),
-            retry_after_seconds: 0,
+            reason: Some(ReleaseReason::new("agent_shutdown").expect("a reason on one line")),
+            retry_after_seconds: RetryAfterSeconds::default(),
         };
         match self.shared.api.release(&request).await {
             Ok(_) => tracing::info!(%event_id, "released an unfinished event on shutdown"),

@@ -126,7 +126,7 @@ impl Api {
     /// Poll after cursor; a long poll when `wait_seconds` is set. A long poll gets a
     /// connection of its own, like a stream, so a proxy's cut is timed from its start.
     pub async fn poll(&self, request: &PollRequest) -> Result<PollResponse, ClientError> {
-        let wait = Duration::from_secs(u64::from(request.wait_seconds.unwrap_or(0)));
+        let wait = Duration::from_secs(u64::from(request.wait_seconds.map_or(0, |w| w.get())));
         let client = if wait.is_zero() { Client::Pooled } else { Client::Stream };
         self.call_with(
             client,

@@ -150,7 +150,7 @@ pub fn retry_after_seconds(after: Duration) -> u64 {
 }
 
 /// The longest retry delay the service takes.
-pub const RETRY_AFTER_SECONDS_MAX: u64 = 604_800;
+pub const RETRY_AFTER_SECONDS_MAX: u64 = inbox_core::limits::RETRY_AFTER_SECONDS_MAX;
 
 /// The longest `Retry-After` a runner honours: a wrong header cannot park it for a day.
 pub const RETRY_AFTER_HONOURED_MAX: Duration = Duration::from_secs(300);

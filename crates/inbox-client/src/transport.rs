@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use inbox_api::{PollRequest, ProblemCode, StreamSignal};
 use inbox_core::InboxSeq;
+use inbox_core::limits::{BatchLimit, WaitSeconds};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
@@ -394,8 +395,8 @@ impl Transport {
             *self.status.borrow() == TransportStatus { kind: TransportKind::LongPoll, connected: true };
         let request = PollRequest {
             after_seq: InboxSeq(after_seq),
-            limit: Some(1),
-            wait_seconds: connected.then_some(wait.wait_seconds),
+            limit: Some(BatchLimit::of(1)),
+            wait_seconds: connected.then_some(WaitSeconds::saturating(wait.wait_seconds)),
             ..PollRequest::default()
         };
         let started = Instant::now();

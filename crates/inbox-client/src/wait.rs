@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use inbox_api::{PollRequest, ProblemCode};
 use inbox_core::InboxSeq;
+use inbox_core::limits::{BatchLimit, WaitSeconds};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -255,8 +256,8 @@ enum Look {
 async fn look(api: &Api, after_seq: u64, wait_seconds: Option<u32>) -> Result<Look, ClientError> {
     let request = PollRequest {
         after_seq: InboxSeq(after_seq),
-        limit: Some(CLAIMABLE_COUNTED_MAX),
-        wait_seconds,
+        limit: Some(BatchLimit::saturating(CLAIMABLE_COUNTED_MAX)),
+        wait_seconds: wait_seconds.map(WaitSeconds::saturating),
         include_claimable_only: true,
         ..PollRequest::default()
     };

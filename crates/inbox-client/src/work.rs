@@ -9,7 +9,11 @@ use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use inbox_api::{AckEntry, AcknowledgeRequest, Claim, HeartbeatEntry, HeartbeatRequest, ReleaseRequest};
+use inbox_api::{
+    AckEntry, AcknowledgeRequest, Acks, Claim, FollowUps, HeartbeatEntry, HeartbeatRequest, Leases,
+    ReleaseRequest,
+};
+use inbox_core::limits::{LeaseSeconds, REASON_BYTES_MAX, Reason, ReleaseReason, RetryAfterSeconds};
 use inbox_core::{AckResult, EventId, LeaseToken, QuarantineClass, SessionId};
 use tokio::time::Instant;
 
@@ -19,9 +23,6 @@ use crate::error::ClientError;
 use crate::jitter::jitter;
 use crate::local_state::{LocalState, Processed};
 use crate::schedule::{heartbeat_delay, heartbeat_retry_delay};
-
-/// Longest reason the service keeps for a release or a quarantine.
-const REASON_BYTES_MAX: usize = 200;
 
 /// What the runner and its tasks share.
 pub(crate) struct Shared {
@@ -154,11 +155,12 @@ pub(crate) async fn with_heartbeats<T>(shared: &Shared, claim: &Claim, work: imp
                     tenant_id: None,
                     recipient_id: None,
                     session_id: shared.session_id.clone(),
-                    leases: vec![HeartbeatEntry {
+                    leases: Leases::new(vec![HeartbeatEntry {
                         event_id: claim.event_id,
                         lease_token: claim.lease_token.clone(),
-                        extend_by_seconds: lease.as_secs().max(1),
-                    }],
+                        extend_by_seconds: LeaseSeconds::saturating(lease.as_secs()),
+                    }])
+                    .expect("one lease is a heartbeat"),
                 };
                 match shared.api.heartbeat(&request).await {
                     Ok(answer) => match answer.leases.first().and_then(|l| l.error.as_ref()) {
@@ -223,14 +225,17 @@ pub(crate) async fn acknowledge(shared: &Shared, claim: &Claim, verdict: Verdict
         tenant_id: None,
         recipient_id: None,
         session_id: shared.session_id.clone(),
-        acks: vec![AckEntry {
+        acks: Acks::new(vec![AckEntry {
             event_id: claim.event_id,
             lease_token: claim.lease_token.clone(),
             result: Some(result),
-            reason,
+            // Fitted to what the service keeps, so always one.
+            reason: reason.and_then(|r| Reason::new(r).ok()),
             class,
-            follow_ups,
-        }],
+            follow_ups: FollowUps::new(follow_ups)
+                .map_err(|e| refused_as_invalid("acks[0].follow_ups", e))?,
+        }])
+        .expect("one acknowledgement is a batch"),
     };
     let answer = retrying(shared, || shared.api.acknowledge(&request)).await?;
     match answer.results.first() {
@@ -261,10 +266,19 @@ pub(crate) async fn release(
         recipient_id: None,
         event_id: claim.event_id,
         lease_token: claim.lease_token.clone(),
-        reason: Some(fit_reason(reason)),
-        retry_after_seconds: crate::schedule::retry_after_seconds(after),
+        reason: Some(ReleaseReason::new(fit_reason(reason)).expect("a fitted reason is one")),
+        retry_after_seconds: RetryAfterSeconds::saturating(crate::schedule::retry_after_seconds(after)),
     };
     retrying(shared, || shared.api.release(&request)).await.map(drop)
+}
+
+/// The refusal the service would answer for a request the SDK cannot even write (a hand-off
+/// of more follow-ups than it takes).
+fn refused_as_invalid(field: &str, problem: impl std::fmt::Display) -> ClientError {
+    let detail = format!("{field} {problem}");
+    let mut problem = inbox_api::Problem::new(400, "invalid_field", "Bad Request", detail);
+    problem.extensions.insert("field".to_owned(), field.into());
+    ClientError::Refused { problem: Box::new(problem) }
 }
 
 /// A handler's reason as the service takes it: control characters as spaces, trimmed, at

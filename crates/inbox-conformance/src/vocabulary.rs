@@ -96,10 +96,10 @@ pub fn poll(inbox: &RecipientKey, after: u64, limit: u32) -> PollQuery {
     PollQuery { inbox: inbox.clone(), after_seq: InboxSeq(after), limit, claimable_only: false }
 }
 
-pub fn assert_invalid<T: std::fmt::Debug>(result: Result<T, StoreError>, field: &str) {
+pub fn assert_invalid<T: std::fmt::Debug>(result: Result<T, StoreError>, field: inbox_store::Field) {
     match result {
         Err(StoreError::Invalid { field: f, .. }) => assert_eq!(f, field),
-        other => panic!("expected an invalid {field}, got {other:?}"),
+        other => panic!("expected an invalid {field:?}, got {other:?}"),
     }
 }
 

@@ -10,6 +10,7 @@ mod disabling;
 mod ids;
 mod lease;
 mod lifecycle;
+pub mod limits;
 mod payload;
 mod quarantine;
 mod time;
@@ -28,3 +29,7 @@ pub use lifecycle::{
 pub use payload::{Correlation, EventBody, PayloadRef, Priority};
 pub use quarantine::QuarantineClass;
 pub use time::{Clock, ManualClock, UnixMillis};
+
+/// For [`bounded_list!`] in other crates.
+#[doc(hidden)]
+pub use serde as __serde;

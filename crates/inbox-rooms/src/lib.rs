@@ -23,13 +23,12 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use inbox_store::host::Arg;
-use inbox_store::{DbConnection, Delivery, Publish, PublishReceipt, SqlStore, StoreError};
+use inbox_store::{DbConnection, Delivery, Field, Publish, PublishReceipt, SqlStore, StoreError};
 
 /// The event type of the inbox event every member gets for a post.
 pub const MESSAGE_POSTED_EVENT_TYPE: &str = "meeting_room.message_posted";
 
-/// Longest room name, in bytes.
-pub const ROOM_NAME_BYTES_MAX: usize = 200;
+pub use inbox_core::limits::ROOM_NAME_BYTES_MAX;
 
 /// Defined by the core's id macro.
 pub use inbox_core::RoomId;
@@ -112,9 +111,9 @@ pub fn event_payload_bytes(post: &PostMessage) -> Result<u64, StoreError> {
 /// Each member's event payload of `post`: the message with its author.
 fn event_payload(post: &PostMessage) -> Result<String, StoreError> {
     let body: &RawValue = serde_json::from_str(&post.body)
-        .map_err(|err| StoreError::invalid("body", format!("is not valid JSON ({err})")))?;
+        .map_err(|err| StoreError::invalid(Field::MessageBody, format!("is not valid JSON ({err})")))?;
     serde_json::to_string(&MessagePayload { author: post.author.as_str(), body })
-        .map_err(|err| StoreError::invalid("body", err.to_string()))
+        .map_err(|err| StoreError::invalid(Field::MessageBody, err.to_string()))
 }
 
 /// Member rows per INSERT statement, well under every backend's placeholder limit.
@@ -213,7 +212,7 @@ impl Rooms<'_> {
                 let limit = self.store.config().fanout_recipients_max;
                 if current.len() + fresh.len() > limit {
                     return Err(StoreError::invalid(
-                        "members",
+                        Field::RoomMembers,
                         format!(
                             "would give the room {} members; the limit is {limit}",
                             current.len() + fresh.len()
@@ -398,12 +397,12 @@ impl Rooms<'_> {
         let limit = self.store.config().fanout_recipients_max;
         if members.len() > limit {
             return Err(StoreError::invalid(
-                "members",
+                Field::RoomMembers,
                 format!("names {} agents; the limit is {limit}", members.len()),
             ));
         }
         if members.is_empty() && !empty_allowed {
-            return Err(StoreError::invalid("members", "must name at least one agent"));
+            return Err(StoreError::invalid(Field::RoomMembers, "must name at least one agent"));
         }
         let mut members = members.to_vec();
         members.sort();
@@ -412,16 +411,10 @@ impl Rooms<'_> {
     }
 }
 
+/// Checks a room's name by the rule of [`RoomName`](inbox_core::limits::RoomName).
 fn check_name(name: Option<&str>) -> Result<(), StoreError> {
-    match name {
-        Some(name)
-            if name.is_empty() || name.len() > ROOM_NAME_BYTES_MAX || name.chars().any(char::is_control) =>
-        {
-            Err(StoreError::invalid(
-                "name",
-                format!("must be 1 to {ROOM_NAME_BYTES_MAX} bytes without control characters"),
-            ))
-        }
+    match name.map(inbox_core::limits::RoomName::new) {
+        Some(Err(e)) => Err(StoreError::invalid(Field::RoomName, e.0)),
         _ => Ok(()),
     }
 }

@@ -1,7 +1,7 @@
 //! Conversions between the store's domain types and the wire types of `inbox-api`, and the
-//! checks a wire type cannot make alone (a rule across fields, free text, times), each
-//! failure named by its field. Ids and closed sets arrive typed: they checked themselves as
-//! the body was deserialized.
+//! checks a wire type cannot make alone (a rule across fields, times), each failure named by
+//! its field. Ids, closed sets and bounded values arrive typed: they checked themselves as the
+//! body was deserialized.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
@@ -10,12 +10,11 @@ use inbox_api::{
     AdminEventView, CallbackAttemptView, CallbackRegistrationResponse, DeliveryView, EventEnvelope,
     PayloadRef, PublishRequest, SigningAlgorithm,
 };
+use inbox_core::limits::{MaxAttempts, Reason};
 use inbox_core::{
     AckResult, EventBody, EventId, LeaseToken, QuarantineClass, Recipient, SessionId, TenantId, UnixMillis,
 };
-use inbox_store::{
-    AckItem, CallbackAttempt, CallbackRegistration, Delivery, EventRecord, Publish, REASON_BYTES_MAX,
-};
+use inbox_store::{AckItem, CallbackAttempt, CallbackRegistration, Delivery, EventRecord, Publish};
 use inbox_trust::Algorithm;
 
 use crate::error::ApiError;
@@ -129,24 +128,6 @@ pub fn event_id(field: &str, text: &str) -> Result<EventId, ApiError> {
     EventId::parse(text).map_err(|e| ApiError::invalid_field(field, e.problem))
 }
 
-/// A reason an agent or operator gives (kept in `last_error` and the history): checked here
-/// as the store checks it, so the problem names the field as the caller wrote it.
-pub fn reason(field: &str, text: &str) -> Result<String, ApiError> {
-    if text.is_empty() || text.len() > REASON_BYTES_MAX {
-        return Err(ApiError::invalid_field(
-            field,
-            format!("is {} bytes; give 1 to {REASON_BYTES_MAX} bytes saying why", text.len()),
-        ));
-    }
-    if text.chars().any(char::is_control) {
-        return Err(ApiError::invalid_field(
-            field,
-            "contains control characters (such as a newline); write it on one line",
-        ));
-    }
-    Ok(text.to_owned())
-}
-
 /// One acknowledgement of the wire, checked: a quarantine needs a reason; a reason goes only
 /// with `failed` or `quarantined`, a class only with `quarantined` (nothing sent is ignored).
 /// `at` is the item's field prefix (`acks[3].`, or empty for seed 000's single ack).
@@ -155,7 +136,7 @@ pub fn ack_item(
     event_id: EventId,
     lease_token: LeaseToken,
     result: Option<AckResult>,
-    reason: Option<&str>,
+    reason: Option<&Reason>,
     class: Option<QuarantineClass>,
 ) -> Result<AckItem, ApiError> {
     let result = result.unwrap_or_default();
@@ -173,7 +154,7 @@ pub fn ack_item(
                 "goes only with result failed or quarantined; leave it out for completed",
             ));
         }
-        (_, reason) => reason.map(|text| self::reason(&reason_field, text)).transpose()?,
+        (_, reason) => reason.map(|reason| reason.as_str().to_owned()),
     };
     if class.is_some() && result != AckResult::Quarantined {
         return Err(ApiError::invalid_field(
@@ -223,7 +204,7 @@ pub fn publish(at: &str, tenant_id: &TenantId, request: PublishRequest) -> Resul
         fairness_key: request.fairness_key,
         correlation: request.correlation,
         body,
-        max_attempts: request.max_attempts,
+        max_attempts: request.max_attempts.map(MaxAttempts::get),
     })
 }
 
@@ -235,11 +216,6 @@ pub fn session_id(field: &str, text: Option<&str>) -> Result<Option<SessionId>, 
 pub fn time(field: &str, text: Option<&str>) -> Result<Option<UnixMillis>, ApiError> {
     text.map(|t| inbox_api::time::parse_utc(t).map(UnixMillis).map_err(|e| ApiError::invalid_field(field, e)))
         .transpose()
-}
-
-/// Seconds from the wire to milliseconds, refusing values that would overflow.
-pub fn seconds_to_ms(field: &str, seconds: u64) -> Result<u64, ApiError> {
-    seconds.checked_mul(1_000).ok_or_else(|| ApiError::invalid_field(field, "is far too large"))
 }
 
 /// Decodes base64url or standard base64, padded or not.

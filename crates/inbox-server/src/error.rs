@@ -6,7 +6,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use inbox_api::{ItemError, PROBLEM_CONTENT_TYPE, Problem, ProblemCode};
 use inbox_core::RefusalReason;
-use inbox_store::{ItemRefusal, Refusal, StoreError};
+use inbox_store::{Field, ItemRefusal, Refusal, StoreError};
 use serde_json::{Map, Value};
 
 #[derive(Debug)]
@@ -162,7 +162,7 @@ impl From<ItemRefusal> for ApiError {
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
-            StoreError::Invalid { field, problem } => ApiError::invalid_field(field, problem),
+            invalid @ StoreError::Invalid { .. } => store_refusal_at(invalid, "", Places::InOrder),
             StoreError::PayloadTooLarge { bytes, limit } => ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 ProblemCode::PayloadTooLarge,
@@ -216,6 +216,91 @@ impl From<StoreError> for ApiError {
             }
             other => ApiError::internal(other.to_string()),
         }
+    }
+}
+
+/// The name on the wire of a field the store refused, or `None` for what no request carries
+/// (the server's own values, the configuration): the one place the store's [`Field`]s meet
+/// the wire's names.
+pub fn wire_field(field: Field) -> Option<&'static str> {
+    Some(match field {
+        Field::Limit => "limit",
+        Field::EventIds => "event_ids",
+        Field::Acks => "acks",
+        Field::Leases => "leases",
+        Field::LeaseLength => "lease_seconds",
+        Field::LeaseExtension => "extend_by_seconds",
+        Field::RetryDelay => "retry_after_seconds",
+        Field::Reason => "reason",
+        Field::Recipients => "recipients",
+        Field::ExpiresAt => "expires_at_utc",
+        Field::MaxAttempts => "max_attempts",
+        Field::PayloadRefKind => "payload_ref.kind",
+        Field::PayloadRefId => "payload_ref.id",
+        Field::Correlation => "correlation",
+        Field::FollowUps => "follow_ups",
+        Field::Tenant => "tenant_id",
+        Field::DeduplicationKey => "deduplication_key",
+        Field::DeviceId => "device_id",
+        Field::CredentialTtl => "ttl_seconds",
+        Field::CallbackSecret => "secret",
+        Field::CallbackSecretId => "secret_id",
+        Field::KeyMaterial => "public_key",
+        Field::ParkedState => "state",
+        Field::ActivityWindow => "minutes",
+        Field::RoomName => "name",
+        Field::RoomMembers => "members",
+        Field::MessageBody => "body",
+        Field::SessionTransport
+        | Field::SignalIds
+        | Field::ScavengeBatch
+        | Field::Actor
+        | Field::Connection
+        | Field::SigningKeyOverlap
+        | Field::DatabaseUrl => return None,
+    })
+}
+
+/// The list whose `item`th entry holds `field`, when the store names an item: a heartbeat's
+/// leases, an acknowledgement's entries, a hand-off's follow-ups.
+fn list_of(field: Field) -> &'static str {
+    match field {
+        Field::LeaseExtension => "leases",
+        Field::Reason => "acks",
+        _ => "follow_ups",
+    }
+}
+
+/// Where the items a store call took sit in the request it came from.
+#[derive(Debug, Clone, Copy)]
+pub enum Places<'a> {
+    /// In the request's own list, in order (a heartbeat's leases, a hand-off's follow-ups).
+    InOrder,
+    /// Some of the request's list: the call's `i`th item is the request's `places[i]`th.
+    Of(&'a [usize]),
+    /// The request was one item, not a list (seed 000's single acknowledgement).
+    Alone,
+}
+
+/// A store's refusal as the wire names it: its field under `at`, the path of what the call
+/// carried (`acks[2].` for a hand-off's follow-ups, empty for a whole request), the item it
+/// names where `places` says the request had it. A field no request carries is the server's
+/// fault.
+pub fn store_refusal_at(err: StoreError, at: &str, places: Places<'_>) -> ApiError {
+    let StoreError::Invalid { field, item, problem } = err else { return err.into() };
+    let Some(name) = wire_field(field) else {
+        return ApiError::internal(format!(
+            "the store refused {field:?}, which no request carries: {problem}"
+        ));
+    };
+    let place = match (item, places) {
+        (None, _) | (Some(_), Places::Alone) => None,
+        (Some(i), Places::InOrder) => Some(i),
+        (Some(i), Places::Of(places)) => Some(places.get(i).copied().unwrap_or(i)),
+    };
+    match place {
+        None => ApiError::invalid_field(&format!("{at}{name}"), problem),
+        Some(place) => ApiError::invalid_field(&format!("{at}{}[{place}].{name}", list_of(field)), problem),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The limits and policies a store enforces. Every number has a bound; units end each name.
 
 use inbox_core::BackoffPolicy;
+use inbox_core::limits::{BATCH_EVENTS_MAX, FANOUT_RECIPIENTS_MAX, LEASE_SECONDS_MAX_DEFAULT};
 
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
@@ -34,14 +35,14 @@ impl Default for StoreConfig {
     fn default() -> Self {
         Self {
             lease_ms_default: 120_000,
-            lease_ms_max: 3_600_000,
+            lease_ms_max: LEASE_SECONDS_MAX_DEFAULT * 1_000,
             max_attempts_default: 10,
             payload_bytes_limit: 256 * 1024,
             retention_ms: 30 * 24 * 3_600_000,
             archive_retention_ms: 90 * 24 * 3_600_000,
             backoff: BackoffPolicy::default(),
-            batch_events_max: 500,
-            fanout_recipients_max: 1_000,
+            batch_events_max: BATCH_EVENTS_MAX,
+            fanout_recipients_max: FANOUT_RECIPIENTS_MAX,
             contention_retries_max: 8,
             record_history: true,
         }

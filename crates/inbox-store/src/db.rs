@@ -13,6 +13,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{Connection as _, Executor as _, Row as _};
 
+use crate::Field;
 use crate::engine::{Engine, Product};
 use crate::{Dialect, StoreError};
 
@@ -354,7 +355,7 @@ impl Pools {
         let url = options.url.trim();
         if let Some(rest) = url.strip_prefix("mysql://").or_else(|| url.strip_prefix("mariadb://")) {
             let connect = MySqlConnectOptions::from_str(&format!("mysql://{rest}"))
-                .map_err(|err| StoreError::invalid("database_url", err.to_string()))?;
+                .map_err(|err| StoreError::invalid(Field::DatabaseUrl, err.to_string()))?;
             // One plain connection first: a pool that cannot connect reports only that it timed
             // out, while this names the cause (refused, unknown host, access denied, ...).
             let mut probe = MySqlConnection::connect_with(&connect).await.map_err(StoreError::Unavailable)?;
@@ -407,7 +408,7 @@ impl Pools {
         }
         if url.starts_with("sqlite:") {
             let connect = SqliteConnectOptions::from_str(url)
-                .map_err(|err| StoreError::invalid("database_url", err.to_string()))?
+                .map_err(|err| StoreError::invalid(Field::DatabaseUrl, err.to_string()))?
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
                 // FULL: a commit survives power loss, not only a process crash.
@@ -434,7 +435,7 @@ impl Pools {
             return Ok(Pools::Sqlite { writer, reader, engine });
         }
         Err(StoreError::invalid(
-            "database_url",
+            Field::DatabaseUrl,
             format!("{url:?} is not a mysql://, mariadb:// or sqlite:// URL"),
         ))
     }

@@ -76,8 +76,10 @@ impl SqlStore {
     /// nodes that claim well.
     pub async fn check_claim_plan(&self) -> Result<ClaimPlanCheck, StoreError> {
         let inbox = inbox_core::RecipientKey {
-            tenant_id: inbox_core::TenantId::new("agent-inbox-engine-check")?,
-            recipient: inbox_core::Recipient::agent(inbox_core::RecipientId::new("claim-plan")?),
+            tenant_id: inbox_core::TenantId::new("agent-inbox-engine-check").expect("a tenant id"),
+            recipient: inbox_core::Recipient::agent(
+                inbox_core::RecipientId::new("claim-plan").expect("a recipient id"),
+            ),
         };
         let Some(plan) = self.inbox().explain_claim(&inbox, 10).await? else {
             return Ok(ClaimPlanCheck::NotApplicable);

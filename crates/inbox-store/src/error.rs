@@ -1,7 +1,7 @@
 //! What can go wrong in the store, in domain terms. Database constraint, deadlock and timeout
 //! errors are translated here, at the store boundary, so no caller ever matches on SQL codes.
 
-use inbox_core::{EventId, IdError, InboxSeq, RefusalReason};
+use inbox_core::{EventId, InboxSeq, RefusalReason};
 
 /// Why one event in a batch was not acted on. The other events in the batch are unaffected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -23,11 +23,102 @@ pub struct ItemRefusal {
 /// One outcome per item of a batch request, in request order.
 pub type ItemOutcome<T> = Result<T, ItemRefusal>;
 
+/// Defines [`Field`] with the list of all its values.
+macro_rules! fields {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// What part of a request the store refused, in the store's own terms. The store never
+        /// names a wire field: the server names each on the wire, with the path of the request
+        /// that carried it (`acks[0].follow_ups[1].expires_at_utc`).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Field {
+            $($(#[$doc])* $name,)*
+        }
+
+        impl Field {
+            pub const ALL: &[Field] = &[$(Field::$name,)*];
+        }
+    };
+}
+
+fields! {
+    /// How many events a read returns or a claim takes; a listing's page size.
+    Limit,
+    /// The events a batch names.
+    EventIds,
+    /// The acknowledgements of a batch.
+    Acks,
+    /// The leases a heartbeat extends.
+    Leases,
+    /// A claim's lease length.
+    LeaseLength,
+    /// How far a heartbeat extends a lease.
+    LeaseExtension,
+    /// How long a released event waits before it may be claimed again.
+    RetryDelay,
+    /// Why: a quarantine's, a failure's or a release's.
+    Reason,
+    /// Whom a publish reaches.
+    Recipients,
+    /// When a published event expires.
+    ExpiresAt,
+    /// How many delivery attempts a published event gets.
+    MaxAttempts,
+    /// The kind of a published event's payload reference.
+    PayloadRefKind,
+    /// The id of a published event's payload reference.
+    PayloadRefId,
+    /// One of a published event's correlation ids.
+    Correlation,
+    /// The publishes a hand-off carries.
+    FollowUps,
+    /// The tenant a publish names.
+    Tenant,
+    /// A publish's deduplication key.
+    DeduplicationKey,
+    /// The device a session names.
+    DeviceId,
+    /// How long a stream ticket or cookie lasts.
+    CredentialTtl,
+    /// A callback registration's shared secret.
+    CallbackSecret,
+    /// The key id a callback's secret is known by.
+    CallbackSecretId,
+    /// An agent key's public key or shared secret.
+    KeyMaterial,
+    /// Which parked events an operator lists.
+    ParkedState,
+    /// How far back the activity view reaches.
+    ActivityWindow,
+    /// A meeting room's name (for `inbox-rooms`, a host of the store).
+    RoomName,
+    /// A meeting room's members.
+    RoomMembers,
+    /// A room message's body.
+    MessageBody,
+    // What follows never comes from a request: the caller's own values or the configuration.
+    /// The transport a session touch records.
+    SessionTransport,
+    /// The signals a node asks for by id.
+    SignalIds,
+    /// How many rows one scavenger pass takes.
+    ScavengeBatch,
+    /// Who an operator is, as the history records them.
+    Actor,
+    /// A host's connection, of another backend than the store's.
+    Connection,
+    /// How long a retired token-signing key keeps verifying.
+    SigningKeyOverlap,
+    /// The database URL.
+    DatabaseUrl,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The request itself is malformed or out of range; nothing was changed.
-    #[error("{field} {problem}")]
-    Invalid { field: &'static str, problem: String },
+    /// The request itself is malformed or out of range; nothing was changed. `item` is the
+    /// place, in the list the request gave, of what holds the field (a heartbeat's lease, an
+    /// acknowledgement, a hand-off's follow-up), when it is one of many.
+    #[error("{field:?} {problem}")]
+    Invalid { field: Field, item: Option<usize>, problem: String },
 
     #[error(
         "payload is {bytes} bytes; the limit is {limit} bytes (store large data elsewhere and send a payload_ref)"
@@ -98,12 +189,6 @@ pub enum StoreError {
     Corrupt(String),
 }
 
-impl From<IdError> for StoreError {
-    fn from(err: IdError) -> Self {
-        StoreError::Invalid { field: err.field, problem: err.problem }
-    }
-}
-
 impl StoreError {
     /// An "unreachable" answer for a caller that did not itself wait on the database: its
     /// request queued behind one that found the database away.
@@ -114,8 +199,23 @@ impl StoreError {
         )))
     }
 
-    pub fn invalid(field: &'static str, problem: impl Into<String>) -> Self {
-        StoreError::Invalid { field, problem: problem.into() }
+    pub fn invalid(field: Field, problem: impl Into<String>) -> Self {
+        StoreError::Invalid { field, item: None, problem: problem.into() }
+    }
+
+    /// [`StoreError::invalid`], of the `item`th of the request's list.
+    pub fn invalid_item(field: Field, item: usize, problem: impl Into<String>) -> Self {
+        StoreError::Invalid { field, item: Some(item), problem: problem.into() }
+    }
+
+    /// This refusal, of the `item`th of the request's list (a field refused without one).
+    pub fn of_item(self, item: usize) -> Self {
+        match self {
+            StoreError::Invalid { field, item: None, problem } => {
+                StoreError::Invalid { field, item: Some(item), problem }
+            }
+            other => other,
+        }
     }
 
     /// Whether a statement was refused for a duplicate primary or unique key, on either

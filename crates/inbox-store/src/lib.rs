@@ -47,7 +47,7 @@ pub use dialect::Dialect;
 pub use engine::{Engine, EngineReport, GALERA_SYNC_WAIT, Product};
 pub use engine_check::ClaimPlanCheck;
 pub use entropy::random_bytes;
-pub use error::{ItemOutcome, ItemRefusal, Refusal, StoreError};
+pub use error::{Field, ItemOutcome, ItemRefusal, Refusal, StoreError};
 pub use inbox::{
     ACTIVITY_WINDOW_MS_MAX, ACTOR_SUBJECT_BYTES_MAX, ARCHIVE_BATCH_MAX, AckItem, AckReceipt, Acknowledge,
     Actor, ArchiveKey, ArchivedRow, BACKLOGS_MAX, Backlog, CLAIM_INDEX, ClaimByIds, ClaimNext, ClaimOrder,

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use inbox_core::{Clock, UnixMillis};
 
+use crate::Field;
 use crate::clock::{DatabaseClock, system_now};
 use crate::db::{ConnectOptions, Pools};
 use crate::engine::Engine;
@@ -191,18 +192,22 @@ impl SqlStore {
             None => Ok(config.lease_ms_default.min(config.lease_ms_max)),
             Some(ms) if ms >= 1_000 && ms <= config.lease_ms_max => Ok(ms),
             Some(ms) => Err(StoreError::invalid(
-                "lease_seconds",
+                Field::LeaseLength,
                 format!("is {} s; it must be between 1 and {} s", ms / 1_000, config.lease_ms_max / 1_000),
             )),
         }
     }
 
     /// Checks the number of items in a batch request.
-    pub(crate) fn batch_len(&self, field: &'static str, n: usize) -> Result<(), StoreError> {
+    pub(crate) fn batch_len(&self, field: Field, n: usize) -> Result<(), StoreError> {
         let max = self.config().batch_events_max as usize;
         if n == 0 || n > max {
             // `limit` is a number; the other fields are lists.
-            let what = if field == "limit" { format!("is {n}") } else { format!("has {n} items") };
+            let what = if matches!(field, Field::Limit | Field::ScavengeBatch) {
+                format!("is {n}")
+            } else {
+                format!("has {n} items")
+            };
             return Err(StoreError::invalid(field, format!("{what}; send between 1 and {max}")));
         }
         Ok(())

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{Args, Subcommand};
+use inbox_core::limits::Reason;
 use inbox_core::{EventId, QuarantineClass, RecipientId};
 
 /// Event states `events --state` filters on.
@@ -103,9 +104,9 @@ pub enum AdminCommand {
     Quarantine {
         #[command(flatten)]
         events: EventsArgs,
-        /// Why, for whoever reviews it (1 to 200 bytes, one line).
-        #[arg(long)]
-        reason: String,
+        /// Why, for whoever reviews it (one line, as long as the service keeps).
+        #[arg(long, value_parser = |text: &str| Reason::new(text))]
+        reason: Reason,
         /// What kind of anomaly [default: other].
         #[arg(long, value_parser = PossibleValuesParser::new(QuarantineClass::ALL.map(QuarantineClass::as_str))
             .map(|name| QuarantineClass::parse(&name).expect("a possible value")))]

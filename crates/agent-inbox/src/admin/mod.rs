@@ -12,6 +12,7 @@ use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use anyhow::{Context as _, anyhow, bail};
 use inbox_api::{ParkedEventsRequest, QuarantineRequest};
 use inbox_client::{Admin, AdminAnswer, ClientError, EventsQuery, Home, ParkedQuery, Secret};
+use inbox_core::limits::EventIds;
 use serde::Serialize;
 
 pub use args::{AdminArgs, AdminCommand, AdminConnect, EventsArgs};
@@ -56,24 +57,24 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             print(json, &answer, |value| views::parked(&value.events))
         }
         AdminCommand::Requeue(events) => {
-            let answer = admin.requeue(&request(events)).await.map_err(refused)?;
+            let answer = admin.requeue(&request(events)?).await.map_err(refused)?;
             items(json, &answer, "requeued")
         }
         AdminCommand::Purge { events, yes } => {
             if !yes {
                 confirm_purge(&events)?;
             }
-            let answer = admin.purge(&request(events)).await.map_err(refused)?;
+            let answer = admin.purge(&request(events)?).await.map_err(refused)?;
             items(json, &answer, "purged")
         }
         AdminCommand::Quarantine { events, reason, class } => {
-            let request =
-                QuarantineRequest { recipient_id: events.agent, event_ids: events.event_ids, reason, class };
+            let event_ids = event_ids(events.event_ids)?;
+            let request = QuarantineRequest { recipient_id: events.agent, event_ids, reason, class };
             let answer = admin.quarantine(&request).await.map_err(refused)?;
             items(json, &answer, "quarantined")
         }
         AdminCommand::Release(events) => {
-            let answer = admin.release(&request(events)).await.map_err(refused)?;
+            let answer = admin.release(&request(events)?).await.map_err(refused)?;
             items(json, &answer, "released")
         }
         AdminCommand::Sessions { agent, limit } => {
@@ -157,8 +158,13 @@ fn items(json: bool, answer: &AdminAnswer<inbox_api::ItemResults>, done: &str) -
     Ok(())
 }
 
-fn request(events: EventsArgs) -> ParkedEventsRequest {
-    ParkedEventsRequest { recipient_id: events.agent, event_ids: events.event_ids }
+fn request(events: EventsArgs) -> anyhow::Result<ParkedEventsRequest> {
+    Ok(ParkedEventsRequest { recipient_id: events.agent, event_ids: event_ids(events.event_ids)? })
+}
+
+/// The events named on the command line, as a batch the service takes.
+fn event_ids(ids: Vec<inbox_core::EventId>) -> anyhow::Result<EventIds> {
+    EventIds::new(ids).map_err(|e| anyhow!("the event ids {e}"))
 }
 
 /// Purging cannot be undone: on a terminal, ask; elsewhere, insist on `--yes`.

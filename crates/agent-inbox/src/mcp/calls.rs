@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use inbox_api::{
-    AckEntry, AcknowledgeRequest, ClaimRequest, Correlation, HeartbeatEntry, HeartbeatRequest, PollRequest,
-    PublishRequest, ReleaseRequest,
+    AckEntry, AcknowledgeRequest, Acks, ClaimRequest, Correlation, FollowUps, HeartbeatEntry,
+    HeartbeatRequest, Leases, PollRequest, PublishRequest, ReleaseRequest,
 };
 use inbox_client::schedule::Backoff;
 use inbox_client::{Api, claimable_now, wait_for_work};
@@ -105,14 +105,18 @@ pub async fn ack(api: &Api, args: AckArgs) -> Answer {
         tenant_id: None,
         recipient_id: None,
         session_id: None,
-        acks: vec![AckEntry {
+        acks: Acks::new(vec![AckEntry {
             event_id: event_id(&args.event_id)?,
             lease_token: lease_token(&args.lease_token)?,
             result: Some(checked.result),
             reason: checked.reason,
             class: checked.class,
-            follow_ups: args.follow_ups.iter().flatten().map(follow_up).collect::<Result<_, _>>()?,
-        }],
+            follow_ups: FollowUps::new(
+                args.follow_ups.iter().flatten().map(follow_up).collect::<Result<_, _>>()?,
+            )
+            .map_err(|e| Invalid(format!("follow_ups {e}")))?,
+        }])
+        .expect("one acknowledgement is a batch"),
     };
     let answer =
         retrying(Repeat::Safe, || api.acknowledge(&request)).await.map_err(|err| from_error(&err))?;
@@ -132,7 +136,7 @@ pub async fn release(api: &Api, args: ReleaseArgs) -> Answer {
         recipient_id: None,
         event_id: event_id(&args.event_id)?,
         lease_token: lease_token(&args.lease_token)?,
-        reason: args.reason,
+        reason: args.reason()?,
         retry_after_seconds,
     };
     let answer = retrying(Repeat::Safe, || api.release(&request)).await.map_err(|err| from_error(&err))?;
@@ -145,11 +149,12 @@ pub async fn heartbeat(api: &Api, args: HeartbeatArgs) -> Answer {
         tenant_id: None,
         recipient_id: None,
         session_id: None,
-        leases: vec![HeartbeatEntry {
+        leases: Leases::new(vec![HeartbeatEntry {
             event_id: event_id(&args.event_id)?,
             lease_token: lease_token(&args.lease_token)?,
             extend_by_seconds,
-        }],
+        }])
+        .expect("one lease is a heartbeat"),
     };
     let answer = retrying(Repeat::Safe, || api.heartbeat(&request)).await.map_err(|err| from_error(&err))?;
     match answer.leases.into_iter().next() {
@@ -165,6 +170,7 @@ pub async fn publish(api: &Api, args: PublishArgs) -> Answer {
     args.check()?;
     // With a deduplication key a repeat returns the first event, so a lost answer may be retried.
     let repeat = if args.deduplication_key.is_some() { Repeat::Safe } else { Repeat::OnlyIfRefused };
+    let max_attempts = args.max_attempts()?;
     let request = PublishRequest {
         tenant_id: None,
         recipients: recipients(&args.recipients)?,
@@ -177,7 +183,7 @@ pub async fn publish(api: &Api, args: PublishArgs) -> Answer {
         correlation: Correlation::default(),
         payload: args.payload,
         payload_ref: None,
-        max_attempts: args.max_attempts,
+        max_attempts,
     };
     let answer = retrying(repeat, || api.publish(&request)).await.map_err(|err| from_error(&err))?;
     Ok(success(&answer))

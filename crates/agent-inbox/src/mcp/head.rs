@@ -166,8 +166,8 @@ async fn long_poll(
 ) -> Result<(), ClientError> {
     let request = PollRequest {
         after_seq: InboxSeq(head),
-        limit: Some(1),
-        wait_seconds: Some(25),
+        limit: Some(inbox_core::limits::BatchLimit::of(1)),
+        wait_seconds: Some(inbox_core::limits::WaitSeconds::of(25)),
         ..PollRequest::default()
     };
     let page = api.poll(&request).await?;

@@ -1,5 +1,6 @@
 //! Batched publishes: per-recipient order without gaps, deduplication within and across batches, a refused batch mate failing alone.
 
+use inbox_store::Field;
 use std::collections::{BTreeMap, HashSet};
 
 use inbox_conformance::vocabulary::{event, futures_join, inbox_of, poll};
@@ -133,7 +134,7 @@ case! {
             .await;
         let [ok1, refused, invalid, ok2] = <[_; 4]>::try_from(answers).unwrap();
         assert!(matches!(refused, Err(StoreError::Database(_))), "{refused:?}");
-        assert!(matches!(invalid, Err(StoreError::Invalid { field: "recipients", .. })), "{invalid:?}");
+        assert!(matches!(invalid, Err(StoreError::Invalid { field: Field::Recipients, .. })), "{invalid:?}");
         let (ok1, ok2) = (ok1.unwrap(), ok2.unwrap());
         assert_eq!(ok1.deliveries[0].inbox_seq, InboxSeq(1));
         assert_eq!(ok2.deliveries.iter().map(|d| d.inbox_seq.get()).collect::<Vec<_>>(), [2, 1]);

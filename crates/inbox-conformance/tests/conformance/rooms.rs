@@ -6,6 +6,7 @@ use inbox_core::{
     DeduplicationKey, EventBody, EventId, EventType, InboxSeq, Priority, RecipientId, TenantId,
 };
 use inbox_rooms::{BoundedPost, MessageId, NewRoom, PostMessage, PostedMessage, Room, RoomId, RoomsExt as _};
+use inbox_store::Field;
 use inbox_store::StoreError;
 
 fn room_id(name: &str) -> RoomId {
@@ -246,7 +247,7 @@ case! {
         let limit = h.store.config().fanout_recipients_max;
         let many: Vec<RecipientId> = (0..limit).map(|i| RecipientId::new(format!("m{i:04}")).unwrap()).collect();
         let before = h.store.rooms().get(&t1, &room_7).await.unwrap();
-        assert_invalid(h.store.rooms().add_members(&t1, &room_7, &many).await, "members");
+        assert_invalid(h.store.rooms().add_members(&t1, &room_7, &many).await, Field::RoomMembers);
         assert_eq!(h.store.rooms().get(&t1, &room_7).await.unwrap(), before, "nothing was added");
         let room = h.store.rooms().add_members(&t1, &room_7, &many[..limit - 1]).await.unwrap();
         assert_eq!(room.members.len(), limit);
@@ -310,22 +311,22 @@ case! {
             members,
         };
         for name in [String::new(), "n".repeat(201), "tab\there".into()] {
-            assert_invalid(h.store.rooms().create(&new_room(Some(name), Vec::new())).await, "name");
+            assert_invalid(h.store.rooms().create(&new_room(Some(name), Vec::new())).await, Field::RoomName);
         }
         let limit = h.store.config().fanout_recipients_max;
         let too_many: Vec<RecipientId> =
             (0..=limit).map(|i| RecipientId::new(format!("m{i}")).unwrap()).collect();
-        assert_invalid(h.store.rooms().create(&new_room(None, too_many.clone())).await, "members");
+        assert_invalid(h.store.rooms().create(&new_room(None, too_many.clone())).await, Field::RoomMembers);
         assert_eq!(count(h, "meeting_room").await, 0);
 
         let room = h.store.rooms().create(&new_room(Some("é".repeat(100)), Vec::new())).await.unwrap();
         assert_eq!(room.name.as_deref().map(str::len), Some(200), "the limit is in bytes");
         let (t1, room_7) = (tenant("t1"), room_id("room_7"));
-        assert_invalid(h.store.rooms().add_members(&t1, &room_7, &[]).await, "members");
-        assert_invalid(h.store.rooms().add_members(&t1, &room_7, &too_many).await, "members");
-        assert_invalid(h.store.rooms().remove_members(&t1, &room_7, &[]).await, "members");
+        assert_invalid(h.store.rooms().add_members(&t1, &room_7, &[]).await, Field::RoomMembers);
+        assert_invalid(h.store.rooms().add_members(&t1, &room_7, &too_many).await, Field::RoomMembers);
+        assert_invalid(h.store.rooms().remove_members(&t1, &room_7, &[]).await, Field::RoomMembers);
         for body in ["", "{", "{} {}", "not json"] {
-            assert_invalid(h.store.rooms().post(&message("t1", "room_7", body)).await, "body");
+            assert_invalid(h.store.rooms().post(&message("t1", "room_7", body)).await, Field::MessageBody);
         }
         assert_eq!(count(h, "meeting_room_member").await, 0);
         assert_eq!(count(h, "meeting_room_message").await, 0);

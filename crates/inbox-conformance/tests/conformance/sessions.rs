@@ -3,6 +3,7 @@
 use inbox_conformance::Harness;
 use inbox_conformance::vocabulary::{ack_of, claim_next, inbox_of, publish_to, tenant};
 use inbox_core::{Clock, InboxSeq, Recipient, RecipientId, SessionId};
+use inbox_store::Field;
 use inbox_store::{SessionRecord, SessionStanding, SessionTouch, SignalKind, TenantPolicyChange};
 
 fn record(session: &str, agent: &str) -> SessionRecord {
@@ -352,7 +353,7 @@ case! {
         assert_eq!(alpha.iter().map(|s| s.session_id.as_str()).collect::<Vec<_>>(), ["s-2"]);
         assert!(matches!(
             h.store.sessions().list(&tenant("t1"), None, 0).await,
-            Err(inbox_store::StoreError::Invalid { field: "limit", .. })
+            Err(inbox_store::StoreError::Invalid { field: Field::Limit, .. })
         ));
     }
 }

@@ -1,6 +1,7 @@
 //! Nonces refused once on any node, agent keys (and the second-key rule under races), tenant policy.
 
 use inbox_conformance::vocabulary::{agent_id, tenant};
+use inbox_store::Field;
 
 use inbox_store::{
     AGENT_KEYS_PER_AGENT_MAX, KeyId, NewAgentKey, NonceUse, SignatureNonce, StoreError, TenantPolicy,
@@ -221,6 +222,6 @@ case! {
             keys.iter().map(|k| (k.agent_id.as_str(), k.key_id.as_str(), k.retired_at.is_some())).collect();
         assert_eq!(listed, [("alpha", "k-a1", true), ("alpha", "k-a2", false), ("beta", "k-b1", false)]);
         assert_eq!(signatures.tenant_agent_keys(&tenant("t1"), 1).await.unwrap().len(), 1);
-        assert!(matches!(signatures.tenant_agent_keys(&tenant("t1"), 0).await, Err(StoreError::Invalid { field: "limit", .. })));
+        assert!(matches!(signatures.tenant_agent_keys(&tenant("t1"), 0).await, Err(StoreError::Invalid { field: Field::Limit, .. })));
     }
 }

@@ -269,6 +269,7 @@ pub const STREAM_COOKIE: &str = "agent_inbox_stream";
 #[into_params(parameter_in = Query)]
 pub struct StreamQuery {
     /// The agent session this stream serves (from subscribe); touched while the stream is open.
+    #[param(value_type = Option<inbox_core::SessionId>)]
     session_id: Option<String>,
     /// Resume point for clients that cannot send a `Last-Event-ID` header.
     last_event_id: Option<String>,

@@ -3,22 +3,16 @@
 
 use std::collections::BTreeMap;
 
-use inbox_core::{EventId, EventState, InboxSeq, KeyId, RecipientId, RegistrationId, RoomId, SessionId};
-use inbox_rooms::ROOM_NAME_BYTES_MAX;
-use inbox_store::{DELIVERY_ATTEMPTS_MAX, REASON_BYTES_MAX, RETRY_AFTER_MS_MAX, SESSIONS_LIST_MAX};
+use inbox_core::EventState;
+use inbox_core::limits::{LeaseSeconds, StreamCookieSeconds, StreamTicketSeconds, WaitSeconds};
 use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi, PartialSchema};
+use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::http::routes::{
     admin, admin_events, admin_views, agent_keys, agents, callbacks, events, inbox, rooms, sessions, streams,
     tenant_policy, tokens, ws,
 };
-use crate::ops::admin_views::ACTIVITY_MINUTES_MAX;
-use crate::ops::callbacks::registrations::{
-    RATE_PER_MINUTE_MAX, REPLAY_WINDOW_SECONDS_RANGE, ROTATION_OVERLAP_SECONDS_MAX,
-};
-use crate::ops::signatures::agent_keys::RETIRE_AFTER_SECONDS_MAX;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -45,8 +39,12 @@ use crate::ops::signatures::agent_keys::RETIRE_AFTER_SECONDS_MAX;
         callbacks::register, callbacks::list, callbacks::read, callbacks::remove, callbacks::verify,
         callbacks::rotate, callbacks::deliveries, callbacks::register_for_agent,
     ),
-    // Query parameters' types are not collected with the bodies'.
-    components(schemas(inbox_api::EventsOrder)),
+    // Parameters' types are not collected with the bodies'.
+    components(schemas(
+        inbox_api::EventsOrder, inbox_core::EventState, inbox_core::InboxSeq, inbox_core::limits::BatchLimit,
+        inbox_core::limits::SessionsLimit, inbox_core::limits::ActivityMinutes,
+        inbox_core::limits::KeyRetireAfterSeconds,
+    )),
     modifiers(&BearerAuth),
     security(("bearer" = []))
 )]
@@ -73,33 +71,29 @@ pub fn document() -> String {
 }
 
 /// The document a server with `config` serves: bounds that are settings (the longest long
-/// poll and lease) are this server's.
+/// poll, lease and stream credential) are this server's.
 pub fn document_for(config: &crate::config::Config) -> String {
     let generated = ApiDoc::openapi().to_json().expect("the OpenAPI document serializes");
     let mut document: Value = serde_json::from_str(&generated).expect("the generated document is JSON");
+    serve_settings(&mut document, config);
     inline_scalars(&mut document);
     add_error_answers(&mut document);
-    add_constraints(&mut document, config);
+    add_rules(&mut document);
     let mut json = serde_json::to_string_pretty(&document).expect("the OpenAPI document serializes");
     json.push('\n');
     json
 }
 
-/// The JSON Schema a type states for itself (an id's length and pattern, a sequence's range).
-fn schema_of<T: PartialSchema>() -> Value {
-    serde_json::to_value(T::schema()).expect("a schema serializes")
-}
-
-/// Ids, sequences and closed sets (`TenantId`, `InboxSeq`, `Priority`, ...) each have a schema
-/// of their own, which utoipa refers to. The document states each where it is used instead:
-/// a plain string or integer with the type's bounds, pattern or enum (and `null` beside it
-/// when the field is optional), so a field's rules are read where the field is, as they were
-/// when they were written here by hand.
+/// Ids, sequences, closed sets and bounded values (`TenantId`, `InboxSeq`, `Priority`,
+/// `Reason`, `EventIds`, ...) each have a schema of their own, which utoipa refers to. The
+/// document states each where it is used instead: a plain string, integer or list with the
+/// type's bounds, pattern or enum (and `null` beside it when the field is optional), so a
+/// field's rules are read where the field is, as they were when they were written here by hand.
 fn inline_scalars(document: &mut Value) {
     let Some(schemas) = document["components"]["schemas"].as_object_mut() else { return };
     let scalars: BTreeMap<String, Value> = schemas
         .iter()
-        .filter(|(_, schema)| matches!(schema["type"].as_str(), Some("string" | "integer")))
+        .filter(|(_, schema)| is_scalar(schema))
         .map(|(name, schema)| {
             let mut schema = schema.clone();
             // The field's own description says what it is for.
@@ -109,6 +103,11 @@ fn inline_scalars(document: &mut Value) {
         .collect();
     schemas.retain(|name, _| !scalars.contains_key(&format!("#/components/schemas/{name}")));
     inline(document, &scalars);
+}
+
+/// A string, an integer or a list: a value, not an object with fields of its own.
+fn is_scalar(schema: &Value) -> bool {
+    matches!(schema["type"].as_str(), Some("string" | "integer" | "array"))
 }
 
 fn inline(value: &mut Value, scalars: &BTreeMap<String, Value>) {
@@ -121,15 +120,17 @@ fn inline(value: &mut Value, scalars: &BTreeMap<String, Value>) {
         Value::Array(items) => items.iter_mut().for_each(|item| inline(item, scalars)),
         Value::Object(members) => {
             members.values_mut().for_each(|member| inline(member, scalars));
-            if let Some(schema) = members.get("$ref").and_then(Value::as_str).and_then(|r| scalars.get(r)) {
+            let target = members.get("$ref").and_then(Value::as_str).and_then(|r| scalars.get(r));
+            if let Some(schema) = target {
+                // A list's items may be scalars too.
+                let mut schema = schema.clone();
+                inline(&mut schema, scalars);
                 members.remove("$ref");
-                merge(members, schema);
+                merge(members, &schema);
             }
             // An optional one: `{"oneOf": [{"type": "null"}, <scalar>]}`.
             let optional = members.get("oneOf").and_then(Value::as_array).is_some_and(|parts| {
-                parts.len() == 2
-                    && parts[0] == json!({"type": "null"})
-                    && matches!(parts[1]["type"].as_str(), Some("string" | "integer"))
+                parts.len() == 2 && parts[0] == json!({"type": "null"}) && is_scalar(&parts[1])
             });
             if optional && let Some(Value::Array(mut parts)) = members.remove("oneOf") {
                 let mut scalar = parts.remove(1);
@@ -144,108 +145,32 @@ fn inline(value: &mut Value, scalars: &BTreeMap<String, Value>) {
     }
 }
 
-/// The bounds the server enforces, written into the schemas: ranges, lengths, patterns, enums
-/// and formats, so generated clients and contract tools know what is refused before sending it.
-/// Every number is the constant or setting its validator checks against, never a copy of it.
-/// Integers are JSON integers: a whole-number float such as `5.0` is refused (400
-/// `invalid_field`), as the schemas' `"type": "integer"` says.
-fn add_constraints(document: &mut Value, config: &crate::config::Config) {
+/// Bounds that are this server's settings (the longest lease, long poll, stream ticket and
+/// cookie), each stated on the schema of the type that carries it, before the types are
+/// inlined: every other bound is a constant its type states itself (`inbox_core::limits`).
+fn serve_settings(document: &mut Value, config: &crate::config::Config) {
     let store = crate::database::store_config(config);
-    let lease_max = store.lease_ms_max / 1_000;
-    let wait_max = config.inbox.long_poll_wait_max.as_secs();
-    let ticket_ttl_max = config.sessions.stream_ticket_ttl.as_secs();
-    let cookie_ttl_max = config.tokens.access_token_ttl.as_secs();
-    // Items one poll, claim, acknowledgement, heartbeat or admin batch may name or return, and
-    // recipients one publish (or room) may reach.
-    let batch_max = store.batch_events_max;
-    let fanout_max = store.fanout_recipients_max;
-    let retry_after_seconds_max = RETRY_AFTER_MS_MAX / 1_000;
-    // Free text: no control characters (C0, DEL, C1); the server's limit is in bytes of
-    // UTF-8, which JSON Schema cannot state: `maxLength` is the same number, in characters
-    // (exact for ASCII).
-    let text = |max: usize| json!({"pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$", "maxLength": max});
-    let limit = json!({"minimum": 1, "maximum": batch_max});
-    // A reason an agent or operator gives: one line of 1 to `REASON_BYTES_MAX` bytes.
-    let reason = json!({
-        "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", "minLength": 1, "maxLength": REASON_BYTES_MAX
-    });
-    // Ids, sequences and closed sets state their own bounds (see `inline_scalars`); these are
-    // the bounds of plain numbers, lists and free text, which are settings or constants of the
-    // checks that use them.
-    let table: Vec<(&str, &str, Value)> = vec![
-        ("PollRequest", "limit", limit.clone()),
-        ("PollRequest", "wait_seconds", json!({"maximum": wait_max})),
-        ("ClaimRequest", "event_ids", json!({"minItems": 1, "maxItems": batch_max})),
-        ("ClaimRequest", "limit", limit.clone()),
-        ("ClaimRequest", "lease_seconds", json!({"minimum": 1, "maximum": lease_max})),
-        ("AcknowledgeRequest", "acks", json!({"minItems": 1, "maxItems": batch_max})),
-        ("AckEntry", "reason", reason.clone()),
-        ("AckOneRequest", "reason", reason.clone()),
-        ("ReleaseRequest", "retry_after_seconds", json!({"maximum": retry_after_seconds_max})),
-        ("ReleaseRequest", "reason", text(REASON_BYTES_MAX)),
-        ("ReleaseOneRequest", "reason", text(REASON_BYTES_MAX)),
-        ("ReleaseOneRequest", "retry_after_seconds", json!({"maximum": retry_after_seconds_max})),
-        ("HeartbeatRequest", "leases", json!({"minItems": 1, "maxItems": batch_max})),
-        ("HeartbeatEntry", "extend_by_seconds", json!({"minimum": 1, "maximum": lease_max})),
-        ("PublishRequest", "recipients", json!({"minItems": 1, "maxItems": fanout_max})),
-        (
-            "ParkedEventsRequest",
-            "event_ids",
-            json!({"minItems": 1, "maxItems": batch_max, "uniqueItems": true}),
-        ),
-        (
-            "QuarantineRequest",
-            "event_ids",
-            json!({"minItems": 1, "maxItems": batch_max, "uniqueItems": true}),
-        ),
-        ("QuarantineRequest", "reason", reason),
-        ("CreateRoomRequest", "members", json!({"maxItems": fanout_max})),
-        ("RoomMembersRequest", "members", json!({"minItems": 1, "maxItems": fanout_max})),
-        ("PublishRequest", "available_at_utc", json!({"format": "date-time"})),
-        ("PublishRequest", "expires_at_utc", json!({"format": "date-time"})),
-        ("PublishRequest", "max_attempts", json!({"minimum": 1, "maximum": DELIVERY_ATTEMPTS_MAX})),
-        ("SubscribeRequest", "device_id", {
-            let mut device = text(inbox_store::DEVICE_ID_BYTES_MAX);
-            device["minLength"] = json!(1);
-            device
-        }),
-        ("CallbackRegistrationRequest", "callback_url", json!({"format": "uri", "pattern": "^https://"})),
-        (
-            "CallbackRegistrationRequest",
-            "max_rate_per_minute",
-            json!({"minimum": 1, "maximum": RATE_PER_MINUTE_MAX}),
-        ),
-        (
-            "CallbackRegistrationRequest",
-            "replay_window_seconds",
-            json!({"minimum": REPLAY_WINDOW_SECONDS_RANGE.start(), "maximum": REPLAY_WINDOW_SECONDS_RANGE.end()}),
-        ),
-        ("RotateCallbackSecretRequest", "overlap_seconds", json!({"maximum": ROTATION_OVERLAP_SECONDS_MAX})),
-        ("StreamTicketRequest", "ttl_seconds", json!({"minimum": 1, "maximum": ticket_ttl_max})),
-        ("StreamCookieRequest", "ttl_seconds", json!({"minimum": 1, "maximum": cookie_ttl_max})),
-        (
-            "CreateRoomRequest",
-            "name",
-            json!({
-                "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", "minLength": 1, "maxLength": ROOM_NAME_BYTES_MAX
-            }),
-        ),
-    ];
     let schemas = &mut document["components"]["schemas"];
-    for (schema, property, constraints) in table {
-        let (property, items) = match property.strip_suffix("/items") {
-            Some(array) => (array, true),
-            None => (property, false),
-        };
-        let mut target = &mut schemas[schema]["properties"][property];
-        if items {
-            target = &mut target["items"];
-        }
-        assert!(target.is_object(), "{schema}.{property} is in the document");
-        for (key, value) in constraints.as_object().expect("constraints are an object") {
-            target[key] = value.clone();
-        }
-    }
+    served_maximum::<LeaseSeconds>(schemas, store.lease_ms_max / 1_000);
+    served_maximum::<WaitSeconds>(schemas, config.inbox.long_poll_wait_max.as_secs());
+    let ticket_max = config.sessions.stream_ticket_ttl.as_secs().min(StreamTicketSeconds::MAX);
+    served_maximum::<StreamTicketSeconds>(schemas, ticket_max);
+    let cookie_max = config.tokens.access_token_ttl.as_secs().min(StreamCookieSeconds::MAX);
+    served_maximum::<StreamCookieSeconds>(schemas, cookie_max);
+}
+
+/// States `maximum` on the schema of `T`, wherever it is used.
+fn served_maximum<T: ToSchema>(schemas: &mut Value, maximum: u64) {
+    let schema = &mut schemas[T::name().as_ref()];
+    assert!(schema.is_object(), "{} is in the document", T::name());
+    schema["maximum"] = json!(maximum);
+}
+
+/// What no type states alone: rules across fields, and the one parameter whose values depend
+/// on its route. Integers are JSON integers: a whole-number float such as `5.0` is refused
+/// (400 `invalid_field`), as the schemas' `"type": "integer"` says.
+fn add_rules(document: &mut Value) {
+    let schemas = &mut document["components"]["schemas"];
     // A room message is any JSON value.
     schemas["PostMessageRequest"]["properties"]["body"] =
         json!({"description": "The message: any JSON, at most the payload limit."});
@@ -275,46 +200,13 @@ fn add_constraints(document: &mut Value, config: &crate::config::Config) {
         "required": ["event_ids", "limit"],
         "properties": {"event_ids": {"type": "array"}, "limit": {"type": "integer"}}
     });
-    // Path and query parameters, by name wherever they appear: the routes read them as text
-    // and the use cases check them, as the types named here do.
-    let parameter_constraints: Vec<(&str, Value)> = vec![
-        ("limit", limit),
-        ("agent_id", schema_of::<RecipientId>()),
-        ("recipient_id", schema_of::<RecipientId>()),
-        ("room_id", schema_of::<RoomId>()),
-        ("session_id", schema_of::<SessionId>()),
-        ("event_id", schema_of::<EventId>()),
-        ("after_seconds", json!({"maximum": RETIRE_AFTER_SECONDS_MAX})),
-        ("after_seq", schema_of::<InboxSeq>()),
-        ("state", json!({"enum": [EventState::DeadLetter.as_str(), EventState::Quarantined.as_str()]})),
-        ("minutes", json!({"minimum": 1, "maximum": ACTIVITY_MINUTES_MAX})),
-        ("registration_id", schema_of::<RegistrationId>()),
-        ("key_id", schema_of::<KeyId>()),
-    ];
-    // A name that means something else on one path: an inbox's events filter by every state,
-    // sessions list up to the store's own bound.
-    let states: Vec<&str> = EventState::ALL.iter().map(|s| s.as_str()).collect();
-    let path_constraints: Vec<(&str, &str, Value)> = vec![
-        ("/v1/admin/inboxes/{recipient_id}/events", "state", json!({"enum": states})),
-        ("/v1/admin/sessions", "limit", json!({"minimum": 1, "maximum": SESSIONS_LIST_MAX})),
-    ];
-    let Some(paths) = document["paths"].as_object_mut() else { return };
-    for (path, item) in paths.iter_mut() {
-        for operation in item.as_object_mut().into_iter().flat_map(|o| o.values_mut()) {
-            let parameters = operation.get_mut("parameters").and_then(Value::as_array_mut);
-            for parameter in parameters.into_iter().flatten() {
-                let on_path = path_constraints.iter().find(|(p, n, _)| p == path && parameter["name"] == *n);
-                let Some(constraints) = on_path.map(|(_, _, c)| c).or_else(|| {
-                    parameter_constraints.iter().find(|(n, _)| parameter["name"] == *n).map(|(_, c)| c)
-                }) else {
-                    continue;
-                };
-                for (key, value) in constraints.as_object().expect("constraints are an object") {
-                    parameter["schema"][key] = value.clone();
-                }
-            }
-        }
-    }
+    // Parked events are dead letters or quarantined ones (an inbox's events are in any state,
+    // as `EventState` says).
+    let parked = json!({"enum": [EventState::DeadLetter.as_str(), EventState::Quarantined.as_str()]});
+    let parameters = document["paths"]["/v1/admin/parked"]["get"]["parameters"].as_array_mut();
+    let state =
+        parameters.into_iter().flatten().find(|p| p["name"] == "state").expect("parked takes a state");
+    state["schema"]["enum"] = parked["enum"].clone();
 }
 
 /// Operations whose body may be left out (an empty body means `{}`).
@@ -396,10 +288,9 @@ fn add_error_answers(document: &mut Value) {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
     use std::path::PathBuf;
     use std::time::Duration;
-
-    use inbox_core::{DeduplicationKey, EventType, FairnessKey, TenantId};
 
     use super::*;
 
@@ -480,169 +371,111 @@ mod tests {
         }
     }
 
-    /// Each bound the document states is the one its validator checks against: the constants
-    /// the checks use and, for a server whose settings are not the defaults, its settings. A
-    /// bound copied by hand into the document drifts when the limit changes; this fails then.
+    /// The bounds that are settings are this server's, stated wherever their type is used;
+    /// every other bound is its type's, stated by the type (`inbox_core::limits`), so it needs
+    /// no check here beyond one that the types were inlined.
     #[test]
-    fn bounds_are_the_validators() {
+    fn settings_are_the_servers() {
         let mut config = crate::config::Config::default();
         config.inbox.lease_max = Duration::from_secs(7_200);
         config.inbox.long_poll_wait_max = Duration::from_secs(40);
         config.sessions.stream_ticket_ttl = Duration::from_secs(30);
-        let store = crate::database::store_config(&config);
         let document: Value = serde_json::from_str(&document_for(&config)).unwrap();
         let schemas = &document["components"]["schemas"];
-
-        let batch = json!(store.batch_events_max);
-        let fanout = json!(store.fanout_recipients_max);
-        let reason = json!(REASON_BYTES_MAX);
-        assert_eq!(
-            schemas["SubscribeRequest"]["properties"]["supported_transports"]["items"]["enum"],
-            json!(inbox_api::Transport::ALL.map(inbox_api::Transport::as_str)),
-            "the transports a subscribe may name are the ones the server offers"
-        );
-        let bounds: Vec<(&str, &str, &str, Value)> = vec![
-            ("PollRequest", "limit", "maximum", batch.clone()),
-            ("ClaimRequest", "limit", "maximum", batch.clone()),
-            ("ClaimRequest", "event_ids", "maxItems", batch.clone()),
-            ("AcknowledgeRequest", "acks", "maxItems", batch.clone()),
-            ("HeartbeatRequest", "leases", "maxItems", batch.clone()),
-            ("ParkedEventsRequest", "event_ids", "maxItems", batch.clone()),
-            ("QuarantineRequest", "event_ids", "maxItems", batch),
-            ("PublishRequest", "recipients", "maxItems", fanout.clone()),
-            ("CreateRoomRequest", "members", "maxItems", fanout.clone()),
-            ("RoomMembersRequest", "members", "maxItems", fanout),
-            ("AckEntry", "reason", "maxLength", reason.clone()),
-            ("AckOneRequest", "reason", "maxLength", reason.clone()),
-            ("QuarantineRequest", "reason", "maxLength", reason.clone()),
-            ("ReleaseRequest", "reason", "maxLength", reason.clone()),
-            ("ReleaseOneRequest", "reason", "maxLength", reason),
-            ("ReleaseRequest", "retry_after_seconds", "maximum", json!(RETRY_AFTER_MS_MAX / 1_000)),
-            ("ReleaseOneRequest", "retry_after_seconds", "maximum", json!(RETRY_AFTER_MS_MAX / 1_000)),
-            ("ClaimRequest", "lease_seconds", "maximum", json!(store.lease_ms_max / 1_000)),
-            ("HeartbeatEntry", "extend_by_seconds", "maximum", json!(store.lease_ms_max / 1_000)),
-            ("PollRequest", "wait_seconds", "maximum", json!(config.inbox.long_poll_wait_max.as_secs())),
-            (
-                "StreamTicketRequest",
-                "ttl_seconds",
-                "maximum",
-                json!(config.sessions.stream_ticket_ttl.as_secs()),
-            ),
-            (
-                "StreamCookieRequest",
-                "ttl_seconds",
-                "maximum",
-                json!(config.tokens.access_token_ttl.as_secs()),
-            ),
-            ("SubscribeRequest", "device_id", "maxLength", json!(inbox_store::DEVICE_ID_BYTES_MAX)),
-            ("PublishRequest", "max_attempts", "maximum", json!(DELIVERY_ATTEMPTS_MAX)),
-            ("CallbackRegistrationRequest", "max_rate_per_minute", "maximum", json!(RATE_PER_MINUTE_MAX)),
-            (
-                "CallbackRegistrationRequest",
-                "replay_window_seconds",
-                "minimum",
-                json!(REPLAY_WINDOW_SECONDS_RANGE.start()),
-            ),
-            (
-                "CallbackRegistrationRequest",
-                "replay_window_seconds",
-                "maximum",
-                json!(REPLAY_WINDOW_SECONDS_RANGE.end()),
-            ),
-            (
-                "RotateCallbackSecretRequest",
-                "overlap_seconds",
-                "maximum",
-                json!(ROTATION_OVERLAP_SECONDS_MAX),
-            ),
-            ("CreateRoomRequest", "name", "maxLength", json!(ROOM_NAME_BYTES_MAX)),
-            ("PublishRequest", "event_type", "maxLength", json!(EventType::BYTES_MAX)),
-            ("PublishRequest", "deduplication_key", "maxLength", json!(DeduplicationKey::BYTES_MAX)),
-            ("PostMessageRequest", "deduplication_key", "maxLength", json!(DeduplicationKey::BYTES_MAX)),
-            ("PublishRequest", "fairness_key", "maxLength", json!(FairnessKey::BYTES_MAX)),
-            (
-                "TenantPolicyRequest",
-                "pending_events_max",
-                "maximum",
-                json!(inbox_api::PENDING_EVENTS_MAX_LIMIT),
-            ),
-            ("TenantPolicyRequest", "stored_bytes_max", "maximum", json!(inbox_api::STORED_BYTES_MAX_LIMIT)),
-            ("CallbackRegistrationRequest", "secret_id", "maxLength", json!(KeyId::BYTES_MAX)),
-            ("RotateCallbackSecretRequest", "secret_id", "maxLength", json!(KeyId::BYTES_MAX)),
-        ];
-        for (schema, property, keyword, bound) in bounds {
-            let stated = &schemas[schema]["properties"][property][keyword];
-            assert_eq!(stated, &bound, "{schema}.{property} {keyword}");
-        }
-
-        // Ids, wherever a request body or a parameter bounds one, are as long as their type
-        // allows; each is found at least once.
-        let ids = [
-            ("tenant_id", TenantId::BYTES_MAX),
-            ("recipient_id", RecipientId::BYTES_MAX),
-            ("agent_id", RecipientId::BYTES_MAX),
-            ("session_id", SessionId::BYTES_MAX),
-            ("room_id", RoomId::BYTES_MAX),
-            ("key_id", KeyId::BYTES_MAX),
-            ("registration_id", RegistrationId::BYTES_MAX),
-        ];
-        let mut stated: Vec<(String, Value)> = Vec::new();
-        for schema in schemas.as_object().unwrap().values() {
-            for (name, property) in schema["properties"].as_object().into_iter().flatten() {
-                stated.push((name.clone(), property["maxLength"].clone()));
-                stated.push((name.clone(), property["items"]["maxLength"].clone()));
-            }
-        }
-        let parameters: Vec<(&String, &Value)> = document["paths"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .flat_map(|(path, item)| {
-                item.as_object().unwrap().values().map(move |operation| (path, operation))
-            })
-            .flat_map(|(path, operation)| {
-                operation["parameters"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(move |parameter| (path, parameter))
-            })
-            .collect();
-        stated.extend(
-            parameters
-                .iter()
-                .map(|(_, p)| (p["name"].as_str().unwrap().to_owned(), p["schema"]["maxLength"].clone())),
-        );
-        for (id, bytes_max) in ids {
-            let lengths: Vec<&Value> = stated
-                .iter()
-                .filter(|(name, max)| name == id && !max.is_null())
-                .map(|(_, max)| max)
-                .collect();
-            assert!(!lengths.is_empty(), "no {id} states its length");
-            assert!(
-                lengths.iter().all(|max| **max == json!(bytes_max)),
-                "{id}: {lengths:?}, not {bytes_max}"
+        let cookie_max = config.tokens.access_token_ttl.as_secs();
+        for (schema, property, maximum) in [
+            ("ClaimRequest", "lease_seconds", 7_200),
+            ("HeartbeatEntry", "extend_by_seconds", 7_200),
+            ("PollRequest", "wait_seconds", 40),
+            ("StreamTicketRequest", "ttl_seconds", 30),
+            ("StreamCookieRequest", "ttl_seconds", cookie_max),
+        ] {
+            assert_eq!(
+                schemas[schema]["properties"][property]["maximum"],
+                json!(maximum),
+                "{schema}.{property}"
             );
         }
+        let retry = &schemas["ReleaseRequest"]["properties"]["retry_after_seconds"];
+        assert_eq!(retry["maximum"], json!(inbox_core::limits::RETRY_AFTER_SECONDS_MAX));
+        let reason = &schemas["AckEntry"]["properties"]["reason"];
+        assert_eq!(reason["maxLength"], json!(inbox_core::limits::REASON_BYTES_MAX));
+    }
 
-        // Query parameters: every page's `limit` is the batch bound, but the sessions list's.
-        let mut limits = 0;
-        for (path, parameter) in &parameters {
-            let maximum = &parameter["schema"]["maximum"];
-            match parameter["name"].as_str().unwrap() {
-                "limit" if *path == "/v1/admin/sessions" => assert_eq!(maximum, &json!(SESSIONS_LIST_MAX)),
-                "limit" => {
-                    limits += 1;
-                    assert_eq!(maximum, &json!(store.batch_events_max), "{path} limit");
+    /// Every field a refusal of the store can name on the wire is a field of a request (a
+    /// body's, at any depth, or a parameter), as the wire spells it: the store names none
+    /// itself (a refusal once named `expires_at`, which no request has).
+    #[test]
+    fn every_refused_field_is_in_the_requests() {
+        use crate::error::{Places, store_refusal_at, wire_field};
+        use inbox_store::{Field, StoreError};
+
+        fn fields(schema: &Value, at: &str, schemas: &Value, found: &mut BTreeSet<String>, depth: usize) {
+            let schema = match schema["$ref"].as_str() {
+                Some(target) => &schemas[target.trim_start_matches("#/components/schemas/")],
+                None => schema,
+            };
+            for part in schema["oneOf"].as_array().into_iter().flatten() {
+                fields(part, at, schemas, found, depth);
+            }
+            for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+                let path = format!("{at}{name}");
+                found.insert(path.clone());
+                if depth < 4 {
+                    fields(property, &format!("{path}."), schemas, found, depth + 1);
+                    fields(&property["items"], &format!("{path}[]."), schemas, found, depth + 1);
                 }
-                "minutes" => assert_eq!(maximum, &json!(ACTIVITY_MINUTES_MAX), "{path} minutes"),
-                "after_seconds" => {
-                    assert_eq!(maximum, &json!(RETIRE_AFTER_SECONDS_MAX), "{path} after_seconds")
-                }
-                _ => {}
             }
         }
-        assert!(limits > 0, "pages take a limit");
+        let document: Value = serde_json::from_str(&super::document()).unwrap();
+        let schemas = &document["components"]["schemas"];
+        let mut found = BTreeSet::new();
+        for operation in
+            document["paths"].as_object().unwrap().values().flat_map(|p| p.as_object().unwrap().values())
+        {
+            let body = &operation["requestBody"]["content"]["application/json"]["schema"];
+            fields(body, "", schemas, &mut found, 0);
+            for parameter in operation["parameters"].as_array().into_iter().flatten() {
+                found.insert(parameter["name"].as_str().unwrap().to_owned());
+            }
+        }
+        let named = |field: Field, item: Option<usize>, at: &str| {
+            let refusal = StoreError::Invalid { field, item, problem: "is refused".to_owned() };
+            let problem = store_refusal_at(refusal, at, Places::InOrder);
+            let name = problem.extensions["field"].as_str().expect("a field is named").to_owned();
+            let mut plain = String::new();
+            let mut in_index = false;
+            for c in name.chars() {
+                match c {
+                    '[' => (in_index, plain) = (true, plain + "[]"),
+                    ']' => in_index = false,
+                    _ if in_index => {}
+                    c => plain.push(c),
+                }
+            }
+            plain
+        };
+        // Plain requests, and a hand-off's follow-ups (`acks[i].`).
+        for &field in Field::ALL {
+            if wire_field(field).is_none() {
+                continue;
+            }
+            let forms =
+                [named(field, None, ""), named(field, None, "acks[0]."), named(field, Some(1), "acks[0].")];
+            let item = named(field, Some(1), "");
+            assert!(
+                forms.iter().chain([&item]).any(|form| found.contains(form)),
+                "{field:?} is named {forms:?} or {item}, none of them a request's field"
+            );
+        }
+        for field in [Field::LeaseExtension, Field::Reason] {
+            assert!(found.contains(&named(field, Some(1), "")), "{field:?} of an item");
+        }
+        for field in
+            [Field::ExpiresAt, Field::Recipients, Field::MaxAttempts, Field::Tenant, Field::PayloadRefKind]
+        {
+            let name = named(field, Some(1), "acks[0].");
+            assert!(found.contains(&name), "{field:?} of a follow-up: {name}");
+        }
     }
 }

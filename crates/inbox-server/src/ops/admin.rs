@@ -79,20 +79,7 @@ pub async fn list_parked(
 }
 
 /// The inbox a batch request names; refused when it names an event twice.
-fn batch_inbox(
-    caller: &Caller,
-    recipient_id: &RecipientId,
-    event_ids: &[EventId],
-) -> Result<RecipientKey, ApiError> {
-    for (i, id) in event_ids.iter().enumerate() {
-        // One outcome per event named: a second mention would have none of its own.
-        if event_ids[..i].contains(id) {
-            return Err(ApiError::invalid_field(
-                &format!("event_ids[{i}]"),
-                format!("names event {id} again; name each event once"),
-            ));
-        }
-    }
+fn batch_inbox(caller: &Caller, recipient_id: &RecipientId) -> Result<RecipientKey, ApiError> {
     Ok(RecipientKey {
         tenant_id: caller.tenant_id.clone(),
         recipient: Recipient::agent(recipient_id.clone()),
@@ -127,7 +114,7 @@ pub async fn requeue(
 ) -> Result<ItemResults, ApiError> {
     caller.require_operator()?;
     let ids = &request.event_ids;
-    let inbox = batch_inbox(caller, &request.recipient_id, ids)?;
+    let inbox = batch_inbox(caller, &request.recipient_id)?;
     let before = state.store.now();
     let outcomes = state.store.inbox().requeue(&inbox, ids, &operator(caller)?).await?;
     state.metrics.requeued_total().add([], changed_since(&outcomes, before));
@@ -145,7 +132,7 @@ pub async fn purge(
 ) -> Result<ItemResults, ApiError> {
     caller.require_operator()?;
     let ids = &request.event_ids;
-    let inbox = batch_inbox(caller, &request.recipient_id, ids)?;
+    let inbox = batch_inbox(caller, &request.recipient_id)?;
     let outcomes = state.store.inbox().purge(&inbox, ids).await?;
     state.hints.touched(&caller.tenant_id);
     Ok(results(&outcomes, ids))
@@ -159,8 +146,8 @@ pub async fn quarantine(
 ) -> Result<ItemResults, ApiError> {
     caller.require_operator()?;
     let ids = &request.event_ids;
-    let inbox = batch_inbox(caller, &request.recipient_id, ids)?;
-    let reason = convert::reason("reason", &request.reason)?;
+    let inbox = batch_inbox(caller, &request.recipient_id)?;
+    let reason = request.reason.as_str().to_owned();
     let class = request.class;
     let quarantine = Quarantine { reason, class, actor: operator(caller)? };
     let before = state.store.now();
@@ -179,7 +166,7 @@ pub async fn release_quarantined(
 ) -> Result<ItemResults, ApiError> {
     caller.require_operator()?;
     let ids = &request.event_ids;
-    let inbox = batch_inbox(caller, &request.recipient_id, ids)?;
+    let inbox = batch_inbox(caller, &request.recipient_id)?;
     let before = state.store.now();
     let outcomes = state.store.inbox().release_quarantined(&inbox, ids, &operator(caller)?).await?;
     state.metrics.quarantine_releases_total().add([], changed_since(&outcomes, before));

@@ -9,6 +9,7 @@ use inbox_api::{
     ActivityResponse, AdminAgentKeyView, AdminAgentKeysResponse, AdminCallbackView, AdminCallbacksResponse,
     AdminSessionView, AdminSessionsResponse, MinuteActivityView, ProblemCode, QuotaRefusalsResponse,
 };
+use inbox_core::limits::ActivityMinutes;
 use inbox_core::{RecipientId, UnixMillis};
 use inbox_store::{AGENT_KEYS_LIST_MAX, CallbackRegistration, MinuteActivity, RegistrationId, SessionView};
 
@@ -20,9 +21,8 @@ use crate::ops::admin::LIST_LIMIT_DEFAULT;
 
 /// Recent deliveries shown with each callback registration.
 pub const CALLBACK_RECENT_DELIVERIES: u32 = 10;
-/// Default and longest span of the activity view, in minutes (one hour, one day).
-pub const ACTIVITY_MINUTES_DEFAULT: u32 = 60;
-pub const ACTIVITY_MINUTES_MAX: u32 = 1_440;
+/// Default span of the activity view, in minutes (one hour).
+pub const ACTIVITY_MINUTES_DEFAULT: ActivityMinutes = ActivityMinutes::of(60);
 
 const MINUTE_MS: i64 = 60_000;
 
@@ -147,13 +147,12 @@ pub async fn activity(
     minutes: Option<u32>,
 ) -> Result<ActivityResponse, ApiError> {
     caller.require_operator()?;
-    let minutes = minutes.unwrap_or(ACTIVITY_MINUTES_DEFAULT);
-    if !(1..=ACTIVITY_MINUTES_MAX).contains(&minutes) {
-        return Err(ApiError::invalid_field(
-            "minutes",
-            format!("is {minutes}; ask for 1 to {ACTIVITY_MINUTES_MAX} minutes (one day)"),
-        ));
-    }
+    let minutes = minutes
+        .map(ActivityMinutes::new)
+        .transpose()
+        .map_err(|e| ApiError::invalid_field("minutes", e))?
+        .unwrap_or(ACTIVITY_MINUTES_DEFAULT)
+        .get();
     let now = state.store.now();
     let current_minute = now.get() - now.get() % MINUTE_MS;
     let since = UnixMillis(current_minute - (i64::from(minutes) - 1) * MINUTE_MS);

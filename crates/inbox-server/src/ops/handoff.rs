@@ -11,11 +11,11 @@ use std::time::Instant;
 
 use inbox_api::{AckEntry, AckOutcome, PublishResponse, Scope};
 use inbox_core::{AckResult, SessionId};
-use inbox_store::{AckItem, FOLLOW_UPS_MAX, HandOff};
+use inbox_store::{AckItem, HandOff};
 
 use crate::caller::Caller;
 use crate::convert;
-use crate::error::{ApiError, item_error};
+use crate::error::{ApiError, Places, item_error, store_refusal_at};
 use crate::node::AppState;
 use crate::ops::publishing::{fairness_key, record_published, subject_key};
 use crate::quotas::{Change, Reservation, inline_bytes};
@@ -37,12 +37,6 @@ pub(in crate::ops) fn hand_off_of(
         return Err(ApiError::invalid_field(
             &format!("{at}follow_ups"),
             "go only with result completed: a hand-off passes on finished work",
-        ));
-    }
-    if entry.follow_ups.len() > FOLLOW_UPS_MAX {
-        return Err(ApiError::invalid_field(
-            &format!("{at}follow_ups"),
-            format!("holds {} publishes; the limit is {FOLLOW_UPS_MAX}", entry.follow_ups.len()),
         ));
     }
     let follow_ups = entry
@@ -92,16 +86,23 @@ pub(in crate::ops) async fn admit(
     state.quotas.admit(&state.store, &state.metrics, &policy, &caller.tenant_id, change).await
 }
 
-/// Commits one hand-off and answers its acknowledgement's outcome with the follow-ups'
-/// deliveries; what it added to the tenant's pending work is added to `committed`.
+/// Commits one hand-off (the request's `acks[place]`) and answers its acknowledgement's
+/// outcome with the follow-ups' deliveries; what it added to the tenant's pending work is
+/// added to `committed`.
 pub(in crate::ops) async fn hand_off(
     state: &AppState,
     caller: &Caller,
+    place: usize,
     hand_off: HandOff,
     committed: &mut Change,
 ) -> Result<AckOutcome, ApiError> {
     let started = Instant::now();
-    let outcome = state.store.inbox().hand_off(&hand_off).await?;
+    let outcome = state
+        .store
+        .inbox()
+        .hand_off(&hand_off)
+        .await
+        .map_err(|e| store_refusal_at(e, &format!("acks[{place}]."), Places::InOrder))?;
     state.metrics.ack_latency_seconds().observe([], started.elapsed());
     state.hints.touched(&caller.tenant_id);
     Ok(match outcome {

@@ -16,6 +16,7 @@ use inbox_api::{
     PollResponse, PublishRequest, PublishResponse, RejectedEvent, ReleaseOneRequest, ReleaseRequest,
     ReleaseResponse, ResyncResponse, Scope,
 };
+use inbox_core::limits::{BatchLimit, ReleaseReason};
 use inbox_core::{
     AckResult, AckState, EventId, InboxSeq, QuarantineClass, RecipientId, RecipientKey, RefusalReason,
     SessionId,
@@ -27,7 +28,7 @@ use inbox_store::{
 
 use crate::caller::Caller;
 use crate::convert::{self, envelope};
-use crate::error::{ApiError, item_error};
+use crate::error::{ApiError, Places, item_error, store_refusal_at};
 use crate::node::AppState;
 use crate::ops::handoff;
 use crate::ops::publishing::{fairness_key, record_published, subject_key};
@@ -36,9 +37,9 @@ use crate::ops::streams::Connected;
 use crate::quotas;
 
 /// Default page size of a poll.
-pub const POLL_LIMIT_DEFAULT: u32 = 100;
+pub const POLL_LIMIT_DEFAULT: BatchLimit = BatchLimit::of(100);
 /// Default batch of a claim-next.
-pub const CLAIM_LIMIT_DEFAULT: u32 = 10;
+pub const CLAIM_LIMIT_DEFAULT: BatchLimit = BatchLimit::of(10);
 /// How often a waiting long poll re-reads the database when no hint arrives. Hints come from
 /// the notifier within its interval for commits on any node, so this is only a safety net
 /// (a notifier that fell behind, a signal it gave up on).
@@ -52,10 +53,10 @@ pub async fn poll(state: &AppState, caller: &Caller, request: PollRequest) -> Re
     let query = PollQuery {
         inbox: caller.inbox(),
         after_seq: request.after_seq,
-        limit: request.limit.unwrap_or(POLL_LIMIT_DEFAULT),
+        limit: request.limit.unwrap_or(POLL_LIMIT_DEFAULT).get(),
         claimable_only: request.include_claimable_only,
     };
-    let wait = match request.wait_seconds {
+    let wait = match request.wait_seconds.map(|s| s.get()) {
         None | Some(0) => None,
         Some(seconds) => {
             let max = state.config.inbox.long_poll_wait_max;
@@ -95,7 +96,7 @@ pub async fn page(
         inbox: caller.inbox(),
         after_seq: InboxSeq::new(after_cursor)
             .map_err(|e| ApiError::invalid_field("after_cursor", e.problem))?,
-        limit: limit.unwrap_or(POLL_LIMIT_DEFAULT),
+        limit: limit.unwrap_or(POLL_LIMIT_DEFAULT.get()),
         claimable_only: false,
     };
     let (page, _) = poll_page(state, caller, &query, None).await?;
@@ -270,12 +271,12 @@ pub async fn claim(
     caller.check_agent(request.recipient_id.as_ref().map(RecipientId::as_str))?;
     let session_id = request.session_id;
     require_active_session(state, caller, session_id.as_ref()).await?;
-    let lease_ms = request.lease_seconds.map(|s| convert::seconds_to_ms("lease_seconds", s)).transpose()?;
+    let lease_ms = request.lease_seconds.map(|s| s.get() * 1_000);
     let inbox = caller.inbox();
     let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
     let (claimed, rejected) = match request.event_ids {
         None => {
-            let limit = request.limit.unwrap_or(CLAIM_LIMIT_DEFAULT);
+            let limit = request.limit.unwrap_or(CLAIM_LIMIT_DEFAULT).get();
             let order = if state.tenant_policies.get(&state.store, &caller.tenant_id).await?.fair_claims {
                 ClaimOrder::Fair
             } else {
@@ -292,7 +293,7 @@ pub async fn claim(
                     "applies only when event_ids is absent; send one or the other",
                 ));
             }
-            let claim = ClaimByIds { inbox, session_id, event_ids, lease_ms };
+            let claim = ClaimByIds { inbox, session_id, event_ids: event_ids.into_vec(), lease_ms };
             let outcomes = state.store.inbox().claim_by_ids(&claim).await?;
             let mut claimed = Vec::new();
             let mut rejected = Vec::new();
@@ -357,14 +358,8 @@ pub async fn acknowledge(
     let mut hand_offs = Vec::new();
     for (i, a) in request.acks.iter().enumerate() {
         let at = format!("acks[{i}].");
-        let item = convert::ack_item(
-            &at,
-            a.event_id,
-            a.lease_token.clone(),
-            a.result,
-            a.reason.as_deref(),
-            a.class,
-        )?;
+        let item =
+            convert::ack_item(&at, a.event_id, a.lease_token.clone(), a.result, a.reason.as_ref(), a.class)?;
         if a.follow_ups.is_empty() {
             plain.push((i, item));
         } else {
@@ -384,7 +379,7 @@ pub async fn acknowledge(
     let mut results: Vec<Option<AckOutcome>> = vec![None; request.acks.len()];
     if !plain.is_empty() || hand_offs.is_empty() {
         let (places, items): (Vec<usize>, Vec<AckItem>) = plain.into_iter().unzip();
-        let outcomes = match acknowledge_items(state, caller, session_id, items).await {
+        let outcomes = match acknowledge_items(state, caller, session_id, items, Places::Of(&places)).await {
             Ok(outcomes) => outcomes,
             Err(err) => {
                 if let Some(reservation) = reservation {
@@ -399,7 +394,7 @@ pub async fn acknowledge(
     }
     let mut committed = quotas::Change::default();
     for (place, hand_off) in hand_offs {
-        match handoff::hand_off(state, caller, hand_off, &mut committed).await {
+        match handoff::hand_off(state, caller, place, hand_off, &mut committed).await {
             Ok(outcome) => results[place] = Some(outcome),
             Err(err) => {
                 if let Some(reservation) = reservation {
@@ -417,11 +412,13 @@ pub async fn acknowledge(
     })
 }
 
+/// Acknowledges `items`, which sit in the request at `places`.
 async fn acknowledge_items(
     state: &AppState,
     caller: &Caller,
     session_id: Option<SessionId>,
     items: Vec<AckItem>,
+    places: Places<'_>,
 ) -> Result<Vec<ItemOutcome<AckReceipt>>, ApiError> {
     let started = Instant::now();
     // The class of each quarantining item, by event, for the metric once it is accepted.
@@ -431,7 +428,8 @@ async fn acknowledge_items(
         .map(|i| (i.event_id, i.class.unwrap_or_default()))
         .collect();
     let acknowledge = Acknowledge { inbox: caller.inbox(), session_id, items };
-    let outcomes = state.acknowledger.acknowledge(acknowledge).await?;
+    let outcomes =
+        state.acknowledger.acknowledge(acknowledge).await.map_err(|e| store_refusal_at(e, "", places))?;
     state.metrics.ack_latency_seconds().observe([], started.elapsed());
     state.hints.touched(&caller.tenant_id);
     let tenant = state.metrics.tenant_label(caller.tenant_id.as_str());
@@ -481,10 +479,10 @@ pub async fn acknowledge_one(
         event_id,
         request.lease_token,
         request.result,
-        request.reason.as_deref(),
+        request.reason.as_ref(),
         request.class,
     )?;
-    let receipt = acknowledge_items(state, caller, None, vec![item]).await?.remove(0)?;
+    let receipt = acknowledge_items(state, caller, None, vec![item], Places::Alone).await?.remove(0)?;
     Ok(ack_outcome(Ok(receipt)))
 }
 
@@ -501,8 +499,8 @@ pub async fn release(
         inbox: caller.inbox(),
         event_id: request.event_id,
         lease_token: request.lease_token,
-        retry_after_ms: convert::seconds_to_ms("retry_after_seconds", request.retry_after_seconds)?,
-        reason: request.reason,
+        retry_after_ms: request.retry_after_seconds.get() * 1_000,
+        reason: request.reason.map(ReleaseReason::into_string),
     };
     release_event(state, caller, release).await
 }
@@ -536,8 +534,8 @@ pub async fn release_one(
         inbox: caller.inbox(),
         event_id: convert::event_id("event_id", event_id)?,
         lease_token: request.lease_token,
-        retry_after_ms: convert::seconds_to_ms("retry_after_seconds", request.retry_after_seconds)?,
-        reason: request.reason,
+        retry_after_ms: request.retry_after_seconds.get() * 1_000,
+        reason: request.reason.map(ReleaseReason::into_string),
     };
     release_event(state, caller, release).await
 }
@@ -554,18 +552,12 @@ pub async fn heartbeat(
     let items = request
         .leases
         .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            Ok(HeartbeatItem {
-                event_id: l.event_id,
-                lease_token: l.lease_token.clone(),
-                extend_ms: convert::seconds_to_ms(
-                    &format!("leases[{i}].extend_by_seconds"),
-                    l.extend_by_seconds,
-                )?,
-            })
+        .map(|l| HeartbeatItem {
+            event_id: l.event_id,
+            lease_token: l.lease_token.clone(),
+            extend_ms: l.extend_by_seconds.get() * 1_000,
         })
-        .collect::<Result<Vec<_>, ApiError>>()?;
+        .collect();
     let outcomes = state.store.inbox().heartbeat(&Heartbeat { inbox: caller.inbox(), items }).await?;
     Ok(HeartbeatResponse {
         leases: outcomes

@@ -15,6 +15,7 @@ use inbox_api::time::format_utc;
 use inbox_api::{
     CreateRoomRequest, PostMessageRequest, PostMessageResponse, RoomMembersRequest, RoomView, Scope,
 };
+use inbox_core::limits::RoomName;
 use inbox_core::{FairnessKey, RecipientId};
 use inbox_rooms::{BoundedPost, NewRoom, PostMessage, PostedMessage, Room, RoomId, RoomsExt as _};
 use inbox_store::{StoreError, TenantPolicy};
@@ -39,8 +40,8 @@ pub async fn create(
         .create(&NewRoom {
             tenant_id: caller.tenant_id.clone(),
             room_id: request.room_id,
-            name: request.name,
-            members: request.members,
+            name: request.name.map(RoomName::into_string),
+            members: request.members.into_vec(),
         })
         .await?;
     Ok(room_view(&room))

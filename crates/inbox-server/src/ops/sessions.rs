@@ -25,6 +25,7 @@ use inbox_api::{
     ProblemCode, RecipientView, Scope, SessionHeartbeatRequest, SessionHeartbeatResponse, SubscribeRequest,
     SubscribeResponse, Transport,
 };
+use inbox_core::limits::DeviceId;
 use inbox_core::{RecipientId, RecipientKind, SessionId, TenantId};
 use inbox_store::{SessionRecord, SessionStanding, SessionTouch};
 
@@ -154,7 +155,7 @@ pub async fn subscribe(
             session_id: session_id.clone(),
             tenant_id: caller.tenant_id.clone(),
             agent_id: caller.subject.clone(),
-            device_id: request.device_id,
+            device_id: request.device_id.map(DeviceId::into_string),
             transport: recommended.as_str().to_owned(),
             last_seen_seq: request.last_seen_seq.unwrap_or_default(),
             auth_subject: caller.subject.to_string(),

@@ -1,7 +1,10 @@
 //! Who may call is decided before any field is judged: a request that is both unauthorized
 //! and malformed is answered 403, never the field's 400. Each case sends the same bad request
 //! twice: from a caller that may make the call (400 naming the field, so the request is indeed
-//! malformed) and from one that may not (403).
+//! malformed) and from one that may not (403). A value whose type holds its rule (an id, a
+//! bounded number or list, a reason) is refused as the body is read, before any use case, as
+//! every malformed body is; the cases here are what only a use case can judge (rules across
+//! fields, this server's settings, path and query values).
 
 use inbox_server::CallerKind;
 use reqwest::{Method, StatusCode};
@@ -44,12 +47,12 @@ async fn who_may_call_comes_before_the_fields(backend: Backend) {
             "events.handoff",
         ),
         (
-            "a retry delay past any clock",
+            "a long poll longer than this server waits",
             Method::POST,
-            "/v1/inbox/release".to_owned(),
-            json!({"event_id": event_id, "lease_token": lease_token, "retry_after_seconds": u64::MAX}),
-            "retry_after_seconds",
-            "inbox.release",
+            "/v1/inbox/poll-after-cursor".to_owned(),
+            json!({"after_seq": 0, "wait_seconds": 3_600}),
+            "wait_seconds",
+            "inbox.poll",
         ),
         (
             "seed 000's acknowledgement of a malformed event id",
@@ -68,10 +71,10 @@ async fn who_may_call_comes_before_the_fields(backend: Backend) {
             "inbox.release",
         ),
         (
-            "a stream ticket that lasts no time",
+            "a stream ticket longer than this server mints",
             Method::POST,
             "/v1/streams/tickets".to_owned(),
-            json!({"ttl_seconds": 0}),
+            json!({"ttl_seconds": 3_600}),
             "ttl_seconds",
             "stream.subscribe",
         ),

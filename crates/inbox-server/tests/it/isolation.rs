@@ -111,17 +111,24 @@ async fn token_matrix_against_every_endpoint(backend: Backend) {
     }
     // Naming another tenant or agent in a body or path is refused.
     let agent = server.agent("t1", "agent_alpha").await;
+    let lease = format!("lease_{}", "0".repeat(32));
     let mismatches = [
         ("/v1/inbox/poll-after-cursor", json!({"tenant_id": "t2", "after_seq": 0})),
         ("/v1/inbox/poll-after-cursor", json!({"recipient_id": "agent_beta", "after_seq": 0})),
         ("/v1/inbox/claim", json!({"tenant_id": "t2"})),
         ("/v1/inbox/claim", json!({"recipient_id": "agent_beta"})),
-        ("/v1/inbox/acknowledge", json!({"tenant_id": "t2", "acks": []})),
+        (
+            "/v1/inbox/acknowledge",
+            json!({"tenant_id": "t2", "acks": [{"event_id": event_id, "lease_token": lease}]}),
+        ),
         (
             "/v1/inbox/release",
-            json!({"recipient_id": "agent_beta", "event_id": event_id, "lease_token": format!("lease_{}", "0".repeat(32))}),
+            json!({"recipient_id": "agent_beta", "event_id": event_id, "lease_token": lease}),
         ),
-        ("/v1/inbox/heartbeat", json!({"tenant_id": "t2", "leases": []})),
+        (
+            "/v1/inbox/heartbeat",
+            json!({"tenant_id": "t2", "leases": [{"event_id": event_id, "lease_token": lease, "extend_by_seconds": 60}]}),
+        ),
         ("/v1/agent-sessions/subscribe", json!({"agent_id": "agent_beta"})),
     ];
     for (path, body) in mismatches {

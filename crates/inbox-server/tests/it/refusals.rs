@@ -102,7 +102,7 @@ async fn messages_name_the_wire_fields_in_plain_words(backend: Backend) {
     assert!(page["events"][0]["availability_at_utc"].as_str().unwrap().starts_with("2030-01-01T00:00:00"));
     let (_, body) =
         server.post("/v1/inbox/poll-after-cursor", &agent, json!({"after_seq": 0, "limit": 0})).await;
-    assert_eq!(body["detail"], "limit is 0; send between 1 and 500", "{body}");
+    assert_eq!(body["detail"], "limit: is 0; send between 1 and 500", "{body}");
     let (_, body) = server.call(Method::GET, "/v1/inbox/head", Some("not-a-jwt"), None).await;
     let detail = body["detail"].as_str().unwrap();
     assert!(detail.contains("not a JWT") && !detail.contains("InvalidToken"), "{body}");

@@ -142,7 +142,10 @@ async fn a_retired_key_is_refused_the_moment_its_overlap_ends(backend: Backend) 
         .rotate_signing_keys(inbox_store::SIGNING_KEY_OVERLAP_MS_MIN - 1, 0, TokenAlgorithm::Hs256)
         .await;
     assert!(
-        matches!(too_short, Err(inbox_store::StoreError::Invalid { field: "overlap", .. })),
+        matches!(
+            too_short,
+            Err(inbox_store::StoreError::Invalid { field: inbox_store::Field::SigningKeyOverlap, .. })
+        ),
         "{too_short:?}"
     );
 

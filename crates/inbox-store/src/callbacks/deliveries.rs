@@ -40,7 +40,8 @@ impl Callbacks<'_> {
             .map(|row| {
                 Ok(DueDelivery {
                     registration: registration_from_row(self.store, row)?,
-                    head_seq: InboxSeq::new(row.i64("head_seq")?.max(0) as u64)?,
+                    head_seq: InboxSeq::new(row.i64("head_seq")?.max(0) as u64)
+                        .map_err(|e| StoreError::Corrupt(format!("callback_delivery: {e}")))?,
                 })
             })
             .collect()

@@ -7,6 +7,7 @@ use super::{
     CallbackLimits, CallbackRegistration, Callbacks, NewCallbackRegistration, RegistrationId,
     VerificationState, queries, registration_from_row, truncate,
 };
+use crate::Field;
 use crate::StoreError;
 use crate::db::{Arg, DbRow};
 use crate::secrets::{Place, seal_for_storing};
@@ -23,9 +24,10 @@ impl Callbacks<'_> {
         limits: CallbackLimits,
     ) -> Result<CallbackRegistration, StoreError> {
         if new.secret.len() < 32 || new.secret.len() > 64 {
-            return Err(StoreError::invalid("secret", "must be 32 to 64 bytes"));
+            return Err(StoreError::invalid(Field::CallbackSecret, "must be 32 to 64 bytes"));
         }
-        let id = RegistrationId::new(format!("cbreg_{}", hex::encode(crate::entropy::random_bytes::<12>())))?;
+        let id = RegistrationId::new(format!("cbreg_{}", hex::encode(crate::entropy::random_bytes::<12>())))
+            .expect("cbreg_ and 24 hex digits make a registration id");
         with_retries!(self.store, self.create_registration_once(&id, new, limits))
     }
 
@@ -216,7 +218,7 @@ impl Callbacks<'_> {
         overlap_ms: u64,
     ) -> Result<Option<CallbackRegistration>, StoreError> {
         if secret.len() < 32 || secret.len() > 64 {
-            return Err(StoreError::invalid("secret", "must be 32 to 64 bytes"));
+            return Err(StoreError::invalid(Field::CallbackSecret, "must be 32 to 64 bytes"));
         }
         let now = self.store.now();
         let mut pooled = self.store.pools().writer().await?;
@@ -241,7 +243,10 @@ impl Callbacks<'_> {
         drop(pooled);
         let current = self.registration(tenant_id, registration_id).await?;
         if done.rows_affected == 0 && current.as_ref().is_some_and(|r| &r.key_id == key_id) {
-            return Err(StoreError::invalid("secret_id", "is the current key id; name a new one"));
+            return Err(StoreError::invalid(
+                Field::CallbackSecretId,
+                "is the current key id; name a new one",
+            ));
         }
         Ok(current)
     }

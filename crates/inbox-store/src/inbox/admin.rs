@@ -4,6 +4,7 @@
 use inbox_core::{EventId, RecipientKey, TenantId, Transition};
 
 use super::{Inbox, queries};
+use crate::Field;
 use crate::db::Arg;
 use crate::inbox::apply::Change;
 use crate::inbox::history::{Actor, Attribution};
@@ -18,7 +19,7 @@ use crate::{
 impl Inbox<'_> {
     /// Parked events of a tenant, oldest first.
     pub async fn list_parked(self, query: &ParkedQuery) -> Result<Vec<EventRecord>, StoreError> {
-        self.store.batch_len("limit", query.limit as usize)?;
+        self.store.batch_len(Field::Limit, query.limit as usize)?;
         let mut args = vec![Arg::Str(query.tenant_id.as_str())];
         if let Some(recipient) = &query.recipient {
             args.extend([Arg::Str(recipient.kind.as_str()), Arg::Str(recipient.id.as_str())]);
@@ -30,7 +31,7 @@ impl Inbox<'_> {
             }
             Some(state) => {
                 return Err(StoreError::invalid(
-                    "state",
+                    Field::ParkedState,
                     format!("is {}; list dead_letter or quarantined events", state.as_str()),
                 ));
             }
@@ -66,7 +67,7 @@ impl Inbox<'_> {
         event_ids: &[EventId],
         request: &QuarantineRequest,
     ) -> Result<Vec<ItemOutcome<EventRecord>>, StoreError> {
-        check_reason("reason", &request.reason)?;
+        check_reason(&request.reason)?;
         let class = Some(request.class.unwrap_or_default());
         self.operator_changes(inbox, event_ids, &request.actor, Some(&request.reason), class, |now| {
             Transition::Quarantine { now }
@@ -101,8 +102,8 @@ impl Inbox<'_> {
         class: Option<inbox_core::QuarantineClass>,
         transition: impl Fn(inbox_core::UnixMillis) -> Transition,
     ) -> Result<Vec<ItemOutcome<EventRecord>>, StoreError> {
-        self.store.batch_len("event_ids", event_ids.len())?;
-        crate::inbox::leases::distinct("event_ids", event_ids.iter())?;
+        self.store.batch_len(Field::EventIds, event_ids.len())?;
+        crate::inbox::leases::distinct(Field::EventIds, event_ids.iter())?;
         with_retries!(self.store, async {
             let now = self.store.now();
             let changes: Vec<Change> = event_ids
@@ -124,7 +125,7 @@ impl Inbox<'_> {
         inbox: &RecipientKey,
         event_ids: &[EventId],
     ) -> Result<Vec<ItemOutcome<EventId>>, StoreError> {
-        self.store.batch_len("event_ids", event_ids.len())?;
+        self.store.batch_len(Field::EventIds, event_ids.len())?;
         with_retries!(self.store, self.purge_once(inbox, event_ids))
     }
 
@@ -160,7 +161,7 @@ impl Inbox<'_> {
     /// Backlog per inbox of a tenant: unacknowledged depth, claimed, retry-scheduled, parked,
     /// oldest unacked, and the agent's online sessions and last sign of life.
     pub async fn inbox_stats(self, tenant_id: &TenantId, limit: u32) -> Result<Vec<InboxStats>, StoreError> {
-        self.store.batch_len("limit", limit as usize)?;
+        self.store.batch_len(Field::Limit, limit as usize)?;
         let now = self.store.now();
         let mut pooled = self.store.pools().reader().await?;
         let mut conn = pooled.conn();

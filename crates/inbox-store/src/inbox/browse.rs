@@ -5,6 +5,7 @@
 use inbox_core::{AckState, EventId, RecipientKey, TenantId, UnixMillis};
 
 use super::{Inbox, queries};
+use crate::Field;
 use crate::db::Arg;
 use crate::inbox::history::parse_history;
 use crate::inbox::record::{event_from_row, event_with_history_from_row, seq_arg};
@@ -19,7 +20,7 @@ impl Inbox<'_> {
     /// state, ordered by `inbox_seq` (oldest or newest first), at most `limit`. Only the live
     /// table: archived events are found one by one with [`Inbox::event_detail`].
     pub async fn events(self, query: &EventsQuery) -> Result<Vec<EventRecord>, StoreError> {
-        self.store.batch_len("limit", query.limit as usize)?;
+        self.store.batch_len(Field::Limit, query.limit as usize)?;
         let now = self.store.now();
         let mut args = inbox_args(&query.inbox);
         args.push(seq_arg(query.after_seq.unwrap_or(inbox_core::InboxSeq(0))));
@@ -84,7 +85,7 @@ impl Inbox<'_> {
         let now = self.store.now();
         if since < now.minus_ms(ACTIVITY_WINDOW_MS_MAX) {
             return Err(StoreError::invalid(
-                "since",
+                Field::ActivityWindow,
                 format!(
                     "reaches back more than {} hours; ask for a shorter window",
                     ACTIVITY_WINDOW_MS_MAX / 3_600_000

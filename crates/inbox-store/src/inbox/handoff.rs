@@ -19,11 +19,10 @@ use crate::inbox::apply::Change;
 use crate::inbox::history::Attribution;
 use crate::inbox::rows::load_events;
 use crate::store::with_retries;
-use crate::{AckReceipt, ItemOutcome, ItemRefusal, Publish, PublishReceipt, Refusal, StoreError};
+use crate::{AckReceipt, Field, ItemOutcome, ItemRefusal, Publish, PublishReceipt, Refusal, StoreError};
 use inbox_core::{LeaseToken, RefusalReason};
 
-/// The most follow-up publishes one acknowledgement may carry.
-pub const FOLLOW_UPS_MAX: usize = 16;
+pub use inbox_core::limits::FOLLOW_UPS_MAX;
 
 /// The prefix of every follow-up's deduplication key: `handoff:{event_id}:{index}`.
 pub const HANDOFF_KEY_PREFIX: &str = "handoff:";
@@ -64,24 +63,25 @@ impl Inbox<'_> {
     pub async fn hand_off(self, hand_off: &HandOff) -> Result<ItemOutcome<HandOffReceipt>, StoreError> {
         if hand_off.follow_ups.is_empty() || hand_off.follow_ups.len() > FOLLOW_UPS_MAX {
             return Err(StoreError::invalid(
-                "follow_ups",
+                Field::FollowUps,
                 format!("must hold 1 to {FOLLOW_UPS_MAX} publishes; it holds {}", hand_off.follow_ups.len()),
             ));
         }
         let mut keyed = Vec::with_capacity(hand_off.follow_ups.len());
         for (index, follow_up) in hand_off.follow_ups.iter().enumerate() {
             if follow_up.tenant_id != hand_off.inbox.tenant_id {
-                return Err(StoreError::invalid(
-                    "tenant_id",
-                    format!("of follow_ups[{index}] must be the acknowledging inbox's tenant"),
+                return Err(StoreError::invalid_item(
+                    Field::Tenant,
+                    index,
+                    "must be the acknowledging inbox's tenant",
                 ));
             }
             if follow_up.deduplication_key.is_some() {
-                return Err(StoreError::invalid(
-                    "deduplication_key",
+                return Err(StoreError::invalid_item(
+                    Field::DeduplicationKey,
+                    index,
                     format!(
-                        "of follow_ups[{index}] is given by the hand-off \
-                         ({HANDOFF_KEY_PREFIX}{{event_id}}:{{index}}); leave it out"
+                        "is given by the hand-off ({HANDOFF_KEY_PREFIX}{{event_id}}:{{index}}); leave it out"
                     ),
                 ));
             }
@@ -89,7 +89,7 @@ impl Inbox<'_> {
                 deduplication_key: Some(handoff_key(hand_off.event_id, index)),
                 ..follow_up.clone()
             };
-            let recipients = publish.checked_recipients(self.store.config())?;
+            let recipients = publish.checked_recipients(self.store.config()).map_err(|e| e.of_item(index))?;
             keyed.push((publish, recipients));
         }
         with_retries!(self.store, self.hand_off_once(hand_off, &keyed))
@@ -162,8 +162,8 @@ async fn publish_all(
     keyed: &[(Publish, Vec<Recipient>)],
 ) -> Result<Vec<PublishReceipt>, StoreError> {
     let mut receipts = Vec::with_capacity(keyed.len());
-    for (publish, recipients) in keyed {
-        receipts.push(inbox.publish_rows(conn, publish, recipients).await?);
+    for (index, (publish, recipients)) in keyed.iter().enumerate() {
+        receipts.push(inbox.publish_rows(conn, publish, recipients).await.map_err(|e| e.of_item(index))?);
     }
     Ok(receipts)
 }

@@ -11,6 +11,7 @@ use inbox_core::{AckResult, AckState, DeadLetterReason, QuarantineClass, Session
 use serde::{Deserialize, Serialize};
 
 use super::queries;
+use crate::Field;
 use crate::dialect::Dialect;
 use crate::{EventRecord, StoreError};
 
@@ -70,7 +71,7 @@ impl Actor {
             || subject.chars().any(char::is_control)
         {
             return Err(StoreError::invalid(
-                "actor",
+                Field::Actor,
                 format!("must be 1 to {ACTOR_SUBJECT_BYTES_MAX} bytes without control characters"),
             ));
         }

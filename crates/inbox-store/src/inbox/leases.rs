@@ -10,6 +10,7 @@
 use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
 
+use inbox_core::limits::{RETRY_AFTER_SECONDS_MAX, Reason, ReleaseReason};
 use inbox_core::{
     AckResult, AckState, EventId, LeaseToken, LeaseTokenHash, RecipientKey, SessionId, Transition, UnixMillis,
 };
@@ -25,8 +26,8 @@ use crate::inbox::record::{event_from_row, seq_arg, settle};
 use crate::inbox::rows::{inbox_args, load_events};
 use crate::store::with_retries;
 use crate::{
-    AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimOrder, ClaimedEvent, EventRecord, Heartbeat,
-    HeartbeatReceipt, ItemOutcome, ItemRefusal, Refusal, Release, ReleaseReceipt, StoreError,
+    AckReceipt, Acknowledge, ClaimByIds, ClaimNext, ClaimOrder, ClaimedEvent, EventRecord, Field, Heartbeat,
+    HeartbeatItem, HeartbeatReceipt, ItemOutcome, ItemRefusal, Refusal, Release, ReleaseReceipt, StoreError,
 };
 
 /// Events one statement of [`Inbox::acknowledge_batch`] acknowledges at most: with two
@@ -60,16 +61,15 @@ fn acked(ack: &Acknowledge) -> Vec<ItemOutcome<AckReceipt>> {
     ack.items.iter().map(|i| Ok(AckReceipt { event_id: i.event_id, state: AckState::Acked })).collect()
 }
 
-/// The longest `retry_after` a release may ask for: one week.
-pub const RETRY_AFTER_MS_MAX: u64 = 7 * 24 * 3_600_000;
-/// The longest release reason kept, in bytes.
-pub const REASON_BYTES_MAX: usize = 200;
+/// The longest `retry_after` a release may ask for.
+pub const RETRY_AFTER_MS_MAX: u64 = RETRY_AFTER_SECONDS_MAX * 1_000;
+pub use inbox_core::limits::REASON_BYTES_MAX;
 
 impl Inbox<'_> {
     /// Claims up to `limit` claimable events, most urgent first, then oldest. Concurrent
     /// claimers of one inbox skip each other's rows instead of waiting for them.
     pub async fn claim_next(self, claim: &ClaimNext) -> Result<Vec<ClaimedEvent>, StoreError> {
-        self.store.batch_len("limit", claim.limit as usize)?;
+        self.store.batch_len(Field::Limit, claim.limit as usize)?;
         let lease_ms = self.store.lease_ms(claim.lease_ms)?;
         with_retries!(self.store, self.claim_next_once(claim, lease_ms))
     }
@@ -163,8 +163,8 @@ impl Inbox<'_> {
         self,
         claim: &ClaimByIds,
     ) -> Result<Vec<ItemOutcome<ClaimedEvent>>, StoreError> {
-        self.store.batch_len("event_ids", claim.event_ids.len())?;
-        distinct("event_ids", claim.event_ids.iter())?;
+        self.store.batch_len(Field::EventIds, claim.event_ids.len())?;
+        distinct(Field::EventIds, claim.event_ids.iter())?;
         let lease_ms = self.store.lease_ms(claim.lease_ms)?;
         with_retries!(self.store, self.claim_by_ids_once(claim, lease_ms))
     }
@@ -273,20 +273,21 @@ impl Inbox<'_> {
 
     /// The checks of an acknowledgement that need no database.
     fn check_acknowledge(&self, ack: &Acknowledge) -> Result<(), StoreError> {
-        self.store.batch_len("acks", ack.items.len())?;
-        distinct("acks", ack.items.iter().map(|i| &i.event_id))?;
-        for item in &ack.items {
+        self.store.batch_len(Field::Acks, ack.items.len())?;
+        distinct(Field::Acks, ack.items.iter().map(|i| &i.event_id))?;
+        for (index, item) in ack.items.iter().enumerate() {
             match (&item.reason, item.result) {
                 (None, AckResult::Quarantined) => {
-                    return Err(StoreError::invalid(
-                        "reason",
+                    return Err(StoreError::invalid_item(
+                        Field::Reason,
+                        index,
                         format!(
                             "is required to quarantine event {}: say why, in at most {REASON_BYTES_MAX} bytes",
                             item.event_id
                         ),
                     ));
                 }
-                (Some(reason), _) => check_reason("reason", reason)?,
+                (Some(reason), _) => check_reason(reason).map_err(|e| e.of_item(index))?,
                 (None, _) => {}
             }
         }
@@ -367,19 +368,12 @@ impl Inbox<'_> {
     pub async fn release(self, release: &Release) -> Result<ReleaseReceipt, StoreError> {
         if release.retry_after_ms > RETRY_AFTER_MS_MAX {
             return Err(StoreError::invalid(
-                "retry_after_seconds",
-                format!("must be at most {} (one week)", RETRY_AFTER_MS_MAX / 1_000),
+                Field::RetryDelay,
+                format!("must be at most {RETRY_AFTER_SECONDS_MAX} s (one week)"),
             ));
         }
-        if release
-            .reason
-            .as_ref()
-            .is_some_and(|r| r.len() > REASON_BYTES_MAX || r.chars().any(char::is_control))
-        {
-            return Err(StoreError::invalid(
-                "reason",
-                format!("must be at most {REASON_BYTES_MAX} bytes without control characters"),
-            ));
+        if let Some(reason) = &release.reason {
+            ReleaseReason::new(reason.as_str()).map_err(|e| StoreError::invalid(Field::Reason, e.0))?;
         }
         with_retries!(self.store, self.release_once(release))
     }
@@ -459,13 +453,14 @@ impl Inbox<'_> {
         self,
         heartbeat: &Heartbeat,
     ) -> Result<Vec<ItemOutcome<HeartbeatReceipt>>, StoreError> {
-        self.store.batch_len("leases", heartbeat.items.len())?;
-        distinct("leases", heartbeat.items.iter().map(|i| &i.event_id))?;
+        self.store.batch_len(Field::Leases, heartbeat.items.len())?;
+        distinct(Field::Leases, heartbeat.items.iter().map(|i| &i.event_id))?;
         let lease_ms_max = self.store.config().lease_ms_max;
-        if let Some(item) = heartbeat.items.iter().find(|i| i.extend_ms < 1_000 || i.extend_ms > lease_ms_max)
-        {
-            return Err(StoreError::invalid(
-                "extend_by_seconds",
+        let out_of_bounds = |i: &HeartbeatItem| i.extend_ms < 1_000 || i.extend_ms > lease_ms_max;
+        if let Some((index, item)) = heartbeat.items.iter().enumerate().find(|(_, i)| out_of_bounds(i)) {
+            return Err(StoreError::invalid_item(
+                Field::LeaseExtension,
+                index,
                 format!(
                     "is {} s for event {}; it must be between 1 and {} s",
                     item.extend_ms / 1_000,
@@ -609,23 +604,13 @@ async fn lease_records(
     Ok(claimed)
 }
 
-/// Checks a quarantine's (or failure's) reason: 1 to [`REASON_BYTES_MAX`] bytes without
-/// control characters.
-pub(crate) fn check_reason(field: &'static str, reason: &str) -> Result<(), StoreError> {
-    if reason.is_empty() || reason.len() > REASON_BYTES_MAX || reason.chars().any(char::is_control) {
-        return Err(StoreError::invalid(
-            field,
-            format!("must be 1 to {REASON_BYTES_MAX} bytes without control characters"),
-        ));
-    }
-    Ok(())
+/// Checks a quarantine's (or failure's) reason by the rule of [`Reason`].
+pub(crate) fn check_reason(reason: &str) -> Result<(), StoreError> {
+    Reason::new(reason).map(|_| ()).map_err(|e| StoreError::invalid(Field::Reason, e.0))
 }
 
 /// Refuses a batch that names the same event twice: its outcomes would be ambiguous.
-pub(crate) fn distinct<'a>(
-    field: &'static str,
-    ids: impl Iterator<Item = &'a EventId>,
-) -> Result<(), StoreError> {
+pub(crate) fn distinct<'a>(field: Field, ids: impl Iterator<Item = &'a EventId>) -> Result<(), StoreError> {
     let mut seen = HashSet::new();
     for id in ids {
         if !seen.insert(*id) {

@@ -8,12 +8,13 @@ use inbox_core::{
 
 pub use inbox_core::EventState;
 
+use crate::Field;
 use crate::inbox::history::{Actor, HistoryEntry};
 use crate::{StoreConfig, StoreError};
 
 /// Most delivery attempts a publisher may give one event (`max_attempts`); the server's own
 /// default for events (the `max_attempts` setting) has the same bound.
-pub const DELIVERY_ATTEMPTS_MAX: u32 = 1_000;
+pub use inbox_core::limits::DELIVERY_ATTEMPTS_MAX;
 
 /// One event for one or more recipients, published atomically: every recipient gets its own
 /// inbox row and sequence number, or none does.
@@ -65,7 +66,7 @@ impl Publish {
     /// Refuses a publish whose expiry has come by `now`: it could never be delivered.
     pub(crate) fn check_unexpired(&self, now: UnixMillis) -> Result<(), StoreError> {
         match self.expires_at {
-            Some(at) if at <= now => Err(StoreError::invalid("expires_at_utc", "is already in the past")),
+            Some(at) if at <= now => Err(StoreError::invalid(Field::ExpiresAt, "is already in the past")),
             _ => Ok(()),
         }
     }
@@ -73,11 +74,11 @@ impl Publish {
     /// Checks every limit and returns the recipients in canonical (lock) order, deduplicated.
     pub(crate) fn checked_recipients(&self, config: &StoreConfig) -> Result<Vec<Recipient>, StoreError> {
         if self.recipients.is_empty() {
-            return Err(StoreError::invalid("recipients", "must name at least one recipient"));
+            return Err(StoreError::invalid(Field::Recipients, "must name at least one recipient"));
         }
         if self.recipients.len() > config.fanout_recipients_max {
             return Err(StoreError::invalid(
-                "recipients",
+                Field::Recipients,
                 format!(
                     "names {} recipients; the limit is {}",
                     self.recipients.len(),
@@ -90,17 +91,22 @@ impl Publish {
             return Err(StoreError::PayloadTooLarge { bytes, limit: config.payload_bytes_limit });
         }
         if let EventBody::Reference(reference) = &self.body {
-            reference.validate()?;
+            reference.validate().map_err(|e| {
+                let field =
+                    if e.field.ends_with("kind") { Field::PayloadRefKind } else { Field::PayloadRefId };
+                StoreError::invalid(field, e.problem)
+            })?;
         }
-        self.correlation.validate()?;
+        // The problem names which id, since the field is the whole of `correlation`.
+        self.correlation.validate().map_err(|e| StoreError::invalid(Field::Correlation, e.to_string()))?;
         if let (Some(available), Some(expires)) = (self.available_at, self.expires_at)
             && expires <= available
         {
-            return Err(StoreError::invalid("expires_at_utc", "must be later than available_at_utc"));
+            return Err(StoreError::invalid(Field::ExpiresAt, "must be later than available_at_utc"));
         }
         if self.max_attempts == Some(0) || self.max_attempts.is_some_and(|n| n > DELIVERY_ATTEMPTS_MAX) {
             return Err(StoreError::invalid(
-                "max_attempts",
+                Field::MaxAttempts,
                 format!("must be between 1 and {DELIVERY_ATTEMPTS_MAX}"),
             ));
         }

@@ -12,6 +12,7 @@ use inbox_core::{EventId, EventLifecycle, InboxSeq, Recipient, RecipientKey, Uni
 
 use super::Inbox;
 use super::queries::{self, recipients_predicate};
+use crate::Field;
 use crate::db::{Arg, DbConnection};
 use crate::entropy::random_bytes;
 use crate::inbox::fairness;
@@ -58,7 +59,7 @@ impl Inbox<'_> {
         let mut conn = conn.into();
         if conn.dialect() != self.store.dialect() {
             return Err(StoreError::invalid(
-                "connection",
+                Field::Connection,
                 format!("is {:?} but this store is {:?}", conn.dialect(), self.store.dialect()),
             ));
         }

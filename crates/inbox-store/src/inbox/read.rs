@@ -5,6 +5,7 @@ use inbox_core::{EventId, InboxSeq, RecipientKey, TenantId};
 
 use super::{Inbox, claim_floor, queries};
 use crate::Dialect;
+use crate::Field;
 use crate::db::Arg;
 use crate::inbox::record::{event_from_row, seq_arg};
 use crate::inbox::rows::{inbox_args, load_events, read_head};
@@ -18,7 +19,7 @@ impl Inbox<'_> {
     /// Refuses a cursor that points before retained data with
     /// [`StoreError::CursorResetRequired`], so a client never silently skips archived events.
     pub async fn poll_after_cursor(self, query: &PollQuery) -> Result<PollPage, StoreError> {
-        self.store.batch_len("limit", query.limit as usize)?;
+        self.store.batch_len(Field::Limit, query.limit as usize)?;
         let now = self.store.now();
         let mut pooled = self.store.pools().reader().await?;
         let mut conn = pooled.conn();
@@ -121,7 +122,7 @@ impl Inbox<'_> {
         after_seq: InboxSeq,
         limit: u32,
     ) -> Result<(Vec<EventRecord>, bool), StoreError> {
-        self.store.batch_len("limit", limit as usize)?;
+        self.store.batch_len(Field::Limit, limit as usize)?;
         let mut args = inbox_args(inbox);
         args.push(seq_arg(after_seq));
         args.push(Arg::I64(i64::from(limit) + 1));

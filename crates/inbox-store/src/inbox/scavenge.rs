@@ -21,6 +21,7 @@ use inbox_core::{AckState, InboxSeq, RecipientKey, TenantId, Transition, UnixMil
 
 use super::{Inbox, queries};
 use crate::EventRecord;
+use crate::Field;
 use crate::db::{Arg, DbConnection};
 use crate::entropy::unit_interval;
 use crate::inbox::apply::save;
@@ -35,7 +36,7 @@ impl Inbox<'_> {
     /// One pass over at most `batch_limit` rows of each kind of work. Call it periodically;
     /// it also re-measures the clock offset to the database.
     pub async fn scavenge(self, batch_limit: u32) -> Result<ScavengeReport, StoreError> {
-        self.store.batch_len("batch_limit", batch_limit as usize)?;
+        self.store.batch_len(Field::ScavengeBatch, batch_limit as usize)?;
         self.store.sync_clock().await?;
         let (leases_returned, dead_lettered) =
             with_retries!(self.store, self.return_expired_leases(batch_limit))?;

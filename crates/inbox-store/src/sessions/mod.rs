@@ -16,6 +16,7 @@ pub use tickets::{StreamCredential, StreamGrant};
 
 use inbox_core::{InboxSeq, Recipient, RecipientId, SessionId, TenantId, UnixMillis};
 
+use crate::Field;
 use crate::db::{Arg, DbConnection};
 use crate::inbox::record::seq_arg;
 use crate::store::with_retries;
@@ -36,8 +37,7 @@ pub struct SessionRecord {
     pub auth_subject: String,
 }
 
-/// Sessions one listing returns at most.
-pub const SESSIONS_LIST_MAX: u32 = 1_000;
+pub use inbox_core::limits::SESSIONS_LIST_MAX;
 
 /// A session as operators see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,8 +106,7 @@ impl SqlStore {
     }
 }
 
-/// The longest `device_id` a session keeps, in bytes of UTF-8.
-pub const DEVICE_ID_BYTES_MAX: usize = 128;
+pub use inbox_core::limits::DEVICE_ID_BYTES_MAX;
 
 impl Sessions<'_> {
     /// Records a new session as connected now and makes it the agent's newest. When the tenant's
@@ -121,7 +120,7 @@ impl Sessions<'_> {
             .is_some_and(|d| d.is_empty() || d.len() > DEVICE_ID_BYTES_MAX || d.chars().any(char::is_control))
         {
             return Err(StoreError::invalid(
-                "device_id",
+                Field::DeviceId,
                 format!("must be 1 to {DEVICE_ID_BYTES_MAX} bytes without control characters"),
             ));
         }
@@ -212,7 +211,10 @@ impl Sessions<'_> {
                 || transport.len() > 16
                 || !transport.bytes().all(|b| b.is_ascii_lowercase() || b == b'-')
             {
-                return Err(StoreError::invalid("transport", "must be 1 to 16 lower-case letters or '-'"));
+                return Err(StoreError::invalid(
+                    Field::SessionTransport,
+                    "must be 1 to 16 lower-case letters or '-'",
+                ));
             }
         }
         let now = self.store.now();
@@ -261,7 +263,10 @@ impl Sessions<'_> {
     ) -> Result<Vec<SessionView>, StoreError> {
         let max = SESSIONS_LIST_MAX;
         if limit == 0 || limit > max {
-            return Err(StoreError::invalid("limit", format!("is {limit}; ask for between 1 and {max}")));
+            return Err(StoreError::invalid(
+                Field::Limit,
+                format!("is {limit}; ask for between 1 and {max}"),
+            ));
         }
         let mut pooled = self.store.pools().reader().await?;
         let limit = Arg::I64(i64::from(limit));

@@ -6,6 +6,7 @@
 use inbox_core::{SessionId, TenantId, UnixMillis};
 
 use super::{Sessions, queries};
+use crate::Field;
 use crate::StoreError;
 use crate::db::Arg;
 
@@ -40,7 +41,7 @@ pub struct StreamGrant {
 }
 
 /// Longest life of any stream credential, a guard against a caller's mistake.
-const CREDENTIAL_TTL_MS_MAX: u64 = 24 * 3_600 * 1_000;
+const CREDENTIAL_TTL_MS_MAX: u64 = inbox_core::limits::CREDENTIAL_TTL_SECONDS_MAX * 1_000;
 
 impl Sessions<'_> {
     /// Stores a credential by its hash, valid for `ttl_ms`; returns when it expires.
@@ -52,7 +53,10 @@ impl Sessions<'_> {
         ttl_ms: u64,
     ) -> Result<UnixMillis, StoreError> {
         if ttl_ms == 0 || ttl_ms > CREDENTIAL_TTL_MS_MAX {
-            return Err(StoreError::invalid("ttl", format!("is {ttl_ms} ms; it must be 1 ms to 24 h")));
+            return Err(StoreError::invalid(
+                Field::CredentialTtl,
+                format!("is {ttl_ms} ms; it must be 1 ms to 24 h"),
+            ));
         }
         let now = self.store.now();
         let expires_at = now.plus_ms(ttl_ms);

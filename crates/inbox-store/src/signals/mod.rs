@@ -12,6 +12,7 @@ mod queries;
 
 use inbox_core::{InboxSeq, Recipient, RecipientId, RecipientKind, TenantId, UnixMillis};
 
+use crate::Field;
 use crate::db::{Arg, DbRow};
 use crate::inbox::INBOX_NUDGED_SIGNAL;
 use crate::sessions::SESSION_SUPERSEDED_SIGNAL;
@@ -79,7 +80,7 @@ impl Signals<'_> {
         }
         if ids.len() > SIGNALS_READ_MAX as usize {
             return Err(StoreError::invalid(
-                "ids",
+                Field::SignalIds,
                 format!("has {} ids; ask for at most {SIGNALS_READ_MAX} at once", ids.len()),
             ));
         }

@@ -8,6 +8,7 @@ use std::fmt;
 use inbox_core::{IdError, RecipientId, TenantId, UnixMillis};
 
 use super::{Signatures, queries};
+use crate::Field;
 use crate::db::{Arg, DbRow};
 use crate::secrets::{Place, SecretBytes, seal_for_storing};
 use crate::signatures::tenant_policy::lock_tenant;
@@ -90,7 +91,7 @@ impl Signatures<'_> {
     pub async fn insert_agent_key(self, key: &NewAgentKey) -> Result<AgentKey, StoreError> {
         if key.key_material.is_empty() || key.key_material.len() > KEY_MATERIAL_BYTES_MAX {
             return Err(StoreError::invalid(
-                "key_material",
+                Field::KeyMaterial,
                 format!("must be 1 to {KEY_MATERIAL_BYTES_MAX} bytes"),
             ));
         }
@@ -200,7 +201,7 @@ impl Signatures<'_> {
     ) -> Result<Vec<AgentKey>, StoreError> {
         if limit == 0 || limit > AGENT_KEYS_LIST_MAX {
             return Err(StoreError::invalid(
-                "limit",
+                Field::Limit,
                 format!("is {limit}; ask for between 1 and {AGENT_KEYS_LIST_MAX}"),
             ));
         }

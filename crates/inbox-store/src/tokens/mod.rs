@@ -6,6 +6,7 @@ mod sign_outs;
 
 use inbox_core::{TenantId, UnixMillis};
 
+use crate::Field;
 use crate::db::{Arg, DbConnection, DbRow};
 use crate::entropy::random_bytes;
 use crate::secrets::{Place, SecretBytes, seal_for_storing};
@@ -210,7 +211,7 @@ impl Tokens<'_> {
     ) -> Result<(SigningKey, u64), StoreError> {
         if overlap_ms < SIGNING_KEY_OVERLAP_MS_MIN {
             return Err(StoreError::invalid(
-                "overlap",
+                Field::SigningKeyOverlap,
                 format!(
                     "must be at least {SIGNING_KEY_OVERLAP_MS_MIN} ms, so every node learns of the retirement first"
                 ),

@@ -6,6 +6,7 @@ use inbox_conformance::vocabulary::{
     ack_of, ack_with, assert_invalid, claim_next, inbox_of, publish_to, quarantine_by_operator, tenant,
 };
 use inbox_core::{AckResult, Clock, InboxSeq, RecipientId, SessionId, UnixMillis};
+use inbox_store::Field;
 use inbox_store::{ACTIVITY_WINDOW_MS_MAX, EventState, EventsQuery, Release, SessionRecord};
 
 fn events(inbox: &inbox_core::RecipientKey, state: Option<EventState>) -> EventsQuery {
@@ -66,7 +67,7 @@ case! {
         h.clock.advance_ms(60_000);
         assert_eq!(seqs(h, &events(&inbox, Some(Available))).await, [4, 6, 7], "the retry time has come");
         assert!(seqs(h, &events(&inbox_of("t2", "alpha"), None)).await.is_empty());
-        assert_invalid(h.store.inbox().events(&EventsQuery { limit: 0, ..events(&inbox, None) }).await, "limit");
+        assert_invalid(h.store.inbox().events(&EventsQuery { limit: 0, ..events(&inbox, None) }).await, Field::Limit);
 
         // Newest first: from the newest, then on before the last one listed, in any state.
         let newest = |before_seq: Option<u64>, limit, state| EventsQuery {
@@ -177,8 +178,6 @@ case! {
         short.close().await;
 
         assert_invalid(
-            h.store.inbox().activity(&tenant("t1"), h.clock.now().minus_ms(ACTIVITY_WINDOW_MS_MAX + 1)).await,
-            "since",
-        );
+            h.store.inbox().activity(&tenant("t1"), h.clock.now().minus_ms(ACTIVITY_WINDOW_MS_MAX + 1)).await, Field::ActivityWindow);
     }
 }

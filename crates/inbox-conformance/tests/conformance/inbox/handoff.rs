@@ -5,6 +5,7 @@ use inbox_conformance::vocabulary::{
     ack_of, assert_invalid, claim_next, event, inbox_of, poll, publish_to, refusal,
 };
 use inbox_core::{AckState, RefusalReason};
+use inbox_store::Field;
 use inbox_store::{ClaimedEvent, HandOff, Refusal, handoff_key};
 
 fn hand_off(claimed: &ClaimedEvent, tenant: &str, agent: &str, to: &[&str]) -> HandOff {
@@ -102,13 +103,13 @@ case! {
         let claimed = h.store.inbox().claim_next(&claim_next(&a, 1)).await.unwrap().remove(0);
         let mut other_tenant = hand_off(&claimed, "t1", "alpha", &["beta"]);
         other_tenant.follow_ups[0] = event("t2", &["beta"], "{}");
-        assert_invalid(h.store.inbox().hand_off(&other_tenant).await, "tenant_id");
+        assert_invalid(h.store.inbox().hand_off(&other_tenant).await, Field::Tenant);
         let mut keyed = hand_off(&claimed, "t1", "alpha", &["beta"]);
         keyed.follow_ups[0].deduplication_key = Some(inbox_core::DeduplicationKey::new("mine").unwrap());
-        assert_invalid(h.store.inbox().hand_off(&keyed).await, "deduplication_key");
-        assert_invalid(h.store.inbox().hand_off(&hand_off(&claimed, "t1", "alpha", &[])).await, "follow_ups");
+        assert_invalid(h.store.inbox().hand_off(&keyed).await, Field::DeduplicationKey);
+        assert_invalid(h.store.inbox().hand_off(&hand_off(&claimed, "t1", "alpha", &[])).await, Field::FollowUps);
         let many = vec!["beta"; inbox_store::FOLLOW_UPS_MAX + 1];
-        assert_invalid(h.store.inbox().hand_off(&hand_off(&claimed, "t1", "alpha", &many)).await, "follow_ups");
+        assert_invalid(h.store.inbox().hand_off(&hand_off(&claimed, "t1", "alpha", &many)).await, Field::FollowUps);
         let stored = h.store.inbox().event(&a, claimed.event.event_id).await.unwrap().unwrap();
         assert_eq!(stored.state(), AckState::Claimed, "a refused hand-off acknowledges nothing");
     }

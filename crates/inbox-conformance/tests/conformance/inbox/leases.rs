@@ -1,5 +1,6 @@
 //! Visibility leases: claiming by priority or by id, acknowledging, releasing with retries and dead letters, heartbeats.
 
+use inbox_store::Field;
 use std::collections::HashSet;
 
 use inbox_conformance::vocabulary::{
@@ -50,14 +51,10 @@ case! {
         assert_eq!(rest.iter().map(|c| c.event.inbox_seq.get()).collect::<Vec<_>>(), [1]);
         assert!(h.store.inbox().claim_next(&claim_next(&inbox, 10)).await.unwrap().is_empty());
         assert_invalid(
-            h.store.inbox().claim_next(&ClaimNext { lease_ms: Some(500), ..claim_next(&inbox, 1) }).await,
-            "lease_seconds",
-        );
+            h.store.inbox().claim_next(&ClaimNext { lease_ms: Some(500), ..claim_next(&inbox, 1) }).await, Field::LeaseLength);
         assert_invalid(
-            h.store.inbox().claim_next(&ClaimNext { lease_ms: Some(u64::MAX), ..claim_next(&inbox, 1) }).await,
-            "lease_seconds",
-        );
-        assert_invalid(h.store.inbox().claim_next(&claim_next(&inbox, 0)).await, "limit");
+            h.store.inbox().claim_next(&ClaimNext { lease_ms: Some(u64::MAX), ..claim_next(&inbox, 1) }).await, Field::LeaseLength);
+        assert_invalid(h.store.inbox().claim_next(&claim_next(&inbox, 0)).await, Field::Limit);
     }
 }
 
@@ -121,9 +118,7 @@ case! {
                     event_ids: vec![a, a],
                     lease_ms: None,
                 })
-                .await,
-            "event_ids",
-        );
+                .await, Field::EventIds);
     }
 }
 
@@ -198,9 +193,7 @@ case! {
         assert_eq!(parked.lifecycle.dead_letter_reason, DeadLetterReason::HandlerFailed);
         assert!(matches!(parked.body, EventBody::Json(_)), "a parked event keeps its payload for requeue");
         assert_invalid(
-            h.store.inbox().acknowledge(&Acknowledge { inbox: inbox.clone(), session_id: None, items: vec![] }).await,
-            "acks",
-        );
+            h.store.inbox().acknowledge(&Acknowledge { inbox: inbox.clone(), session_id: None, items: vec![] }).await, Field::Acks);
     }
 }
 
@@ -256,13 +249,9 @@ case! {
             h.store
                 .inbox()
                 .release(&Release { retry_after_ms: inbox_store::RETRY_AFTER_MS_MAX + 1, ..release.clone() })
-                .await,
-            "retry_after_seconds",
-        );
+                .await, Field::RetryDelay);
         assert_invalid(
-            h.store.inbox().release(&Release { reason: Some("x".repeat(201)), ..release }).await,
-            "reason",
-        );
+            h.store.inbox().release(&Release { reason: Some("x".repeat(201)), ..release }).await, Field::Reason);
     }
 }
 
@@ -313,11 +302,9 @@ case! {
             "a dead lease is not revived"
         );
         assert!(receipts[1].is_ok());
-        assert_invalid(h.store.inbox().heartbeat(&beat(vec![(0, 500)])).await, "extend_by_seconds");
+        assert_invalid(h.store.inbox().heartbeat(&beat(vec![(0, 500)])).await, Field::LeaseExtension);
         assert_invalid(
-            h.store.inbox().heartbeat(&beat(vec![(0, h.store.config().lease_ms_max + 1_000)])).await,
-            "extend_by_seconds",
-        );
+            h.store.inbox().heartbeat(&beat(vec![(0, h.store.config().lease_ms_max + 1_000)])).await, Field::LeaseExtension);
     }
 }
 
@@ -363,7 +350,7 @@ case! {
         assert_eq!(state(&mixed[0]), AckState::Acked, "a good item lands beside a stale one");
         assert_eq!(refusal(&mixed[1]), Refusal::Refused(RefusalReason::LeaseMismatch));
         assert_eq!(refusal(&answers[2].as_ref().unwrap()[0]), Refusal::NotFound, "not in beta's inbox");
-        assert!(matches!(answers[3], Err(StoreError::Invalid { field: "reason", .. })), "{:?}", answers[3]);
+        assert!(matches!(answers[3], Err(StoreError::Invalid { field: Field::Reason, .. })), "{:?}", answers[3]);
         assert_eq!(refusal(&answers[4].as_ref().unwrap()[0]), Refusal::Refused(RefusalReason::LeaseMismatch));
 
         let stored = |inbox: &inbox_core::RecipientKey, id: EventId| {

@@ -1,5 +1,6 @@
 //! Publishing (alone and in a host transaction), deduplication, refusals, the envelope, reading after a cursor, and isolation between tenants and recipients.
 
+use inbox_store::Field;
 use std::collections::HashSet;
 
 use inbox_conformance::vocabulary::{
@@ -197,24 +198,24 @@ case! {
             }
             other => panic!("expected payload_too_large, got {other:?}"),
         }
-        assert_invalid(h.store.inbox().publish(&event("t1", &[], "{}")).await, "recipients");
+        assert_invalid(h.store.inbox().publish(&event("t1", &[], "{}")).await, Field::Recipients);
         let many: Vec<String> = (0..=h.store.config().fanout_recipients_max).map(|i| format!("a{i}")).collect();
         let many: Vec<&str> = many.iter().map(String::as_str).collect();
-        assert_invalid(h.store.inbox().publish(&event("t1", &many, "{}")).await, "recipients");
+        assert_invalid(h.store.inbox().publish(&event("t1", &many, "{}")).await, Field::Recipients);
         let now = h.clock.now();
         let mut window = event("t1", &["alpha"], "{}");
         window.available_at = Some(now.plus_ms(10_000));
         window.expires_at = Some(now.plus_ms(5_000));
-        assert_invalid(h.store.inbox().publish(&window).await, "expires_at_utc");
+        assert_invalid(h.store.inbox().publish(&window).await, Field::ExpiresAt);
         let mut stale = event("t1", &["alpha"], "{}");
         stale.expires_at = Some(now.minus_ms(1));
-        assert_invalid(h.store.inbox().publish(&stale).await, "expires_at_utc");
+        assert_invalid(h.store.inbox().publish(&stale).await, Field::ExpiresAt);
         let mut attempts = event("t1", &["alpha"], "{}");
         attempts.max_attempts = Some(0);
-        assert_invalid(h.store.inbox().publish(&attempts).await, "max_attempts");
+        assert_invalid(h.store.inbox().publish(&attempts).await, Field::MaxAttempts);
         let mut reference = event("t1", &["alpha"], "{}");
         reference.body = EventBody::Reference(PayloadRef { kind: String::new(), id: "1".into() });
-        assert_invalid(h.store.inbox().publish(&reference).await, "payload_ref.kind");
+        assert_invalid(h.store.inbox().publish(&reference).await, Field::PayloadRefKind);
         assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM agent_inbox", &[]).await, 0);
         assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM inbox_head", &[]).await, 0);
         assert_eq!(h.scalar("SELECT COUNT(*) AS n FROM outbox_signal", &[]).await, 0);
@@ -286,8 +287,8 @@ case! {
             5,
             "read-only"
         );
-        assert_invalid(h.store.inbox().poll_after_cursor(&poll(&inbox, 0, 0)).await, "limit");
-        assert_invalid(h.store.inbox().poll_after_cursor(&poll(&inbox, 0, 100_000)).await, "limit");
+        assert_invalid(h.store.inbox().poll_after_cursor(&poll(&inbox, 0, 0)).await, Field::Limit);
+        assert_invalid(h.store.inbox().poll_after_cursor(&poll(&inbox, 0, 100_000)).await, Field::Limit);
 
         // claimable_only hides claimed and not-yet-available events.
         let mut later = event("t1", &["alpha"], "{}");

@@ -10,6 +10,7 @@ use inbox_core::{
     AckResult, AckState, DeadLetterReason, EventId, LeaseToken, QuarantineClass, RecipientKey, RefusalReason,
     SessionId,
 };
+use inbox_store::Field;
 use inbox_store::{
     AckItem, Acknowledge, Actor, ClaimByIds, ClaimNext, Heartbeat, HeartbeatItem, HistoryAction, ParkedQuery,
     QuarantineRequest, Refusal,
@@ -40,18 +41,12 @@ case! {
         let claimed = h.store.inbox().claim_next(&claim).await.unwrap().remove(0);
 
         assert_invalid(
-            h.store.inbox().acknowledge(&quarantining_ack(&inbox, id, &claimed.lease_token, None)).await,
-            "reason",
-        );
+            h.store.inbox().acknowledge(&quarantining_ack(&inbox, id, &claimed.lease_token, None)).await, Field::Reason);
         assert_invalid(
-            h.store.inbox().acknowledge(&quarantining_ack(&inbox, id, &claimed.lease_token, Some("a\nb"))).await,
-            "reason",
-        );
+            h.store.inbox().acknowledge(&quarantining_ack(&inbox, id, &claimed.lease_token, Some("a\nb"))).await, Field::Reason);
         let long = "x".repeat(inbox_store::REASON_BYTES_MAX + 1);
         assert_invalid(
-            h.store.inbox().acknowledge(&quarantining_ack(&inbox, id, &claimed.lease_token, Some(&long))).await,
-            "reason",
-        );
+            h.store.inbox().acknowledge(&quarantining_ack(&inbox, id, &claimed.lease_token, Some(&long))).await, Field::Reason);
         let ack = quarantining_ack(&inbox, id, &claimed.lease_token, Some("suspected prompt injection"));
         let first = h.store.inbox().acknowledge(&ack).await.unwrap();
         assert_eq!(first[0].as_ref().unwrap().state, AckState::Quarantined);
@@ -137,10 +132,10 @@ case! {
         }
 
         for reason in ["", "tab\there"] {
-            assert_invalid(h.store.inbox().quarantine(&inbox, &[waiting], &quarantine_by_operator(reason)).await, "reason");
+            assert_invalid(h.store.inbox().quarantine(&inbox, &[waiting], &quarantine_by_operator(reason)).await, Field::Reason);
         }
-        assert_invalid(h.store.inbox().quarantine(&inbox, &[waiting, waiting], &request).await, "event_ids");
-        assert_invalid(h.store.inbox().quarantine(&inbox, &[], &request).await, "event_ids");
+        assert_invalid(h.store.inbox().quarantine(&inbox, &[waiting, waiting], &request).await, Field::EventIds);
+        assert_invalid(h.store.inbox().quarantine(&inbox, &[], &request).await, Field::EventIds);
         assert!(Actor::operator("").is_err() && Actor::operator("a\u{7}b").is_err());
         let elsewhere = h.store.inbox().quarantine(&inbox_of("t2", "alpha"), &[held], &request).await.unwrap();
         assert_eq!(refusal(&elsewhere[0]), Refusal::NotFound, "another tenant's inbox has no such event");

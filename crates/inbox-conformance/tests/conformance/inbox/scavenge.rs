@@ -5,6 +5,7 @@ use inbox_conformance::vocabulary::{
     ack_of, ack_with, assert_invalid, claim_next, event, inbox_of, poll, publish_to, refusal, tenant,
 };
 use inbox_core::{AckResult, AckState, Clock, EventId, InboxSeq, QuarantineClass, RefusalReason};
+use inbox_store::Field;
 use inbox_store::{Actor, ClaimByIds, ParkedQuery, QuarantineRequest, Refusal, Release, StoreError};
 
 case! {
@@ -92,7 +93,7 @@ case! {
             .await
             .unwrap();
         assert_eq!(refusal(&late[0]), Refusal::Refused(RefusalReason::LeaseExpired));
-        assert_invalid(h.store.inbox().scavenge(0).await, "batch_limit");
+        assert_invalid(h.store.inbox().scavenge(0).await, Field::ScavengeBatch);
     }
 }
 
@@ -194,9 +195,7 @@ case! {
         let dead = ParkedQuery { state: Some(AckState::DeadLetter), ..all.clone() };
         assert_eq!(h.store.inbox().list_parked(&dead).await.unwrap()[0].event_id, ids[0]);
         assert_invalid(
-            h.store.inbox().list_parked(&ParkedQuery { state: Some(AckState::Acked), ..all.clone() }).await,
-            "state",
-        );
+            h.store.inbox().list_parked(&ParkedQuery { state: Some(AckState::Acked), ..all.clone() }).await, Field::ParkedState);
         assert!(
             h.store
                 .inbox()

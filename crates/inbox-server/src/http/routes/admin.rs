@@ -30,9 +30,11 @@ pub fn router() -> Router<AppState> {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ParkedParams {
+    #[param(value_type = Option<inbox_core::RecipientId>)]
     recipient_id: Option<String>,
     /// `dead_letter` or `quarantined`; both when absent.
     state: Option<String>,
+    #[param(value_type = Option<inbox_core::limits::BatchLimit>)]
     limit: Option<u32>,
 }
 
@@ -95,6 +97,7 @@ pub async fn release_quarantined(
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct InboxesParams {
+    #[param(value_type = Option<inbox_core::limits::BatchLimit>)]
     limit: Option<u32>,
 }
 

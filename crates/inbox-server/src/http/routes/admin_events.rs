@@ -25,13 +25,17 @@ pub fn router() -> Router<AppState> {
 pub struct EventsParams {
     /// `available`, `retry_scheduled`, `claimed`, `acked`, `dead_letter`, `quarantined` or
     /// `expired`; every state when absent.
+    #[param(value_type = Option<inbox_core::EventState>)]
     state: Option<String>,
     /// `oldest_first` (the default) or `newest_first`.
     order: Option<EventsOrder>,
     /// Only events with a larger `inbox_seq`: oldest first, page on with the last one's.
+    #[param(value_type = Option<inbox_core::InboxSeq>)]
     after_seq: Option<u64>,
     /// Only events with a smaller `inbox_seq`: newest first, page on with the last one's.
+    #[param(value_type = Option<inbox_core::InboxSeq>)]
     before_seq: Option<u64>,
+    #[param(value_type = Option<inbox_core::limits::BatchLimit>)]
     limit: Option<u32>,
 }
 
@@ -39,7 +43,7 @@ pub struct EventsParams {
 /// with their reasons, lease sessions and terminal times. Archived events are not listed; read
 /// them one by one.
 #[utoipa::path(get, path = "/v1/admin/inboxes/{recipient_id}/events", tag = "admin",
-    params(("recipient_id" = String, Path), EventsParams),
+    params(("recipient_id" = inbox_core::RecipientId, Path), EventsParams),
     responses((status = 200, body = AdminEventsResponse)))]
 pub async fn events(
     State(state): State<AppState>,
@@ -59,7 +63,7 @@ pub async fn events(
 
 /// One event with its history, oldest transition first, from the live table or the archive.
 #[utoipa::path(get, path = "/v1/admin/inboxes/{recipient_id}/events/{event_id}", tag = "admin",
-    params(("recipient_id" = String, Path), ("event_id" = String, Path)),
+    params(("recipient_id" = inbox_core::RecipientId, Path), ("event_id" = inbox_core::EventId, Path)),
     responses((status = 200, body = AdminEventDetail),
         (status = 404, description = "not_found: no such event in this inbox, live or archived", body = inbox_api::Problem)))]
 pub async fn event(

@@ -33,7 +33,9 @@ pub fn router() -> Router<AppState> {
 #[into_params(parameter_in = Query)]
 pub struct SessionsParams {
     /// Only this agent's sessions.
+    #[param(value_type = Option<inbox_core::RecipientId>)]
     recipient_id: Option<String>,
+    #[param(value_type = Option<inbox_core::limits::SessionsLimit>)]
     limit: Option<u32>,
 }
 
@@ -64,7 +66,7 @@ pub async fn callbacks(
 /// counts start over and its agent's current head is delivered at once. One that is not
 /// disabled is answered unchanged.
 #[utoipa::path(post, path = "/v1/admin/callbacks/{registration_id}/enable", tag = "admin",
-    params(("registration_id" = String, Path)),
+    params(("registration_id" = inbox_core::RegistrationId, Path)),
     responses((status = 200, body = AdminCallbackView),
         (status = 404, description = "callback_registration_not_found", body = inbox_api::Problem)))]
 pub async fn enable_callback(
@@ -90,7 +92,8 @@ pub async fn agent_keys(
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ActivityParams {
-    /// How far back, 1 to 1440; default 60.
+    /// How far back, in minutes; default 60.
+    #[param(value_type = Option<inbox_core::limits::ActivityMinutes>)]
     minutes: Option<u32>,
 }
 

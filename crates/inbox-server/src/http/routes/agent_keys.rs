@@ -52,12 +52,13 @@ pub async fn list(
 #[into_params(parameter_in = Query)]
 pub struct RetireParams {
     /// Seconds the key keeps verifying (a rotation overlap); 0 (the default) retires it now.
+    #[param(value_type = Option<inbox_core::limits::KeyRetireAfterSeconds>)]
     after_seconds: Option<u64>,
 }
 
 /// Retires a key: the agent's own (signed with one of its keys), or any key of the tenant
 /// with an admin token.
-#[utoipa::path(delete, path = "/v1/agent-keys/{key_id}", tag = "trust", params(("key_id" = String, Path), RetireParams),
+#[utoipa::path(delete, path = "/v1/agent-keys/{key_id}", tag = "trust", params(("key_id" = inbox_core::KeyId, Path), RetireParams),
     responses((status = 204, description = "retired"), (status = 404, description = "unknown_signing_key", body = inbox_api::Problem)))]
 pub async fn retire(
     State(state): State<AppState>,

@@ -31,12 +31,13 @@ pub fn router() -> Router<AppState> {
 pub struct InboxQuery {
     #[serde(default)]
     after_cursor: u64,
+    #[param(value_type = Option<inbox_core::limits::BatchLimit>)]
     limit: Option<u32>,
 }
 
 /// Poll after cursor, as `GET /api/v1/agents/{agent_id}/inbox?after_cursor=..&limit=..`.
 #[utoipa::path(get, path = "/api/v1/agents/{agent_id}/inbox", tag = "agents (seed 000 aliases)",
-    params(("agent_id" = String, Path), InboxQuery), responses((status = 200, body = AgentInboxPage)))]
+    params(("agent_id" = inbox_core::RecipientId, Path), InboxQuery), responses((status = 200, body = AgentInboxPage)))]
 pub async fn inbox(
     State(state): State<AppState>,
     caller: Caller,
@@ -48,7 +49,7 @@ pub async fn inbox(
 
 /// Claim, as `POST /api/v1/agents/{agent_id}/inbox/claim` (body optional).
 #[utoipa::path(post, path = "/api/v1/agents/{agent_id}/inbox/claim", tag = "agents (seed 000 aliases)",
-    params(("agent_id" = String, Path)), request_body = ClaimRequest,
+    params(("agent_id" = inbox_core::RecipientId, Path)), request_body = ClaimRequest,
     responses((status = 200, body = ClaimResponse),
         (status = 409, description = "session_superseded or session_required (single-active-session policy): name the agent's newest session_id in the body", body = inbox_api::Problem)))]
 pub async fn claim(
@@ -62,7 +63,7 @@ pub async fn claim(
 
 /// Acknowledge one event, as `POST /api/v1/agents/{agent_id}/inbox/{event_id}/ack`.
 #[utoipa::path(post, path = "/api/v1/agents/{agent_id}/inbox/{event_id}/ack", tag = "agents (seed 000 aliases)",
-    params(("agent_id" = String, Path), ("event_id" = String, Path)), request_body = AckOneRequest,
+    params(("agent_id" = inbox_core::RecipientId, Path), ("event_id" = inbox_core::EventId, Path)), request_body = AckOneRequest,
     responses((status = 200, body = AckOutcome), (status = 409, body = inbox_api::Problem)))]
 pub async fn ack(
     State(state): State<AppState>,
@@ -75,7 +76,7 @@ pub async fn ack(
 
 /// Release one event, as `POST /api/v1/agents/{agent_id}/inbox/{event_id}/release`.
 #[utoipa::path(post, path = "/api/v1/agents/{agent_id}/inbox/{event_id}/release", tag = "agents (seed 000 aliases)",
-    params(("agent_id" = String, Path), ("event_id" = String, Path)), request_body = ReleaseOneRequest,
+    params(("agent_id" = inbox_core::RecipientId, Path), ("event_id" = inbox_core::EventId, Path)), request_body = ReleaseOneRequest,
     responses((status = 200, body = ReleaseResponse), (status = 409, body = inbox_api::Problem)))]
 pub async fn release(
     State(state): State<AppState>,

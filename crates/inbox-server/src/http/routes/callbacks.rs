@@ -48,7 +48,7 @@ pub async fn register(
 
 /// Seed 000's alias of registration for one agent.
 #[utoipa::path(post, path = "/api/v1/agents/{agent_id}/callbacks", tag = "agents (seed 000 aliases)",
-    params(("agent_id" = String, Path)), request_body = CallbackRegistrationRequest,
+    params(("agent_id" = inbox_core::RecipientId, Path)), request_body = CallbackRegistrationRequest,
     responses((status = 201, body = CallbackRegistrationResponse), (status = 400, body = inbox_api::Problem)))]
 pub async fn register_for_agent(
     State(state): State<AppState>,
@@ -70,7 +70,7 @@ pub async fn list(
 }
 
 #[utoipa::path(get, path = "/v1/callback-registrations/{registration_id}", tag = "callbacks",
-    params(("registration_id" = String, Path)),
+    params(("registration_id" = inbox_core::RegistrationId, Path)),
     responses((status = 200, body = CallbackRegistrationResponse), (status = 404, body = inbox_api::Problem)))]
 pub async fn read(
     State(state): State<AppState>,
@@ -81,7 +81,7 @@ pub async fn read(
 }
 
 #[utoipa::path(delete, path = "/v1/callback-registrations/{registration_id}", tag = "callbacks",
-    params(("registration_id" = String, Path)),
+    params(("registration_id" = inbox_core::RegistrationId, Path)),
     responses((status = 204, description = "deleted"), (status = 404, body = inbox_api::Problem)))]
 pub async fn remove(
     State(state): State<AppState>,
@@ -94,7 +94,7 @@ pub async fn remove(
 
 /// Sends a (new) challenge now; the answer says whether the registration is active.
 #[utoipa::path(post, path = "/v1/callback-registrations/{registration_id}/verify", tag = "callbacks",
-    params(("registration_id" = String, Path)),
+    params(("registration_id" = inbox_core::RegistrationId, Path)),
     responses((status = 200, body = CallbackRegistrationResponse), (status = 404, body = inbox_api::Problem)))]
 pub async fn verify(
     State(state): State<AppState>,
@@ -106,7 +106,7 @@ pub async fn verify(
 
 /// Replaces the shared secret; the previous one keeps signing beside it for the overlap.
 #[utoipa::path(post, path = "/v1/callback-registrations/{registration_id}/rotate", tag = "callbacks",
-    params(("registration_id" = String, Path)), request_body = RotateCallbackSecretRequest,
+    params(("registration_id" = inbox_core::RegistrationId, Path)), request_body = RotateCallbackSecretRequest,
     responses((status = 200, body = CallbackRegistrationResponse), (status = 404, body = inbox_api::Problem)))]
 pub async fn rotate(
     State(state): State<AppState>,
@@ -119,7 +119,7 @@ pub async fn rotate(
 
 /// The newest delivery attempts of a registration, newest first.
 #[utoipa::path(get, path = "/v1/callback-registrations/{registration_id}/deliveries", tag = "callbacks",
-    params(("registration_id" = String, Path)),
+    params(("registration_id" = inbox_core::RegistrationId, Path)),
     responses((status = 200, body = CallbackAttemptsResponse), (status = 404, body = inbox_api::Problem)))]
 pub async fn deliveries(
     State(state): State<AppState>,

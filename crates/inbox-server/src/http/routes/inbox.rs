@@ -119,9 +119,11 @@ pub async fn heartbeat(
 #[into_params(parameter_in = Query)]
 pub struct ResyncQuery {
     /// Open events after this sequence: the last `inbox_seq` of the previous page (default 0).
+    #[param(value_type = inbox_core::InboxSeq)]
     #[serde(default)]
     after_seq: u64,
-    /// Open events per page, 1 to 500 (default 500).
+    /// Open events per page (default: the most a page holds).
+    #[param(value_type = Option<inbox_core::limits::BatchLimit>)]
     limit: Option<u32>,
 }
 

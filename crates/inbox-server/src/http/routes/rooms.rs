@@ -35,7 +35,7 @@ pub async fn create_room(
 }
 
 /// A room and its members.
-#[utoipa::path(get, path = "/v1/rooms/{room_id}", tag = "rooms", params(("room_id" = String, Path)),
+#[utoipa::path(get, path = "/v1/rooms/{room_id}", tag = "rooms", params(("room_id" = inbox_core::RoomId, Path)),
     responses((status = 200, body = RoomView), (status = 404, description = "room_not_found", body = inbox_api::Problem)))]
 pub async fn get_room(
     State(state): State<AppState>,
@@ -46,7 +46,7 @@ pub async fn get_room(
 }
 
 /// Adds member agents; posts from now on reach them, earlier posts do not.
-#[utoipa::path(post, path = "/v1/rooms/{room_id}/members", tag = "rooms", params(("room_id" = String, Path)),
+#[utoipa::path(post, path = "/v1/rooms/{room_id}/members", tag = "rooms", params(("room_id" = inbox_core::RoomId, Path)),
     request_body = RoomMembersRequest,
     responses((status = 200, body = RoomView), (status = 404, description = "room_not_found", body = inbox_api::Problem)))]
 pub async fn add_members(
@@ -60,7 +60,7 @@ pub async fn add_members(
 
 /// Removes one member agent (removing a non-member succeeds); events it already has stay.
 #[utoipa::path(delete, path = "/v1/rooms/{room_id}/members/{agent_id}", tag = "rooms",
-    params(("room_id" = String, Path), ("agent_id" = String, Path)),
+    params(("room_id" = inbox_core::RoomId, Path), ("agent_id" = inbox_core::RecipientId, Path)),
     responses((status = 200, body = RoomView), (status = 404, description = "room_not_found", body = inbox_api::Problem)))]
 pub async fn remove_member(
     State(state): State<AppState>,
@@ -73,7 +73,7 @@ pub async fn remove_member(
 /// Posts a message: the message and one `meeting_room.message_posted` event per member commit
 /// together. `201` for a new message; `200` when `deduplication_key` matched an earlier post,
 /// which is returned instead.
-#[utoipa::path(post, path = "/v1/rooms/{room_id}/messages", tag = "rooms", params(("room_id" = String, Path)),
+#[utoipa::path(post, path = "/v1/rooms/{room_id}/messages", tag = "rooms", params(("room_id" = inbox_core::RoomId, Path)),
     request_body = PostMessageRequest,
     responses((status = 201, body = PostMessageResponse), (status = 200, description = "deduplicated", body = PostMessageResponse),
         (status = 404, description = "room_not_found", body = inbox_api::Problem),

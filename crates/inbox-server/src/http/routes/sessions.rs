@@ -45,7 +45,7 @@ pub async fn subscribe(
 /// the last sequence the agent processed. A session superseded under the single-active-session
 /// policy gets 409 `session_superseded`, which is how a polling agent learns it.
 #[utoipa::path(post, path = "/v1/agent-sessions/{session_id}/heartbeat", tag = "sessions",
-    params(("session_id" = String, Path)), request_body(content = SessionHeartbeatRequest, description = "optional"),
+    params(("session_id" = inbox_core::SessionId, Path)), request_body(content = SessionHeartbeatRequest, description = "optional"),
     responses((status = 200, body = SessionHeartbeatResponse), (status = 404, description = "session_not_found", body = inbox_api::Problem),
         (status = 409, description = "session_superseded", body = inbox_api::Problem)))]
 pub async fn heartbeat(

@@ -56,7 +56,7 @@ pub async fn sse(State(state): State<AppState>, caller: StreamCaller) -> Result<
 
 /// Seed 000's SSE route, the same stream as `GET /v1/streams/sse`.
 #[utoipa::path(get, path = "/api/v1/agents/{agent_id}/subscribe", tag = "agents (seed 000 aliases)",
-    params(("agent_id" = String, Path), StreamQuery),
+    params(("agent_id" = inbox_core::RecipientId, Path), StreamQuery),
     responses((status = 200, description = "text/event-stream, as GET /v1/streams/sse, in seed 000's names: `event: inbox_updated`, data: Seed000Signal (the signal with `cursor_hint`)", body = Seed000Signal, content_type = "text/event-stream")))]
 pub async fn subscribe_alias(
     State(state): State<AppState>,

@@ -17,6 +17,7 @@ use inbox_api::{
     CallbackAttemptsResponse, CallbackRegistrationRequest, CallbackRegistrationResponse,
     CallbackRegistrationsResponse, ProblemCode, RotateCallbackSecretRequest, Scope,
 };
+use inbox_core::limits::{RatePerMinute, ReplayWindowSeconds, SecretOverlapSeconds};
 use inbox_core::{RecipientId, TenantId};
 use inbox_store::{
     CallbackLimits, CallbackRegistration, KeyId, NewCallbackRegistration, RegistrationId, SecretBytes,
@@ -29,15 +30,11 @@ use crate::convert::{self, decode_base64};
 use crate::error::ApiError;
 use crate::node::AppState;
 
-/// Default and bounds of `max_rate_per_minute` (the OpenAPI document states them too).
-const RATE_PER_MINUTE_DEFAULT: u32 = 60;
-pub(crate) const RATE_PER_MINUTE_MAX: u32 = 600;
-/// Default and bounds of `replay_window_seconds`.
-const REPLAY_WINDOW_SECONDS_DEFAULT: u32 = 300;
-pub(crate) const REPLAY_WINDOW_SECONDS_RANGE: std::ops::RangeInclusive<u32> = 60..=86_400;
-/// Default and longest overlap of a secret rotation.
-const ROTATION_OVERLAP_SECONDS_DEFAULT: u64 = 86_400;
-pub(crate) const ROTATION_OVERLAP_SECONDS_MAX: u64 = 7 * 86_400;
+/// Defaults of a registration's settings and a rotation's overlap (their bounds are their
+/// types', in `inbox_core::limits`).
+const RATE_PER_MINUTE_DEFAULT: RatePerMinute = RatePerMinute::of(60);
+const REPLAY_WINDOW_SECONDS_DEFAULT: ReplayWindowSeconds = ReplayWindowSeconds::of(300);
+const ROTATION_OVERLAP_SECONDS_DEFAULT: SecretOverlapSeconds = SecretOverlapSeconds::of(86_400);
 /// Delivery attempts a registration's log answers, newest first.
 const ATTEMPTS_LISTED_MAX: u32 = 100;
 
@@ -137,13 +134,7 @@ pub async fn rotate(
 ) -> Result<CallbackRegistrationResponse, ApiError> {
     let reach = caller.operator_or(|c| c.require(Scope::CallbackRotate))?;
     let registration = visible(state, caller, reach, registration_id).await?;
-    let overlap_seconds = request.overlap_seconds.unwrap_or(ROTATION_OVERLAP_SECONDS_DEFAULT);
-    if overlap_seconds > ROTATION_OVERLAP_SECONDS_MAX {
-        return Err(ApiError::invalid_field(
-            "overlap_seconds",
-            format!("must be at most {ROTATION_OVERLAP_SECONDS_MAX} (7 days)"),
-        ));
-    }
+    let overlap_seconds = request.overlap_seconds.unwrap_or(ROTATION_OVERLAP_SECONDS_DEFAULT).get();
     let (secret, generated) = secret_from(request.secret.as_deref())?;
     let key_id = key_id_from(request.secret_id)?;
     let rotated = state
@@ -184,24 +175,8 @@ async fn create(
     recipient_id: RecipientId,
     request: CallbackRegistrationRequest,
 ) -> Result<CallbackRegistrationResponse, ApiError> {
-    let max_rate_per_minute = request.max_rate_per_minute.unwrap_or(RATE_PER_MINUTE_DEFAULT);
-    if !(1..=RATE_PER_MINUTE_MAX).contains(&max_rate_per_minute) {
-        return Err(ApiError::invalid_field(
-            "max_rate_per_minute",
-            format!("must be 1 to {RATE_PER_MINUTE_MAX}"),
-        ));
-    }
-    let replay_window_seconds = request.replay_window_seconds.unwrap_or(REPLAY_WINDOW_SECONDS_DEFAULT);
-    if !REPLAY_WINDOW_SECONDS_RANGE.contains(&replay_window_seconds) {
-        return Err(ApiError::invalid_field(
-            "replay_window_seconds",
-            format!(
-                "must be {} to {}",
-                REPLAY_WINDOW_SECONDS_RANGE.start(),
-                REPLAY_WINDOW_SECONDS_RANGE.end()
-            ),
-        ));
-    }
+    let max_rate_per_minute = request.max_rate_per_minute.unwrap_or(RATE_PER_MINUTE_DEFAULT).get();
+    let replay_window_seconds = request.replay_window_seconds.unwrap_or(REPLAY_WINDOW_SECONDS_DEFAULT).get();
     let (secret, generated) = secret_from(request.secret.as_deref())?;
     let registered = store_registration(
         state,

@@ -19,13 +19,12 @@ use inbox_store::{AgentKey, KeyId, NewAgentKey, SecretBytes, StoreError};
 use inbox_trust::Algorithm;
 use inbox_trust::message_signatures::VerifyingKey;
 
+use inbox_core::limits::KeyRetireAfterSeconds;
+
 use crate::caller::{Caller, Reach};
 use crate::convert::decode_base64;
 use crate::error::ApiError;
 use crate::node::AppState;
-
-/// The longest a retired key keeps verifying (a rotation overlap): 7 days.
-pub(crate) const RETIRE_AFTER_SECONDS_MAX: u64 = 7 * 86_400;
 
 /// Registers a signing key for the calling agent; `signed` says whether the request carried a
 /// verified signature (needed once the agent has a key). An hmac-sha256 secret is generated
@@ -120,13 +119,13 @@ pub async fn retire(
         Reach::Own if !signed => return Err(signature_required_for_keys()),
         Reach::Own => Some(&caller.subject),
     };
-    let after_seconds = after_seconds.unwrap_or(0);
-    if after_seconds > RETIRE_AFTER_SECONDS_MAX {
-        return Err(ApiError::invalid_field(
-            "after_seconds",
-            format!("must be at most {RETIRE_AFTER_SECONDS_MAX} (7 days)"),
-        ));
-    }
+    // A query value, read as text by the route and checked here, after who may call.
+    let after_seconds = after_seconds
+        .map(KeyRetireAfterSeconds::new)
+        .transpose()
+        .map_err(|e| ApiError::invalid_field("after_seconds", e))?
+        .unwrap_or_default()
+        .get();
     let key_id = KeyId::new(key_id).map_err(|e| ApiError::invalid_field("key_id", e.problem))?;
     let retired =
         retire_key(state, &caller.tenant_id, owner, &key_id, after_seconds.saturating_mul(1000)).await?;

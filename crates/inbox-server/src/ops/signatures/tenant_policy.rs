@@ -4,9 +4,7 @@
 //! sources of an inbox's events (`ops/inbox.rs`, the store's `inbox/fairness.rs`). This node sees a change at once, other
 //! nodes within [`crate::tenant_policies::TENANT_POLICY_CACHE_TTL`].
 
-use inbox_api::{
-    PENDING_EVENTS_MAX_LIMIT, STORED_BYTES_MAX_LIMIT, TenantPolicyRequest, TenantPolicyResponse,
-};
+use inbox_api::{TenantPolicyRequest, TenantPolicyResponse};
 use inbox_store::{TenantPolicy, TenantPolicyChange};
 
 use crate::caller::Caller;
@@ -27,20 +25,12 @@ pub async fn change(
     request: TenantPolicyRequest,
 ) -> Result<TenantPolicyResponse, ApiError> {
     caller.require_operator()?;
-    for (field, value, limit) in [
-        ("pending_events_max", request.pending_events_max, PENDING_EVENTS_MAX_LIMIT),
-        ("stored_bytes_max", request.stored_bytes_max, STORED_BYTES_MAX_LIMIT),
-    ] {
-        if let Some(value) = value.filter(|value| *value > limit) {
-            return Err(ApiError::invalid_field(field, format!("is {value}; give 0 (no limit) to {limit}")));
-        }
-    }
     let change = TenantPolicyChange {
         signatures_required: request.signatures_required,
         single_active_session: request.single_active_session,
         fair_claims: request.fair_claims,
-        pending_events_max: request.pending_events_max,
-        stored_bytes_max: request.stored_bytes_max,
+        pending_events_max: request.pending_events_max.map(|n| n.get()),
+        stored_bytes_max: request.stored_bytes_max.map(|n| n.get()),
     };
     let policy = state.store.signatures().change_tenant_policy(&caller.tenant_id, change).await?;
     state.tenant_policies.remember(&caller.tenant_id, policy);

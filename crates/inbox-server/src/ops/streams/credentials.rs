@@ -8,6 +8,7 @@ use inbox_api::time::format_utc;
 use inbox_api::{
     Scope, StreamCookieRequest, StreamCookieResponse, StreamTicketRequest, StreamTicketResponse,
 };
+use inbox_core::SessionId;
 use inbox_store::{StreamCredential, StreamGrant};
 use sha2::{Digest, Sha256};
 
@@ -30,8 +31,9 @@ pub async fn ticket(
 ) -> Result<StreamTicketResponse, ApiError> {
     caller.require(Scope::StreamSubscribe)?;
     let max = state.config.sessions.stream_ticket_ttl.as_secs().max(1);
+    let ttl = request.ttl_seconds.map(|s| s.get());
     let (ticket, expires_at, ttl) =
-        mint(state, caller, request, StreamCredential::Ticket, TICKET_PREFIX, max).await?;
+        mint(state, caller, request.session_id, ttl, StreamCredential::Ticket, TICKET_PREFIX, max).await?;
     Ok(StreamTicketResponse {
         sse_url: format!("/v1/streams/sse?ticket={ticket}"),
         websocket_url: origin.url(&format!("?ticket={ticket}")),
@@ -59,9 +61,9 @@ pub async fn cookie(
 ) -> Result<StreamCookie, ApiError> {
     caller.require(Scope::StreamSubscribe)?;
     let max = state.config.tokens.access_token_ttl.as_secs().max(1);
-    let request = StreamTicketRequest { session_id: request.session_id, ttl_seconds: request.ttl_seconds };
+    let ttl = request.ttl_seconds.map(|s| s.get());
     let (value, expires_at, ttl) =
-        mint(state, caller, request, StreamCredential::Cookie, COOKIE_PREFIX, max).await?;
+        mint(state, caller, request.session_id, ttl, StreamCredential::Cookie, COOKIE_PREFIX, max).await?;
     Ok(StreamCookie {
         value,
         max_age_seconds: ttl,
@@ -74,24 +76,25 @@ pub async fn cookie(
     })
 }
 
-/// Creates a credential with the caller's identity and scopes; returns it, its expiry (epoch
-/// ms) and its life in seconds. Only its hash is stored.
+/// Creates a credential with the caller's identity and scopes, lasting `ttl_seconds` (by
+/// default and at most the setting `ttl_seconds_max`); returns it, its expiry (epoch ms) and
+/// its life in seconds. Only its hash is stored.
 async fn mint(
     state: &AppState,
     caller: &Caller,
-    request: StreamTicketRequest,
+    session_id: Option<SessionId>,
+    ttl_seconds: Option<u64>,
     credential: StreamCredential,
     prefix: &str,
     ttl_seconds_max: u64,
 ) -> Result<(String, i64, u64), ApiError> {
-    let ttl = request.ttl_seconds.unwrap_or(ttl_seconds_max);
-    if !(1..=ttl_seconds_max).contains(&ttl) {
+    let ttl = ttl_seconds.unwrap_or(ttl_seconds_max);
+    if ttl > ttl_seconds_max {
         return Err(ApiError::invalid_field(
             "ttl_seconds",
             format!("is {ttl}; it must be between 1 and {ttl_seconds_max}"),
         ));
     }
-    let session_id = request.session_id;
     if let Some(session_id) = &session_id {
         touch(state, caller, session_id, None).await?;
     }
