@@ -21,7 +21,7 @@ export interface components {
             /** Format: uuid */
             event_id: string;
             /**
-             * @description A hand-off: publishes (each the body of `POST /v1/events`, at most 16) committed in the
+             * @description A hand-off: publishes (each the body of `POST /v1/events`) committed in the
              *     same transaction as this acknowledgement, and only while its lease holds; a stale lease
              *     refuses both. Each gets the deduplication key `handoff:{event_id}:{index}`, so a
              *     retried request answers the first publishes. Only with `result: completed`; needs the
@@ -31,8 +31,8 @@ export interface components {
             follow_ups?: components["schemas"]["PublishRequest"][];
             lease_token: string;
             /**
-             * @description Why: 1 to 200 bytes on one line. Required with `result: quarantined`; with `failed`
-             *     it is kept as the dead letter's reason; refused with `completed`.
+             * @description Why, on one line. Required with `result: quarantined`; with `failed` it is kept as the
+             *     dead letter's reason; refused with `completed`.
              */
             reason?: string | null;
             /**
@@ -269,7 +269,7 @@ export interface components {
             delivery_scope?: "signal_only"[] | null;
             /**
              * Format: int32
-             * @description At most this many deliveries per minute; heads in between coalesce. 1 to 600, default 60.
+             * @description At most this many deliveries per minute; heads in between coalesce. Default 60.
              */
             max_rate_per_minute?: number | null;
             /**
@@ -358,7 +358,7 @@ export interface components {
             lease_seconds?: number | null;
             /**
              * Format: int32
-             * @description Claim-next batch size, 1 to 500; default 10.
+             * @description Claim-next batch size; default 10.
              */
             limit?: number | null;
             recipient_id?: string | null;
@@ -452,7 +452,10 @@ export interface components {
         HeartbeatEntry: {
             /** Format: uuid */
             event_id: string;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description At most the server's `lease_max`.
+             */
             extend_by_seconds: number;
             lease_token: string;
         };
@@ -595,14 +598,15 @@ export interface components {
             include_claimable_only?: boolean;
             /**
              * Format: int32
-             * @description 1 to 500; default 100.
+             * @description Default 100.
              */
             limit?: number | null;
             recipient_id?: string | null;
             tenant_id?: string | null;
             /**
              * Format: int32
-             * @description Long poll: wait up to this many seconds for an event past the cursor.
+             * @description Long poll: wait up to this many seconds for an event past the cursor (at most the
+             *     server's `long_poll_wait_max`).
              */
             wait_seconds?: number | null;
         };
@@ -696,7 +700,7 @@ export interface components {
             fairness_key?: string | null;
             /**
              * Format: int32
-             * @description Delivery attempts before dead-lettering (1 to 1000).
+             * @description Delivery attempts before dead-lettering.
              */
             max_attempts?: number | null;
             /** @description Inline JSON payload (at most the server's payload limit). */
@@ -727,7 +731,7 @@ export interface components {
              */
             class?: "prompt_injection" | "malformed_payload" | "bad_signature" | "policy" | "other" | null;
             event_ids: string[];
-            /** @description Why: 1 to 200 bytes, no control characters; kept on the event and in its history. */
+            /** @description Why, on one line: kept on the event and in its history. */
             reason: string;
             recipient_id: string;
         };
@@ -785,7 +789,7 @@ export interface components {
             recipient_id?: string | null;
             /**
              * Format: int64
-             * @description Not claimable again before this many seconds (at most 604800).
+             * @description Not claimable again before this many seconds.
              */
             retry_after_seconds?: number;
             tenant_id?: string | null;
@@ -833,7 +837,7 @@ export interface components {
         RotateCallbackSecretRequest: {
             /**
              * Format: int64
-             * @description How long the old secret keeps signing: 0 to 7 days, default 24 h.
+             * @description How long the old secret keeps signing: default 24 h.
              */
             overlap_seconds?: number | null;
             /** @description Generated (and returned once) when absent. */

@@ -184,7 +184,7 @@ class CallbackRegistrationRequest:
     """
     max_rate_per_minute: int | None = None
     """
-    At most this many deliveries per minute; heads in between coalesce. 1 to 600, default 60.
+    At most this many deliveries per minute; heads in between coalesce. Default 60.
     """
     recipient_id: str | None = None
     """
@@ -282,7 +282,7 @@ class ClaimRequest:
     """
     limit: int | None = None
     """
-    Claim-next batch size, 1 to 500; default 10.
+    Claim-next batch size; default 10.
     """
     recipient_id: str | None = None
     session_id: str | None = None
@@ -352,6 +352,9 @@ class HeadResponse:
 class HeartbeatEntry:
     event_id: str
     extend_by_seconds: int
+    """
+    At most the server's `lease_max`.
+    """
     lease_token: str
 
 
@@ -509,13 +512,14 @@ class PollRequest:
     """
     limit: int | None = None
     """
-    1 to 500; default 100.
+    Default 100.
     """
     recipient_id: str | None = None
     tenant_id: str | None = None
     wait_seconds: int | None = None
     """
-    Long poll: wait up to this many seconds for an event past the cursor.
+    Long poll: wait up to this many seconds for an event past the cursor (at most the
+    server's `long_poll_wait_max`).
     """
 
 
@@ -625,7 +629,7 @@ class PublishRequest:
     """
     max_attempts: int | None = None
     """
-    Delivery attempts before dead-lettering (1 to 1000).
+    Delivery attempts before dead-lettering.
     """
     payload: dict[str, Any] | None = None
     """
@@ -658,7 +662,7 @@ class QuarantineRequest:
     event_ids: list[EventId]
     reason: str
     """
-    Why: 1 to 200 bytes, no control characters; kept on the event and in its history.
+    Why, on one line: kept on the event and in its history.
     """
     recipient_id: str
     class_: Literal['prompt_injection', 'malformed_payload', 'bad_signature', 'policy', 'other'] | None = (
@@ -744,7 +748,7 @@ class ReleaseRequest:
     recipient_id: str | None = None
     retry_after_seconds: int | None = None
     """
-    Not claimable again before this many seconds (at most 604800).
+    Not claimable again before this many seconds.
     """
     tenant_id: str | None = None
 
@@ -778,7 +782,7 @@ class RotateCallbackSecretRequest:
 
     overlap_seconds: int | None = None
     """
-    How long the old secret keeps signing: 0 to 7 days, default 24 h.
+    How long the old secret keeps signing: default 24 h.
     """
     secret: str | None = None
     """
@@ -1019,7 +1023,7 @@ class AckEntry:
     """
     follow_ups: list[PublishRequest] | None = None
     """
-    A hand-off: publishes (each the body of `POST /v1/events`, at most 16) committed in the
+    A hand-off: publishes (each the body of `POST /v1/events`) committed in the
     same transaction as this acknowledgement, and only while its lease holds; a stale lease
     refuses both. Each gets the deduplication key `handoff:{event_id}:{index}`, so a
     retried request answers the first publishes. Only with `result: completed`; needs the
@@ -1028,8 +1032,8 @@ class AckEntry:
     """
     reason: str | None = None
     """
-    Why: 1 to 200 bytes on one line. Required with `result: quarantined`; with `failed`
-    it is kept as the dead letter's reason; refused with `completed`.
+    Why, on one line. Required with `result: quarantined`; with `failed` it is kept as the
+    dead letter's reason; refused with `completed`.
     """
     result: Literal['completed', 'failed', 'quarantined'] | None = None
     """
