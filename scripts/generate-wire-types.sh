@@ -5,6 +5,8 @@
 #                                               from the document's schemas
 #   clients/python/src/agent_inbox/_openapi.py  by datamodel-code-generator (pinned in
 #                                               clients/python/requirements-codegen.txt)
+#   clients/typescript/src/limits.ts,           the service's bounds the SDKs' own code uses
+#   clients/python/src/agent_inbox/_limits.py   (LIMITS below), read from the schemas that state them
 # The SDKs' own modules (src/wire.ts, _models.py) name what they use from these files.
 #
 #   scripts/generate-wire-types.sh [--check] [typescript|python]...
@@ -26,6 +28,15 @@ for arg in "$@"; do
     esac
 done
 [ ${#languages[@]} -gt 0 ] || languages=(typescript python)
+
+# The bounds the SDKs' own code needs as numbers (fitting a reason, capping a retry delay, sizing
+# a claim), each the name it gets and where openapi.json states it; the server's types state
+# them there (inbox_core::limits), so no SDK writes one itself.
+LIMITS=(
+    "REASON_BYTES_MAX components.schemas.AckEntry.properties.reason.maxLength"
+    "RETRY_AFTER_SECONDS_MAX components.schemas.ReleaseRequest.properties.retry_after_seconds.maximum"
+    "BATCH_EVENTS_MAX components.schemas.ClaimRequest.properties.limit.maximum"
+)
 
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
@@ -68,6 +79,18 @@ typescript() {
         cat "$scratch/raw.ts"
     } >"$out"
     settle "$dir/src/openapi.ts" "$out"
+    node -e 'const fs = require("node:fs"); const d = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
+        const lines = ["// Generated from openapi.json by scripts/generate-wire-types.sh: do not edit. The service'"'"'s",
+            "// bounds the client'"'"'s own code uses, each read from the schema that states it."];
+        for (const entry of process.argv.slice(3)) {
+            const [name, path] = entry.split(" ");
+            const value = path.split(".").reduce((at, key) => at?.[key], d);
+            if (!Number.isInteger(value)) throw new Error(`openapi.json states no whole number at ${path}`);
+            lines.push("", `/** \`${path}\` */`, `export const ${name} = ${value};`);
+        }
+        fs.writeFileSync(process.argv[2], lines.join("\n") + "\n");' \
+        "$repo/openapi.json" "$scratch/limits.ts" "${LIMITS[@]}"
+    settle "$dir/src/limits.ts" "$scratch/limits.ts"
 }
 
 python() {
@@ -87,6 +110,22 @@ python() {
 dataclasses, keyword-only): do not edit. _models.py names the types the SDK uses."""' \
         --output "$out"
     settle "$repo/clients/python/src/agent_inbox/_openapi.py" "$out"
+    "$venv/bin/python" - "$repo/openapi.json" "$scratch/_limits.py" "${LIMITS[@]}" <<'PY'
+import json, sys
+document = json.load(open(sys.argv[1]))
+lines = ['"""Generated from openapi.json by scripts/generate-wire-types.sh: do not edit. The service\'s',
+         'bounds the SDK\'s own code uses, each read from the schema that states it."""']
+for entry in sys.argv[3:]:
+    name, path = entry.split(" ")
+    value = document
+    for key in path.split("."):
+        value = value[key]
+    if not isinstance(value, int):
+        sys.exit(f"openapi.json states no whole number at {path}")
+    lines += ["", f"#: ``{path}``", f"{name} = {value}"]
+open(sys.argv[2], "w").write("\n".join(lines) + "\n")
+PY
+    settle "$repo/clients/python/src/agent_inbox/_limits.py" "$scratch/_limits.py"
 }
 
 for language in "${languages[@]}"; do

@@ -25,6 +25,7 @@ import type { AgentOptions, Outcome, Progress, RunSummary } from "./contract.js"
 import { Delivery, ackEntry } from "./delivery.js";
 import type { Running } from "./delivery.js";
 import { ConfigError, InboxError, ProblemError, SessionSupersededError } from "./errors.js";
+import { BATCH_EVENTS_MAX } from "./limits.js";
 import type { LifecycleChange, Platform } from "./platform.js";
 import { Scanner } from "./scanner.js";
 import type { ScanResult } from "./scanner.js";
@@ -438,7 +439,7 @@ export class Agent {
     // A cycle that did not scan keeps what is known of when something becomes claimable.
     if (before !== null) this.#claimableAt.scanned(scanStartedMs, before.scan.nextChangeMs);
     let worthClaiming = this.#claimBacklog || before === null || before.scan.claimable > 0 || before.truncated;
-    let limit = Math.min(this.#claimer.budget.free, 500);
+    let limit = Math.min(this.#claimer.budget.free, BATCH_EVENTS_MAX);
     let missed = 0;
     if (before !== null) {
       const seenBefore = this.#lastClaimable;

@@ -16,11 +16,12 @@ import type { InboxApi } from "./api.js";
 import { ClaimBudget, Dispatcher } from "./claims.js";
 import type { Progress } from "./contract.js";
 import { InboxError, ProblemError, SessionSupersededError } from "./errors.js";
+import { BATCH_EVENTS_MAX } from "./limits.js";
 import type { TabGroup } from "./tabs.js";
 import type { Claim } from "./wire.js";
 
 /** Most events asked for in one claim (the service's limit). */
-const CLAIM_LIMIT_MAX = 500;
+const CLAIM_LIMIT_MAX = BATCH_EVENTS_MAX;
 /** A follower that has not answered an assignment this long is presumed gone. */
 const ASSIGNMENT_TIMEOUT_MS = 1_000;
 /** "As many as you have room for", in an open hint (the leader knows no other tab's slots). */

@@ -4,6 +4,7 @@
  * says whether the same request may succeed later (network trouble, 5xx, 429, 408).
  */
 
+import { REASON_BYTES_MAX } from "./limits.js";
 import { retryAfterSeconds as wholeRetrySeconds } from "./schedule.js";
 import type { Problem, QuarantineClass } from "./wire.js";
 
@@ -119,7 +120,7 @@ export class RetryLater extends Error {
 
 /**
  * Thrown by a handler: this event will never work. It is acknowledged as `failed` with the
- * message as its reason (control characters become spaces, cut to 200 bytes), which the service
+ * message as its reason (control characters become spaces, cut to {@link QUARANTINE_REASON_BYTES_MAX} bytes), which the service
  * keeps with the dead letter for an operator.
  */
 export class Fatal extends Error {
@@ -132,12 +133,12 @@ export class Fatal extends Error {
 export const QUARANTINE_CLASSES: readonly QuarantineClass[] = Object.freeze(["prompt_injection", "malformed_payload", "bad_signature", "policy", "other"]);
 
 /** The service keeps at most this many bytes of a reason (a quarantine's, a dead letter's). */
-export const QUARANTINE_REASON_BYTES_MAX = 200;
+export const QUARANTINE_REASON_BYTES_MAX = REASON_BYTES_MAX;
 
 /**
  * Thrown by a handler: set this event aside for a person — never retried, never a dead letter.
  * For example a payload an LLM agent suspects of a prompt injection. It is acknowledged as
- * `quarantined` with `reason` (kept by the service, at most 200 bytes: control characters
+ * `quarantined` with `reason` (kept by the service, at most {@link QUARANTINE_REASON_BYTES_MAX} bytes: control characters
  * become spaces and a longer one is cut) and `quarantineClass` (default `other`).
  */
 export class QuarantineError extends Error {
@@ -153,7 +154,7 @@ export class QuarantineError extends Error {
   }
 }
 
-/** A reason the service accepts: no control characters, 1 to 200 bytes of UTF-8, cut at a character. */
+/** A reason the service accepts: no control characters, 1 to {@link QUARANTINE_REASON_BYTES_MAX} bytes of UTF-8, cut at a character. */
 export function quarantineReason(reason: string): string {
   const text = fitReason(reason);
   return text.length > 0 ? text : "the handler quarantined the event";
@@ -161,7 +162,7 @@ export function quarantineReason(reason: string): string {
 
 /**
  * A handler's reason as the service keeps it: control characters (Unicode Cc) as spaces, trimmed
- * of Unicode White_Space, at most 200 bytes of UTF-8 cut at a character; empty when nothing is
+ * of Unicode White_Space, at most {@link QUARANTINE_REASON_BYTES_MAX} bytes of UTF-8 cut at a character; empty when nothing is
  * left (the shared vectors' `reason.fit`).
  */
 export function fitReason(reason: string): string {

@@ -9,6 +9,7 @@
 import type { InboxApi } from "./api.js";
 import type { Progress, ResyncHandler } from "./contract.js";
 import { InboxError, ProblemError, ResyncError, RetryLater } from "./errors.js";
+import { BATCH_EVENTS_MAX } from "./limits.js";
 import { Scan } from "./scan.js";
 import type { LocalState } from "./state.js";
 import type { ResyncResponse } from "./wire.js";
@@ -41,7 +42,7 @@ export class Scanner {
   }
 
   get #pageSize(): number {
-    return Math.min(Math.max(this.#context.pageSize ?? 100, 1), 500);
+    return Math.min(Math.max(this.#context.pageSize ?? 100, 1), BATCH_EVENTS_MAX);
   }
 
   /** Reads the inbox after the cursor, page by page; persists the cursor it may move to. */

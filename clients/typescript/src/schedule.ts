@@ -5,6 +5,8 @@
  * tests pin them; only the runner reads clocks.
  */
 
+import { RETRY_AFTER_SECONDS_MAX } from "./limits.js";
+
 /**
  * Adaptive polling: the interval drops to `intervalMinMs` right after a poll that found work
  * and grows by `growth` per idle poll up to `intervalMaxMs`. Jitter only ever shortens a wait
@@ -141,8 +143,8 @@ export function honourRetryAfter(delayMs: number, retryAfterSeconds: number | un
   return Math.max(delayMs, Math.min(retryAfterSeconds * 1000, RETRY_AFTER_HONOURED_MAX_MS));
 }
 
-/** The longest retry delay the service takes (a week). */
-export const RETRY_AFTER_SECONDS_MAX = 604_800;
+/** The longest retry delay the service takes (a week), as its OpenAPI document states it. */
+export { RETRY_AFTER_SECONDS_MAX };
 
 /**
  * A delay a handler asked for, in seconds, as the whole seconds a release takes: rounded up, so

@@ -43,6 +43,7 @@ from ._contract import (
 from ._cursor import Scan
 from ._delivery import Delivery
 from ._errors import InboxError, ProblemError, ResyncFailed, SessionSuperseded
+from ._limits import BATCH_EVENTS_MAX
 from ._local_state import LocalState
 from ._models import (
     Claim,
@@ -384,7 +385,7 @@ class _Runner:
 
     async def _claim(self, free: int) -> tuple[int, bool]:
         """Claims up to ``free`` events and starts them; whether the claim came back full."""
-        limit = min(free, 500)
+        limit = min(free, BATCH_EVENTS_MAX)
         answer = await self.client.claim(
             ClaimRequest(
                 session_id=self.session_id,
@@ -410,7 +411,7 @@ class _Runner:
         while True:
             request = PollRequest(
                 after_seq=max(scan.seen_through, cursor),
-                limit=min(max(self.config.page_size, 1), 500),
+                limit=min(max(self.config.page_size, 1), BATCH_EVENTS_MAX),
             )
             try:
                 page = await self.client.poll(request)
@@ -441,7 +442,7 @@ class _Runner:
     async def _resync(self) -> int:
         """After ``cursor_reset_required``: hands every page of the snapshot to the resync
         callback, then continues after ``resume_after_seq``."""
-        page_size = min(max(self.config.page_size, 1), 500)
+        page_size = min(max(self.config.page_size, 1), BATCH_EVENTS_MAX)
         snapshot = _resync.start(await self.client.resync_page(0, page_size))
         while (after := _resync.next_page_after(snapshot)) is not None:
             page = await self.client.resync_page(after, page_size)

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from ._limits import REASON_BYTES_MAX
 from ._models import EventEnvelope, PublishRequest, QuarantineClass, ResyncResponse
 from ._schedule import OUTAGE_BACKOFF, Backoff, PollSchedule
 from ._transport import TransportConfig
@@ -44,7 +45,7 @@ class Fatal(Exception):
 #: Why an event was set aside: the label operators see (seed 001's anomalies).
 QUARANTINE_CLASSES: tuple[QuarantineClass, ...] = typing.get_args(QuarantineClass)
 #: The service keeps at most this many bytes of a reason (a quarantine's, a dead letter's).
-QUARANTINE_REASON_BYTES_MAX = 200
+QUARANTINE_REASON_BYTES_MAX = REASON_BYTES_MAX
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 

@@ -10,6 +10,9 @@ import math
 import random
 from dataclasses import dataclass
 
+# The longest retry delay the service takes (a week), as its OpenAPI document states it.
+from ._limits import RETRY_AFTER_SECONDS_MAX
+
 
 @dataclass(frozen=True)
 class PollSchedule:
@@ -56,10 +59,6 @@ def next_cycle_after(
         base, nominal = schedule.jittered(following, jitter), following
     wait = base if until_change is None else min(until_change + slack, base)
     return max(wait, 0.02), nominal
-
-
-#: The longest retry delay the service takes (a week).
-RETRY_AFTER_SECONDS_MAX = 604_800
 
 
 def retry_after_seconds(after: float) -> int:
