@@ -9,8 +9,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::process::ChildStderr;
 
-/// Longest reason the service keeps (`REASON_BYTES_MAX` on the service).
-pub const REASON_BYTES_MAX: usize = 200;
+/// Longest reason the service keeps.
+pub use inbox_core::limits::REASON_BYTES_MAX;
 /// Bytes of the current stderr line kept while it is being written; the rest of a longer line
 /// is still passed through, only not remembered.
 const LINE_BYTES_KEPT: usize = 4 * 1024;

@@ -56,13 +56,16 @@ pub enum HandlerError {
     /// runs it again then, whether or not a stream is connected.
     Retry { after: Duration, reason: String },
     /// Never going to work: the event is acknowledged as `failed` and dead-lettered, with
-    /// `reason` (one line, 200 bytes) kept for the operator.
+    /// `reason` (one line, at most [`REASON_BYTES_MAX`](inbox_core::limits::REASON_BYTES_MAX) bytes)
+    /// kept for the operator.
     Permanent { reason: String },
     /// Not to be touched by a program: the event is acknowledged as `quarantined`, set aside
     /// for a person with `reason` and `class`, and never retried (an LLM agent that suspects a
     /// prompt injection in the payload, a payload that fails its own checks). An operator may
     /// release it back to the inbox; then it runs again, so it is not kept in the local record
-    /// of processed events. `reason` is cut to 200 bytes, control characters become spaces.
+    /// of processed events. `reason` is cut to
+    /// [`REASON_BYTES_MAX`](inbox_core::limits::REASON_BYTES_MAX) bytes, control characters
+    /// become spaces.
     Quarantine { reason: String, class: QuarantineClass },
 }
 
