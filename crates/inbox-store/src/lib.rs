@@ -14,6 +14,7 @@
 //! All SQL of the inbox lives in this crate. Decisions about what an event may do come from
 //! [`inbox_core`]'s state machine; this crate makes them durable and concurrent.
 
+mod a2a;
 mod callbacks;
 mod clock;
 mod config;
@@ -35,6 +36,13 @@ mod signatures;
 mod store;
 mod tokens;
 
+pub use a2a::{
+    A2A_KEY_PREFIX, A2a, ARTIFACTS_BYTES_MAX, ARTIFACTS_PER_TASK_MAX, CancelRefusal, DuePush,
+    HISTORY_MESSAGES_MAX, NOTE_BYTES_MAX, NewPushConfig, Overfull, PUSH_CONFIGS_PER_TASK_MAX, PushConfig,
+    PushResult, ReconcileReport, Report, ReportReceipt, ReportRefusal, SendMessage, SendRefusal, SendTarget,
+    Sent, Task, TaskCursor, TaskId, TaskOutcome, TaskPage, TaskQuery, TaskState, TaskStatus, TaskUpdate,
+    UpdateKind,
+};
 pub use callbacks::{
     CALLBACK_ATTEMPTS_LIST_MAX, CallbackAttempt, CallbackLimits, CallbackRegistration, Callbacks,
     DeliveryResult, Disabled, DueDelivery, NewCallbackRegistration, PreviousSecret, RegistrationId,

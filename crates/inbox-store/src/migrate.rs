@@ -67,6 +67,7 @@ const MYSQL: &[Migration] = &[
         name: "callback disabling",
         sql: include_str!("migrations/mysql/0014_callback_disabling.sql"),
     },
+    Migration { version: 15, name: "a2a tasks", sql: include_str!("migrations/mysql/0015_a2a.sql") },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -110,6 +111,7 @@ const SQLITE: &[Migration] = &[
         name: "callback disabling",
         sql: include_str!("migrations/sqlite/0014_callback_disabling.sql"),
     },
+    Migration { version: 15, name: "a2a tasks", sql: include_str!("migrations/sqlite/0015_a2a.sql") },
 ];
 
 /// How long a migration lock row is honoured: far longer than migrating takes.

@@ -56,6 +56,7 @@ macro_rules! backend_test {
     };
 }
 
+mod a2a;
 mod batches;
 mod callbacks;
 mod engine;

@@ -5,7 +5,7 @@
 //! Every operation is a method of [`Inbox`], the handle [`SqlStore::inbox`] lends out.
 
 mod admin;
-mod apply;
+pub(crate) mod apply;
 mod browse;
 mod claim_floor;
 mod claim_plan;
@@ -20,7 +20,7 @@ mod publish_batch;
 mod queries;
 mod read;
 pub(crate) mod record;
-mod rows;
+pub(crate) mod rows;
 mod scavenge;
 
 pub(crate) use scavenge::SweepMarks;

@@ -1,7 +1,7 @@
 //! The `secrets` subsystem: secrets at rest, sealed with keys the database never holds. Token
 //! signing keys (`signing_key.secret`), callback secrets (`callback_registration.secret`,
-//! `previous_secret`) and agents' hmac-sha256 keys (`agent_signing_key.key_material`) are
-//! stored sealed ([`sealing`]), each beside the id of the key that sealed it; refresh tokens
+//! `previous_secret`), agents' hmac-sha256 keys (`agent_signing_key.key_material`) and A2A
+//! webhooks' tokens and credentials (`a2a_push_config.secret`) are stored sealed ([`sealing`]), each beside the id of the key that sealed it; refresh tokens
 //! stay hashes and public keys stay public.
 //!
 //! The keys come from a key file the server reads ([`keys`]). Which of them seals new secrets
@@ -291,14 +291,16 @@ enum SealedColumn {
     CallbackSecret,
     CallbackPrevious,
     AgentKey,
+    A2aPushSecret,
 }
 
 impl SealedColumn {
-    const ALL: [SealedColumn; 4] = [
+    const ALL: [SealedColumn; 5] = [
         SealedColumn::SigningKey,
         SealedColumn::CallbackSecret,
         SealedColumn::CallbackPrevious,
         SealedColumn::AgentKey,
+        SealedColumn::A2aPushSecret,
     ];
 
     fn census_sql(self) -> &'static str {
@@ -307,6 +309,7 @@ impl SealedColumn {
             SealedColumn::CallbackSecret => queries::CALLBACK_SECRET_CENSUS,
             SealedColumn::CallbackPrevious => queries::CALLBACK_PREVIOUS_CENSUS,
             SealedColumn::AgentKey => queries::AGENT_KEY_CENSUS,
+            SealedColumn::A2aPushSecret => queries::A2A_PUSH_CENSUS,
         }
     }
 
@@ -316,6 +319,7 @@ impl SealedColumn {
             SealedColumn::CallbackSecret => queries::CALLBACK_SECRETS_NOT_UNDER,
             SealedColumn::CallbackPrevious => queries::CALLBACK_PREVIOUS_NOT_UNDER,
             SealedColumn::AgentKey => queries::AGENT_KEYS_NOT_UNDER,
+            SealedColumn::A2aPushSecret => queries::A2A_PUSH_NOT_UNDER,
         }
     }
 
@@ -325,6 +329,7 @@ impl SealedColumn {
             SealedColumn::CallbackSecret => queries::RESEAL_CALLBACK_SECRET,
             SealedColumn::CallbackPrevious => queries::RESEAL_CALLBACK_PREVIOUS,
             SealedColumn::AgentKey => queries::RESEAL_AGENT_KEY,
+            SealedColumn::A2aPushSecret => queries::RESEAL_A2A_PUSH,
         }
     }
 
@@ -345,6 +350,11 @@ impl SealedColumn {
                 &row.string("agent_id")?,
                 &row.string("algorithm")?,
             ),
+            SealedColumn::A2aPushSecret => Place::a2a_push_secret(
+                &row.string("tenant_id")?,
+                &row.string("task_id")?,
+                &row.string("config_id")?,
+            ),
         })
     }
 
@@ -356,6 +366,7 @@ impl SealedColumn {
                 (row.string("registration_id")?, row.string("secret_id")?)
             }
             SealedColumn::AgentKey => (row.string("tenant_id")?, row.string("key_id")?),
+            SealedColumn::A2aPushSecret => (row.string("task_id")?, row.string("config_id")?),
         })
     }
 }

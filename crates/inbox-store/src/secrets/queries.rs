@@ -86,3 +86,19 @@ pub(super) const AGENT_KEYS_NOT_UNDER: &str = "SELECT tenant_id, key_id, agent_i
 pub(super) const RESEAL_AGENT_KEY: &str = "UPDATE agent_signing_key SET key_material = ?, \
     key_material_sealed_by = ? WHERE tenant_id = ? AND key_id = ? AND key_material = ? \
     AND COALESCE(key_material_sealed_by, '') = ?";
+
+// ---- a2a_push_config.secret (an A2A webhook's token and credentials) ----
+
+/// A2A push secrets per sealing key.
+pub(super) const A2A_PUSH_CENSUS: &str =
+    "SELECT secret_sealed_by AS key_id, COUNT(*) AS n FROM a2a_push_config GROUP BY secret_sealed_by";
+
+/// A2A push secrets not under a key (key id, limit).
+pub(super) const A2A_PUSH_NOT_UNDER: &str = "SELECT tenant_id, task_id, config_id, secret AS value, \
+    secret_sealed_by AS sealed_by FROM a2a_push_config \
+    WHERE secret_sealed_by IS NULL OR secret_sealed_by <> ? LIMIT ?";
+
+/// Reseals an A2A push secret unless it changed since it was read (value, key id, task id,
+/// config id, old value, old key id or ''); task ids are unique across tenants.
+pub(super) const RESEAL_A2A_PUSH: &str = "UPDATE a2a_push_config SET secret = ?, secret_sealed_by = ? \
+    WHERE task_id = ? AND config_id = ? AND secret = ? AND COALESCE(secret_sealed_by, '') = ?";

@@ -59,6 +59,11 @@ impl Place {
     pub(crate) fn agent_key(tenant_id: &str, key_id: &str, agent_id: &str, algorithm: &str) -> Place {
         Place::new("agent_signing_key", &[tenant_id, key_id, agent_id, algorithm])
     }
+
+    /// An A2A push-notification config's token and credentials.
+    pub(crate) fn a2a_push_secret(tenant_id: &str, task_id: &str, config_id: &str) -> Place {
+        Place::new("a2a_push_config", &[tenant_id, task_id, config_id])
+    }
 }
 
 /// The keys a store seals and opens with, and the values it has opened.
