@@ -576,6 +576,12 @@ pub struct McpArgs {
     /// Log as JSON lines (on stderr) instead of text.
     #[arg(long, env = "AGENT_INBOX_LOG_JSON")]
     pub log_json: bool,
+    /// Also be a Claude Code channel: declare the `claude/channel` capability and tell the
+    /// session when work arrives (a count and event types, never a payload), so an idle
+    /// session takes its next turn. Speaks the initialize handshake only (MCP 2025-11-25),
+    /// the one Claude Code takes channel notifications on.
+    #[arg(long)]
+    pub claude_channel: bool,
 }
 
 impl McpArgs {

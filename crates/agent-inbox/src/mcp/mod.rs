@@ -1,20 +1,26 @@
 //! `agent-inbox mcp`: the inbox as a Model Context Protocol server on stdio, for language-model
 //! clients. It authenticates like `listen` (a login profile whose refresh token rotates, or a
 //! fixed `--token`), signs the critical calls when the profile has a key, offers the tools the
-//! token's scopes allow, and logs to stderr only: stdout is the protocol.
+//! token's scopes allow, and logs to stderr only: stdout is the protocol. With
+//! `--claude-channel` it is also a Claude Code channel (`channel.rs`).
 
 mod arguments;
 mod calls;
+mod channel;
 mod head;
+mod inbox_view;
 mod outcome;
 mod output;
 mod retry;
 mod scopes;
 mod server;
 mod stdio;
+mod task_listen;
 mod task_store;
 mod task_watch;
 mod tasks;
+
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use inbox_client::Api;
@@ -26,6 +32,7 @@ use crate::connect::{connect, with_profile_signing_key};
 use retry::{Repeat, retrying};
 use scopes::{Offer, token_identity, token_scopes};
 use server::InboxServer;
+use task_listen::TaskListens;
 use tasks::{Identity, Tasks};
 
 pub async fn run(args: McpArgs) -> anyhow::Result<()> {
@@ -34,15 +41,22 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let connection = connect(&connect_args)?;
     let api = with_profile_signing_key(&connect_args, connection.api).await?;
     let offer = offer(&api).await?;
-    let tasks = tasks(&api).await;
+    let tasks = tasks(&api).await.map(Arc::new);
+    let channel = match args.claude_channel {
+        true => Some(channel_inbox(&api).await),
+        false => None,
+    };
     tracing::info!(
         server = api.base_url(),
         signing_key_id = api.signing_key_id().unwrap_or("none"),
         publish = offer.publish,
+        claude_channel = channel.is_some(),
         "serving MCP on stdio"
     );
-    let stdio = stdio::filtered_stdio();
-    match InboxServer::new(api, offer, tasks).serve((stdio.input, stdio.output)).await {
+    let listens = Arc::new(TaskListens::new(tasks.clone()));
+    let stdio = stdio::filtered_stdio(listens.clone());
+    let server = InboxServer::new(api, offer, tasks, listens, channel);
+    match server.serve((stdio.input, stdio.output)).await {
         Ok(service) => {
             let reason = service.waiting().await.context("the MCP session failed")?;
             tracing::info!(?reason, "MCP session ended");
@@ -76,6 +90,14 @@ async fn offer(api: &Api) -> anyhow::Result<Offer> {
         }
         Err(err) => Err(err).context("cannot get an access token"),
     }
+}
+
+/// Whose inbox a channel speaks for: the tenant and agent the access token names (the claims
+/// are only shown, never trusted; the service decides what the token reaches).
+async fn channel_inbox(api: &Api) -> channel::Inbox {
+    let identity = api.access_token().await.ok().and_then(|token| token_identity(token.expose()));
+    let (tenant, agent) = identity.map_or((None, None), |(tenant, agent)| (Some(tenant), Some(agent)));
+    channel::Inbox { tenant, agent }
 }
 
 /// `inbox_wait`'s tasks, sealed for the token's identity with the key in the agent-inbox home;

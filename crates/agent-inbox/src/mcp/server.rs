@@ -1,9 +1,13 @@
 //! The MCP face of one inbox identity: the tools a model calls (offered by the token's scopes),
-//! the `inbox://head` resource, and its subscriptions, both the `resources/subscribe` of
-//! handshake-era clients and `subscriptions/listen` of current ones. Lease tokens travel as tool
+//! the `inbox://head` resource (the head and the waiting work), and its subscriptions, both the
+//! `resources/subscribe` of handshake-era clients and `subscriptions/listen` of current ones;
+//! `inbox_wait`'s tasks with their status pushed (`notifications/tasks`: on a listen stream
+//! that names them, or on a handshake-era session to the client that made them); and, with
+//! `--claude-channel`, the Claude Code channel (`channel.rs`). Lease tokens travel as tool
 //! arguments, so the server keeps no state a restart could lose; `inbox_wait`'s tasks keep
 //! theirs in the agent-inbox home (`tasks.rs`).
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 use inbox_client::Api;
@@ -12,13 +16,16 @@ use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult,
-    CustomRequest, CustomResult, ErrorCode, GetTaskParams, GetTaskResult, Implementation, JsonObject,
-    ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Resource, ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities,
-    ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    CustomRequest, CustomResult, DetailedTask, ErrorCode, ExperimentalCapabilities, GetTaskParams,
+    GetTaskResult, Implementation, JsonObject, ListResourcesResult, NotificationMetaObject,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, RequestId, Resource, ResourceContents, ResourceUpdatedNotificationParam,
+    ServerCapabilities, ServerConfig, ServerNotification, SubscribeRequestParams, SubscriptionFilter,
+    TaskStatusNotification, TaskStatusNotificationParams, UnsubscribeRequestParams,
 };
-use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
@@ -26,10 +33,13 @@ use super::arguments::{
     self, AckArgs, ClaimArgs, HeartbeatArgs, PollArgs, PublishArgs, ReleaseArgs, WaitArgs,
 };
 use super::calls::{self, Answer};
-use super::head::{HEAD_URI, HeadWatch};
+use super::channel;
+use super::head::{HEAD_URI, InboxWatch};
+use super::inbox_view::head_view;
 use super::output;
 use super::retry::{Repeat, retrying};
 use super::scopes::Offer;
+use super::task_listen::TaskListens;
 use super::task_store::{Finished, Outcome};
 use super::task_watch::TaskWatch;
 use super::tasks::{self, Tasks, WaitTask};
@@ -51,10 +61,16 @@ pub struct InboxServer {
     /// `inbox_wait` as a task, when the identity's tasks can be sealed (see `tasks.rs`), with
     /// this process's look-out for them.
     tasks: Option<TaskWatch>,
-    head: HeadWatch,
+    inbox: InboxWatch,
+    /// The task ids `subscriptions/listen` requests asked to follow (`task_listen.rs`).
+    listens: Arc<TaskListens>,
+    /// In `--claude-channel` mode, whose inbox the channel speaks for.
+    channel: Option<channel::Inbox>,
     tool_router: ToolRouter<InboxServer>,
     /// The forwarder of a `resources/subscribe` (handshake-era) subscription, if any.
     legacy_subscription: Arc<Mutex<Option<JoinHandle<()>>>>,
+    /// The channel's forwarder, once the session began.
+    channel_forwarder: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for InboxServer {
@@ -70,7 +86,13 @@ fn answer(result: Answer) -> Result<CallToolResult, McpError> {
 
 #[tool_router]
 impl InboxServer {
-    pub fn new(api: Api, offer: Offer, tasks: Option<Tasks>) -> InboxServer {
+    pub fn new(
+        api: Api,
+        offer: Offer,
+        tasks: Option<Arc<Tasks>>,
+        listens: Arc<TaskListens>,
+        channel: Option<channel::Inbox>,
+    ) -> InboxServer {
         let mut tool_router = Self::tool_router();
         let offered = [
             ("inbox_wait", offer.poll),
@@ -87,11 +109,14 @@ impl InboxServer {
             }
         }
         InboxServer {
-            tasks: tasks.filter(|_| offer.poll).map(|tasks| TaskWatch::start(api.clone(), Arc::new(tasks))),
-            head: HeadWatch::new(api.clone()),
+            tasks: tasks.filter(|_| offer.poll).map(|tasks| TaskWatch::start(api.clone(), tasks)),
+            inbox: InboxWatch::new(api.clone()),
+            listens,
+            channel,
             api,
             tool_router,
             legacy_subscription: Arc::default(),
+            channel_forwarder: Mutex::default(),
         }
     }
 
@@ -137,7 +162,9 @@ impl InboxServer {
         )
     )]
     async fn inbox_claim(&self, Parameters(args): Parameters<ClaimArgs>) -> Result<CallToolResult, McpError> {
-        answer(calls::claim(&self.api, args).await)
+        let result = calls::claim(&self.api, args).await;
+        self.inbox.poke();
+        answer(result)
     }
 
     #[tool(
@@ -160,7 +187,9 @@ impl InboxServer {
         )
     )]
     async fn inbox_ack(&self, Parameters(args): Parameters<AckArgs>) -> Result<CallToolResult, McpError> {
-        answer(calls::ack(&self.api, args).await)
+        let result = calls::ack(&self.api, args).await;
+        self.inbox.poke();
+        answer(result)
     }
 
     #[tool(
@@ -179,7 +208,9 @@ impl InboxServer {
         &self,
         Parameters(args): Parameters<ReleaseArgs>,
     ) -> Result<CallToolResult, McpError> {
-        answer(calls::release(&self.api, args).await)
+        let result = calls::release(&self.api, args).await;
+        self.inbox.poke();
+        answer(result)
     }
 
     #[tool(
@@ -199,7 +230,9 @@ impl InboxServer {
         &self,
         Parameters(args): Parameters<HeartbeatArgs>,
     ) -> Result<CallToolResult, McpError> {
-        answer(calls::heartbeat(&self.api, args).await)
+        let result = calls::heartbeat(&self.api, args).await;
+        self.inbox.poke();
+        answer(result)
     }
 
     #[tool(
@@ -230,6 +263,7 @@ impl InboxServer {
         &self,
         watch: &TaskWatch,
         request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let args: WaitArgs = match arguments::parse("inbox_wait", request.arguments.unwrap_or_default()) {
             Ok(args) => args,
@@ -259,6 +293,14 @@ impl InboxServer {
                 return Ok(CallToolResponse::Complete(answer(calls::wait(&self.api, args).await)?));
             }
         };
+        // A handshake-era session has no `subscriptions/listen`: the client that made the task
+        // (and declared the extension) is sent its state when it finishes, on the session.
+        let handshake_era = context.protocol_version().is_some_and(|v| v < ProtocolVersion::V_2026_07_28);
+        if handshake_era {
+            let changes = watch.changes();
+            let (peer, tasks) = (context.peer.clone(), watch.shared_tasks());
+            tokio::spawn(push_when_finished(peer, changes, tasks, task_id.clone(), task));
+        }
         watch.watch(&task_id, task);
         let seed = tasks::detailed(&task_id, &task, None);
         Ok(CallToolResponse::Task(CreateTaskResult::new(seed.task)))
@@ -301,12 +343,172 @@ impl InboxServer {
         match calls::wait_now(&self.api, task.ended()).await {
             Some(result) => {
                 let kept = tasks.finish(task_id, task, Outcome::completed(&result)).map_err(unkept)?;
+                watch.announce(task_id);
                 Ok(Some(kept.finished))
             }
             None => {
                 watch.watch(task_id, *task);
                 Ok(None)
             }
+        }
+    }
+}
+
+impl InboxServer {
+    /// A `subscriptions/listen` stream: `inbox://head`'s changes if it asked for them, and the
+    /// state of each task it named that this agent made, now and when the task finishes.
+    async fn follow_listen(
+        &self,
+        context: &SubscriptionContext,
+        task_ids: Vec<String>,
+    ) -> Result<(), McpError> {
+        let wants_head = context
+            .accepted()
+            .resource_subscriptions
+            .as_ref()
+            .is_some_and(|uris| uris.iter().any(|u| u == HEAD_URI));
+        let mut inbox = match wants_head {
+            true => Some(self.inbox.subscribe().await),
+            false => None,
+        };
+        let mut followed: Vec<(String, WaitTask)> = match &self.tasks {
+            Some(watch) => task_ids
+                .into_iter()
+                .filter_map(|id| watch.tasks().open_id(&id).map(|task| (id, task)))
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut task_changes = match (&self.tasks, followed.is_empty()) {
+            (Some(watch), false) => Some(watch.changes()),
+            _ => None,
+        };
+        let peer = &context.request_context().peer;
+        let subscription_id = &context.request_context().id;
+        // The client was told its subscription is honored before this runs (rmcp acknowledges,
+        // then calls `listen`), so a publish in between changed the inbox unseen: one "look
+        // again" now covers it. Hints are only ever that, so an extra one costs a read. A
+        // followed task's state is sent at once for the same reason.
+        if inbox.is_some() && context.sink().notify_resource_updated(HEAD_URI).await.is_err() {
+            return Ok(());
+        }
+        if !self.push_task_states(peer, subscription_id, &mut followed, true).await {
+            return Ok(());
+        }
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                update = recv_or_wait(inbox.as_mut().map(|inbox| &mut inbox.changes)) => match update {
+                    Ok(_) | Err(RecvError::Lagged(_)) => {
+                        if context.sink().notify_resource_updated(HEAD_URI).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                    Err(RecvError::Closed) => inbox = None,
+                },
+                finished = recv_or_wait(task_changes.as_mut()) => {
+                    let pushed = match finished {
+                        Ok(task_id) if !followed.iter().any(|(id, _)| *id == task_id) => true,
+                        Ok(_) | Err(RecvError::Lagged(_)) => {
+                            self.push_task_states(peer, subscription_id, &mut followed, false).await
+                        }
+                        Err(RecvError::Closed) => {
+                            task_changes = None;
+                            true
+                        }
+                    };
+                    if !pushed {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends the state of each followed task (`all`), or of those that finished, and stops
+    /// following the finished ones (their state is final). `false` when the client is gone.
+    async fn push_task_states(
+        &self,
+        peer: &Peer<RoleServer>,
+        subscription_id: &RequestId,
+        followed: &mut Vec<(String, WaitTask)>,
+        all: bool,
+    ) -> bool {
+        let Some(watch) = &self.tasks else { return true };
+        let mut kept = Vec::with_capacity(followed.len());
+        for (task_id, task) in followed.drain(..) {
+            let finished = match watch.tasks().outcome(&task_id, &task) {
+                Ok(finished) => finished,
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot read a task's outcome to push it");
+                    None
+                }
+            };
+            let state = tasks::detailed(&task_id, &task, finished.as_ref());
+            if (all || finished.is_some()) && !send_task_state(peer, state, Some(subscription_id)).await {
+                return false;
+            }
+            if finished.is_none() && !task.expired() {
+                kept.push((task_id, task));
+            }
+        }
+        *followed = kept;
+        true
+    }
+}
+
+/// The next item of a feed, or never when there is none.
+async fn recv_or_wait<T: Clone>(receiver: Option<&mut broadcast::Receiver<T>>) -> Result<T, RecvError> {
+    match receiver {
+        Some(receiver) => receiver.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// `notifications/tasks` with the task's state, on a listen stream when `subscription` names
+/// one; `false` when the client is gone.
+async fn send_task_state(
+    peer: &Peer<RoleServer>,
+    state: DetailedTask,
+    subscription: Option<&RequestId>,
+) -> bool {
+    let mut params = TaskStatusNotificationParams::new(state);
+    if let Some(subscription) = subscription {
+        let mut meta = NotificationMetaObject::new();
+        meta.set_subscription_id(subscription.clone());
+        params = params.with_meta(meta);
+    }
+    let notification = ServerNotification::TaskStatusNotification(TaskStatusNotification::new(params));
+    peer.send_notification(notification).await.is_ok()
+}
+
+/// Sends a handshake-era session the state of the task it made once the task finishes; gives
+/// up at the task's expiry or when the session is gone.
+async fn push_when_finished(
+    peer: Peer<RoleServer>,
+    mut changes: broadcast::Receiver<String>,
+    tasks: Arc<Tasks>,
+    task_id: String,
+    task: WaitTask,
+) {
+    let expiry = std::time::Duration::from_millis(task.expires_ms().saturating_sub(tasks::now_ms()));
+    let expired = tokio::time::sleep(expiry);
+    tokio::pin!(expired);
+    loop {
+        tokio::select! {
+            received = changes.recv() => match received {
+                Ok(finished) if finished != task_id => continue,
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            },
+            () = &mut expired => return,
+        }
+        match tasks.outcome(&task_id, &task) {
+            Ok(Some(finished)) => {
+                send_task_state(&peer, tasks::detailed(&task_id, &task, Some(&finished)), None).await;
+                return;
+            }
+            Ok(None) => {}
+            Err(err) => tracing::warn!(error = %err, "cannot read a task's outcome to push it"),
         }
     }
 }
@@ -362,8 +564,11 @@ fn head_resource() -> Resource {
     Resource::new(HEAD_URI, "inbox-head")
         .with_title("Inbox head")
         .with_description(
-            "The newest sequence number of your inbox (head_seq) and the oldest still available. Subscribe to \
-             hear when new work arrives, then call inbox_wait or inbox_claim.",
+            "Your inbox: its newest sequence number (head_seq), the oldest still available, how many events \
+             are waiting to be claimed now (claimable; claimable_count_capped when there are more than it \
+             counts) and when the next one that is not claimable yet may become so \
+             (next_claimable_at_utc). Subscribe to hear of every change you can act on: new events, events \
+             sent back to the inbox, events whose lease or retry delay ran out; then call inbox_claim.",
         )
         .with_mime_type("application/json")
 }
@@ -391,9 +596,36 @@ impl ServerHandler for InboxServer {
                 .enable_tasks()
                 .build();
         }
+        let mut instructions = Cow::Borrowed(INSTRUCTIONS);
+        if self.channel.is_some() {
+            let mut experimental = ExperimentalCapabilities::new();
+            experimental.insert(channel::CAPABILITY.to_owned(), JsonObject::new());
+            capabilities.experimental = Some(experimental);
+            instructions = Cow::Owned(format!("{INSTRUCTIONS} {}", channel::INSTRUCTIONS));
+        }
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("agent-inbox", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(instructions)
+    }
+
+    /// Every version rmcp speaks; in `--claude-channel` mode the handshake versions only, since
+    /// Claude Code takes channel notifications on those alone (`channel.rs`).
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        match self.channel {
+            Some(_) => Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25)),
+            None => Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS),
+        }
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let Some(inbox) = &self.channel else { return };
+        let subscription = self.inbox.subscribe().await;
+        let forwarder =
+            tokio::spawn(channel::forward(self.api.clone(), context.peer, inbox.clone(), subscription));
+        if let Some(previous) = self.channel_forwarder.lock().expect("channel lock").replace(forwarder) {
+            previous.abort();
+        }
+        tracing::info!("serving as a Claude Code channel");
     }
 
     async fn call_tool(
@@ -403,7 +635,7 @@ impl ServerHandler for InboxServer {
     ) -> Result<CallToolResponse, McpError> {
         let wants_task = context.client_capabilities().is_some_and(|caps| caps.supports_tasks());
         if let (true, Some(watch), "inbox_wait") = (wants_task, &self.tasks, request.name.as_ref()) {
-            return self.start_wait_task(watch, request).await;
+            return self.start_wait_task(watch, request, &context).await;
         }
         if self.tool_router.has_route(&request.name) {
             let arguments = request.arguments.as_ref().map_or_else(Default::default, JsonObject::clone);
@@ -442,6 +674,7 @@ impl ServerHandler for InboxServer {
             && let Some(result) = calls::wait_now(&self.api, true).await
         {
             let kept = watch.tasks().finish(task_id, &task, Outcome::completed(&result)).map_err(unkept)?;
+            watch.forget(task_id);
             return Err(already_finished(task_id, &kept.finished));
         }
         let kept = watch.tasks().finish(task_id, &task, Outcome::Cancelled).map_err(unkept)?;
@@ -474,14 +707,15 @@ impl ServerHandler for InboxServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         check_uri(&request.uri)?;
-        let head = retrying(Repeat::Safe, || self.api.head()).await.map_err(|err| {
-            McpError::internal_error(
-                format!("cannot read the inbox head: {err}"),
-                err.code().map(|code| code.as_str().into()),
-            )
-        })?;
+        let view =
+            retrying(Repeat::Safe, || head_view(&self.api, self.inbox.cursor())).await.map_err(|err| {
+                McpError::internal_error(
+                    format!("cannot read the inbox head: {err}"),
+                    err.code().map(|code| code.as_str().into()),
+                )
+            })?;
         let text =
-            serde_json::to_string(&head).map_err(|err| McpError::internal_error(err.to_string(), None))?;
+            serde_json::to_string(&view).map_err(|err| McpError::internal_error(err.to_string(), None))?;
         let contents = ResourceContents::text(text, HEAD_URI).with_mime_type("application/json");
         // The head changes with every event: never serve it from a cache.
         Ok(ReadResourceResult::new(vec![contents]).with_ttl_ms(0).into())
@@ -493,11 +727,11 @@ impl ServerHandler for InboxServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         check_uri(&request.uri)?;
-        let mut subscription = self.head.subscribe().await;
+        let mut subscription = self.inbox.subscribe().await;
         let peer = context.peer;
         let forwarder = tokio::spawn(async move {
             loop {
-                match subscription.updates.recv().await {
+                match subscription.changes.recv().await {
                     Ok(_) | Err(RecvError::Lagged(_)) => {
                         let update = ResourceUpdatedNotificationParam::new(HEAD_URI);
                         if peer.notify_resource_updated(update).await.is_err() {
@@ -536,34 +770,10 @@ impl ServerHandler for InboxServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        let wants_head = context
-            .accepted()
-            .resource_subscriptions
-            .as_ref()
-            .is_some_and(|uris| uris.iter().any(|u| u == HEAD_URI));
-        if !wants_head {
-            context.cancelled().await;
-            return Ok(());
-        }
-        let mut subscription = self.head.subscribe().await;
-        // The client was told its subscription is honored before this runs (rmcp acknowledges,
-        // then calls `listen`), so a publish in between moved the head unseen: one "look
-        // again" now covers it. Hints are only ever that, so an extra one costs a read.
-        if context.sink().notify_resource_updated(HEAD_URI).await.is_err() {
-            return Ok(());
-        }
-        loop {
-            tokio::select! {
-                () = context.cancelled() => return Ok(()),
-                update = subscription.updates.recv() => match update {
-                    Ok(_) | Err(RecvError::Lagged(_)) => {
-                        if context.sink().notify_resource_updated(HEAD_URI).await.is_err() {
-                            return Ok(());
-                        }
-                    }
-                    Err(RecvError::Closed) => return Ok(()),
-                },
-            }
-        }
+        let id = context.request_context().id.clone();
+        let task_ids = self.listens.accepted(&id);
+        let followed = self.follow_listen(&context, task_ids).await;
+        self.listens.end(&id);
+        followed
     }
 }

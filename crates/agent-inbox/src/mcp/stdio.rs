@@ -3,13 +3,18 @@
 //! learns so: a line that is not JSON gets Parse error (-32700, id null), a JSON value that is
 //! not a request, notification or response gets Invalid Request (-32600, with its id when it has
 //! a usable one). The line is dropped and the server reads on. Messages go to the MCP service
-//! untouched; its answers and these errors leave on stdout one whole line at a time, so they
-//! never interleave.
+//! untouched, except that `subscriptions/listen` requests and their acknowledgements pass
+//! through `task_listen.rs` (the `taskIds` rmcp does not carry); its answers and these errors
+//! leave on stdout one whole line at a time, so they never interleave.
+
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader, DuplexStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+
+use super::task_listen::TaskListens;
 
 const PIPE_BYTES: usize = 256 * 1024;
 
@@ -22,24 +27,30 @@ pub struct FilteredStdio {
     pub writer: JoinHandle<()>,
 }
 
-pub fn filtered_stdio() -> FilteredStdio {
-    filtered(tokio::io::stdin(), tokio::io::stdout())
+pub fn filtered_stdio(listens: Arc<TaskListens>) -> FilteredStdio {
+    filtered(tokio::io::stdin(), tokio::io::stdout(), listens)
 }
 
 fn filtered(
     source: impl AsyncRead + Unpin + Send + 'static,
     sink: impl AsyncWrite + Unpin + Send + 'static,
+    listens: Arc<TaskListens>,
 ) -> FilteredStdio {
     let (input, feed) = tokio::io::duplex(PIPE_BYTES);
     let (output, answers) = tokio::io::duplex(PIPE_BYTES);
     let (errors, refusals) = mpsc::channel::<String>(16);
-    tokio::spawn(read(source, feed, errors));
-    let writer = tokio::spawn(write(answers, refusals, sink));
+    tokio::spawn(read(source, feed, errors, listens.clone()));
+    let writer = tokio::spawn(write(answers, refusals, sink, listens));
     FilteredStdio { input, output, writer }
 }
 
 /// Passes JSON lines on; answers the others. Ends (closing the service's input) at end of file.
-async fn read(source: impl AsyncRead + Unpin, mut feed: DuplexStream, errors: mpsc::Sender<String>) {
+async fn read(
+    source: impl AsyncRead + Unpin,
+    mut feed: DuplexStream,
+    errors: mpsc::Sender<String>,
+    listens: Arc<TaskListens>,
+) {
     let mut source = BufReader::new(source);
     let mut line = Vec::new();
     loop {
@@ -58,6 +69,12 @@ async fn read(source: impl AsyncRead + Unpin, mut feed: DuplexStream, errors: mp
         }
         if let Some(refusal) = refusal(text) {
             tracing::warn!(bytes = text.len(), "stdin carried something that is not a JSON-RPC message");
+            if errors.send(refusal).await.is_err() {
+                return;
+            }
+            continue;
+        }
+        if let Some(refusal) = listens.on_request(text) {
             if errors.send(refusal).await.is_err() {
                 return;
             }
@@ -110,6 +127,7 @@ async fn write(
     answers: DuplexStream,
     mut refusals: mpsc::Receiver<String>,
     mut sink: impl AsyncWrite + Unpin,
+    listens: Arc<TaskListens>,
 ) {
     let mut answers = BufReader::new(answers);
     let mut line = Vec::new();
@@ -120,7 +138,9 @@ async fn write(
                     Ok(0) | Err(_) => break,
                     Ok(_) => {}
                 }
-                if sink.write_all(&line).await.is_err() || sink.flush().await.is_err() {
+                let rewritten = listens.on_output(&line);
+                let out = rewritten.as_deref().unwrap_or(&line);
+                if sink.write_all(out).await.is_err() || sink.flush().await.is_err() {
                     return;
                 }
                 line.clear();
@@ -148,7 +168,7 @@ mod tests {
     async fn json_lines_pass_and_other_lines_get_a_parse_error() {
         let (mut client_in, source) = tokio::io::duplex(4096);
         let (sink, mut client_out) = tokio::io::duplex(4096);
-        let stdio = filtered(source, sink);
+        let stdio = filtered(source, sink, Arc::new(TaskListens::new(None)));
         client_in
             .write_all(b"not json\n{\"id\":9}\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
             .await

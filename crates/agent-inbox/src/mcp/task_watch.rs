@@ -7,6 +7,10 @@
 //! A task made by an earlier server process has no look-out until a `tasks/get` or
 //! `tasks/cancel` names it here (`server.rs` adopts it then); one whose end passed while no
 //! process watched it is judged by that first look.
+//!
+//! Every task that finishes here, by the look-out, a look or a cancellation, is announced on
+//! [`TaskWatch::changes`], which is what the tasks extension's pushed status notifications
+//! (`notifications/tasks`) are sent from.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use inbox_client::schedule::Backoff;
 use inbox_client::{Api, wait_for_work};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
 use tokio::task::JoinHandle;
 
 use super::calls::{WAIT_BACKOFF, wait_answer};
@@ -22,6 +26,8 @@ use super::outcome::from_error;
 use super::task_store::{Outcome, PLACES_MAX};
 use super::tasks::{Tasks, WaitTask};
 
+/// Finished tasks announced before a slow receiver lags.
+const FINISHED_QUEUED: usize = 256;
 /// The pause after the service refused the look or an outcome could not be kept.
 const AGAIN: Backoff = Backoff { base: Duration::from_secs(1), max: Duration::from_secs(15) };
 
@@ -39,17 +45,25 @@ struct Inner {
     live: Mutex<HashMap<String, WaitTask>>,
     /// A task came (its end may be nearer than the one the look waits for).
     changed: Notify,
+    /// The ids of tasks that finished, as they finish.
+    finished: broadcast::Sender<String>,
 }
 
 impl TaskWatch {
     /// Starts the look-out (idle until a task is watched). Needs a Tokio runtime.
     pub fn start(api: Api, tasks: Arc<Tasks>) -> TaskWatch {
-        let inner = Arc::new(Inner { api, tasks, live: Mutex::default(), changed: Notify::new() });
+        let (finished, _) = broadcast::channel(FINISHED_QUEUED);
+        let inner = Arc::new(Inner { api, tasks, live: Mutex::default(), changed: Notify::new(), finished });
         TaskWatch { looking: tokio::spawn(look_out(inner.clone())), inner }
     }
 
     pub fn tasks(&self) -> &Tasks {
         &self.inner.tasks
+    }
+
+    /// The tasks, for a task of its own that outlives this borrow.
+    pub fn shared_tasks(&self) -> Arc<Tasks> {
+        self.inner.tasks.clone()
     }
 
     /// Watches a task until it finishes; `false` when this process watches as many as a home
@@ -69,9 +83,22 @@ impl TaskWatch {
         self.inner.live.lock().expect("live tasks lock").contains_key(task_id)
     }
 
-    /// Stops watching a task that finished otherwise (cancelled).
+    /// Stops watching a task that finished otherwise (cancelled, or judged by a look), and
+    /// announces it.
     pub fn forget(&self, task_id: &str) {
         self.inner.live.lock().expect("live tasks lock").remove(task_id);
+        self.announce(task_id);
+    }
+
+    /// Says that a task finished. A receiver that lags has missed some: it reads the states
+    /// of all the tasks it follows again.
+    pub fn announce(&self, task_id: &str) {
+        let _ = self.inner.finished.send(task_id.to_owned());
+    }
+
+    /// The ids of tasks as they finish here.
+    pub fn changes(&self) -> broadcast::Receiver<String> {
+        self.inner.finished.subscribe()
     }
 }
 
@@ -118,7 +145,10 @@ async fn look_out(inner: Arc<Inner>) {
         let mut kept_all = true;
         for (task_id, task) in finishing {
             match inner.tasks.finish(&task_id, &task, Outcome::completed(&answer)) {
-                Ok(_) => drop(inner.live.lock().expect("live tasks lock").remove(&task_id)),
+                Ok(_) => {
+                    inner.live.lock().expect("live tasks lock").remove(&task_id);
+                    let _ = inner.finished.send(task_id);
+                }
                 Err(err) if task.expired() => {
                     tracing::warn!(error = %err, "cannot keep a task's outcome; it expired, so it is dropped");
                     inner.live.lock().expect("live tasks lock").remove(&task_id);

@@ -191,7 +191,7 @@ fn record_key(task_id: &str, task: &WaitTask) -> RecordKey {
     }
 }
 
-fn now_ms() -> u64 {
+pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
