@@ -310,3 +310,100 @@ def proxy(server: InboxServer) -> Any:
         yield refusing
     finally:
         refusing.close()
+
+
+class RawClient:
+    """A JSON-RPC client over the stdio of `agent-inbox mcp`, written by hand: for what the
+    official SDK will not send or accept (a task on a 2025-11-25 session), and to stand in for
+    a client with its own stack (Claude Code). Notifications are kept with when they arrived."""
+
+    def __init__(self, process: Any) -> None:
+        self.process = process
+        self.ids = itertools.count(1)
+        self.answers: dict[Any, Any] = {}
+        self.notifications: list[tuple[float, dict]] = []
+        self.arrived = None  # an anyio.Event, made on the event loop
+
+    async def _read(self) -> None:
+        import anyio
+
+        buffered = b""
+        async for chunk in self.process.stdout:
+            buffered += chunk
+            while b"\n" in buffered:
+                line, buffered = buffered.split(b"\n", 1)
+                if not line.strip():
+                    continue
+                message = json.loads(line)
+                if "method" in message and "id" not in message:
+                    self.notifications.append((time.monotonic(), message))
+                elif "id" in message:
+                    self.answers[message["id"]] = message
+                self.arrived.set()
+                self.arrived = anyio.Event()
+
+    async def send(self, message: dict) -> None:
+        await self.process.stdin.send((json.dumps(message) + "\n").encode())
+
+    async def request(self, method: str, params: dict | None = None, seconds: float = 30) -> dict:
+        request_id = next(self.ids)
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+        return await self.until(lambda: self.answers.get(request_id), f"the answer to {method}", seconds)
+
+    async def notify(self, method: str, params: dict | None = None) -> None:
+        message = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+
+    def received(self, method: str, since: int = 0) -> list[tuple[float, dict]]:
+        return [(at, n) for at, n in self.notifications[since:] if n["method"] == method]
+
+    async def until(self, condition: Callable[[], Any], what: str, seconds: float = 10) -> Any:
+        import anyio
+
+        with anyio.fail_after(seconds):
+            while not (found := condition()):
+                await self.arrived.wait()
+        return found
+
+    async def initialize(self, capabilities: dict | None = None, version: str = "2025-11-25") -> dict:
+        answer = await self.request("initialize", {
+            "protocolVersion": version,
+            "capabilities": capabilities or {},
+            "clientInfo": {"name": "agent-inbox-tests", "version": "0"},
+        })
+        assert "result" in answer, answer
+        await self.notify("notifications/initialized")
+        return answer["result"]
+
+
+@contextlib.asynccontextmanager
+async def raw_client(home: Path, args: list[str]):
+    """`agent-inbox mcp ARGS` with a `RawClient` on its stdio; its stderr is kept in a file."""
+    import anyio
+
+    log = home / "mcp-stderr.log"
+    with open(log, "wb") as stderr:
+        process = await anyio.open_process([BIN, "mcp", *args], env=clean_env(home), stderr=stderr)
+        client = RawClient(process)
+        client.arrived = anyio.Event()
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(client._read)
+                try:
+                    yield client
+                finally:
+                    await process.stdin.aclose()
+                    with anyio.move_on_after(5):
+                        await process.wait()
+                    if process.returncode is None:
+                        process.kill()
+                    group.cancel_scope.cancel()
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
