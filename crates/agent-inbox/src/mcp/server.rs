@@ -21,7 +21,7 @@ use rmcp::model::{
     PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
     ReadResourceResult, RequestId, Resource, ResourceContents, ResourceUpdatedNotificationParam,
     ServerCapabilities, ServerConfig, ServerNotification, SubscribeRequestParams, SubscriptionFilter,
-    TaskStatusNotification, TaskStatusNotificationParams, UnsubscribeRequestParams,
+    TaskStatusNotification, TaskStatusNotificationParams, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool, tool_handler, tool_router};
@@ -548,6 +548,7 @@ fn unreadable_request(method: &str, params: Option<&serde_json::Value>) -> McpEr
         "tools/call" => misfit::<CallToolRequestParams>(params),
         "tasks/get" => misfit::<GetTaskParams>(params),
         "tasks/cancel" => misfit::<CancelTaskParams>(params),
+        "tasks/update" => misfit::<UpdateTaskParams>(params),
         "resources/read" => misfit::<ReadResourceRequestParams>(params),
         "resources/subscribe" => misfit::<SubscribeRequestParams>(params),
         "resources/unsubscribe" => misfit::<UnsubscribeRequestParams>(params),
@@ -655,6 +656,17 @@ impl ServerHandler for InboxServer {
         let (watch, task) = self.open_task(&request.task_id)?;
         let finished = self.settle(watch, &request.task_id, &task).await?;
         Ok(GetTaskResult::new(tasks::detailed(&request.task_id, &task, finished.as_ref())))
+    }
+
+    /// `tasks/update` carries answers to a task's input requests; `inbox_wait` never asks for
+    /// any, so there is none outstanding and, as the extension says, the answers are ignored:
+    /// an empty acknowledgement for a task of this agent, -32602 for any other.
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.open_task(&request.task_id).map(|_| ())
     }
 
     /// Cancels a working task for good; a finished one is refused as the tasks spec has it

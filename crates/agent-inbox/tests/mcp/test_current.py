@@ -296,3 +296,16 @@ async def test_a_wrong_argument_type_for_a_task_names_the_argument(server, home,
         assert getattr(result, "is_error", False), result
         body = structured(result)
         assert body["code"] == "invalid_argument" and "timeout_seconds" in body["detail"], body
+
+
+async def test_tasks_update_is_acknowledged_for_a_task_of_this_agent_only(server, home, agent_id):
+    """The extension's third method: inbox_wait never asks for input, so there is nothing to
+    answer and the update is acknowledged (its responses ignored, as the extension says)."""
+    async with task_client(server, home, agent_id) as client:
+        task_id = (await start_wait(client, timeout_seconds=20)).taskId
+        answered = await client.session.send_request(
+            TaskRequest(method="tasks/update", params={"taskId": task_id, "inputResponses": {}}), TaskAnswer
+        )
+        assert answered.model_dump(exclude_none=True, by_alias=True).get("resultType", "complete") == "complete"
+        error = await refused(client, "tasks/update", {"taskId": "wait.unknown", "inputResponses": {}})
+        assert error.code == -32602, error
