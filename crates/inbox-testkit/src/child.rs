@@ -2,9 +2,12 @@
 //! address read from the line it logs on stderr (which is then drained, so the child never
 //! blocks on a full pipe), or on a port chosen beforehand: then the address is known before
 //! the node is ready, the node can be restarted on the same port, and stderr can go to a file.
+//! A child may run under a wrapper that execs it (`ip netns exec NS`), listening on an address
+//! of that namespace, so a partition test can cut it off.
 
 use std::ffi::OsString;
 use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -17,6 +20,8 @@ pub const LISTENING_PREFIX: &str = "agent-inbox listening on ";
 #[derive(Debug, Clone)]
 pub struct Serve {
     program: PathBuf,
+    wrapper: Vec<OsString>,
+    host: IpAddr,
     args: Vec<OsString>,
     envs: Vec<(OsString, OsString)>,
     port: Option<u16>,
@@ -40,6 +45,8 @@ impl Serve {
     {
         Serve {
             program: program.as_ref().to_owned(),
+            wrapper: Vec::new(),
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
             args: args.into_iter().map(Into::into).collect(),
             envs: Vec::new(),
             port: None,
@@ -64,6 +71,24 @@ impl Serve {
 
     pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Serve {
         self.envs.push((key.into(), value.into()));
+        self
+    }
+
+    /// Runs the program under `wrapper` (such as `ip netns exec NS`), which must exec it, so that
+    /// the child's pid is the server's and a kill reaches it.
+    pub fn wrapped_in<I, S>(mut self, wrapper: I) -> Serve
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.wrapper = wrapper.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Listens on `host` instead of 127.0.0.1: an address of the network namespace a wrapper
+    /// runs the child in, which the loopback address of this process cannot reach.
+    pub fn on_host(mut self, host: IpAddr) -> Serve {
+        self.host = host;
         self
     }
 
@@ -94,11 +119,19 @@ impl Serve {
             (None, Some(_)) => Some(crate::free_port()),
             (None, None) => None,
         };
-        let mut command = Command::new(&self.program);
+        let mut command = match self.wrapper.split_first() {
+            Some((wrapper, wrapper_args)) => {
+                let mut command = Command::new(wrapper);
+                command.args(wrapper_args).arg(&self.program);
+                command
+            }
+            None => Command::new(&self.program),
+        };
+        let listen = SocketAddr::new(self.host, port.unwrap_or(0));
         command
             .args(&self.args)
             .arg("--listen")
-            .arg(format!("127.0.0.1:{}", port.unwrap_or(0)))
+            .arg(listen.to_string())
             .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::null());
@@ -116,7 +149,8 @@ impl Serve {
             command.spawn().map_err(|err| format!("cannot start {}: {err}", self.program.display()))?;
         let Some(stderr) = child.stderr.take() else {
             let port = port.expect("a log file comes with a port");
-            return Ok(ServeChild { child, base: format!("http://127.0.0.1:{port}"), port });
+            let base = format!("http://{}", SocketAddr::new(self.host, port));
+            return Ok(ServeChild { child, base, port });
         };
         let mut lines = BufReader::new(stderr).lines();
         let mut address = None;
@@ -141,7 +175,7 @@ impl Serve {
             }
         });
         let (base, port) = match (port, address) {
-            (Some(port), _) => (format!("http://127.0.0.1:{port}"), port),
+            (Some(port), _) => (format!("http://{}", SocketAddr::new(self.host, port)), port),
             (None, Some(base)) => {
                 let port = base.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0);
                 (base, port)
@@ -161,7 +195,7 @@ impl Serve {
 pub struct ServeChild {
     /// The process itself, for signals and `wait`.
     pub child: Child,
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>` (or the host [`Serve::on_host`] named).
     pub base: String,
     pub port: u16,
 }

@@ -4,7 +4,8 @@
 //! injected listener and a shutdown future (`inbox_server::run`) on port 0 inside the test's
 //! runtime, and stops it gracefully; [`Serve`] starts the built binary's `serve` as a child
 //! process on a loopback port (port 0 with the address read from its log, or a port chosen
-//! beforehand so a node can be restarted in place or its log kept in a file), and a
+//! beforehand so a node can be restarted in place or its log kept in a file; or, under a wrapper
+//! such as `ip netns exec`, on an address of a network namespace), and a
 //! [`ServeChild`] kills only that child when asked or dropped. Nothing here knows the service
 //! itself, so the crate depends on neither the server nor the store and creates no cycle.
 
