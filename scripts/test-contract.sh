@@ -108,12 +108,15 @@ EOF
 
 echo "test-contract: schemathesis against $base" >&2
 # Streams never end by design (SSE, WebSocket upgrades, seed 000's subscribe): their documents
-# are checked by the server's own tests, not by a fuzzer that waits for a complete body.
+# are checked by the server's own tests, not by a fuzzer that waits for a complete body. The A2A
+# JSON-RPC interface answers refused input as JSON-RPC errors with HTTP 200, as A2A's binding
+# says (and two of its methods stream): it is tested by the server's tests and the official A2A
+# SDKs (scripts/test-a2a.sh); its public card is fuzzed like any route.
 status=0
 timeout --signal=INT 600 "$venv/bin/schemathesis" --config-file "$work/schemathesis.toml" run "$base/openapi.json" \
     --seed "${CONTRACT_SEED:-1}" \
     --max-examples "${CONTRACT_MAX_EXAMPLES:-15}" \
-    --exclude-path-regex '^/v1/streams/(sse|ws)$|^/api/v1/agents/\{agent_id\}/subscribe$' \
+    --exclude-path-regex '^/v1/streams/(sse|ws)$|^/api/v1/agents/\{agent_id\}/subscribe$|^/a2a/\{tenant_id\}/\{agent_id\}$' \
     --request-timeout 10 \
     --workers 1 \
     --no-color \

@@ -212,6 +212,12 @@ pub struct AckEntry {
     /// tenant.
     #[serde(default, skip_serializing_if = "FollowUps::is_empty")]
     pub follow_ups: FollowUps,
+    /// For an `a2a.message` event (a message an A2A client sent this agent): its task's outcome,
+    /// committed with this acknowledgement and only while its lease holds, as a hand-off is.
+    /// Not with `follow_ups`. An acknowledgement without it still ends the task, without a
+    /// result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a: Option<crate::a2a::A2aReport>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -16,6 +16,7 @@
 //! client older than the server still reads a state, priority or transport added since (the
 //! Rust SDK matches through the enum's `parse` and treats a state it does not know as open).
 
+pub mod a2a;
 mod admin;
 mod admin_views;
 mod callbacks;

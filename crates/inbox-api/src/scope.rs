@@ -59,6 +59,9 @@ scopes! {
     /// Publish only as part of an acknowledgement (a hand-off's follow-ups): to agents of the
     /// token's tenant, only while the acknowledging lease holds. Agents get it by default.
     EventsHandoff => "events.handoff",
+    /// Talk to agents' A2A faces (`/a2a/{tenant}/{agent}`): send them messages, read, follow
+    /// and cancel the tasks the token's subject started.
+    A2aSend => "a2a.send",
     RoomsWrite => "rooms.write",
     /// Operators' endpoints.
     Admin => "admin",

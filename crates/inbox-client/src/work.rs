@@ -234,6 +234,7 @@ pub(crate) async fn acknowledge(shared: &Shared, claim: &Claim, verdict: Verdict
             class,
             follow_ups: FollowUps::new(follow_ups)
                 .map_err(|e| refused_as_invalid("acks[0].follow_ups", e))?,
+            a2a: None,
         }])
         .expect("one acknowledgement is a batch"),
     };

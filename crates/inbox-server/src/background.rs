@@ -3,8 +3,8 @@
 //! signals and stream credentials, the notifier (`ops/signals.rs`), the callback dispatcher
 //! (`ops/callbacks.rs`), the reload of token signing keys (so `agent-inbox keys rotate` needs
 //! no restart) and of a changed secrets key file, the clean-up of expired nonces and old delivery log entries, the backlog
-//! snapshot behind the per-tenant gauges and InnoDB's purge lag, and the database check behind
-//! `agent_inbox_database_up`. Each stops when the server shuts down; failures are logged and
+//! snapshot behind the per-tenant gauges and InnoDB's purge lag, the database check behind
+//! `agent_inbox_database_up`, and the A2A reconciler and push-notification worker (`ops/a2a/`). Each stops when the server shuts down; failures are logged and
 //! the job carries on.
 
 use std::collections::BTreeMap;
@@ -13,6 +13,8 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use crate::node::AppState;
+use crate::ops::a2a::push::PushDispatcher;
+use crate::ops::a2a::reconcile::Reconciler;
 use crate::ops::callbacks::Dispatcher;
 use crate::ops::signals::Notifier;
 use crate::periodic::{Failure, Job, Outcome, Start, every};
@@ -53,6 +55,8 @@ pub fn spawn(state: AppState) -> Vec<JoinHandle<()>> {
         tokio::spawn(every(s(), STATS_INTERVAL, Start::Now, Stats)),
         tokio::spawn(every(s(), DATABASE_CHECK_INTERVAL, Start::Now, DatabaseHealth { was_up: true })),
         tokio::spawn(every(s(), config.signals.notify_interval, Start::Now, Notifier::default())),
+        tokio::spawn(every(s(), crate::ops::a2a::reconcile::INTERVAL, Start::Now, Reconciler)),
+        tokio::spawn(every(s(), config.callbacks.poll_interval, Start::Now, PushDispatcher)),
     ]
 }
 

@@ -70,6 +70,7 @@ pub fn router(state: AppState) -> Router {
         .merge(http::routes::ws::router())
         .merge(http::routes::agent_keys::router())
         .merge(http::routes::callbacks::router())
+        .merge(http::routes::a2a::router())
         .merge(http::routes::admin_routers())
         .merge(http::routes::tokens::router())
         .merge(http::routes::health::router())

@@ -55,6 +55,8 @@ pub struct NodeParts {
     pub(crate) proxies: Arc<TrustedProxies>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) hints: Arc<Hints>,
+    /// Wakes this node's A2A streams when a task changed here.
+    pub(crate) a2a: Arc<crate::ops::a2a::Updates>,
     pub(crate) head_cache: Arc<HeadCache>,
     pub(crate) heartbeats: Arc<Heartbeats>,
     pub(crate) tenant_policies: Arc<TenantPolicies>,
@@ -106,6 +108,7 @@ impl AppState {
             tokens: Arc::new(tokens),
             metrics,
             hints: Arc::default(),
+            a2a: Arc::default(),
             head_cache,
             tenant_policies: Arc::default(),
             quotas: Arc::default(),

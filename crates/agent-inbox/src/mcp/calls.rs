@@ -115,6 +115,7 @@ pub async fn ack(api: &Api, args: AckArgs) -> Answer {
                 args.follow_ups.iter().flatten().map(follow_up).collect::<Result<_, _>>()?,
             )
             .map_err(|e| Invalid(format!("follow_ups {e}")))?,
+            a2a: None,
         }])
         .expect("one acknowledgement is a batch"),
     };

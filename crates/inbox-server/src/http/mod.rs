@@ -2,6 +2,7 @@
 //! type, middleware, the OpenAPI document and the routes. Nothing here holds a use case: a
 //! handler extracts, makes one call into [`crate::ops`], and converts to the wire types.
 
+pub mod a2a;
 pub mod console;
 pub mod cors;
 pub mod extract;

@@ -10,8 +10,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::http::routes::{
-    admin, admin_events, admin_views, agent_keys, agents, callbacks, events, inbox, rooms, sessions, streams,
-    tenant_policy, tokens, ws,
+    a2a, admin, admin_events, admin_views, agent_keys, agents, callbacks, events, inbox, rooms, sessions,
+    streams, tenant_policy, tokens, ws,
 };
 
 #[derive(OpenApi)]
@@ -38,6 +38,7 @@ use crate::http::routes::{
         tenant_policy::get_policy, tenant_policy::set_policy,
         callbacks::register, callbacks::list, callbacks::read, callbacks::remove, callbacks::verify,
         callbacks::rotate, callbacks::deliveries, callbacks::register_for_agent,
+        a2a::agent_card, a2a::rpc,
     ),
     // Parameters' types are not collected with the bodies'.
     components(schemas(
@@ -242,6 +243,10 @@ fn add_error_answers(document: &mut Value) {
             let has_body = operation.get("requestBody").is_some();
             let has_path_params = path.contains('{');
             let open = path == "/v1/auth/refresh";
+            // An agent's A2A card is public; its JSON-RPC interface answers refused input as
+            // JSON-RPC errors (HTTP 200), not problems.
+            let card = path.ends_with("/.well-known/agent-card.json");
+            let json_rpc = path.starts_with("/a2a/") && !card;
             let Some(responses) = operation["responses"].as_object_mut() else { continue };
             let mut add = |status: &str, description: &str, headers: Option<&Value>| {
                 let response = responses.entry(status).or_insert_with(|| json!({"description": description}));
@@ -249,25 +254,27 @@ fn add_error_answers(document: &mut Value) {
                     response["headers"] = headers.clone();
                 }
             };
-            add(
-                "400",
-                "invalid_field, malformed_json, unknown_field, ...: the input is refused, with the field",
-                None,
-            );
-            if !open {
+            if !json_rpc {
+                add(
+                    "400",
+                    "invalid_field, malformed_json, unknown_field, ...: the input is refused, with the field",
+                    None,
+                );
+            }
+            if open {
+                add("401", "invalid_refresh_token or refresh_token_reused", None);
+            } else if !card {
                 add(
                     "401",
                     "unauthorized or invalid_token: send a valid 'Authorization: Bearer <token>'",
                     None,
                 );
                 add("403", "scope_missing or tenant_mismatch: the token may not do this", None);
-            } else {
-                add("401", "invalid_refresh_token or refresh_token_reused", None);
             }
-            if has_path_params || has_body {
+            if (has_path_params || has_body) && !json_rpc && !card {
                 add("404", "no such resource (an id in the path or the body)", None);
             }
-            if has_body {
+            if has_body && !json_rpc {
                 add("413", "payload_too_large: the body is over the limit", None);
                 add("415", "unsupported_media_type: send the body as application/json", None);
             }

@@ -30,10 +30,10 @@ use crate::caller::Caller;
 use crate::convert::{self, envelope};
 use crate::error::{ApiError, Places, item_error, store_refusal_at};
 use crate::node::AppState;
-use crate::ops::handoff;
 use crate::ops::publishing::{fairness_key, record_published, subject_key};
 use crate::ops::sessions::require_active_session;
 use crate::ops::streams::Connected;
+use crate::ops::{a2a, handoff};
 use crate::quotas;
 
 /// Default page size of a poll.
@@ -318,6 +318,7 @@ pub async fn claim(
     count_fetch(state, caller, "claim");
     if !claimed.is_empty() {
         state.hints.touched(&caller.tenant_id);
+        a2a::report::claimed(state, &caller.tenant_id, &claimed);
     }
     let now = state.store.now();
     state.metrics.claims_total().add([tenant], claimed.len() as u64);
@@ -356,17 +357,23 @@ pub async fn acknowledge(
     // acknowledged together. Answers keep the request's order.
     let mut plain = Vec::new();
     let mut hand_offs = Vec::new();
+    // Entries with an A2A report commit each with its task, in a transaction of its own too.
+    let mut reports = Vec::new();
     for (i, a) in request.acks.iter().enumerate() {
         let at = format!("acks[{i}].");
         let item =
             convert::ack_item(&at, a.event_id, a.lease_token.clone(), a.result, a.reason.as_ref(), a.class)?;
-        if a.follow_ups.is_empty() {
+        if let Some(report) = &a.a2a {
+            let report =
+                a2a::report::report_of(state, &at, caller, session_id.clone(), item, a, report).await?;
+            reports.push((i, at, report));
+        } else if a.follow_ups.is_empty() {
             plain.push((i, item));
         } else {
             hand_offs.push((i, handoff::hand_off_of(&at, caller, session_id.clone(), item, a)?));
         }
     }
-    if !hand_offs.is_empty() {
+    if !hand_offs.is_empty() || !reports.is_empty() {
         let mut seen = std::collections::HashSet::new();
         if let Some(twice) = request.acks.iter().find(|a| !seen.insert(a.event_id)) {
             return Err(ApiError::invalid_field("acks", format!("names event {} twice", twice.event_id)));
@@ -377,7 +384,7 @@ pub async fn acknowledge(
         false => Some(handoff::admit(state, caller, &mut hand_offs).await?),
     };
     let mut results: Vec<Option<AckOutcome>> = vec![None; request.acks.len()];
-    if !plain.is_empty() || hand_offs.is_empty() {
+    if !plain.is_empty() || (hand_offs.is_empty() && reports.is_empty()) {
         let (places, items): (Vec<usize>, Vec<AckItem>) = plain.into_iter().unzip();
         let outcomes = match acknowledge_items(state, caller, session_id, items, Places::Of(&places)).await {
             Ok(outcomes) => outcomes,
@@ -406,6 +413,9 @@ pub async fn acknowledge(
     }
     if let Some(reservation) = reservation {
         reservation.settle(committed);
+    }
+    for (place, at, report) in reports {
+        results[place] = Some(a2a::report::acknowledge(state, caller, &at, report).await?);
     }
     Ok(AcknowledgeResponse {
         results: results.into_iter().map(|r| r.expect("one answer per entry")).collect(),

@@ -1,6 +1,7 @@
 //! The use cases, one module per subsystem (the names the store uses): what HTTP, the
 //! WebSocket and seed 000's aliases all call, so a rule holds whichever transport asked.
 
+pub mod a2a;
 pub mod admin;
 pub mod admin_views;
 pub mod callbacks;

@@ -3,6 +3,7 @@
 
 mod harness;
 
+mod a2a;
 mod admin_history;
 mod admin_quarantine;
 mod admin_views;

@@ -365,9 +365,7 @@ impl A2a<'_> {
                 let in_a_row = config.consecutive_failures.saturating_add(1);
                 match give_up {
                     true => (seq + 1, *next_attempt_at, 0, in_a_row, Some(fit_note(error))),
-                    false => {
-                        (*seq, *next_attempt_at, *attempts, in_a_row, Some(fit_note(error)))
-                    }
+                    false => (*seq, *next_attempt_at, *attempts, in_a_row, Some(fit_note(error))),
                 }
             }
         };

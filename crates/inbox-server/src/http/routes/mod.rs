@@ -1,5 +1,6 @@
 //! The HTTP routes, one file per resource, each with its own `router()`.
 
+pub mod a2a;
 pub mod admin;
 pub mod admin_events;
 pub mod admin_views;

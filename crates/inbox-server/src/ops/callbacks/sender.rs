@@ -104,6 +104,15 @@ impl SendError {
     }
 }
 
+/// One request to send: its body, content type and headers beside the signature's.
+#[derive(Debug)]
+pub struct Outgoing<'a> {
+    pub url: &'a str,
+    pub body: Vec<u8>,
+    pub content_type: &'static str,
+    pub headers: &'a [(&'static str, String)],
+}
+
 /// A 2xx answer.
 #[derive(Debug)]
 pub struct Answer {
@@ -190,6 +199,37 @@ impl CallbackSender {
         now: UnixMillis,
         timeout: Duration,
     ) -> Result<Answer, SendError> {
+        let outgoing = Outgoing { url, body, content_type: "application/json", headers: &[] };
+        self.send_with(outgoing, secrets, delivery_id, now, timeout).await
+    }
+
+    /// How long one request may take (`callbacks_timeout`).
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// One of the node's in-flight request permits (`callbacks_in_flight_max`), if one is free:
+    /// every outbound request, a callback's or an A2A webhook's, holds one while it runs.
+    pub fn try_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.in_flight.clone().try_acquire_owned().ok()
+    }
+
+    /// The backoff after `failures` failed attempts in a row, with `jitter` in [0, 1).
+    pub fn backoff_ms(&self, failures: u32, jitter: f64) -> u64 {
+        self.backoff.delay_ms(failures, jitter)
+    }
+
+    /// [`Self::send`] with its own content type and headers (an A2A push notification's
+    /// `Authorization` and token), under the same rules and signatures.
+    pub async fn send_with(
+        &self,
+        outgoing: Outgoing<'_>,
+        secrets: &[(&str, &[u8])],
+        delivery_id: &str,
+        now: UnixMillis,
+        timeout: Duration,
+    ) -> Result<Answer, SendError> {
+        let Outgoing { url, body, content_type, headers: extra } = outgoing;
         let target = self.parse(url)?;
         let started = Instant::now();
         let address = self.check(&target).await?;
@@ -228,12 +268,13 @@ impl CallbackSender {
             builder = builder.resolve(name, address);
         }
         let client = builder.build().map_err(|e| SendError::Connect(e.to_string()))?;
-        let mut request = client
-            .post(target.to_string())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body);
+        let mut request =
+            client.post(target.to_string()).header(reqwest::header::CONTENT_TYPE, content_type).body(body);
         for (name, value) in &headers {
             request = request.header(*name, value);
+        }
+        for (name, value) in extra {
+            request = request.header(*name, value.as_str());
         }
         let exchange = async {
             let mut response = request.send().await.map_err(|e| classify(e, timeout))?;
