@@ -10,7 +10,30 @@ export type paths = Record<string, never>;
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * @description What an agent's acknowledgement reports for the A2A task of the event it acknowledges
+         *     (`acks[i].a2a`, only for an `a2a.message` event): committed with the acknowledgement, in its
+         *     transaction and only while its lease holds. With `result: completed` the task completes (or,
+         *     with `state`, waits for the client); `failed` fails it; `quarantined` rejects it. An
+         *     acknowledgement without it still ends the task, without a result.
+         */
+        A2aReport: {
+            /**
+             * @description What the task produced, added to its artifacts in order (at most 16 per report; each
+             *     `artifactId` given by the server when left out).
+             */
+            artifacts?: components["schemas"]["Artifact"][];
+            message?: null | components["schemas"]["Message"];
+            /**
+             * @description With `result: completed`: `completed` (the default), or `input_required` /
+             *     `auth_required` to ask the client for more (its next message with this task's id comes
+             *     as a new event).
+             * @enum {string|null}
+             */
+            state?: "completed" | "input_required" | "auth_required" | null;
+        };
         AckEntry: {
+            a2a?: null | components["schemas"]["A2aReport"];
             /**
              * @description The kind of anomaly, for operators and metrics: `prompt_injection`,
              *     `malformed_payload`, `bad_signature`, `policy` or `other` (the default). Only with
@@ -173,6 +196,31 @@ export interface components {
         AdminSessionsResponse: {
             sessions: components["schemas"]["AdminSessionView"][];
         };
+        AgentCapabilities: {
+            extendedAgentCard: boolean;
+            pushNotifications: boolean;
+            streaming: boolean;
+        };
+        /** @description An agent's public card (`/a2a/{tenant}/{agent}/.well-known/agent-card.json`). */
+        AgentCard: {
+            capabilities: components["schemas"]["AgentCapabilities"];
+            defaultInputModes: string[];
+            defaultOutputModes: string[];
+            description: string;
+            documentationUrl?: string | null;
+            name: string;
+            provider?: null | components["schemas"]["AgentProvider"];
+            /** @description Each `{"schemes": {name: {"list": [scopes]}}}`. */
+            securityRequirements: Record<string, unknown>[];
+            /**
+             * @description By name: the schemes `securityRequirements` refer to (ProtoJSON of `SecurityScheme`,
+             *     such as `{"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}`).
+             */
+            securitySchemes: Record<string, unknown>;
+            skills: components["schemas"]["AgentSkill"][];
+            supportedInterfaces: components["schemas"]["AgentInterface"][];
+            version: string;
+        };
         /**
          * @description An event as seed 000's routes answer it: the canonical envelope with seed 000's names
          *     beside it, so clients written to either seed read it.
@@ -198,6 +246,12 @@ export interface components {
             head_seq: number;
             /** Format: int64 */
             next_cursor: number;
+        };
+        /** @description Where and how an agent is reached. */
+        AgentInterface: {
+            protocolBinding: string;
+            protocolVersion: string;
+            url: string;
         };
         /** @description `POST /v1/agent-keys`: register an ed25519 public key, or ask for an hmac-sha256 secret. */
         AgentKeyRequest: {
@@ -231,6 +285,27 @@ export interface components {
              *     calls, so an agent can tell at login that it needs a key.
              */
             signatures_required?: boolean;
+        };
+        AgentProvider: {
+            organization: string;
+            url: string;
+        };
+        AgentSkill: {
+            description: string;
+            examples?: string[];
+            id: string;
+            name: string;
+            tags: string[];
+        };
+        /** @description What a task produced. */
+        Artifact: {
+            /** @description Given by the server when the agent leaves it out. */
+            artifactId?: string;
+            description?: string | null;
+            extensions?: string[];
+            metadata?: Record<string, unknown> | null;
+            name?: string | null;
+            parts?: components["schemas"]["Part"][];
         };
         /** @description One entry of a registration's delivery log. */
         CallbackAttemptView: {
@@ -550,6 +625,56 @@ export interface components {
         ItemResults: {
             results: components["schemas"]["ItemResult"][];
         };
+        /**
+         * @description A JSON-RPC error: its `data` holds `google.rpc.ErrorInfo` (reason, domain `a2a-protocol.org`)
+         *     and, for refused params, `google.rpc.BadRequest` naming each field.
+         */
+        JsonRpcError: {
+            /** Format: int64 */
+            code: number;
+            data?: Record<string, unknown>[] | null;
+            message: string;
+        };
+        /** @description A JSON-RPC 2.0 request to an agent's A2A endpoint. */
+        JsonRpcRequest: {
+            /** @description A string, a number or null; echoed in the answer. */
+            id: Record<string, unknown>;
+            /** @description Exactly `"2.0"`. */
+            jsonrpc: string;
+            /**
+             * @description `SendMessage`, `SendStreamingMessage`, `GetTask`, `ListTasks`, `CancelTask`,
+             *     `SubscribeToTask`, `CreateTaskPushNotificationConfig`, `GetTaskPushNotificationConfig`,
+             *     `ListTaskPushNotificationConfigs`, `DeleteTaskPushNotificationConfig` or
+             *     `GetExtendedAgentCard`.
+             */
+            method: string;
+            /** @description The method's params (`SendMessageRequest`, `GetTaskRequest`, ...). */
+            params: Record<string, unknown>;
+        };
+        /**
+         * @description A JSON-RPC 2.0 answer: `result`, or `error` (A2A's codes: -32001 task not found, -32002
+         *     not cancelable, -32003 push notifications not supported, -32004 unsupported operation,
+         *     -32005 content type not supported, -32009 version not supported; -32700, -32600, -32601,
+         *     -32602 and -32603 as JSON-RPC defines them). Errors answer HTTP 200, as the binding says.
+         */
+        JsonRpcResponse: {
+            error?: null | components["schemas"]["JsonRpcError"];
+            id: Record<string, unknown>;
+            jsonrpc: string;
+            result?: Record<string, unknown> | null;
+        };
+        /** @description A message between a client and an agent. */
+        Message: {
+            contextId?: string | null;
+            extensions?: string[];
+            messageId?: string;
+            metadata?: Record<string, unknown> | null;
+            parts?: components["schemas"]["Part"][];
+            referenceTaskIds?: string[];
+            /** @enum {string} */
+            role: "ROLE_USER" | "ROLE_AGENT";
+            taskId?: string | null;
+        };
         MinuteActivityView: {
             /**
              * Format: int64
@@ -581,6 +706,18 @@ export interface components {
         /** @description `GET /v1/admin/parked`. */
         ParkedEventsResponse: {
             events: components["schemas"]["AdminEventView"][];
+        };
+        /** @description One piece of a message or artifact: exactly one of `text`, `raw` (base64), `url` or `data`. */
+        Part: {
+            /** @description Any JSON value. */
+            data?: Record<string, unknown> | null;
+            filename?: string | null;
+            mediaType?: string | null;
+            metadata?: Record<string, unknown> | null;
+            /** @description Bytes, base64 (standard or URL-safe alphabet). */
+            raw?: string | null;
+            text?: string | null;
+            url?: string | null;
         };
         /** @description Where the data of an event lives when it is not inline. */
         PayloadRef: {
@@ -1044,6 +1181,7 @@ export interface components {
     headers: never;
     pathItems: never;
 }
+export type A2aReport = components['schemas']['A2aReport'];
 export type AckEntry = components['schemas']['AckEntry'];
 export type AckOneRequest = components['schemas']['AckOneRequest'];
 export type AckOutcome = components['schemas']['AckOutcome'];
@@ -1059,11 +1197,17 @@ export type AdminEventView = components['schemas']['AdminEventView'];
 export type AdminEventsResponse = components['schemas']['AdminEventsResponse'];
 export type AdminSessionView = components['schemas']['AdminSessionView'];
 export type AdminSessionsResponse = components['schemas']['AdminSessionsResponse'];
+export type AgentCapabilities = components['schemas']['AgentCapabilities'];
+export type AgentCard = components['schemas']['AgentCard'];
 export type AgentInboxEvent = components['schemas']['AgentInboxEvent'];
 export type AgentInboxPage = components['schemas']['AgentInboxPage'];
+export type AgentInterface = components['schemas']['AgentInterface'];
 export type AgentKeyRequest = components['schemas']['AgentKeyRequest'];
 export type AgentKeyResponse = components['schemas']['AgentKeyResponse'];
 export type AgentKeysResponse = components['schemas']['AgentKeysResponse'];
+export type AgentProvider = components['schemas']['AgentProvider'];
+export type AgentSkill = components['schemas']['AgentSkill'];
+export type Artifact = components['schemas']['Artifact'];
 export type CallbackAttemptView = components['schemas']['CallbackAttemptView'];
 export type CallbackAttemptsResponse = components['schemas']['CallbackAttemptsResponse'];
 export type CallbackRegistrationRequest = components['schemas']['CallbackRegistrationRequest'];
@@ -1087,9 +1231,14 @@ export type InboxStatsView = components['schemas']['InboxStatsView'];
 export type ItemError = components['schemas']['ItemError'];
 export type ItemResult = components['schemas']['ItemResult'];
 export type ItemResults = components['schemas']['ItemResults'];
+export type JsonRpcError = components['schemas']['JsonRpcError'];
+export type JsonRpcRequest = components['schemas']['JsonRpcRequest'];
+export type JsonRpcResponse = components['schemas']['JsonRpcResponse'];
+export type Message = components['schemas']['Message'];
 export type MinuteActivityView = components['schemas']['MinuteActivityView'];
 export type ParkedEventsRequest = components['schemas']['ParkedEventsRequest'];
 export type ParkedEventsResponse = components['schemas']['ParkedEventsResponse'];
+export type Part = components['schemas']['Part'];
 export type PayloadRef = components['schemas']['PayloadRef'];
 export type PollRequest = components['schemas']['PollRequest'];
 export type PollResponse = components['schemas']['PollResponse'];

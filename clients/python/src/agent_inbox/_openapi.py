@@ -88,6 +88,24 @@ class AdminSessionsResponse:
 
 
 @dataclass(kw_only=True)
+class AgentCapabilities:
+    extendedAgentCard: bool
+    pushNotifications: bool
+    streaming: bool
+
+
+@dataclass(kw_only=True)
+class AgentInterface:
+    """
+    Where and how an agent is reached.
+    """
+
+    protocolBinding: str
+    protocolVersion: str
+    url: str
+
+
+@dataclass(kw_only=True)
 class AgentKeyRequest:
     """
     `POST /v1/agent-keys`: register an ed25519 public key, or ask for an hmac-sha256 secret.
@@ -134,6 +152,21 @@ class AgentKeysResponse:
     Whether the agent's tenant requires signed claim, acknowledge, release and heartbeat
     calls, so an agent can tell at login that it needs a key.
     """
+
+
+@dataclass(kw_only=True)
+class AgentProvider:
+    organization: str
+    url: str
+
+
+@dataclass(kw_only=True)
+class AgentSkill:
+    description: str
+    id: str
+    name: str
+    tags: list[str]
+    examples: list[str] | None = None
 
 
 @dataclass(kw_only=True)
@@ -457,6 +490,60 @@ class ItemResults:
 
 
 @dataclass(kw_only=True)
+class JsonRpcError:
+    """
+    A JSON-RPC error: its `data` holds `google.rpc.ErrorInfo` (reason, domain `a2a-protocol.org`)
+    and, for refused params, `google.rpc.BadRequest` naming each field.
+    """
+
+    code: int
+    message: str
+    data: list[dict[str, Any]] | None = None
+
+
+@dataclass(kw_only=True)
+class JsonRpcRequest:
+    """
+    A JSON-RPC 2.0 request to an agent's A2A endpoint.
+    """
+
+    id: dict[str, Any]
+    """
+    A string, a number or null; echoed in the answer.
+    """
+    jsonrpc: str
+    """
+    Exactly `"2.0"`.
+    """
+    method: str
+    """
+    `SendMessage`, `SendStreamingMessage`, `GetTask`, `ListTasks`, `CancelTask`,
+    `SubscribeToTask`, `CreateTaskPushNotificationConfig`, `GetTaskPushNotificationConfig`,
+    `ListTaskPushNotificationConfigs`, `DeleteTaskPushNotificationConfig` or
+    `GetExtendedAgentCard`.
+    """
+    params: dict[str, Any]
+    """
+    The method's params (`SendMessageRequest`, `GetTaskRequest`, ...).
+    """
+
+
+@dataclass(kw_only=True)
+class JsonRpcResponse:
+    """
+    A JSON-RPC 2.0 answer: `result`, or `error` (A2A's codes: -32001 task not found, -32002
+    not cancelable, -32003 push notifications not supported, -32004 unsupported operation,
+    -32005 content type not supported, -32009 version not supported; -32700, -32600, -32601,
+    -32602 and -32603 as JSON-RPC defines them). Errors answer HTTP 200, as the binding says.
+    """
+
+    id: dict[str, Any]
+    jsonrpc: str
+    error: JsonRpcError | None = None
+    result: dict[str, Any] | None = None
+
+
+@dataclass(kw_only=True)
 class MinuteActivityView:
     acked: int
     """
@@ -484,6 +571,27 @@ class ParkedEventsRequest:
 
     event_ids: list[EventId]
     recipient_id: str
+
+
+@dataclass(kw_only=True)
+class Part:
+    """
+    One piece of a message or artifact: exactly one of `text`, `raw` (base64), `url` or `data`.
+    """
+
+    data: dict[str, Any] | None = None
+    """
+    Any JSON value.
+    """
+    filename: str | None = None
+    mediaType: str | None = None
+    metadata: dict[str, Any] | None = None
+    raw: str | None = None
+    """
+    Bytes, base64 (standard or URL-safe alphabet).
+    """
+    text: str | None = None
+    url: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -1010,40 +1118,6 @@ class TokenResponse:
 
 
 @dataclass(kw_only=True)
-class AckEntry:
-    event_id: str
-    lease_token: str
-    class_: Literal['prompt_injection', 'malformed_payload', 'bad_signature', 'policy', 'other'] | None = (
-        None
-    )
-    """
-    The kind of anomaly, for operators and metrics: `prompt_injection`,
-    `malformed_payload`, `bad_signature`, `policy` or `other` (the default). Only with
-    `result: quarantined`.
-    """
-    follow_ups: list[PublishRequest] | None = None
-    """
-    A hand-off: publishes (each the body of `POST /v1/events`) committed in the
-    same transaction as this acknowledgement, and only while its lease holds; a stale lease
-    refuses both. Each gets the deduplication key `handoff:{event_id}:{index}`, so a
-    retried request answers the first publishes. Only with `result: completed`; needs the
-    `events.handoff` (or `events.publish`) scope; recipients are agents of the token's
-    tenant.
-    """
-    reason: str | None = None
-    """
-    Why, on one line. Required with `result: quarantined`; with `failed` it is kept as the
-    dead letter's reason; refused with `completed`.
-    """
-    result: Literal['completed', 'failed', 'quarantined'] | None = None
-    """
-    `completed` (default), `failed` (park the event as a dead letter for an operator) or
-    `quarantined` (set it aside for a person, never retried: a payload that looks like a
-    prompt injection, a bad signature; `reason` is then required).
-    """
-
-
-@dataclass(kw_only=True)
 class AckOutcome:
     """
     One ack's outcome: `ack_state` when it was accepted (repeats included), `error` when not.
@@ -1059,18 +1133,6 @@ class AckOutcome:
     A hand-off's publishes, one per follow-up in request order (on a retry the first ones,
     marked `deduplicated`); absent for a plain acknowledgement or a refused one.
     """
-
-
-@dataclass(kw_only=True)
-class AcknowledgeRequest:
-    """
-    `POST /v1/inbox/acknowledge`
-    """
-
-    acks: list[AckEntry]
-    recipient_id: str | None = None
-    session_id: str | None = None
-    tenant_id: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -1121,6 +1183,50 @@ class AdminCallbacksResponse:
     """
 
     registrations: list[AdminCallbackView]
+
+
+@dataclass(kw_only=True)
+class AgentCard:
+    """
+    An agent's public card (`/a2a/{tenant}/{agent}/.well-known/agent-card.json`).
+    """
+
+    capabilities: AgentCapabilities
+    defaultInputModes: list[str]
+    defaultOutputModes: list[str]
+    description: str
+    name: str
+    securityRequirements: list[dict[str, Any]]
+    """
+    Each `{"schemes": {name: {"list": [scopes]}}}`.
+    """
+    securitySchemes: dict[str, Any]
+    """
+    By name: the schemes `securityRequirements` refer to (ProtoJSON of `SecurityScheme`,
+    such as `{"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}`).
+    """
+    skills: list[AgentSkill]
+    supportedInterfaces: list[AgentInterface]
+    version: str
+    documentationUrl: str | None = None
+    provider: AgentProvider | None = None
+
+
+@dataclass(kw_only=True)
+class Artifact:
+    """
+    What a task produced.
+    """
+
+    artifactId: str | None = None
+    """
+    Given by the server when the agent leaves it out.
+    """
+    description: str | None = None
+    extensions: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    name: str | None = None
+    parts: list[Part] | None = None
 
 
 @dataclass(kw_only=True)
@@ -1177,6 +1283,22 @@ class InboxStatsResponse:
 
 
 @dataclass(kw_only=True)
+class Message:
+    """
+    A message between a client and an agent.
+    """
+
+    role: Literal['ROLE_USER', 'ROLE_AGENT']
+    contextId: str | None = None
+    extensions: list[str] | None = None
+    messageId: str | None = None
+    metadata: dict[str, Any] | None = None
+    parts: list[Part] | None = None
+    referenceTaskIds: list[str] | None = None
+    taskId: str | None = None
+
+
+@dataclass(kw_only=True)
 class PollResponse:
     events: list[EventEnvelope]
     head_seq: int
@@ -1223,6 +1345,77 @@ class Seed000Signal(StreamSignal):
     """
 
     cursor_hint: int
+
+
+@dataclass(kw_only=True)
+class A2aReport:
+    """
+    What an agent's acknowledgement reports for the A2A task of the event it acknowledges
+    (`acks[i].a2a`, only for an `a2a.message` event): committed with the acknowledgement, in its
+    transaction and only while its lease holds. With `result: completed` the task completes (or,
+    with `state`, waits for the client); `failed` fails it; `quarantined` rejects it. An
+    acknowledgement without it still ends the task, without a result.
+    """
+
+    artifacts: list[Artifact] | None = None
+    """
+    What the task produced, added to its artifacts in order (at most 16 per report; each
+    `artifactId` given by the server when left out).
+    """
+    message: Message | None = None
+    state: Literal['completed', 'input_required', 'auth_required'] | None = None
+    """
+    With `result: completed`: `completed` (the default), or `input_required` /
+    `auth_required` to ask the client for more (its next message with this task's id comes
+    as a new event).
+    """
+
+
+@dataclass(kw_only=True)
+class AckEntry:
+    event_id: str
+    lease_token: str
+    a2a: A2aReport | None = None
+    class_: Literal['prompt_injection', 'malformed_payload', 'bad_signature', 'policy', 'other'] | None = (
+        None
+    )
+    """
+    The kind of anomaly, for operators and metrics: `prompt_injection`,
+    `malformed_payload`, `bad_signature`, `policy` or `other` (the default). Only with
+    `result: quarantined`.
+    """
+    follow_ups: list[PublishRequest] | None = None
+    """
+    A hand-off: publishes (each the body of `POST /v1/events`) committed in the
+    same transaction as this acknowledgement, and only while its lease holds; a stale lease
+    refuses both. Each gets the deduplication key `handoff:{event_id}:{index}`, so a
+    retried request answers the first publishes. Only with `result: completed`; needs the
+    `events.handoff` (or `events.publish`) scope; recipients are agents of the token's
+    tenant.
+    """
+    reason: str | None = None
+    """
+    Why, on one line. Required with `result: quarantined`; with `failed` it is kept as the
+    dead letter's reason; refused with `completed`.
+    """
+    result: Literal['completed', 'failed', 'quarantined'] | None = None
+    """
+    `completed` (default), `failed` (park the event as a dead letter for an operator) or
+    `quarantined` (set it aside for a person, never retried: a payload that looks like a
+    prompt injection, a bad signature; `reason` is then required).
+    """
+
+
+@dataclass(kw_only=True)
+class AcknowledgeRequest:
+    """
+    `POST /v1/inbox/acknowledge`
+    """
+
+    acks: list[AckEntry]
+    recipient_id: str | None = None
+    session_id: str | None = None
+    tenant_id: str | None = None
 
 
 @dataclass(kw_only=True)
