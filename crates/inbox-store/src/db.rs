@@ -1,6 +1,13 @@
 //! The thin layer between store logic and sqlx: one connection, row and transaction type
 //! that is either MySQL/MariaDB or SQLite, so every store operation is written once and the
 //! backends differ only in the SQL text of [`crate::dialect`].
+//!
+//! It also owns how a MySQL connection's failure is detected, since sqlx 0.8 sets no socket
+//! option but `TCP_NODELAY` (no keepalive, no `TCP_USER_TIMEOUT`) and offers no hook to set one:
+//! every round trip is bounded by the statement timeout ([`within`]), taking a connection by the
+//! pool's acquire timeout (connecting, and the ping of one idle a second or more, included), and
+//! a connection whose round trip did not finish (given up on, or cut short by a caller that
+//! went away) is closed instead of returned to the pool ([`MySqlLease`]).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -11,7 +18,7 @@ use sqlx::sqlite::{
     Sqlite, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteRow, SqliteSynchronous,
 };
-use sqlx::{Connection as _, Executor as _, Row as _};
+use sqlx::{Connection as _, Executor as _, Row as _, TransactionManager as _};
 
 use crate::Field;
 use crate::engine::{Engine, Product};
@@ -36,6 +43,9 @@ pub struct DbConnection<'a> {
     /// How long one statement may take before the database counts as unreachable (MySQL
     /// only: a paused or partitioned server never answers, and TCP keeps the socket open).
     statement_timeout: Option<Duration>,
+    /// A store connection's mark that a round trip is under way or was left unfinished, so
+    /// that its [`MySqlLease`] closes it; `None` on a host's own connection.
+    unsettled: Option<&'a mut bool>,
 }
 
 #[derive(Debug)]
@@ -46,13 +56,13 @@ enum Backend<'a> {
 
 impl<'a> From<&'a mut MySqlConnection> for DbConnection<'a> {
     fn from(conn: &'a mut MySqlConnection) -> Self {
-        DbConnection { backend: Backend::MySql(conn), statement_timeout: None }
+        DbConnection { backend: Backend::MySql(conn), statement_timeout: None, unsettled: None }
     }
 }
 
 impl<'a> From<&'a mut SqliteConnection> for DbConnection<'a> {
     fn from(conn: &'a mut SqliteConnection) -> Self {
-        DbConnection { backend: Backend::Sqlite(conn), statement_timeout: None }
+        DbConnection { backend: Backend::Sqlite(conn), statement_timeout: None, unsettled: None }
     }
 }
 
@@ -64,25 +74,48 @@ impl<'a, 'b: 'a> From<&'a mut DbConnection<'b>> for DbConnection<'a> {
             Backend::MySql(inner) => Backend::MySql(inner),
             Backend::Sqlite(inner) => Backend::Sqlite(inner),
         };
-        DbConnection { backend, statement_timeout: conn.statement_timeout }
+        DbConnection {
+            backend,
+            statement_timeout: conn.statement_timeout,
+            unsettled: conn.unsettled.as_deref_mut(),
+        }
     }
 }
 
 /// Runs one database round trip, giving up after `limit`. A statement given up on is never
 /// reported as done: its transaction is dropped, so the server rolls it back (or, for a
-/// COMMIT, the caller hears "unavailable" and retries an idempotent operation).
+/// COMMIT, the caller hears "unavailable" and retries an idempotent operation). On a store
+/// connection, `unsettled` is set for the round trip and cleared only when the server answered
+/// (a result or an error of its own): a connection given up on, cut short or broken is then
+/// closed when its lease ends, and refuses further statements at once.
 async fn within<T>(
     limit: Option<Duration>,
+    unsettled: &mut Option<&mut bool>,
     round_trip: impl Future<Output = Result<T, sqlx::Error>>,
 ) -> Result<T, sqlx::Error> {
-    let Some(limit) = limit else { return round_trip.await };
-    match tokio::time::timeout(limit, round_trip).await {
-        Ok(result) => result,
-        Err(_) => Err(sqlx::Error::Io(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!("the database did not answer within {} ms", limit.as_millis()),
-        ))),
+    if let Some(unsettled) = unsettled.as_deref_mut() {
+        if *unsettled {
+            return Err(sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "an earlier statement on this connection got no answer",
+            )));
+        }
+        *unsettled = true;
     }
+    let result = match limit {
+        None => round_trip.await,
+        Some(limit) => match tokio::time::timeout(limit, round_trip).await {
+            Ok(result) => result,
+            Err(_) => Err(sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("the database did not answer within {} ms", limit.as_millis()),
+            ))),
+        },
+    };
+    if let Some(unsettled) = unsettled.as_deref_mut() {
+        *unsettled = !matches!(&result, Ok(_) | Err(sqlx::Error::Database(_)));
+    }
+    result
 }
 
 /// A result row of either backend, read by column name.
@@ -133,8 +166,12 @@ impl DbConnection<'_> {
         let limit = self.statement_timeout;
         Ok(match &mut self.backend {
             Backend::MySql(conn) => {
-                let done =
-                    within(limit, bind_all!(sqlx::query::<MySql>(sql), args).execute(&mut **conn)).await?;
+                let done = within(
+                    limit,
+                    &mut self.unsettled,
+                    bind_all!(sqlx::query::<MySql>(sql), args).execute(&mut **conn),
+                )
+                .await?;
                 Executed { rows_affected: done.rows_affected(), last_insert_id: done.last_insert_id() as i64 }
             }
             Backend::Sqlite(conn) => {
@@ -147,13 +184,15 @@ impl DbConnection<'_> {
     pub async fn fetch_all(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<DbRow>, StoreError> {
         let limit = self.statement_timeout;
         Ok(match &mut self.backend {
-            Backend::MySql(conn) => {
-                within(limit, bind_all!(sqlx::query::<MySql>(sql), args).fetch_all(&mut **conn))
-                    .await?
-                    .into_iter()
-                    .map(DbRow::MySql)
-                    .collect()
-            }
+            Backend::MySql(conn) => within(
+                limit,
+                &mut self.unsettled,
+                bind_all!(sqlx::query::<MySql>(sql), args).fetch_all(&mut **conn),
+            )
+            .await?
+            .into_iter()
+            .map(DbRow::MySql)
+            .collect(),
             Backend::Sqlite(conn) => bind_all!(sqlx::query::<Sqlite>(sql), args)
                 .fetch_all(&mut **conn)
                 .await?
@@ -166,11 +205,13 @@ impl DbConnection<'_> {
     pub async fn fetch_optional(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Option<DbRow>, StoreError> {
         let limit = self.statement_timeout;
         Ok(match &mut self.backend {
-            Backend::MySql(conn) => {
-                within(limit, bind_all!(sqlx::query::<MySql>(sql), args).fetch_optional(&mut **conn))
-                    .await?
-                    .map(DbRow::MySql)
-            }
+            Backend::MySql(conn) => within(
+                limit,
+                &mut self.unsettled,
+                bind_all!(sqlx::query::<MySql>(sql), args).fetch_optional(&mut **conn),
+            )
+            .await?
+            .map(DbRow::MySql),
             Backend::Sqlite(conn) => bind_all!(sqlx::query::<Sqlite>(sql), args)
                 .fetch_optional(&mut **conn)
                 .await?
@@ -238,21 +279,25 @@ impl DbRow {
 /// An open transaction on a store-owned connection.
 #[derive(Debug)]
 pub(crate) enum Tx {
-    MySql(sqlx::Transaction<'static, MySql>, Option<Duration>),
+    MySql(MySqlTx),
     Sqlite(sqlx::Transaction<'static, Sqlite>),
 }
 
 impl Tx {
     pub(crate) fn conn(&mut self) -> DbConnection<'_> {
         match self {
-            Tx::MySql(tx, limit) => DbConnection { backend: Backend::MySql(tx), statement_timeout: *limit },
+            Tx::MySql(tx) => tx.lease.conn(tx.limit),
             Tx::Sqlite(tx) => DbConnection::from(&mut **tx),
         }
     }
 
     pub(crate) async fn commit(self) -> Result<(), StoreError> {
         match self {
-            Tx::MySql(tx, limit) => within(limit, tx.commit()).await?,
+            Tx::MySql(mut tx) => {
+                let (conn, unsettled) = tx.lease.parts();
+                within(tx.limit, &mut Some(unsettled), MySqlTransactionManager::commit(conn)).await?;
+                tx.open = false;
+            }
             Tx::Sqlite(tx) => tx.commit().await?,
         }
         Ok(())
@@ -262,27 +307,95 @@ impl Tx {
     /// used): before the caller opens another, which on SQLite needs the one writer.
     pub(crate) async fn rollback(self) -> Result<(), StoreError> {
         match self {
-            Tx::MySql(tx, limit) => within(limit, tx.rollback()).await?,
+            Tx::MySql(mut tx) => {
+                let (conn, unsettled) = tx.lease.parts();
+                within(tx.limit, &mut Some(unsettled), MySqlTransactionManager::rollback(conn)).await?;
+                tx.open = false;
+            }
             Tx::Sqlite(tx) => tx.rollback().await?,
         }
         Ok(())
     }
 }
 
+type MySqlTransactionManager = <MySql as sqlx::Database>::TransactionManager;
+
+/// A MySQL transaction on a [`MySqlLease`]: begun, committed and rolled back through sqlx's
+/// transaction manager, as `sqlx::Transaction` does, which cannot be used here because it owns
+/// its pool connection and would return one whose round trip went unanswered.
+#[derive(Debug)]
+pub(crate) struct MySqlTx {
+    lease: MySqlLease,
+    limit: Option<Duration>,
+    /// Begun and not yet committed or rolled back.
+    open: bool,
+}
+
+impl Drop for MySqlTx {
+    fn drop(&mut self) {
+        // As `sqlx::Transaction` does: the ROLLBACK is queued, and sent when the pool checks the
+        // returned connection. A connection left unsettled is closed instead, which rolls back.
+        if self.open && !self.lease.unsettled {
+            let (conn, _) = self.lease.parts();
+            MySqlTransactionManager::start_rollback(conn);
+        }
+    }
+}
+
 /// A connection checked out of a store pool, outside any explicit transaction.
 #[derive(Debug)]
 pub(crate) enum Pooled {
-    MySql(PoolConnection<MySql>, Option<Duration>),
+    MySql(MySqlLease, Option<Duration>),
     Sqlite(PoolConnection<Sqlite>),
 }
 
 impl Pooled {
     pub(crate) fn conn(&mut self) -> DbConnection<'_> {
         match self {
-            Pooled::MySql(conn, limit) => {
-                DbConnection { backend: Backend::MySql(conn), statement_timeout: *limit }
-            }
+            Pooled::MySql(lease, limit) => lease.conn(*limit),
             Pooled::Sqlite(conn) => DbConnection::from(&mut **conn),
+        }
+    }
+}
+
+/// A MySQL connection checked out of the pool, closed rather than returned when dropped if a
+/// round trip on it did not finish: given up on after the statement timeout, cut short by a
+/// caller that went away, or broken. Across a partition such a socket is half-open (the packets
+/// are dropped, no RST comes), and sqlx returns a connection to the pool only after a ping with
+/// no time limit: the ping would hold one of the pool's connections until TCP gave up on the
+/// socket (`net.ipv4.tcp_retries2`, some 15 minutes), or until a retransmission got through
+/// after the heal, up to two minutes later. Closed, its place in the pool is free at once and
+/// the next acquire opens a new connection.
+#[derive(Debug)]
+pub(crate) struct MySqlLease {
+    conn: Option<PoolConnection<MySql>>,
+    unsettled: bool,
+}
+
+impl MySqlLease {
+    fn new(conn: PoolConnection<MySql>) -> MySqlLease {
+        MySqlLease { conn: Some(conn), unsettled: false }
+    }
+
+    fn parts(&mut self) -> (&mut MySqlConnection, &mut bool) {
+        let conn = self.conn.as_mut().expect("a lease holds its connection until it is dropped");
+        (conn, &mut self.unsettled)
+    }
+
+    fn conn(&mut self, statement_timeout: Option<Duration>) -> DbConnection<'_> {
+        let (conn, unsettled) = self.parts();
+        DbConnection { backend: Backend::MySql(conn), statement_timeout, unsettled: Some(unsettled) }
+    }
+}
+
+impl Drop for MySqlLease {
+    fn drop(&mut self) {
+        if self.unsettled
+            && let Some(conn) = self.conn.take()
+        {
+            // Out of the pool (which may open another in its place), and closed as it drops:
+            // no byte is sent or awaited on a socket nobody may be answering.
+            drop(conn.detach());
         }
     }
 }
@@ -358,8 +471,16 @@ impl Pools {
                 .map_err(|err| StoreError::invalid(Field::DatabaseUrl, err.to_string()))?;
             // One plain connection first: a pool that cannot connect reports only that it timed
             // out, while this names the cause (refused, unknown host, access denied, ...).
-            let mut probe = MySqlConnection::connect_with(&connect).await.map_err(StoreError::Unavailable)?;
-            let engine = crate::engine::detect_mysql(&mut probe).await.map_err(StoreError::Unavailable)?;
+            // Bounded as the pool's connections are: a start against a database whose packets
+            // vanish would otherwise wait out TCP's SYN retries (about two minutes) per attempt.
+            let mut probe =
+                within(Some(options.acquire_timeout), &mut None, MySqlConnection::connect_with(&connect))
+                    .await
+                    .map_err(StoreError::Unavailable)?;
+            let engine =
+                within(options.statement_timeout, &mut None, crate::engine::detect_mysql(&mut probe))
+                    .await
+                    .map_err(StoreError::Unavailable)?;
             let _ = probe.close().await;
             let lock_wait = options.lock_wait_timeout_seconds.max(1);
             // On a Galera member, reads and updates wait until the member has applied every
@@ -458,7 +579,11 @@ impl Pools {
     pub(crate) async fn begin(&self) -> Result<Tx, StoreError> {
         Ok(match self {
             Pools::MySql { pool, statement_timeout, .. } => {
-                Tx::MySql(within(*statement_timeout, pool.begin()).await?, *statement_timeout)
+                let mut lease = MySqlLease::new(pool.acquire().await?);
+                let (conn, unsettled) = lease.parts();
+                within(*statement_timeout, &mut Some(unsettled), MySqlTransactionManager::begin(conn, None))
+                    .await?;
+                Tx::MySql(MySqlTx { lease, limit: *statement_timeout, open: true })
             }
             Pools::Sqlite { writer, .. } => Tx::Sqlite(begin_immediate(writer).await?),
         })
@@ -468,7 +593,7 @@ impl Pools {
     pub(crate) async fn writer(&self) -> Result<Pooled, StoreError> {
         Ok(match self {
             Pools::MySql { pool, statement_timeout, .. } => {
-                Pooled::MySql(pool.acquire().await?, *statement_timeout)
+                Pooled::MySql(MySqlLease::new(pool.acquire().await?), *statement_timeout)
             }
             Pools::Sqlite { writer, .. } => Pooled::Sqlite(writer.acquire().await?),
         })
@@ -478,7 +603,7 @@ impl Pools {
     pub(crate) async fn reader(&self) -> Result<Pooled, StoreError> {
         Ok(match self {
             Pools::MySql { pool, statement_timeout, .. } => {
-                Pooled::MySql(pool.acquire().await?, *statement_timeout)
+                Pooled::MySql(MySqlLease::new(pool.acquire().await?), *statement_timeout)
             }
             Pools::Sqlite { reader, .. } => Pooled::Sqlite(reader.acquire().await?),
         })
