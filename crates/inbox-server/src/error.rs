@@ -77,10 +77,18 @@ fn title(status: StatusCode) -> &'static str {
 
 impl ApiError {
     /// The problem document, for answers that are not HTTP responses (WebSocket messages).
-    /// Server-side faults are logged here, once.
+    /// Server-side faults are logged here, once. An unreachable database is not a fault of the
+    /// request: the database check logs one line when it goes and one when it is back
+    /// (`background.rs`) and `agent_inbox_database_unavailable_total` counts the refusals, so
+    /// its refusals and failed readiness probes are logged at debug level, or an outage would
+    /// write a line per request.
     pub fn into_problem(self) -> Problem {
         if let Some(internal) = &self.internal {
-            tracing::error!(code = self.code.as_str(), status = self.status.as_u16(), error = %internal, "request failed");
+            if matches!(self.code, ProblemCode::DatabaseUnavailable | ProblemCode::NotReady) {
+                tracing::debug!(code = self.code.as_str(), status = self.status.as_u16(), error = %internal, "request refused");
+            } else {
+                tracing::error!(code = self.code.as_str(), status = self.status.as_u16(), error = %internal, "request failed");
+            }
         }
         let mut problem = Problem::new(self.status.as_u16(), self.code, title(self.status), self.detail);
         problem.extensions = self.extensions;
