@@ -192,7 +192,7 @@ mod tests {
     fn change(why: Why, types: &[(&str, usize)]) -> Change {
         let types: BTreeMap<String, usize> = types.iter().map(|(t, n)| ((*t).to_owned(), *n)).collect();
         let claimable = types.values().sum();
-        Change { why, waiting: Waiting { head_seq: 7, claimable, capped: false, types } }
+        Change { why, waiting: Waiting { head_seq: 7, claimable, capped: false, types, attempts: 0 } }
     }
 
     #[test]

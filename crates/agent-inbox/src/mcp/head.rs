@@ -175,7 +175,8 @@ pub fn judge(before: Option<&Waiting>, now: &Waiting, nudged: bool) -> Option<Wh
         Some(Why::Arrived)
     } else if nudged && now.claimable > 0 {
         Some(Why::Returned)
-    } else if now.claimable > before.claimable {
+    } else if now.claimable > before.claimable || (now.claimable > 0 && now.attempts > before.attempts) {
+        // More to take, or the same events taken and back (their attempts grew): a lease ran out.
         Some(Why::Available)
     } else {
         None
@@ -352,7 +353,7 @@ mod tests {
     use super::*;
 
     fn waiting(head_seq: u64, claimable: usize) -> Waiting {
-        Waiting { head_seq, claimable, ..Waiting::default() }
+        Waiting { head_seq, claimable, attempts: claimable as u64, ..Waiting::default() }
     }
 
     #[test]
@@ -370,6 +371,8 @@ mod tests {
         assert_eq!(judge(Some(&before), &waiting(3, 2), false), Some(Why::Available), "a lease ran out");
         assert_eq!(judge(Some(&before), &waiting(3, 1), false), None);
         assert_eq!(judge(Some(&before), &waiting(3, 0), false), None, "a claim is no news");
+        let taken_and_back = Waiting { attempts: 2, ..waiting(3, 1) };
+        assert_eq!(judge(Some(&before), &taken_and_back, false), Some(Why::Available), "claimed, then back");
         assert_eq!(judge(None, &waiting(3, 1), false), Some(Why::Arrived));
         assert_eq!(judge(None, &waiting(3, 0), false), None);
     }

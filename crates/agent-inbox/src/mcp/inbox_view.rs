@@ -41,6 +41,9 @@ pub struct Waiting {
     pub capped: bool,
     /// How many of the counted events are of each type.
     pub types: BTreeMap<String, usize>,
+    /// The delivery attempts of the counted events together: it grows when an event was
+    /// claimed and came back between two looks (a lease ran out), though the count did not.
+    pub attempts: u64,
 }
 
 /// The `inbox://head` resource: the service's head answer and the waiting work.
@@ -145,6 +148,7 @@ fn counted(page: &PollResponse) -> Waiting {
         claimable: page.events.len(),
         capped: page.more_available || page.events.len() >= COUNTED_MAX,
         types,
+        attempts: page.events.iter().map(|event| u64::from(event.delivery_attempts)).sum(),
     }
 }
 
