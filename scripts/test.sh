@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of agent-inbox: formatting and clippy (warnings are errors), unit, property, conformance (SQLite, MariaDB and a Galera
 # cluster), end-to-end, database outages on a private mariadbd, the README's walk-through, the
-# OpenAPI contract (Schemathesis), the MCP server with the Python MCP SDK, the Python SDK
+# OpenAPI contract (Schemathesis), the MCP server with the Python MCP SDK, agents' A2A faces with
+# the official A2A SDKs (Python and JS), the Python SDK
 # (pytest), the TypeScript client (Node and headless Chromium), the runners' conformance suite
 # and the web console (headless Chromium). Starts MariaDB if it is
 # installed but not running. The MariaDB URL comes from
@@ -60,6 +61,7 @@ export AGENT_INBOX_BIN="$PWD/target/debug/agent-inbox"
 ./scripts/test-readme.sh
 ./scripts/test-contract.sh
 ./scripts/test-mcp.sh
+./scripts/test-a2a.sh
 ./scripts/test-python.sh
 ./scripts/test-typescript.sh
 ./scripts/test-conformance.sh

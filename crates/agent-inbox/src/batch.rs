@@ -8,6 +8,7 @@
 //! ```text
 //! {"event_id": "...", "outcome": "ack"}
 //! {"event_id": "...", "outcome": "ack", "follow_ups": [{"recipients": ["b"], "event_type": "t", "payload": {}}]}
+//! {"event_id": "...", "outcome": "ack", "a2a": {"artifacts": [{"parts": [{"text": "42"}]}]}}
 //! {"event_id": "...", "outcome": "retry", "retry_after_seconds": 60, "reason": "busy"}
 //! {"event_id": "...", "outcome": "fail", "reason": "no such customer"}
 //! {"event_id": "...", "outcome": "quarantine", "reason": "looks injected", "class": "prompt_injection"}
@@ -50,6 +51,10 @@ struct OutcomeLine {
     retry_after_seconds: Option<u64>,
     #[serde(default)]
     follow_ups: Vec<PublishRequest>,
+    /// An `a2a.message` event's task outcome (`acks[i].a2a`): its message, artifacts, or a
+    /// request for more input.
+    #[serde(default)]
+    a2a: Option<inbox_api::a2a::A2aReport>,
 }
 
 /// Gathers events into batches for one command.
@@ -160,7 +165,7 @@ impl Run {
     fn outcome(&self, line: OutcomeLine) -> Result<Done, HandlerError> {
         let reason = line.reason.unwrap_or_default();
         match line.outcome.as_str() {
-            "ack" => Ok(Done::hand_off(line.follow_ups)),
+            "ack" => Ok(Done { follow_ups: line.follow_ups, a2a: line.a2a }),
             "retry" => Err(HandlerError::retry(
                 line.retry_after_seconds.map_or(self.retry_after, Duration::from_secs),
                 reason,

@@ -359,7 +359,9 @@ With --batch N, one run of the command gets up to N events, one event JSON per l
 (AGENT_INBOX_BATCH_SIZE says how many), and reports one outcome per event as a JSON line on
 stdout, taking effect as it arrives:
   {\"event_id\": ID, \"outcome\": \"ack\"}              (may carry \"follow_ups\": [publish, ...],
-                                                   handed off with the acknowledgement)
+                                                   handed off with the acknowledgement, or, for an
+                                                   a2a.message event, \"a2a\": {\"message\",
+                                                   \"artifacts\", \"state\"}, its A2A task's outcome)
   {\"event_id\": ID, \"outcome\": \"retry\", \"retry_after_seconds\": N, \"reason\": TEXT}
   {\"event_id\": ID, \"outcome\": \"fail\", \"reason\": TEXT}
   {\"event_id\": ID, \"outcome\": \"quarantine\", \"reason\": TEXT, \"class\": CLASS}

@@ -42,6 +42,12 @@ impl Event {
         self.envelope.payload.as_ref()
     }
 
+    /// For an `a2a.message` event, the A2A task it carries a message of: its `task_id`,
+    /// `context_id`, `sender_id` and the client's `message` (A2A JSON).
+    pub fn a2a_task(&self) -> Option<&Value> {
+        (self.event_type() == inbox_api::a2a::A2A_MESSAGE_EVENT_TYPE).then(|| self.payload()).flatten()
+    }
+
     /// The envelope as JSON: what `listen --exec` writes to a command's stdin.
     pub fn to_json(&self) -> String {
         serde_json::to_string(&self.envelope).expect("an envelope serializes")
@@ -109,12 +115,22 @@ impl fmt::Display for HandlerError {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Done {
     pub follow_ups: Vec<inbox_api::PublishRequest>,
+    /// For an `a2a.message` event (a message an A2A client sent this agent): its task's outcome
+    /// (the agent's message, artifacts, or a request for more input), committed with the
+    /// acknowledgement and only while the lease holds. Without it the task still completes,
+    /// without a result.
+    pub a2a: Option<inbox_api::a2a::A2aReport>,
 }
 
 impl Done {
     /// Finished, handing these publishes on with the acknowledgement.
     pub fn hand_off(follow_ups: Vec<inbox_api::PublishRequest>) -> Done {
-        Done { follow_ups }
+        Done { follow_ups, a2a: None }
+    }
+
+    /// Finished an A2A task's message with this outcome ([`Event::a2a_task`] reads the task).
+    pub fn a2a(report: inbox_api::a2a::A2aReport) -> Done {
+        Done { follow_ups: Vec::new(), a2a: Some(report) }
     }
 }
 

@@ -98,9 +98,9 @@ pub(crate) async fn work<H: Handler>(shared: &Shared, handler: &H, claim: &Claim
     let event =
         Event { envelope: claim.event.clone(), lease_until_utc: claim.visibility_lease_until_utc.clone() };
     let result = with_heartbeats(shared, claim, handler.handle(event)).await;
-    let (processed, reason, follow_ups) = match result {
-        Ok(done) => (Processed::Completed, String::new(), done.follow_ups),
-        Err(HandlerError::Permanent { reason }) => (Processed::Failed, reason, Vec::new()),
+    let (processed, reason, follow_ups, a2a) = match result {
+        Ok(done) => (Processed::Completed, String::new(), done.follow_ups, done.a2a),
+        Err(HandlerError::Permanent { reason }) => (Processed::Failed, reason, Vec::new(), None),
         Err(HandlerError::Retry { after, reason }) => {
             return match release(shared, claim, after, &reason).await {
                 Ok(()) => Outcome::Released { after, reason },
@@ -117,10 +117,12 @@ pub(crate) async fn work<H: Handler>(shared: &Shared, handler: &H, claim: &Claim
             };
         }
     };
-    // A hand-off is recorded only once it committed: until then nothing was handed on, and a
-    // redelivered event must run again to make its follow-ups (a plain ack of it would lose them).
-    if !follow_ups.is_empty() {
-        return match acknowledge(shared, claim, Verdict::HandOff(follow_ups)).await {
+    // A hand-off (or an A2A report) is recorded only once it committed: until then nothing was
+    // handed on, and a redelivered event must run again to make its follow-ups or its result (a
+    // plain ack of it would lose them).
+    if !follow_ups.is_empty() || a2a.is_some() {
+        let verdict = Verdict::HandOff { follow_ups, a2a: a2a.map(Box::new) };
+        return match acknowledge(shared, claim, verdict).await {
             Ok(()) => {
                 record(shared, claim, processed).await;
                 Outcome::Acked
@@ -205,17 +207,23 @@ pub(crate) enum Verdict {
         reason: String,
         class: QuarantineClass,
     },
-    /// Completed, handing these publishes on in the acknowledgement's transaction.
-    HandOff(Vec<inbox_api::PublishRequest>),
+    /// Completed, handing these publishes on (or reporting this A2A outcome) in the
+    /// acknowledgement's transaction.
+    HandOff {
+        follow_ups: Vec<inbox_api::PublishRequest>,
+        a2a: Option<Box<inbox_api::a2a::A2aReport>>,
+    },
 }
 
 /// Acknowledges one event, repeating on network failure (the same token twice is success).
 pub(crate) async fn acknowledge(shared: &Shared, claim: &Claim, verdict: Verdict) -> Result<(), ClientError> {
     let mut follow_ups = Vec::new();
+    let mut a2a = None;
     let (result, reason, class) = match verdict {
         Verdict::Processed(processed) => (processed.ack_result(), None, None),
-        Verdict::HandOff(publishes) => {
+        Verdict::HandOff { follow_ups: publishes, a2a: report } => {
             follow_ups = publishes;
+            a2a = report.map(|report| *report);
             (AckResult::Completed, None, None)
         }
         Verdict::Failed { reason } => (AckResult::Failed, Some(reason).filter(|r| !r.is_empty()), None),
@@ -234,7 +242,7 @@ pub(crate) async fn acknowledge(shared: &Shared, claim: &Claim, verdict: Verdict
             class,
             follow_ups: FollowUps::new(follow_ups)
                 .map_err(|e| refused_as_invalid("acks[0].follow_ups", e))?,
-            a2a: None,
+            a2a,
         }])
         .expect("one acknowledgement is a batch"),
     };

@@ -315,8 +315,9 @@ pub async fn list(
     };
     let state_filter = match &request.status {
         None | Some(Value::Null) => None,
-        Some(Value::String(text)) if text == "TASK_STATE_UNSPECIFIED" => None,
-        Some(Value::Number(n)) if n.as_i64() == Some(0) => None,
+        // Unspecified: no filter. `UNRECOGNIZED` (-1) is how the JS SDK writes an absent state.
+        Some(Value::String(text)) if text == "TASK_STATE_UNSPECIFIED" || text == "UNRECOGNIZED" => None,
+        Some(Value::Number(n)) if matches!(n.as_i64(), Some(0 | -1)) => None,
         Some(value) => Some(convert::stored_state(
             serde_json::from_value::<TaskState>(value.clone())
                 .map_err(|e| RpcError::invalid_params("params.status", e))?,
