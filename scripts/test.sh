@@ -32,9 +32,10 @@ fi
 
 # systemd-analyze checks the shipped systemd unit and the daemon's units; the daemon's tests run
 # it under systemd-socket-activate, and a process as another user with setpriv; mariadb-dump and
-# the mariadb client copy a database in the secrets tests.
+# the mariadb client copy a database in the secrets tests; the partition tests make network
+# namespaces with ip and cut them with nft.
 install_missing_packages systemd:systemd-analyze systemd:systemd-socket-activate util-linux:setpriv \
-    mariadb-client:mariadb-dump
+    mariadb-client:mariadb-dump iproute2:ip nftables:nft
 
 if ! cargo nextest --version >/dev/null 2>&1; then
     cargo install --locked cargo-nextest

@@ -1,7 +1,10 @@
 //! A private `mariadbd` the test owns: its own data directory and loopback port, started,
 //! paused (SIGSTOP), resumed and killed by the test, never the machine's own server. Its
-//! temporary files stay in its own folder, never the `/tmp` other servers share.
+//! temporary files stay in its own folder, never the `/tmp` other servers share. Besides the
+//! loopback address it may listen on one more of this machine's addresses (a veth's, for a
+//! node in a network namespace).
 
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -11,6 +14,7 @@ use inbox_testkit::free_port;
 pub struct PrivateMariaDb {
     dir: PathBuf,
     pub port: u16,
+    also_on: Option<IpAddr>,
     child: Option<Child>,
 }
 
@@ -35,17 +39,32 @@ impl PrivateMariaDb {
             "mariadb-install-db: {}",
             String::from_utf8_lossy(&installed.stderr)
         );
-        PrivateMariaDb { dir, port: free_port(), child: None }
+        PrivateMariaDb { dir, port: free_port(), also_on: None, child: None }
     }
 
     pub fn url(&self) -> String {
         format!("mysql://root@127.0.0.1:{}/agent_inbox_outage", self.port)
     }
 
+    /// Listens on `address` too, from the next start (the address must exist by then).
+    pub fn also_listen_on(&mut self, address: IpAddr) {
+        self.also_on = Some(address);
+    }
+
+    /// The test database's URL through the address [`Self::also_listen_on`] named.
+    pub fn url_via(&self, address: IpAddr) -> String {
+        assert_eq!(self.also_on, Some(address), "the server listens on {address}");
+        format!("mysql://root@{address}:{}/agent_inbox_outage", self.port)
+    }
+
     /// Starts the server and waits until it answers, with the test database created.
     pub fn start(&mut self) {
         assert!(self.child.is_none(), "already running");
         let data = self.dir.join("data");
+        let bind = match self.also_on {
+            Some(address) => format!("--bind-address=127.0.0.1,{address}"),
+            None => "--bind-address=127.0.0.1".to_owned(),
+        };
         let child = Command::new("/usr/sbin/mariadbd")
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
@@ -53,8 +72,8 @@ impl PrivateMariaDb {
             .arg(format!("--socket={}", self.dir.join("mariadb.sock").display()))
             .arg(format!("--pid-file={}", self.dir.join("mariadb.pid").display()))
             .arg(format!("--port={}", self.port))
+            .arg(bind)
             .args([
-                "--bind-address=127.0.0.1",
                 "--user=root",
                 "--skip-grant-tables",
                 "--skip-log-bin",

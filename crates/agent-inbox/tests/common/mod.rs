@@ -1,9 +1,14 @@
 //! Shared by the binary's tests: start `agent-inbox serve` (through `inbox-testkit`, the one
-//! way tests start servers), wait for it, issue tokens with the binary, call it.
+//! way tests start servers), wait for it, issue tokens with the binary, call it; and what the
+//! fault tests share: a private mariadbd, a private Galera cluster, network namespaces and cuts,
+//! and a workload with the checker over its history.
 
 #![allow(dead_code)]
 
+pub mod galera;
 pub mod mariadb;
+pub mod network;
+pub mod workload;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
