@@ -177,7 +177,8 @@ async fn a_client_cut_from_its_node_times_out_and_carries_on_after_the_heal() {
     let other = serve(Serve::new(BIN, &db.url()), &dir, "other.log", TIMEOUTS);
     common::wait_ready(&client, &other.base).await;
     let (publisher, agents, held_agent) = tokens(&db.url(), &dir);
-    let workload = Workload::start(&client, &[other.base.clone()], &publisher, &agents, TIMEOUTS.bounds());
+    let workload =
+        Workload::start(&client, std::slice::from_ref(&other.base), &publisher, &agents, TIMEOUTS.bounds());
     workload.wait_answers(0, 0, 20, Duration::from_secs(20)).await;
     let cut_client = reqwest::Client::builder().timeout(CLIENT_TIMEOUT).build().unwrap();
     let held =
@@ -326,8 +327,8 @@ async fn a_galera_member_cut_from_the_other_two_leaves_its_node_refusing_in_time
     let reclaimed_after =
         held.reclaim_through(&client, &bases[0], &held_agent, Duration::from_secs(20)).await;
     tokio::time::sleep_until((cut_at + Duration::from_secs(10)).into()).await;
-    for n in 0..2 {
-        let during = workload.answered(n) - before[n];
+    for (n, before) in before.iter().enumerate() {
+        let during = workload.answered(n) - before;
         assert!(during >= 10, "node {n} kept serving: {during} answers during the cut");
     }
     let refused = workload.outage_answers(2);
