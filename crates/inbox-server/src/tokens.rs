@@ -247,7 +247,11 @@ impl TokenService {
             refresh_ttl: config.tokens.refresh_token_ttl,
             own_keys: RwLock::new(own_keys),
             refreshing: tokio::sync::Mutex::new(None),
-            last_reload: RwLock::new(Instant::now()),
+            // The first unknown key id reloads at once: another node starting beside this one on
+            // an empty database may have made a first key of its own since this one read them.
+            last_reload: RwLock::new(
+                Instant::now().checked_sub(KEY_RELOAD_MIN_INTERVAL).unwrap_or_else(Instant::now),
+            ),
             external,
         })
     }

@@ -18,6 +18,7 @@ use inbox_conformance::Backend;
 both_backends!(
     rotation_keeps_old_tokens_through_the_overlap_and_refuses_them_after,
     a_retired_key_is_refused_the_moment_its_overlap_ends,
+    a_first_key_another_node_made_meanwhile_is_known_at_once,
 );
 
 const OVERLAP: Duration = Duration::from_secs(3);
@@ -186,4 +187,20 @@ async fn a_retired_key_is_refused_the_moment_its_overlap_ends(backend: Backend) 
     store.close().await;
     other_node.stop().await;
     server.stop().await;
+}
+
+/// Two nodes starting together on an empty database may each make a first signing key: the
+/// one that read only its own must take a token signed with the other's at once (it reads the
+/// keys again for the first unknown key id), not refuse it until its reload interval passes.
+async fn a_first_key_another_node_made_meanwhile_is_known_at_once(backend: Backend) {
+    let db = inbox_conformance::Harness::new(backend).await;
+    let mut config = Config::default();
+    config.database.url = db.url.clone();
+    let first = TokenService::new(db.store.clone(), &config).await.unwrap();
+    // The other node's first key, made after this one read the keys.
+    db.store.tokens().create_signing_key(TokenAlgorithm::Hs256).await.unwrap();
+    let other = TokenService::new(db.store.clone(), &config).await.unwrap();
+    let token = agent_token(&other).await;
+    let caller = first.verify(&token).await.expect("a key made by another node is read at once");
+    assert_eq!(caller.subject.as_str(), "alpha");
 }
