@@ -55,7 +55,7 @@ pub fn spawn(state: AppState) -> Vec<JoinHandle<()>> {
         tokio::spawn(every(s(), STATS_INTERVAL, Start::Now, Stats)),
         tokio::spawn(every(s(), DATABASE_CHECK_INTERVAL, Start::Now, DatabaseHealth { was_up: true })),
         tokio::spawn(every(s(), config.signals.notify_interval, Start::Now, Notifier::default())),
-        tokio::spawn(every(s(), crate::ops::a2a::reconcile::INTERVAL, Start::Now, Reconciler)),
+        tokio::spawn(every(s(), crate::ops::a2a::reconcile::INTERVAL, Start::Now, Reconciler::default())),
         tokio::spawn(every(s(), config.callbacks.poll_interval, Start::Now, PushDispatcher)),
     ]
 }

@@ -68,6 +68,11 @@ const MYSQL: &[Migration] = &[
         sql: include_str!("migrations/mysql/0014_callback_disabling.sql"),
     },
     Migration { version: 15, name: "a2a tasks", sql: include_str!("migrations/mysql/0015_a2a.sql") },
+    Migration {
+        version: 16,
+        name: "a2a pruning",
+        sql: include_str!("migrations/mysql/0016_a2a_pruning.sql"),
+    },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -112,6 +117,11 @@ const SQLITE: &[Migration] = &[
         sql: include_str!("migrations/sqlite/0014_callback_disabling.sql"),
     },
     Migration { version: 15, name: "a2a tasks", sql: include_str!("migrations/sqlite/0015_a2a.sql") },
+    Migration {
+        version: 16,
+        name: "a2a pruning",
+        sql: include_str!("migrations/sqlite/0016_a2a_pruning.sql"),
+    },
 ];
 
 /// How long a migration lock row is honoured: far longer than migrating takes.

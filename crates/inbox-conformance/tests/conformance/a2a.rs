@@ -368,3 +368,23 @@ case! {
         assert_eq!(census.not_under(&h.store.secrets().sealing_key_id().await.unwrap()), 0, "sealed, every one");
     }
 }
+
+case! {
+    /// A task finished before the cut-off goes with its log, messages and push configs (its
+    /// messageId may then be sent again); an open task stays however old it is.
+    async fn finished_tasks_are_pruned_with_everything_they_kept(h: &Harness) {
+        let done = sent(h, &send_new(h, "client", "old")).await;
+        let held = claim(h).await;
+        h.store.a2a().report(&report_of(&held)).await.unwrap().unwrap();
+        let waiting = sent(h, &send_new(h, "client", "open")).await;
+        h.clock.advance_ms(10_000);
+        assert_eq!(h.store.a2a().prune(UnixMillis(h.store.now().get() - 20_000), 10).await.unwrap(), 0, "too recent");
+        assert_eq!(h.store.a2a().prune(h.store.now(), 10).await.unwrap(), 1);
+        assert!(h.store.a2a().task(&tenant("t1"), &done.task.task_id).await.unwrap().is_none());
+        assert!(h.store.a2a().updates_after(&tenant("t1"), &done.task.task_id, 0, 10).await.unwrap().is_empty());
+        assert_eq!(task(h, &waiting.task).await.state(), TaskState::Submitted, "an open task stays");
+        let again = sent(h, &send_new(h, "client", "old")).await;
+        assert!(!again.repeated, "the pruned message's id is free again");
+        assert_ne!(again.task.task_id, done.task.task_id);
+    }
+}

@@ -225,3 +225,18 @@ pub(super) const CLAIM_PUSH: &str = "UPDATE a2a_push_config SET lease_until_utc 
 pub(super) const FINISH_PUSH: &str = "UPDATE a2a_push_config SET delivered_seq = ?, next_attempt_at_utc = ?, \
     failed_attempts = ?, consecutive_failures = ?, last_error = ?, lease_until_utc = NULL, updated_at_utc = ? \
     WHERE tenant_id = ? AND task_id = ? AND config_id = ? AND lease_until_utc = ?";
+
+// ---- pruning finished tasks ----
+
+/// Finished tasks whose status is older than a time (before, limit).
+pub(super) const FINISHED_BEFORE: &str = "SELECT tenant_id, task_id FROM a2a_task \
+    WHERE state IN ('completed', 'failed', 'canceled', 'rejected') AND status_at_utc < ? LIMIT ?";
+
+/// A finished task's log, messages and push configs, each by (tenant, task id).
+pub(super) const PRUNE_UPDATES: &str = "DELETE FROM a2a_task_update WHERE tenant_id = ? AND task_id = ?";
+pub(super) const PRUNE_MESSAGES: &str = "DELETE FROM a2a_message WHERE tenant_id = ? AND task_id = ?";
+pub(super) const PRUNE_PUSH_CONFIGS: &str = "DELETE FROM a2a_push_config WHERE tenant_id = ? AND task_id = ?";
+
+/// The task itself, if it is still finished and old (tenant, task id, before).
+pub(super) const PRUNE_TASK: &str = "DELETE FROM a2a_task WHERE tenant_id = ? AND task_id = ? \
+    AND state IN ('completed', 'failed', 'canceled', 'rejected') AND status_at_utc < ?";

@@ -6,7 +6,7 @@
 //! order an acknowledgement locks them in), and is decided from what it reads under those
 //! locks, so a reconciler on every node and a report at the same moment agree.
 
-use inbox_core::{AckState, DeadLetterReason, EventId, Recipient, RecipientKey, TenantId};
+use inbox_core::{AckState, DeadLetterReason, EventId, Recipient, RecipientKey, TenantId, UnixMillis};
 
 use super::queries;
 use super::rows::{Change, load_task};
@@ -149,5 +149,46 @@ fn fate_of(event: &EventRecord) -> Option<(TaskState, Option<String>)> {
             Some((TaskState::Rejected, Some(format!("set aside for a person: {}", why()))))
         }
         AckState::Expired => Some((TaskState::Failed, Some("it expired before an agent took it".to_owned()))),
+    }
+}
+
+impl A2a<'_> {
+    /// Deletes up to `limit` tasks that finished before `before`, each with its update log,
+    /// messages (so their ids may be sent again) and push configs; returns how many.
+    pub async fn prune(self, before: UnixMillis, limit: u32) -> Result<u64, StoreError> {
+        let finished = {
+            let mut pooled = self.store.pools().reader().await?;
+            pooled
+                .conn()
+                .fetch_all(
+                    queries::FINISHED_BEFORE,
+                    &[Arg::I64(before.get()), Arg::I64(i64::from(limit.max(1)))],
+                )
+                .await?
+        };
+        let mut pruned = 0;
+        for row in finished {
+            let (tenant, task) = (row.string("tenant_id")?, row.string("task_id")?);
+            let deleted = with_retries!(self.store, async {
+                let mut tx = self.store.pools().begin().await?;
+                let mut conn = tx.conn();
+                let done = conn
+                    .execute(
+                        queries::PRUNE_TASK,
+                        &[Arg::Str(&tenant), Arg::Str(&task), Arg::I64(before.get())],
+                    )
+                    .await?;
+                if done.rows_affected == 1 {
+                    for sql in [queries::PRUNE_UPDATES, queries::PRUNE_MESSAGES, queries::PRUNE_PUSH_CONFIGS]
+                    {
+                        conn.execute(sql, &[Arg::Str(&tenant), Arg::Str(&task)]).await?;
+                    }
+                }
+                tx.commit().await?;
+                Ok::<_, StoreError>(done.rows_affected)
+            })?;
+            pruned += deleted;
+        }
+        Ok(pruned)
     }
 }
