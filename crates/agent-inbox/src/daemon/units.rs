@@ -6,7 +6,7 @@
 //! Windows is left out: there is no Unix domain socket listener in tokio there, the peer
 //! check would be a token file under an ACL we cannot test here, and a Windows service needs
 //! the service control manager's API — all code we could neither build nor run. The design
-//! is in ARCHITECTURE.md; `wait` and `listen` on Windows ask the service directly.
+//! is in docs/design/wake-daemon.md; `wait` and `listen` on Windows ask the service directly.
 
 use crate::service::units::{ServiceSpec, launchd_head, systemd_environment, systemd_exec, xml_escape};
 
