@@ -27,7 +27,8 @@ pub use sections::{
     CallbacksConfig, Config, DatabaseConfig, HttpConfig, InboxConfig, LimitsConfig, SETTINGS, SecretsConfig,
     SessionsConfig, SignalsConfig, SignaturesConfig, TlsConfig, TokensConfig,
 };
-pub use setting::{Bound, Form, Limit, Setting, Value, markdown_table};
+pub use forms::{Form, Value};
+pub use setting::{Bound, Limit, Setting, markdown_table};
 
 /// Prefix of the environment variables that override configuration keys.
 pub const ENV_PREFIX: &str = "AGENT_INBOX_";

@@ -5,7 +5,8 @@
 
 use std::cmp::Ordering;
 
-use super::setting::{Bound, Setting, Value, lookup};
+use super::forms::Value;
+use super::setting::{Bound, Setting, lookup};
 use super::{Config, ConfigError, SETTINGS};
 
 impl Config {

@@ -7,7 +7,35 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::setting::{Form, Value};
+/// How a setting is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// `90s`, `15m`, `30d`, or a number of seconds.
+    Duration,
+    Count,
+    /// A count of bytes.
+    Bytes,
+    Bool,
+    Text,
+    Url,
+    /// A socket address, `host:port`.
+    Address,
+    Path,
+    /// A TOML array, or comma-separated text in the environment and flags.
+    List,
+}
+
+/// A setting's value, whatever its Rust type, as bounds compare it and people read it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Unset,
+    Duration(Duration),
+    Count(u64),
+    Bool(bool),
+    Text(String),
+    List(Vec<String>),
+}
+
 
 /// A type a setting may have: how it is written, read and shown.
 pub trait SettingValue: Sized {

@@ -10,7 +10,8 @@ use inbox_store::{DELIVERY_ATTEMPTS_MAX, StoreConfig};
 
 use super::check;
 use super::setting::Bound::{Above, AtLeast, AtMost, Rule, With};
-use super::setting::{Form, between, count, days, ms, secs, setting, settings};
+use super::forms::Form;
+use super::setting::{between, count, days, ms, secs, setting, settings};
 
 settings! {
     /// The database: where it is, its pool, and how long to wait for it.

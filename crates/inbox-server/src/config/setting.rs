@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::time::Duration;
 
-use super::forms::{SettingValue, format_duration};
+use super::forms::{Form, SettingValue, Value, format_duration};
 use super::{Config, ENV_PREFIX, SETTINGS};
 
 /// One setting of the table.
@@ -34,35 +34,6 @@ pub struct Setting {
     pub(super) typed: Form,
     /// Its value in a configuration.
     pub(super) value: fn(&Config) -> Value,
-}
-
-/// How a setting is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Form {
-    /// `90s`, `15m`, `30d`, or a number of seconds.
-    Duration,
-    Count,
-    /// A count of bytes.
-    Bytes,
-    Bool,
-    Text,
-    Url,
-    /// A socket address, `host:port`.
-    Address,
-    Path,
-    /// A TOML array, or comma-separated text in the environment and flags.
-    List,
-}
-
-/// A setting's value, whatever its Rust type, as bounds compare it and people read it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    Unset,
-    Duration(Duration),
-    Count(u64),
-    Bool(bool),
-    Text(String),
-    List(Vec<String>),
 }
 
 /// What a setting's value must keep.
