@@ -23,11 +23,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+pub use forms::{Form, Value};
 pub use sections::{
     CallbacksConfig, Config, DatabaseConfig, HttpConfig, InboxConfig, LimitsConfig, SETTINGS, SecretsConfig,
     SessionsConfig, SignalsConfig, SignaturesConfig, TlsConfig, TokensConfig,
 };
-pub use forms::{Form, Value};
 pub use setting::{Bound, Limit, Setting, markdown_table};
 
 /// Prefix of the environment variables that override configuration keys.

@@ -36,7 +36,6 @@ pub enum Value {
     List(Vec<String>),
 }
 
-
 /// A type a setting may have: how it is written, read and shown.
 pub trait SettingValue: Sized {
     /// How it is written, unless the setting names a narrower form of the same reading.

@@ -9,8 +9,8 @@ use std::time::Duration;
 use inbox_store::{DELIVERY_ATTEMPTS_MAX, StoreConfig};
 
 use super::check;
-use super::setting::Bound::{Above, AtLeast, AtMost, Rule, With};
 use super::forms::Form;
+use super::setting::Bound::{Above, AtLeast, AtMost, Rule, With};
 use super::setting::{between, count, days, ms, secs, setting, settings};
 
 settings! {
