@@ -104,6 +104,11 @@ settings! {
         /// Longest `wait_seconds` a long poll may ask for, such as 25s.
         long_poll_wait_max: Duration = Duration::from_secs(25), flag: true, bounds: &[AtMost(secs(120))],
             why: "proxies cut longer requests";
+        /// How often a waiting long poll re-reads the database when no hint arrives, such as 5s.
+        ///
+        /// Hints reach it within the notifier's interval, so this only bounds how late a long
+        /// poll learns of a commit the notifier missed (a gap it gave up on, a database stall).
+        long_poll_recheck: Duration = Duration::from_secs(5), bounds: &between(secs(1), secs(60));
         /// Largest inline JSON payload of an event, in bytes.
         payload_bytes_limit: usize = store().payload_bytes_limit, form: Form::Bytes, flag: true,
             bounds: &between(count(1_024), count(16 * 1_024 * 1_024));

@@ -40,10 +40,6 @@ use crate::quotas;
 pub const POLL_LIMIT_DEFAULT: BatchLimit = BatchLimit::of(100);
 /// Default batch of a claim-next.
 pub const CLAIM_LIMIT_DEFAULT: BatchLimit = BatchLimit::of(10);
-/// How often a waiting long poll re-reads the database when no hint arrives. Hints come from
-/// the notifier within its interval for commits on any node, so this is only a safety net
-/// (a notifier that fell behind, a signal it gave up on).
-const LONG_POLL_RECHECK: Duration = Duration::from_secs(5);
 
 /// Events after the cursor, in sequence order; with `wait_seconds`, a long poll.
 pub async fn poll(state: &AppState, caller: &Caller, request: PollRequest) -> Result<PollResponse, ApiError> {
@@ -156,7 +152,7 @@ async fn poll_page(
         }
         tokio::select! {
             _ = hints.changed() => nudged = hints.borrow().nudges != nudges_before,
-            _ = tokio::time::sleep(remaining.min(LONG_POLL_RECHECK)) => {}
+            _ = tokio::time::sleep(remaining.min(state.config.inbox.long_poll_recheck)) => {}
             _ = state.shutdown.cancelled() => {
                 outcome("shutdown");
                 return Ok((page, false));

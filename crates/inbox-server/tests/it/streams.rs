@@ -146,7 +146,9 @@ async fn a_hint_reaches_a_subscriber_on_a_second_node(backend: Backend) {
 
 async fn a_long_poll_on_one_node_is_released_by_a_commit_on_another(backend: Backend) {
     let a = TestServer::start(backend).await;
-    let b = a.start_beside(|_| {}).await;
+    // Node B re-reads the database only once a minute, so a release before that is the
+    // notifier's, however slow a loaded database makes it.
+    let b = a.start_beside(|config| config.inbox.long_poll_recheck = Duration::from_secs(60)).await;
     let publisher = a.publisher("t1").await;
     let agent = b.agent("t1", "agent_alpha").await;
     let ((polled, returned_at), published_at) = tokio::join!(
@@ -165,10 +167,8 @@ async fn a_long_poll_on_one_node_is_released_by_a_commit_on_another(backend: Bac
     );
     assert_eq!(polled.0, StatusCode::OK, "{}", polled.1);
     assert_eq!(polled.1["events"][0]["payload"]["from"], "node a");
-    // The long poll parked just before the publish and re-reads the database only every 5 s:
-    // a release right after the commit is the notifier's.
     let after_commit = returned_at.saturating_duration_since(published_at);
-    assert!(after_commit < Duration::from_secs(2), "released {after_commit:?} after the commit");
+    assert!(after_commit < Duration::from_secs(15), "released {after_commit:?} after the commit");
     b.stop().await;
     a.stop().await;
 }
