@@ -1,10 +1,14 @@
 //! Group commit: one task per node takes whatever requests queued up while its previous
 //! batches ran and hands them to the database together, so a busy node pays for one statement
-//! or one commit per batch instead of one per request. An idle node sends each request at
-//! once; a busy one (whose last batch held more than one) may wait a short `linger` for more.
-//! Up to `in_flight_max` batches run at once, so one batch's fsync overlaps the next one's
-//! statements. Used by the nonce writer, the publish batcher and the acknowledgement batcher.
+//! or one commit per batch instead of one per request. A request that finds nothing else in
+//! flight commits in its own task, as a batch of one, without the two hops through the
+//! gathering task (most of a lone request's overhead on a quiet node); one that finds others
+//! in flight queues, and a busy task (whose last batch held more than one) may wait a short
+//! `linger` for more. Up to `in_flight_max` batches run at once, a lone one included, so one
+//! batch's fsync overlaps the next one's statements. Used by the nonce writer, the publish
+//! batcher and the acknowledgement batcher.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -64,6 +68,46 @@ pub(crate) struct Batch<T> {
 /// The handle requests use; the task stops when the last handle is dropped.
 pub(crate) struct GroupCommit<T, A> {
     queue: mpsc::UnboundedSender<Queued<T, A>>,
+    shared: Arc<Shared<T, A>>,
+}
+
+/// A batch's commit: one answer per item.
+type CommitFn<T, A> = dyn Fn(Batch<T>) -> BoxFuture<'static, Committed<A>> + Send + Sync;
+
+/// What the task and the requests that commit alone share.
+struct Shared<T, A> {
+    commit: Box<CommitFn<T, A>>,
+    /// Permits for batches committing at once, lone ones included.
+    in_flight: Arc<Semaphore>,
+    /// Requests submitted and not yet answered: a request that finds none commits alone.
+    active: AtomicUsize,
+    /// When a batch last found the backend away: what queued before then is answered so.
+    away_since: Mutex<Option<Instant>>,
+}
+
+impl<T, A> Shared<T, A> {
+    fn committed(&self, committed: &Committed<A>) {
+        if committed.unreachable {
+            *self.away_since.lock().expect("group commit lock") = Some(Instant::now());
+        }
+    }
+}
+
+/// One submitted request, counted in [`Shared::active`] until it is answered or dropped.
+struct Active<'a>(&'a AtomicUsize);
+
+impl<'a> Active<'a> {
+    /// Counts a request in; `true` when nothing else was in flight.
+    fn enter(active: &'a AtomicUsize) -> (Active<'a>, bool) {
+        let before = active.fetch_add(1, Ordering::AcqRel);
+        (Active(active), before == 0)
+    }
+}
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 struct Queued<T, A> {
@@ -74,7 +118,7 @@ struct Queued<T, A> {
 
 impl<T, A> Clone for GroupCommit<T, A> {
     fn clone(&self) -> Self {
-        GroupCommit { queue: self.queue.clone() }
+        GroupCommit { queue: self.queue.clone(), shared: self.shared.clone() }
     }
 }
 
@@ -90,7 +134,7 @@ impl<T: Send + 'static, A: Send + 'static> GroupCommit<T, A> {
     /// answer.
     pub(crate) fn start(
         gathering: Gathering,
-        commit: impl FnMut(Batch<T>) -> BoxFuture<'static, Committed<A>> + Send + 'static,
+        commit: impl Fn(Batch<T>) -> BoxFuture<'static, Committed<A>> + Send + Sync + 'static,
         unreachable: impl Fn() -> A + Send + 'static,
     ) -> Self {
         Self::start_shared(gathering, |_| 0, commit, unreachable)
@@ -101,28 +145,34 @@ impl<T: Send + 'static, A: Send + 'static> GroupCommit<T, A> {
     pub(crate) fn start_shared(
         gathering: Gathering,
         key: impl Fn(&T) -> u64 + Send + 'static,
-        mut commit: impl FnMut(Batch<T>) -> BoxFuture<'static, Committed<A>> + Send + 'static,
+        commit: impl Fn(Batch<T>) -> BoxFuture<'static, Committed<A>> + Send + Sync + 'static,
         unreachable: impl Fn() -> A + Send + 'static,
     ) -> Self {
         let (queue, mut requests) = mpsc::unbounded_channel::<Queued<T, A>>();
+        let shared = Arc::new(Shared {
+            commit: Box::new(commit),
+            in_flight: Arc::new(Semaphore::new(gathering.in_flight_max.max(1))),
+            active: AtomicUsize::new(0),
+            away_since: Mutex::new(None),
+        });
+        let task = shared.clone();
         tokio::spawn(async move {
-            let in_flight = Arc::new(Semaphore::new(gathering.in_flight_max.max(1)));
-            // When a batch last found the backend away: what queued before then is answered so.
-            let away_since: Arc<Mutex<Option<Instant>>> = Arc::default();
+            let shared = task;
             let mut batch = Vec::with_capacity(gathering.batch_max);
             // Requests past their key's share in the last batch, in arrival order: they go first.
             let mut deferred: Vec<Queued<T, A>> = Vec::new();
             let mut busy = false;
             loop {
-                let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
-                batch.append(&mut deferred);
-                if batch.is_empty() {
-                    if requests.recv_many(&mut batch, gathering.batch_max).await == 0 {
-                        return;
-                    }
-                } else {
-                    take_queued(&mut requests, &mut batch, gathering.batch_max);
+                if deferred.is_empty() && requests.recv_many(&mut batch, gathering.batch_max).await == 0 {
+                    return;
                 }
+                // What queues while every permit is taken joins this batch.
+                let Ok(permit) = shared.in_flight.clone().acquire_owned().await else { return };
+                if !deferred.is_empty() {
+                    deferred.append(&mut batch);
+                    std::mem::swap(&mut batch, &mut deferred);
+                }
+                take_queued(&mut requests, &mut batch, gathering.batch_max);
                 let first_taken = Instant::now();
                 for _ in 0..gathering.yields {
                     tokio::task::yield_now().await;
@@ -136,7 +186,7 @@ impl<T: Send + 'static, A: Send + 'static> GroupCommit<T, A> {
                 if gathering.share_per_key > 0 {
                     deferred = over_share(&mut batch, &key, gathering.share_per_key);
                 }
-                let away = away_since.lock().expect("group commit lock").take();
+                let away = shared.away_since.lock().expect("group commit lock").take();
                 let mut items = Vec::with_capacity(batch.len());
                 let mut replies = Vec::with_capacity(batch.len());
                 let mut waited = Vec::with_capacity(batch.len());
@@ -154,13 +204,12 @@ impl<T: Send + 'static, A: Send + 'static> GroupCommit<T, A> {
                     continue;
                 }
                 busy = items.len() > 1;
-                let committing = commit(Batch { items, gathered_for: first_taken.elapsed(), waited });
-                let away_since = away_since.clone();
+                let committing =
+                    (shared.commit)(Batch { items, gathered_for: first_taken.elapsed(), waited });
+                let shared = shared.clone();
                 tokio::spawn(async move {
                     let committed = committing.await;
-                    if committed.unreachable {
-                        *away_since.lock().expect("group commit lock") = Some(Instant::now());
-                    }
+                    shared.committed(&committed);
                     for (reply, answer) in replies.into_iter().zip(committed.answers) {
                         // A request that went away no longer needs its answer.
                         let _ = reply.send(answer);
@@ -169,12 +218,21 @@ impl<T: Send + 'static, A: Send + 'static> GroupCommit<T, A> {
                 });
             }
         });
-        GroupCommit { queue }
+        GroupCommit { queue, shared }
     }
 
-    /// Queues `item` and waits for its answer; `None` if the task is gone (it panicked), in
-    /// which case the caller does the work itself.
+    /// Commits `item` in the caller's task when nothing else is in flight; otherwise queues it
+    /// and waits for its batch's answer. `None` if the task is gone (it panicked), in which case
+    /// the caller does the work itself.
     pub(crate) async fn submit(&self, item: T) -> Option<A> {
+        let (_active, alone) = Active::enter(&self.shared.active);
+        if alone && let Ok(_permit) = self.shared.in_flight.clone().try_acquire_owned() {
+            let batch =
+                Batch { items: vec![item], gathered_for: Duration::ZERO, waited: vec![Duration::ZERO] };
+            let committed = (self.shared.commit)(batch).await;
+            self.shared.committed(&committed);
+            return committed.answers.into_iter().next();
+        }
         let (reply, answered) = oneshot::channel();
         self.queue.send(Queued { item, reply, at: Instant::now() }).ok()?;
         answered.await.ok()
@@ -227,6 +285,52 @@ mod tests {
     use tokio::sync::Semaphore;
 
     use super::*;
+
+    #[tokio::test]
+    async fn a_request_alone_commits_in_its_own_task_and_one_behind_it_queues() {
+        let gathering =
+            Gathering { batch_max: 8, yields: 0, linger: Duration::ZERO, in_flight_max: 2, share_per_key: 0 };
+        type Seen = Arc<Mutex<Vec<(u32, Option<tokio::task::Id>)>>>;
+        let seen: Seen = Arc::default();
+        let hold = Arc::new(Semaphore::new(0));
+        let (log, gate) = (seen.clone(), hold.clone());
+        let commit = GroupCommit::start(
+            gathering,
+            move |batch: Batch<u32>| {
+                let (log, gate) = (log.clone(), gate.clone());
+                // The commit function runs where the batch is made: in the request's task or
+                // in the gathering task.
+                let made_in = tokio::task::try_id();
+                Box::pin(async move {
+                    for item in &batch.items {
+                        log.lock().unwrap().push((*item, made_in));
+                    }
+                    if batch.items == [1] {
+                        let _ = gate.acquire().await;
+                    }
+                    Committed { answers: batch.items.clone(), unreachable: false }
+                })
+            },
+            || 0,
+        );
+        let first = commit.clone();
+        let lone = tokio::spawn(async move { (first.submit(1).await, tokio::task::id()) });
+        while seen.lock().unwrap().is_empty() {
+            tokio::task::yield_now().await;
+        }
+        let second = commit.clone();
+        let behind = tokio::spawn(async move { (second.submit(2).await, tokio::task::id()) });
+        while seen.lock().unwrap().len() < 2 {
+            tokio::task::yield_now().await;
+        }
+        hold.add_permits(1);
+        let (lone, behind) = (lone.await.unwrap(), behind.await.unwrap());
+        assert_eq!((lone.0, behind.0), (Some(1), Some(2)), "each is answered its own");
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen[0], (1, Some(lone.1)), "alone, the request commits in its own task");
+        assert_eq!(seen[1].0, 2);
+        assert_ne!(seen[1].1, Some(behind.1), "behind one in flight, it goes through the task");
+    }
 
     #[tokio::test]
     async fn a_batch_takes_each_key_up_to_its_share_while_others_wait() {
