@@ -5,7 +5,10 @@
 //!   transaction per event (advance the head, read it, insert the row, commit), and through a
 //!   second node logging at `warn`, for what the access log costs;
 //! - claim(10)+ack at 1, 4 and 16 agents, an inbox each ([`crate::hot_paths`]);
-//! - the `304` head at 16 connections against `SELECT head_seq` by primary key.
+//! - the `304` head at 16 connections against `SELECT head_seq` by primary key;
+//! - the HTTP floor: `GET /healthz` (no database, no token) at 1, 4 and 16 connections, what
+//!   the hop from client to node costs before a route does any work, so a publish's latency
+//!   reads as the database's share, the hop's and the node's own.
 //!
 //! Each row runs in paired rounds (the sides take turns, in a rotating order); a ratio is the
 //! median of the rounds' ratios. The node runs in a child process, so the load generator here
@@ -121,6 +124,8 @@ async fn run(args: PublishArgs, url: String) -> Result<String, BenchError> {
     report.push_str(&hot_paths::claim_ack_table(&subjects, &shipped, &tokens, args.rounds).await?);
     report.push('\n');
     report.push_str(&hot_paths::head_table(&subjects, &shipped, &tokens, args.rounds).await?);
+    report.push('\n');
+    report.push_str(&floor_table(&shipped, args.publishes).await?);
     shipped.stop().await;
     quiet.stop().await;
     subjects.close().await;
@@ -257,4 +262,40 @@ async fn http_row(
         });
     }
     hot_paths::collect(workers, started).await
+}
+
+/// The HTTP floor: `GET /healthz` at 1, 4 and 16 connections, through the client the publish
+/// rows use.
+async fn floor_table(node: &Node, requests: usize) -> Result<String, BenchError> {
+    let mut table = String::from(
+        "HTTP floor: GET /healthz through the same client (no database, no token): what the hop \
+         to the node costs before a route works\n\n\
+         connections |      req/s  p50 ms  p99 ms\n",
+    );
+    for concurrency in [1, 4, 16] {
+        eprintln!("floor: {concurrency} connections");
+        let started = Instant::now();
+        let mut workers = JoinSet::new();
+        for worker in 0..concurrency {
+            let (client, url) = (node.client.clone(), format!("{}/healthz", node.base));
+            workers.spawn(async move {
+                let mut latencies = Vec::new();
+                for _ in (worker..requests).step_by(concurrency) {
+                    let call = Instant::now();
+                    let response = client.get(&url).send().await?;
+                    let status = response.status();
+                    let _ = response.bytes().await?;
+                    if status != reqwest::StatusCode::OK {
+                        return Err(format!("/healthz answered {status}").into());
+                    }
+                    latencies.push(call.elapsed());
+                }
+                Ok::<_, BenchError>(latencies)
+            });
+        }
+        let mut rounds = Rounds::new(["floor"]);
+        rounds.add(0, 0, hot_paths::collect(workers, started).await?);
+        table.push_str(&format!("{concurrency:>11} | {}\n", rounds.cells(0, Show::Latencies)));
+    }
+    Ok(table)
 }
