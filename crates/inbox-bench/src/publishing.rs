@@ -231,31 +231,43 @@ async fn http_row(
     concurrency: usize,
     publishes: usize,
 ) -> Result<Side, BenchError> {
+    let (url, publisher) = (format!("{}/v1/events", node.base), Arc::<str>::from(publisher));
+    http_side(node, concurrency, publishes, reqwest::StatusCode::CREATED, move |client, i| {
+        let body = json!({
+            "recipients": [format!("agent-{:03}", i % RECIPIENTS)],
+            "event_type": raw::EVENT_TYPE,
+            "payload": {"text": "Please analyze the attached logs.", "n": i},
+        });
+        client.post(&url).bearer_auth(&*publisher).json(&body)
+    })
+    .await
+}
+
+/// `requests` calls to `node` over `concurrency` workers, call `i` made by `request`, each of
+/// which must answer `expected`; a call's latency runs from building its request to reading
+/// the whole answer.
+async fn http_side(
+    node: &Node,
+    concurrency: usize,
+    requests: usize,
+    expected: reqwest::StatusCode,
+    request: impl Fn(&reqwest::Client, usize) -> reqwest::RequestBuilder + Send + Sync + 'static,
+) -> Result<Side, BenchError> {
     let started = Instant::now();
-    let publisher: Arc<str> = publisher.into();
+    let request = Arc::new(request);
     let mut workers = JoinSet::new();
     for worker in 0..concurrency {
-        let (client, base, publisher) = (node.client.clone(), node.base.clone(), publisher.clone());
+        let (client, request) = (node.client.clone(), request.clone());
         workers.spawn(async move {
             let mut latencies = Vec::new();
-            for i in (worker..publishes).step_by(concurrency) {
-                let body = json!({
-                    "recipients": [format!("agent-{:03}", i % RECIPIENTS)],
-                    "event_type": raw::EVENT_TYPE,
-                    "payload": {"text": "Please analyze the attached logs.", "n": i},
-                });
+            for i in (worker..requests).step_by(concurrency) {
                 let call = Instant::now();
-                let response = client
-                    .post(format!("{base}/v1/events"))
-                    .bearer_auth(&*publisher)
-                    .json(&body)
-                    .send()
-                    .await?;
-                let status = response.status();
-                let _ = response.bytes().await?;
-                if status != reqwest::StatusCode::CREATED {
-                    return Err(format!("publish answered {status}").into());
+                let response = request(&client, i).send().await?;
+                if response.status() != expected {
+                    let (url, status) = (response.url().path().to_owned(), response.status());
+                    return Err(format!("{url} answered {status}, not {expected}").into());
                 }
+                let _ = response.bytes().await?;
                 latencies.push(call.elapsed());
             }
             Ok::<_, BenchError>(latencies)
@@ -274,27 +286,13 @@ async fn floor_table(node: &Node, requests: usize) -> Result<String, BenchError>
     );
     for concurrency in [1, 4, 16] {
         eprintln!("floor: {concurrency} connections");
-        let started = Instant::now();
-        let mut workers = JoinSet::new();
-        for worker in 0..concurrency {
-            let (client, url) = (node.client.clone(), format!("{}/healthz", node.base));
-            workers.spawn(async move {
-                let mut latencies = Vec::new();
-                for _ in (worker..requests).step_by(concurrency) {
-                    let call = Instant::now();
-                    let response = client.get(&url).send().await?;
-                    let status = response.status();
-                    let _ = response.bytes().await?;
-                    if status != reqwest::StatusCode::OK {
-                        return Err(format!("/healthz answered {status}").into());
-                    }
-                    latencies.push(call.elapsed());
-                }
-                Ok::<_, BenchError>(latencies)
-            });
-        }
+        let url = format!("{}/healthz", node.base);
+        let side = http_side(node, concurrency, requests, reqwest::StatusCode::OK, move |client, _| {
+            client.get(&url)
+        })
+        .await?;
         let mut rounds = Rounds::new(["floor"]);
-        rounds.add(0, 0, hot_paths::collect(workers, started).await?);
+        rounds.add(0, 0, side);
         table.push_str(&format!("{concurrency:>11} | {}\n", rounds.cells(0, Show::Latencies)));
     }
     Ok(table)

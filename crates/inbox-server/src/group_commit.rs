@@ -168,10 +168,8 @@ impl<T: Send + 'static, A: Send + 'static> GroupCommit<T, A> {
                 }
                 // What queues while every permit is taken joins this batch.
                 let Ok(permit) = shared.in_flight.clone().acquire_owned().await else { return };
-                if !deferred.is_empty() {
-                    deferred.append(&mut batch);
-                    std::mem::swap(&mut batch, &mut deferred);
-                }
+                // The last batch was drained: deferred requests, if any, are all it holds now.
+                batch.append(&mut deferred);
                 take_queued(&mut requests, &mut batch, gathering.batch_max);
                 let first_taken = Instant::now();
                 for _ in 0..gathering.yields {
@@ -226,7 +224,7 @@ impl<T: Send + 'static, A: Send + 'static> GroupCommit<T, A> {
     /// the caller does the work itself.
     pub(crate) async fn submit(&self, item: T) -> Option<A> {
         let (_active, alone) = Active::enter(&self.shared.active);
-        if alone && let Ok(_permit) = self.shared.in_flight.clone().try_acquire_owned() {
+        if alone && let Ok(_permit) = self.shared.in_flight.try_acquire() {
             let batch =
                 Batch { items: vec![item], gathered_for: Duration::ZERO, waited: vec![Duration::ZERO] };
             let committed = (self.shared.commit)(batch).await;
